@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# Runs the whole test suite. Installs what the tests need, only when it is
+# missing: Debian's chromium (and Node.js with npm) after one apt-get update,
+# and the npm test peers from package-lock.json. Extra arguments go to the
+# first `go test` (for example -count=1 or -run).
+set -euo pipefail
+cd "$(dirname "$0")"
+
+as_root() { if [ "$(id -u)" -eq 0 ]; then "$@"; else sudo "$@"; fi; }
+
+missing=()
+command -v chromium >/dev/null 2>&1 || missing+=(chromium)
+command -v node >/dev/null 2>&1 || missing+=(nodejs)
+command -v npm >/dev/null 2>&1 || missing+=(npm)
+if [ ${#missing[@]} -gt 0 ]; then
+	echo "test.sh: installing ${missing[*]}"
+	as_root apt-get update -qq
+	as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
+fi
+
+# npm ci only when node_modules does not match the committed lock file.
+stamp=node_modules/.teamsbot-lock.sha256
+want=$(sha256sum package-lock.json | cut -d' ' -f1)
+if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
+	echo "test.sh: installing the npm test peers"
+	npm ci --no-audit --no-fund --loglevel=error
+	echo "$want" >"$stamp"
+fi
+
+go vet ./...
+go test "$@" ./...
+# The Bot Framework endpoint runs many turns at once: prove it race-free.
+go test -race ./bot/...
