@@ -36,7 +36,8 @@ const (
 type ToolUI struct {
 	// ResourceURI is the ui:// resource of the tool's view, or empty.
 	ResourceURI string
-	// Visibility lists who may call the tool; nil means both.
+	// Visibility lists who may call the tool; nil (absent in _meta) means
+	// both, an empty list nobody. Use VisibleTo rather than comparing it.
 	Visibility []string
 }
 

@@ -1,0 +1,365 @@
+package mcpapps
+
+import (
+	"errors"
+	"fmt"
+	"net/netip"
+	"slices"
+	"strconv"
+	"strings"
+	"unicode/utf8"
+)
+
+// DefaultCSP is the policy of a view whose server declared nothing (or only
+// entries that were dropped). It is the MCP Apps specification's default,
+//
+//	default-src 'none'; script-src 'self' 'unsafe-inline';
+//	style-src 'self' 'unsafe-inline'; img-src 'self' data:;
+//	media-src 'self' data:; connect-src 'none'; object-src 'none'
+//
+// with four directives that default-src does not cover, or covers more
+// strictly than a single-file view needs:
+//
+//   - font-src 'self' data:, so that fonts inlined as data: URLs by a bundler
+//     work like inlined images; a data: URL loads nothing from outside.
+//   - frame-src 'none', as the specification says for absent frameDomains
+//     (default-src already implies it; written out so the header says it).
+//   - base-uri 'none', stricter than the specification's 'self': a <base>
+//     element is not governed by default-src, a view served by this service
+//     has no files of its own beside it, and 'none' leaves relative URLs
+//     where the document's own URL puts them.
+//   - form-action 'none': form submission is not governed by default-src, and
+//     a form posting to any site would carry data out of the view even when
+//     connect-src is 'none'. A view granted allow-forms still handles its
+//     forms in script and calls tools through the host.
+//
+// frame-ancestors is deliberately absent: the view page adds it with the
+// origins it is served from (AppendFrameAncestors).
+const DefaultCSP = "default-src 'none'; " +
+	"script-src 'self' 'unsafe-inline'; " +
+	"style-src 'self' 'unsafe-inline'; " +
+	"img-src 'self' data:; " +
+	"font-src 'self' data:; " +
+	"media-src 'self' data:; " +
+	"connect-src 'none'; " +
+	"frame-src 'none'; " +
+	"object-src 'none'; " +
+	"base-uri 'none'; " +
+	"form-action 'none'"
+
+// MaxDomainsPerField bounds how many entries of one csp field are read. The
+// rest are dropped as one DroppedEntry, so that a server cannot make a view's
+// header or its audit record arbitrarily large.
+const MaxDomainsPerField = 32
+
+// maxDroppedValueBytes bounds DroppedEntry.Value, for the same reason.
+const maxDroppedValueBytes = 256
+
+// maxOriginBytes bounds one declared entry: "https://", a 253-byte host name
+// and a port.
+const maxOriginBytes = len("https://") + 253 + len(":65535") + len("/")
+
+// ErrBadOrigin reports an origin given to AppendFrameAncestors that the
+// origin grammar refuses.
+var ErrBadOrigin = errors.New("not a valid origin")
+
+// Policy is a CSP header value and the declared entries left out of it.
+type Policy struct {
+	Header  string
+	Dropped []DroppedEntry
+}
+
+// BuildCSP builds the CSP a view is served under from its declared domains.
+//
+// It starts from DefaultCSP and adds declared entries only when they are
+// https:// origins (see the origin grammar below): resourceDomains join
+// script-src, style-src, img-src, font-src and media-src; connectDomains
+// replace connect-src 'none'; frameDomains replace frame-src 'none';
+// baseUriDomains replace base-uri 'none'. Nothing else can change: the
+// directive names and the keywords are fixed, so no declaration can add a
+// directive, a keyword such as 'unsafe-eval', or a scheme source.
+//
+// The origin grammar: "https://" (any case), a host, an optional ":port"
+// (1 to 65535, decimal, no leading zero), and optionally a single trailing
+// "/", which CSP reads as "any path" and is removed. The host is a DNS name
+// of at least two labels, each 1 to 63 of [a-z0-9-] not starting or ending
+// with '-', the last starting with a letter; "*." may stand as the whole
+// leftmost label, above at least two labels. Scheme and host are lower-cased.
+//
+// Every other entry is dropped and listed in Policy.Dropped with its field,
+// value and reason, for the audit log: other schemes (http:, wss:, data:,
+// blob:; an https:// source also lets CSP reach wss:// on the same host),
+// bare schemes and "*", keywords and anything quoted, whitespace, ';' and ','
+// (a stray directive), paths, queries, fragments, user info, wildcards
+// elsewhere than the leftmost label or over a top-level domain, IP
+// addresses and single-label or .localhost names (they reach the person's
+// own machine or network, not a server's), and non-ASCII names (write them
+// in punycode). A public suffix such as *.co.uk passes: telling it apart
+// needs the public suffix list, which this package does not carry.
+//
+// Duplicates are removed and each directive lists its origins sorted, so
+// the same declaration always gives the same header. At most
+// MaxDomainsPerField entries of each field are read.
+func BuildCSP(d CSPDomains) Policy {
+	var p Policy
+	resource := p.origins("resourceDomains", d.ResourceDomains)
+	connect := p.origins("connectDomains", d.ConnectDomains)
+	frame := p.origins("frameDomains", d.FrameDomains)
+	base := p.origins("baseUriDomains", d.BaseURIDomains)
+	if resource == nil && connect == nil && frame == nil && base == nil {
+		p.Header = DefaultCSP
+		return p
+	}
+
+	var b strings.Builder
+	b.Grow(len(DefaultCSP) + 5*len(resource)*32 + (len(connect)+len(frame)+len(base))*32)
+	directive := func(name, fixed string, origins []string) {
+		if b.Len() > 0 {
+			b.WriteString("; ")
+		}
+		b.WriteString(name)
+		if fixed != "" {
+			b.WriteByte(' ')
+			b.WriteString(fixed)
+		}
+		for _, o := range origins {
+			b.WriteByte(' ')
+			b.WriteString(o)
+		}
+	}
+	orNone := func(origins []string) string {
+		if len(origins) == 0 {
+			return "'none'"
+		}
+		return ""
+	}
+	directive("default-src", "'none'", nil)
+	directive("script-src", "'self' 'unsafe-inline'", resource)
+	directive("style-src", "'self' 'unsafe-inline'", resource)
+	directive("img-src", "'self' data:", resource)
+	directive("font-src", "'self' data:", resource)
+	directive("media-src", "'self' data:", resource)
+	directive("connect-src", orNone(connect), connect)
+	directive("frame-src", orNone(frame), frame)
+	directive("object-src", "'none'", nil)
+	directive("base-uri", orNone(base), base)
+	directive("form-action", "'none'", nil)
+	p.Header = b.String()
+	return p
+}
+
+// origins returns the accepted, normalized origins of one field, sorted and
+// without duplicates, and records the rest in p.Dropped.
+func (p *Policy) origins(field string, entries []string) []string {
+	var out []string
+	for i, e := range entries {
+		if i == MaxDomainsPerField {
+			p.Dropped = append(p.Dropped, DroppedEntry{
+				Field:  field,
+				Value:  fmt.Sprintf("(%d more entries)", len(entries)-i),
+				Reason: fmt.Sprintf("only the first %d entries of a field are read", MaxDomainsPerField),
+			})
+			break
+		}
+		o, reason := parseOrigin(e, false)
+		if reason != "" {
+			p.Dropped = append(p.Dropped, DroppedEntry{Field: field, Value: truncate(e, maxDroppedValueBytes), Reason: reason})
+			continue
+		}
+		out = append(out, o)
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
+}
+
+// AppendFrameAncestors returns header with a frame-ancestors directive that
+// lets the given origins frame the document; with no origins, none may
+// ('none'). The origins are the service's own (the public base URL, the
+// sandbox base URL), so an invalid one is a configuration mistake and gives
+// an error wrapping ErrBadOrigin rather than being dropped.
+//
+// They follow BuildCSP's origin grammar, with one addition: http:// (and
+// https://) is accepted for the loopback hosts localhost, 127.0.0.1 and
+// [::1], because the service runs on http://localhost during development
+// and its page must still be able to frame the sandbox there. A loopback
+// origin only ever names the person's own machine, so it cannot let a
+// remote site frame a view.
+func AppendFrameAncestors(header string, origins []string) (string, error) {
+	var srcs []string
+	var errs []error
+	for _, s := range origins {
+		o, reason := parseOrigin(s, true)
+		if reason != "" {
+			errs = append(errs, fmt.Errorf("%w: %.200q: %s", ErrBadOrigin, s, reason))
+			continue
+		}
+		srcs = append(srcs, o)
+	}
+	if err := errors.Join(errs...); err != nil {
+		return "", err
+	}
+	slices.Sort(srcs)
+	srcs = slices.Compact(srcs)
+	value := "'none'"
+	if len(srcs) > 0 {
+		value = strings.Join(srcs, " ")
+	}
+	if header == "" {
+		return "frame-ancestors " + value, nil
+	}
+	return header + "; frame-ancestors " + value, nil
+}
+
+// isLoopbackHost reports whether host is one that AppendFrameAncestors
+// accepts over http://.
+func isLoopbackHost(host string) bool {
+	return host == "localhost" || host == "127.0.0.1" || host == "[::1]"
+}
+
+// parseOrigin checks s against the origin grammar described at BuildCSP. It
+// returns the normalized origin, or an empty origin and the reason it was
+// refused. With loopback, http:// and https:// origins of the loopback hosts
+// are accepted as well.
+func parseOrigin(s string, loopback bool) (origin, reason string) {
+	switch {
+	case s == "":
+		return "", "empty"
+	case len(s) > maxOriginBytes:
+		return "", "too long for an origin"
+	case s == "*":
+		return "", "a bare wildcard allows every origin"
+	}
+	for i := 0; i < len(s); i++ {
+		switch c := s[i]; {
+		case c <= ' ' || c == 0x7f:
+			return "", "contains whitespace or a control character"
+		case c == '\'' || c == '"' || c == ';' || c == ',' || c == '\\':
+			return "", "contains a quote, ';', ',' or '\\' (a keyword or another directive)"
+		case c >= utf8.RuneSelf:
+			return "", "contains non-ASCII characters (write the host name in punycode)"
+		}
+	}
+
+	lower := strings.ToLower(s)
+	scheme, rest, ok := strings.Cut(lower, "://")
+	switch {
+	case !ok && strings.HasSuffix(lower, ":"):
+		return "", "a scheme source, not an origin"
+	case !ok:
+		return "", "not an origin: no https:// scheme"
+	case scheme == "https":
+	case scheme == "http" && loopback:
+	case scheme == "http":
+		return "", "http: is not https:"
+	default:
+		return "", fmt.Sprintf("scheme %.20q is not https", scheme)
+	}
+
+	switch {
+	case strings.ContainsAny(rest, "?#"):
+		return "", "has a query or fragment"
+	case strings.Contains(rest, "@"):
+		return "", "has user info"
+	}
+	if i := strings.IndexByte(rest, '/'); i >= 0 {
+		if rest[i:] != "/" {
+			return "", "has a path"
+		}
+		rest = rest[:i]
+	}
+
+	host, port := rest, ""
+	if i := strings.LastIndexByte(rest, ':'); i >= 0 && !strings.HasSuffix(rest, "]") {
+		host, port = rest[:i], rest[i+1:]
+		if !validPort(port) {
+			return "", "invalid port"
+		}
+		port = ":" + port
+	}
+	if loopback && isLoopbackHost(host) {
+		return scheme + "://" + host + port, ""
+	}
+	if scheme != "https" {
+		return "", "http: is accepted only for loopback hosts"
+	}
+	if r := hostReason(host); r != "" {
+		return "", r
+	}
+	return "https://" + host + port, ""
+}
+
+// hostReason returns why host is not an acceptable host of an https://
+// origin, or "".
+func hostReason(host string) string {
+	if strings.HasPrefix(host, "[") {
+		return "an IP address, not a host name"
+	}
+	if _, err := netip.ParseAddr(host); err == nil {
+		return "an IP address, not a host name"
+	}
+	name, wildcard := strings.CutPrefix(host, "*.")
+	if strings.Contains(name, "*") {
+		return "a wildcard may only be the whole leftmost label"
+	}
+	if name == "" || len(name) > 253 {
+		return "not a valid host name"
+	}
+	labels := strings.Split(name, ".")
+	for _, l := range labels {
+		if !validLabel(l) {
+			return "not a valid host name"
+		}
+	}
+	last := labels[len(labels)-1]
+	switch {
+	case last[0] < 'a' || last[0] > 'z':
+		// WHATWG URL parsing reads a host whose last label is a number
+		// (decimal or 0x hex) as an IPv4 address; no top-level domain
+		// starts with a digit.
+		return "the last label must start with a letter (no IP addresses)"
+	case len(labels) < 2 && wildcard:
+		return "a wildcard must stand above at least two labels, not a top-level domain"
+	case len(labels) < 2:
+		return "a single-label host name names a local machine or network"
+	case last == "localhost":
+		return "a .localhost name is the person's own machine"
+	}
+	return ""
+}
+
+func validLabel(l string) bool {
+	if len(l) == 0 || len(l) > 63 || l[0] == '-' || l[len(l)-1] == '-' {
+		return false
+	}
+	for i := 0; i < len(l); i++ {
+		c := l[i]
+		if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-') {
+			return false
+		}
+	}
+	return true
+}
+
+func validPort(p string) bool {
+	if len(p) == 0 || len(p) > 5 || p[0] == '0' {
+		return false
+	}
+	for i := 0; i < len(p); i++ {
+		if p[i] < '0' || p[i] > '9' {
+			return false
+		}
+	}
+	n, err := strconv.Atoi(p)
+	return err == nil && n <= 65535
+}
+
+// truncate cuts s to at most n bytes without splitting a UTF-8 sequence.
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n] + "…"
+}
