@@ -1,0 +1,76 @@
+// Package store keeps the service's state in one bbolt file: agent runs,
+// the views they made (with their HTML kept once per SHA-256), the
+// append-only audit log and the Bot Framework conversation references that
+// proactive sends need. It runs the schema migrations when the file is
+// opened and sweeps expired views away.
+//
+// It is the only package that knows bbolt. Its exported methods take and
+// return plain values, never transactions or cursors, so that a second
+// backend (PostgreSQL behind several replicas) could offer the same methods.
+// It does not decide who may read what: callers check access first.
+//
+// # Bucket tree
+//
+// Keys are bytes; "|" below only separates the parts of a key and is not
+// stored. T is a time as 8 bytes big-endian (Unix nanoseconds with the sign
+// bit flipped, so that byte order is time order); N is a sequence number as
+// 8 bytes big-endian; 0x00 ends a variable-length part (tenant ids and
+// actions may not contain it).
+//
+//	meta/
+//	  "schema_version"            -> N: the last migration applied
+//	runs/
+//	  <run id>                    -> Run as JSON
+//	views/
+//	  <view id>                   -> mcpapps.View as JSON
+//	views_by_expiry/
+//	  T(expiresAt) | <view id>    -> the view's HTML SHA-256 (hex)
+//	html/
+//	  <SHA-256 hex>               -> the HTML bytes, as given
+//	html_refs/
+//	  <SHA-256 hex>               -> N: how many stored views use this HTML
+//	audit/
+//	  T(time) | N(seq)            -> AuditRecord as JSON (its seq comes from the key)
+//	audit_by_tenant/
+//	  <tenant> 0x00 | T | N       -> empty
+//	audit_by_action/
+//	  <action> 0x00 | T | N       -> empty
+//	audit_by_tenant_action/
+//	  <tenant> 0x00 <action> 0x00 | T | N -> empty
+//	conversations/
+//	  <key>                       -> ConversationRef as JSON
+//
+// The layout is chosen for range scans. A sweep reads views_by_expiry from
+// the start up to T(now), so it never reads a live view; the index value
+// carries the HTML hash so that the sweep can release the document without
+// decoding the view. The audit indexes end in the primary key (T | N), so an
+// audit query by tenant, action or both seeks straight to
+// prefix | T(from) and stops at prefix | T(to), reading only matching
+// records. The audit bucket's own sequence numbers the records: it only
+// grows, so two records written in the same nanosecond keep their order.
+//
+// html_refs counts the views (live or expired but not yet swept) that point
+// at a document. Saving a view increments it, deleting or replacing a view
+// decrements it, and the document is deleted in the same transaction as
+// the last view that used it, so no document outlives its views and none is
+// ever deleted while a view still needs it.
+//
+// # Writes
+//
+// Every write (SaveRun, Append, PutConversation, DeleteConversation) is
+// validated and encoded in the caller's goroutine, then handed to one writer
+// goroutine that commits at once when it is idle and, while a commit is
+// under way, gathers every write that arrives into the next single
+// transaction (group commit). A bbolt commit costs two fsyncs, so this is
+// what lets many concurrent writers through without making a lone writer
+// wait. A caller returns only after its transaction is on disk, and gets
+// its own error: a write that fails inside the transaction is taken out and
+// the others are committed without it.
+//
+// # Schema
+//
+// meta/schema_version holds the number of the last migration applied.
+// Open applies the missing migrations in order, each in its own transaction
+// together with the new version number, and refuses a file whose version is
+// newer than this code knows.
+package store

@@ -1,0 +1,206 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"go.etcd.io/bbolt"
+	berrors "go.etcd.io/bbolt/errors"
+)
+
+// ErrNotFound is returned for a record that does not exist, or a view that
+// has expired (an expired view is never returned).
+var ErrNotFound = errors.New("store: not found")
+
+// ErrExpired is returned (wrapped) by View for a view whose ExpiresAt has
+// passed, whether or not a sweep has deleted it yet. It wraps ErrNotFound,
+// so errors.Is(err, ErrNotFound) holds for it too: a caller that only
+// knows "not found" treats an expired view as gone, and a caller that wants
+// to tell the two apart (410 Gone rather than 404) checks ErrExpired first.
+var ErrExpired error = expiredError{}
+
+type expiredError struct{}
+
+func (expiredError) Error() string { return "store: expired" }
+func (expiredError) Unwrap() error { return ErrNotFound }
+
+// ErrInvalid is returned (wrapped, with the reason) for a write that could
+// never succeed: a missing id, an HTML hash that does not match the bytes, a
+// tenant id containing a NUL byte. Nothing of such a write is stored.
+var ErrInvalid = errors.New("store: invalid")
+
+// ErrClosed is returned by every method called after Close.
+var ErrClosed = errors.New("store: closed")
+
+// ErrLocked is returned by Open when another process, or another Store in
+// this one, holds the file and did not let go within the open timeout.
+var ErrLocked = errors.New("store: file is locked by another user")
+
+// ErrSchemaTooNew is returned by Open for a file written by a newer version
+// of this service, whose schema this code does not know.
+var ErrSchemaTooNew = errors.New("store: schema is newer than this program")
+
+// DefaultOpenTimeout is how long Open waits for the file lock when
+// Options.OpenTimeout is zero.
+const DefaultOpenTimeout = 5 * time.Second
+
+// Options configures Open. The zero value is usable.
+type Options struct {
+	// Now is the clock; nil means time.Now.
+	Now func() time.Time
+	// Logger; nil discards.
+	Logger *slog.Logger
+	// OpenTimeout bounds waiting for the file lock; zero means 5 s.
+	OpenTimeout time.Duration
+}
+
+// Store is the service's bbolt file. Its methods are safe for concurrent
+// use.
+type Store struct {
+	db  *bbolt.DB
+	now func() time.Time
+	log *slog.Logger
+
+	// sweepBatch is how many expired views one sweep transaction deletes
+	// at most; tests lower it.
+	sweepBatch int
+
+	// The group-commit queue (see writer.go).
+	mu      sync.Mutex
+	pending []*writeReq
+	closed  bool
+	wake    chan struct{}
+	stopped chan struct{}
+
+	commits atomic.Uint64
+	writes  atomic.Uint64
+}
+
+// Stats counts the writes and the transactions they were committed in since
+// Open; Writes/Commits is the average group-commit size.
+type Stats struct {
+	Writes  uint64
+	Commits uint64
+}
+
+// Stats returns the write counters, for metrics.
+func (s *Store) Stats() Stats {
+	return Stats{Writes: s.writes.Load(), Commits: s.commits.Load()}
+}
+
+// Open opens (creating and migrating) the store file at path. It creates
+// the parent folder (mode 0700) and the file (mode 0600) if needed. If the
+// file is held by someone else it fails with ErrLocked after
+// Options.OpenTimeout, or sooner if ctx has an earlier deadline.
+func Open(ctx context.Context, path string, opts Options) (*Store, error) {
+	return open(ctx, path, opts, schema())
+}
+
+func open(ctx context.Context, path string, opts Options, migrations []migration) (*Store, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	if path == "" {
+		return nil, fmt.Errorf("store: open: empty path: %w", ErrInvalid)
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return nil, fmt.Errorf("store: open %s: %w", path, err)
+	}
+	timeout := opts.OpenTimeout
+	if timeout <= 0 {
+		timeout = DefaultOpenTimeout
+	}
+	if dl, ok := ctx.Deadline(); ok {
+		timeout = max(min(timeout, time.Until(dl)), time.Millisecond)
+	}
+	db, err := bbolt.Open(path, 0o600, &bbolt.Options{
+		// Without a timeout a second Open of the same file blocks forever.
+		Timeout: timeout,
+		// The hashmap freelist stays fast when sweeps free many pages, and
+		// not writing the freelist at every commit makes commits smaller;
+		// the price is a scan of the file at open.
+		FreelistType:   bbolt.FreelistMapType,
+		NoFreelistSync: true,
+		// A writer that must remap the file waits for every open read
+		// transaction; mapping generously up front makes that rare.
+		InitialMmapSize: 256 << 20,
+	})
+	if errors.Is(err, berrors.ErrTimeout) {
+		return nil, fmt.Errorf("store: open %s: still locked after %s (is another instance running?): %w", path, timeout, ErrLocked)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("store: open %s: %w", path, err)
+	}
+	s := &Store{
+		db:         db,
+		now:        opts.Now,
+		log:        opts.Logger,
+		sweepBatch: defaultSweepBatch,
+		wake:       make(chan struct{}, 1),
+		stopped:    make(chan struct{}),
+	}
+	if s.now == nil {
+		s.now = time.Now
+	}
+	if s.log == nil {
+		s.log = slog.New(slog.DiscardHandler)
+	}
+	if err := s.migrate(ctx, migrations); err != nil {
+		db.Close()
+		return nil, err
+	}
+	go s.runWriter()
+	return s, nil
+}
+
+// Close waits for the writes already handed in to commit, then closes the
+// file. Later calls return ErrClosed.
+func (s *Store) Close() error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return ErrClosed
+	}
+	s.closed = true
+	s.mu.Unlock()
+	s.signal()
+	<-s.stopped
+	if err := s.db.Close(); err != nil {
+		return fmt.Errorf("store: close: %w", err)
+	}
+	return nil
+}
+
+// Ping checks that the file is open and readable and its schema is current.
+func (s *Store) Ping(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	return s.read(func(tx *bbolt.Tx) error {
+		v, err := schemaVersion(tx)
+		if err != nil {
+			return err
+		}
+		if v == 0 {
+			return fmt.Errorf("store: ping: no schema version")
+		}
+		return nil
+	})
+}
+
+// read runs fn in a read transaction. fn must copy out whatever it keeps:
+// bbolt's slices are only valid until the transaction ends.
+func (s *Store) read(fn func(tx *bbolt.Tx) error) error {
+	err := s.db.View(fn)
+	if errors.Is(err, berrors.ErrDatabaseNotOpen) {
+		return ErrClosed
+	}
+	return err
+}
