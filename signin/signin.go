@@ -1,0 +1,380 @@
+// Package signin signs people in to the companion web page: OpenID Connect
+// with Microsoft Entra ID (authorization code with PKCE, state and nonce,
+// single- and multi-tenant issuers), the session cookie that follows, sign-out,
+// and a local development sign-in for a service that listens on loopback only.
+//
+// A person is identified by the token's tenant (tid) and object id (oid); the
+// name, username and app roles ride along for display and for access checks
+// done elsewhere. The session lives only in a sealed cookie (AES-GCM, key kept
+// under the data folder): no Entra token is kept, and nothing is stored on the
+// server. Deciding what a signed-in person may see or run is not this
+// package's business; the view page and the access package do that.
+//
+// Routes added by Register:
+//
+//	GET  /signin?return=/local/path  start sign-in (the form, in local mode)
+//	GET  /signin/callback            the provider's redirect (OIDC mode)
+//	POST /signin/local               the local form (local mode)
+//	GET  /signout                    a page with a sign-out button
+//	POST /signout                    end the session
+//	GET  /signed-out                 where sign-out lands
+package signin
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"regexp"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/labstack/echo/v4"
+)
+
+// ErrNoSession is returned when a request carries no valid session: no
+// cookie, one this service did not seal, or one past its expiry.
+var ErrNoSession = errors.New("signin: no session")
+
+// ErrConfig is wrapped by every configuration mistake New reports.
+var ErrConfig = errors.New("signin: configuration")
+
+// DefaultSessionLifetime is the absolute lifetime of a session when
+// Options.SessionLifetime is zero: a working day, after which the person
+// signs in again and fresh roles are read.
+const DefaultSessionLifetime = 8 * time.Hour
+
+// flowLifetime bounds the time between starting sign-in and the callback.
+const flowLifetime = 10 * time.Minute
+
+// Session is the signed-in person, as kept in the session cookie.
+type Session struct {
+	TenantID string    `json:"tid"`
+	UserID   string    `json:"oid"`
+	Name     string    `json:"name,omitempty"`
+	Username string    `json:"upn,omitempty"`
+	Roles    []string  `json:"roles,omitempty"`
+	Expires  time.Time `json:"exp"`
+	// Local is true for the local development sign-in.
+	Local bool `json:"local,omitempty"`
+}
+
+// Options configures New.
+type Options struct {
+	// Issuer is the OIDC issuer, for Entra ID
+	// https://login.microsoftonline.com/<tenant GUID>/v2.0 (one tenant) or
+	// .../organizations/v2.0 or .../common/v2.0 (several tenants, which then
+	// need AllowedTenants). Empty means the local development sign-in.
+	Issuer, ClientID, ClientSecret string
+	// PublicBaseURL is where people reach the service, an origin such as
+	// https://bot.example.com. The callback URL is derived from it, and an
+	// https address makes the cookies Secure with the __Host- prefix.
+	PublicBaseURL string
+	// DataDir is where the cookie key is kept (created on first start).
+	DataDir string
+	// Loopback says the service listens on loopback only; the local
+	// development sign-in is refused otherwise.
+	Loopback bool
+	// AllowedTenants are the onboarded tenant ids. Required with a
+	// multi-tenant issuer; with a single-tenant issuer, when set, it is
+	// checked too.
+	AllowedTenants []string
+	// SessionLifetime is the absolute lifetime of a session; zero means
+	// DefaultSessionLifetime.
+	SessionLifetime time.Duration
+	// HTTPClient talks to the provider; nil means a client with a 15 s timeout.
+	HTTPClient *http.Client
+	// Logger receives sign-in events (never tokens or cookies); nil discards.
+	Logger *slog.Logger
+	// Now is the clock; nil means time.Now.
+	Now func() time.Time
+}
+
+// Service signs people in. It is safe for concurrent use.
+type Service struct {
+	log      *slog.Logger
+	now      func() time.Time
+	lifetime time.Duration
+	secure   bool
+	origin   string // scheme://host of PublicBaseURL, "" in local mode without one
+
+	sessionCookie string
+	flowCookie    string
+	seal          *sealer
+	cop           *http.CrossOriginProtection
+	pages         *pages
+
+	oidc *oidcFlow // nil in local mode
+	used *usedStates
+}
+
+// New prepares sign-in: it loads or creates the cookie key and, when an
+// issuer is set, runs OIDC discovery. Configuration mistakes are reported
+// together, each wrapping ErrConfig.
+func New(ctx context.Context, opts Options) (*Service, error) {
+	s := &Service{
+		log:      opts.Logger,
+		now:      opts.Now,
+		lifetime: opts.SessionLifetime,
+		used:     &usedStates{m: map[string]time.Time{}},
+	}
+	if s.log == nil {
+		s.log = slog.New(slog.DiscardHandler)
+	}
+	if s.now == nil {
+		s.now = time.Now
+	}
+	if s.lifetime == 0 {
+		s.lifetime = DefaultSessionLifetime
+	}
+
+	var errs []error
+	bad := func(format string, args ...any) {
+		errs = append(errs, fmt.Errorf("%w: "+format, append([]any{ErrConfig}, args...)...))
+	}
+	if s.lifetime < 0 {
+		bad("session lifetime %v must be positive", opts.SessionLifetime)
+	}
+	if opts.DataDir == "" {
+		bad("DataDir is required: the cookie key is kept there")
+	}
+	if opts.PublicBaseURL != "" || opts.Issuer != "" {
+		origin, err := parseOrigin(opts.PublicBaseURL)
+		if err != nil {
+			bad("public base URL: %v", err)
+		}
+		s.origin = origin
+		s.secure = strings.HasPrefix(origin, "https://")
+	}
+	if opts.Issuer == "" && !opts.Loopback {
+		bad("an OIDC issuer must be configured (TICKETIQ_OIDC_ISSUER, TICKETIQ_OIDC_CLIENT_ID, TICKETIQ_OIDC_CLIENT_SECRET): the local development sign-in is offered only while the service listens on loopback")
+	}
+	allowed := map[string]bool{}
+	for _, t := range opts.AllowedTenants {
+		t = strings.ToLower(strings.TrimSpace(t))
+		if !idPattern.MatchString(t) {
+			bad("allowed tenant %q is not a tenant id", t)
+			continue
+		}
+		allowed[t] = true
+	}
+	if opts.Issuer != "" {
+		if opts.ClientID == "" {
+			bad("an OIDC client id is required with an issuer")
+		}
+		if opts.ClientSecret == "" {
+			bad("an OIDC client secret is required with an issuer")
+		}
+		if _, multi := tenantTemplate(opts.Issuer); multi && len(allowed) == 0 {
+			bad("issuer %s accepts any Entra tenant: list the onboarded tenant ids in AllowedTenants", opts.Issuer)
+		}
+	}
+	if len(errs) > 0 {
+		return nil, errors.Join(errs...)
+	}
+
+	if s.secure {
+		// __Host- makes the browser refuse the cookie unless it is Secure,
+		// has Path=/ and no Domain: a sibling subdomain cannot plant one.
+		s.sessionCookie, s.flowCookie = "__Host-teamsbot-session", "__Host-teamsbot-signin"
+	} else {
+		s.sessionCookie, s.flowCookie = "teamsbot-session", "teamsbot-signin"
+	}
+
+	key, err := loadOrCreateKey(opts.DataDir, s.log)
+	if err != nil {
+		return nil, err
+	}
+	if s.seal, err = newSealer(key); err != nil {
+		return nil, err
+	}
+	clear(key)
+
+	s.cop = http.NewCrossOriginProtection()
+	if s.origin != "" {
+		// Behind a reverse proxy the Host header may not be the public
+		// one; the public origin is same-site by definition.
+		if err := s.cop.AddTrustedOrigin(s.origin); err != nil {
+			return nil, fmt.Errorf("%w: public base URL: %w", ErrConfig, err)
+		}
+	}
+	if s.pages, err = parsePages(); err != nil {
+		return nil, err
+	}
+
+	if opts.Issuer != "" {
+		client := opts.HTTPClient
+		if client == nil {
+			client = &http.Client{Timeout: 15 * time.Second}
+		}
+		s.oidc, err = discover(ctx, opts, client, s.origin, allowed, s.now)
+		if err != nil {
+			return nil, err
+		}
+	}
+	return s, nil
+}
+
+// parseOrigin checks that base is an http(s) origin and returns it without
+// a trailing slash.
+func parseOrigin(base string) (string, error) {
+	if base == "" {
+		return "", errors.New("required with an OIDC issuer (the callback URL is derived from it)")
+	}
+	u, err := url.Parse(base)
+	if err != nil {
+		return "", fmt.Errorf("%q: %w", base, err)
+	}
+	if u.Scheme != "http" && u.Scheme != "https" || u.Host == "" {
+		return "", fmt.Errorf("%q must be an http or https address", base)
+	}
+	if (u.Path != "" && u.Path != "/") || u.RawQuery != "" || u.Fragment != "" || u.User != nil {
+		return "", fmt.Errorf("%q must be an origin such as https://bot.example.com, without path, query or user", base)
+	}
+	return u.Scheme + "://" + u.Host, nil
+}
+
+// idPattern is what a tenant or user id may look like: Entra GUIDs, and
+// simple names for the local sign-in. It keeps ids safe to put in an
+// issuer URL, a log line or a store key.
+var idPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$`)
+
+// Register adds the sign-in routes (see the package doc) to e.
+func (s *Service) Register(e *echo.Echo) {
+	e.GET("/signin", s.page(s.handleSignIn))
+	if s.oidc != nil {
+		e.GET("/signin/callback", s.page(s.handleCallback))
+	} else {
+		e.POST("/signin/local", s.page(s.handleLocal))
+	}
+	e.GET("/signout", s.page(s.handleSignOutPage))
+	e.POST("/signout", s.page(s.handleSignOut))
+	e.GET("/signed-out", s.page(s.handleSignedOut))
+}
+
+// SignInURL is where to send a person who must sign in to reach returnPath.
+// A returnPath that is not a local path becomes "/".
+func (s *Service) SignInURL(returnPath string) string {
+	return "/signin?return=" + url.QueryEscape(LocalPath(returnPath))
+}
+
+// Local reports whether the service offers the local development sign-in
+// instead of OIDC.
+func (s *Service) Local() bool { return s.oidc == nil }
+
+// sessionPayload is the sealed content of the session cookie.
+type sessionPayload struct {
+	V     int      `json:"v"`
+	TID   string   `json:"tid"`
+	OID   string   `json:"oid"`
+	Name  string   `json:"name,omitempty"`
+	UPN   string   `json:"upn,omitempty"`
+	Roles []string `json:"roles,omitempty"`
+	Exp   int64    `json:"exp"`
+	Local bool     `json:"local,omitempty"`
+}
+
+// clockSlack tolerates a clock stepped back a little since a cookie was made.
+const clockSlack = 5 * time.Minute
+
+// Session returns the session of a request, or ErrNoSession. The expiry is
+// read from the sealed payload, not from the cookie's Max-Age, which a client
+// could ignore.
+func (s *Service) Session(r *http.Request) (Session, error) {
+	now := s.now()
+	for _, c := range r.CookiesNamed(s.sessionCookie) {
+		plain, err := s.seal.open(s.sessionCookie, c.Value)
+		if err != nil {
+			s.log.Debug("signin: session cookie refused", slog.String("why", "not sealed by this service"))
+			continue
+		}
+		var p sessionPayload
+		if err := json.Unmarshal(plain, &p); err != nil || p.V != 1 || p.TID == "" || p.OID == "" {
+			s.log.Debug("signin: session cookie refused", slog.String("why", "bad payload"))
+			continue
+		}
+		exp := time.Unix(p.Exp, 0)
+		if !now.Before(exp) {
+			s.log.Debug("signin: session cookie refused", slog.String("why", "expired"))
+			continue
+		}
+		if exp.Sub(now) > s.lifetime+clockSlack {
+			// Made under a longer lifetime than the one now configured.
+			s.log.Debug("signin: session cookie refused", slog.String("why", "lifetime"))
+			continue
+		}
+		return Session{
+			TenantID: p.TID,
+			UserID:   p.OID,
+			Name:     p.Name,
+			Username: p.UPN,
+			Roles:    p.Roles,
+			Expires:  exp,
+			Local:    p.Local,
+		}, nil
+	}
+	return Session{}, ErrNoSession
+}
+
+// startSession sets the session cookie for the person.
+func (s *Service) startSession(c echo.Context, p sessionPayload) (time.Time, error) {
+	exp := s.now().Add(s.lifetime).Truncate(time.Second)
+	p.V = 1
+	p.Exp = exp.Unix()
+	plain, err := json.Marshal(p)
+	if err != nil {
+		return time.Time{}, fmt.Errorf("signin: encode session: %w", err)
+	}
+	c.SetCookie(s.cookie(s.sessionCookie, s.seal.seal(s.sessionCookie, plain), s.lifetime))
+	return exp, nil
+}
+
+// cookie builds a cookie with the attributes every cookie of this package
+// has. maxAge < 0 deletes it.
+func (s *Service) cookie(name, value string, maxAge time.Duration) *http.Cookie {
+	c := &http.Cookie{
+		Name:     name,
+		Value:    value,
+		Path:     "/",
+		HttpOnly: true,
+		Secure:   s.secure,
+		// Lax: sent on the top-level redirect back from the provider
+		// (response_mode=query), not on cross-site subrequests.
+		SameSite: http.SameSiteLaxMode,
+	}
+	if maxAge < 0 {
+		c.MaxAge = -1
+		c.Value = ""
+	} else {
+		c.MaxAge = int(maxAge / time.Second)
+	}
+	return c
+}
+
+// usedStates remembers the states of finished callbacks until their flow
+// cookie would have expired, so that a copied flow cookie cannot be used a
+// second time even though the browser was told to delete it.
+type usedStates struct {
+	mu sync.Mutex
+	m  map[string]time.Time
+}
+
+// use records state and reports whether it was unused.
+func (u *usedStates) use(state string, until, now time.Time) bool {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	for k, t := range u.m {
+		if !now.Before(t) {
+			delete(u.m, k)
+		}
+	}
+	if _, ok := u.m[state]; ok {
+		return false
+	}
+	u.m[state] = until
+	return true
+}
