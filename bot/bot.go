@@ -1,0 +1,748 @@
+// Package bot is the service's Bot Framework endpoint, POST /api/messages,
+// which Microsoft Teams talks to through the Bot Connector.
+//
+// It authenticates each request (the Bot Connector's signed JWT, or, with no
+// app id configured, loopback callers only), answers within Teams' 15
+// seconds, runs the agent for the person who wrote in the background, and
+// sends the answer as Adaptive Cards through the Bot Connector REST API. It
+// keeps each conversation's reference in the store for later proactive sends.
+//
+// It owns neither card layout (package cards), nor runs (package agent), nor
+// storage (package store). It uses the msbotbuilder-go schema types, its
+// activity dispatch (activity.HandlerFuncs and TurnContext) and its
+// core.BotFrameworkAdapter struct, with this package's own token validator
+// and connector client plugged into the adapter's fields, because the
+// library's own ones are unsafe (see Validator and the connector type).
+//
+// Inbound authentication follows "Authenticate requests from the Bot
+// Connector service to your bot"; outbound calls follow "Bot Framework REST
+// API reference: Conversations" (API reference - Bot Service) and use a
+// client-credentials token for Scope from TokenURL.
+//
+// Trust in a serviceUrl: in authenticated mode the activity's serviceUrl must
+// equal the signed serviceurl claim, so only the Bot Connector can choose
+// where the bot's token is sent; it must also be https. In local mode no
+// token is ever sent, and loopback http is allowed.
+package bot
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/infracloudio/msbotbuilder-go/connector/auth"
+	"github.com/infracloudio/msbotbuilder-go/core"
+	"github.com/infracloudio/msbotbuilder-go/core/activity"
+	"github.com/infracloudio/msbotbuilder-go/schema"
+	"github.com/labstack/echo/v4"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"teamsbot/agent"
+	"teamsbot/store"
+)
+
+// Path is where the Bot Connector posts activities; the Azure Bot
+// resource's messaging endpoint is https://<host>/api/messages.
+const Path = "/api/messages"
+
+// Defaults of Options.
+const (
+	DefaultWorkingAfter       = 2 * time.Second
+	DefaultMaxConcurrentTurns = 64
+	DefaultMaxPendingTurns    = 2048
+	DefaultMaxBodyBytes       = 256 << 10
+	DefaultTurnTimeout        = 2 * time.Minute
+	// dedupTTL outlasts every retry Teams makes of one activity.
+	dedupTTL = 15 * time.Minute
+	// dedupMax bounds the memory the retry filter takes.
+	dedupMax = 50000
+	// sendTimeout bounds a short send outside a turn (welcome, refusal).
+	sendTimeout = 30 * time.Second
+)
+
+// Errors of the endpoint.
+var (
+	// ErrBadActivity: the request body is not an activity we can read.
+	ErrBadActivity = errors.New("bot: bad activity")
+	// ErrBusy: too many turns are waiting; Teams will retry.
+	ErrBusy = errors.New("bot: too many turns in flight")
+	// ErrClosed: the bot is shutting down.
+	ErrClosed = errors.New("bot: shutting down")
+)
+
+// Options configures New. Agent is required; everything else has a default.
+type Options struct {
+	// AppID, AppPassword and TenantID are the bot's Entra app registration
+	// (TICKETIQ_BOT_APP_ID, ..._APP_PASSWORD, ..._TENANT_ID). An empty
+	// AppID is local mode: unauthenticated activities from loopback only,
+	// and no token sent with replies.
+	AppID, AppPassword, TenantID string
+	// OpenIDMetadataURL is the Bot Framework OpenID metadata; empty means
+	// DefaultOpenIDMetadataURL.
+	OpenIDMetadataURL string
+	// TokenURL is the client-credentials token endpoint; empty means
+	// TokenURL(TenantID).
+	TokenURL string
+	// Agent runs the turns.
+	Agent *agent.Service
+	// AgentID is the agent the bot serves; empty means the first one.
+	AgentID string
+	// Store keeps conversation references; nil keeps none.
+	Store *store.Store
+	// PublicBaseURL is where people reach the service; the cards have an
+	// Open button only when it is https.
+	PublicBaseURL string
+	// Logger; nil discards.
+	Logger *slog.Logger
+	// Now is the clock; nil means time.Now.
+	Now func() time.Time
+	// HTTPClient is used for the OpenID metadata, the token endpoint and
+	// the Bot Connector; nil means a client with timeouts on every step.
+	HTTPClient *http.Client
+	// Registerer receives the bot's metrics; nil registers none.
+	Registerer prometheus.Registerer
+	// AllowLoopbackServiceURL lets an authenticated bot send to a plain
+	// http loopback serviceUrl, for tests with a fake Bot Connector. Local
+	// mode always allows it.
+	AllowLoopbackServiceURL bool
+	// WorkingAfter is how long a turn may take before a "working on it"
+	// card is posted and later replaced by the answer; zero means
+	// DefaultWorkingAfter.
+	WorkingAfter time.Duration
+	// MaxConcurrentTurns bounds agent runs at once; zero means
+	// DefaultMaxConcurrentTurns.
+	MaxConcurrentTurns int
+	// MaxPendingTurns bounds turns accepted but not finished; past it the
+	// endpoint answers 503 and Teams retries. Zero means
+	// DefaultMaxPendingTurns.
+	MaxPendingTurns int
+	// MaxBodyBytes bounds a request body; zero means DefaultMaxBodyBytes.
+	MaxBodyBytes int64
+	// TurnTimeout bounds one turn; zero means DefaultTurnTimeout.
+	TurnTimeout time.Duration
+}
+
+// Bot is the POST /api/messages endpoint and the turns it runs.
+type Bot struct {
+	opts      Options
+	local     bool
+	logger    *slog.Logger
+	now       func() time.Time
+	adapter   *core.BotFrameworkAdapter
+	conn      *connector
+	validator *Validator // nil in local mode
+	handlers  activity.HandlerFuncs
+	metrics   *metrics
+	seen      *seenSet
+	sem       chan struct{}
+	pending   atomic.Int64
+
+	// ctx lives as long as the service: turns run under it, not under the
+	// request that started them.
+	ctx    context.Context
+	cancel context.CancelFunc
+
+	mu      sync.Mutex
+	closing bool
+	turns   sync.WaitGroup
+}
+
+// New builds the bot. It does no network I/O: signing keys and the bot
+// token are fetched when first needed.
+func New(opts Options) (*Bot, error) {
+	if opts.Agent == nil {
+		return nil, errors.New("bot: Options.Agent is required")
+	}
+	if opts.AppID != "" && opts.AppPassword == "" {
+		return nil, errors.New("bot: an app id needs an app password (TICKETIQ_BOT_APP_PASSWORD)")
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	if opts.HTTPClient == nil {
+		opts.HTTPClient = newHTTPClient()
+	}
+	if opts.WorkingAfter <= 0 {
+		opts.WorkingAfter = DefaultWorkingAfter
+	}
+	if opts.MaxConcurrentTurns <= 0 {
+		opts.MaxConcurrentTurns = DefaultMaxConcurrentTurns
+	}
+	if opts.MaxPendingTurns <= 0 {
+		opts.MaxPendingTurns = DefaultMaxPendingTurns
+	}
+	if opts.MaxBodyBytes <= 0 {
+		opts.MaxBodyBytes = DefaultMaxBodyBytes
+	}
+	if opts.TurnTimeout <= 0 {
+		opts.TurnTimeout = DefaultTurnTimeout
+	}
+	if opts.OpenIDMetadataURL == "" {
+		opts.OpenIDMetadataURL = DefaultOpenIDMetadataURL
+	}
+	if opts.TokenURL == "" {
+		opts.TokenURL = TokenURL(opts.TenantID)
+	}
+	m, err := newMetrics(opts.Registerer)
+	if err != nil {
+		return nil, fmt.Errorf("bot: registering metrics: %w", err)
+	}
+
+	b := &Bot{
+		opts:    opts,
+		local:   opts.AppID == "",
+		logger:  opts.Logger,
+		now:     opts.Now,
+		metrics: m,
+		seen:    newSeenSet(dedupTTL, dedupMax),
+		sem:     make(chan struct{}, opts.MaxConcurrentTurns),
+	}
+	b.ctx, b.cancel = context.WithCancel(context.Background())
+	b.conn = &connector{
+		client:        opts.HTTPClient,
+		allowLoopback: b.local || opts.AllowLoopbackServiceURL,
+		logger:        opts.Logger,
+		metrics:       m,
+		sleep:         sleepCtx,
+	}
+	if !b.local {
+		b.conn.tokens = &tokenSource{
+			url: opts.TokenURL, appID: opts.AppID, password: opts.AppPassword,
+			client: opts.HTTPClient, now: opts.Now, logger: opts.Logger,
+		}
+		b.validator, err = NewValidator(ValidatorOptions{
+			AppID: opts.AppID, MetadataURL: opts.OpenIDMetadataURL,
+			HTTPClient: opts.HTTPClient, Now: opts.Now, Logger: opts.Logger,
+		})
+		if err != nil {
+			return nil, err
+		}
+	}
+
+	// The adapter struct is built here rather than with core.NewBotAdapter,
+	// which would install the library's validator and client. Its fields
+	// hold ours; the bot calls the validator through it. Its
+	// ProcessActivity is not used: it sends replies through a path that
+	// drops the reply id, takes no context and cannot return the id of
+	// what it sent, which the working card's update needs.
+	b.adapter = &core.BotFrameworkAdapter{
+		AdapterSetting: core.AdapterSetting{
+			AppID:              opts.AppID,
+			AppPassword:        opts.AppPassword,
+			ChannelAuthTenant:  opts.TenantID,
+			OauthEndpoint:      opts.TokenURL,
+			OpenIDMetadata:     opts.OpenIDMetadataURL,
+			ChannelService:     auth.ChannelService,
+			CredentialProvider: auth.SimpleCredentialProvider{AppID: opts.AppID, Password: opts.AppPassword},
+		},
+		Client: b.conn,
+	}
+	if b.validator != nil {
+		b.adapter.TokenValidator = b.validator
+	}
+	b.handlers = activity.HandlerFuncs{
+		OnMessageFunc:            b.onMessage,
+		OnConversationUpdateFunc: b.onConversationUpdate,
+		OnInvokeFunc:             b.onInvoke,
+	}
+
+	if b.local {
+		b.logger.Warn("bot: local mode: no TICKETIQ_BOT_APP_ID, so /api/messages accepts unauthenticated activities from loopback addresses only and sends replies without a token")
+	} else {
+		b.logger.Info("bot: Bot Framework authentication on", "app", opts.AppID, "token_url", opts.TokenURL, "openid_metadata", opts.OpenIDMetadataURL)
+	}
+	return b, nil
+}
+
+// LocalMode reports whether the bot runs without an app id, taking
+// unauthenticated activities from loopback only.
+func (b *Bot) LocalMode() bool { return b.local }
+
+// Register adds POST /api/messages to e.
+func (b *Bot) Register(e *echo.Echo) {
+	e.POST(Path, b.serve)
+}
+
+// Shutdown refuses new turns and waits for those in flight. When ctx ends
+// first, it cancels them and returns ctx's error.
+func (b *Bot) Shutdown(ctx context.Context) error {
+	b.mu.Lock()
+	b.closing = true
+	b.mu.Unlock()
+	done := make(chan struct{})
+	go func() {
+		b.turns.Wait()
+		close(done)
+	}()
+	select {
+	case <-done:
+		b.cancel()
+		return nil
+	case <-ctx.Done():
+		b.cancel()
+		<-done
+		return fmt.Errorf("bot: shutdown: %w", ctx.Err())
+	}
+}
+
+// ConversationKey is the store key of a conversation reference.
+func ConversationKey(tenantID, conversationID string) string {
+	return tenantID + "/" + conversationID
+}
+
+// inbound is an activity as received. It embeds the library's schema type
+// and overrides two fields: schema.Entity keeps only an entity's type, and
+// the @mention's id and text are needed to strip it; schema.Activity's
+// value must be an object, while activities other than invoke may carry
+// any JSON there.
+type inbound struct {
+	schema.Activity
+	Entities []entity       `json:"entities,omitempty"`
+	Value    json.RawMessage `json:"value,omitempty"`
+}
+
+type entity struct {
+	Type      string `json:"type"`
+	Text      string `json:"text,omitempty"`
+	Mentioned struct {
+		ID string `json:"id"`
+	} `json:"mentioned"`
+}
+
+// invokeResponse is what a handler returns for an invoke: Teams reads the
+// status and body from the HTTP response, as the Bot Framework SDKs' "invokeResponse"
+// activity carries them.
+type invokeResponse struct {
+	Status int `json:"status"`
+	Body   any `json:"body,omitempty"`
+}
+
+const invokeResponseType schema.ActivityTypes = "invokeResponse"
+
+// serve is POST /api/messages.
+func (b *Bot) serve(c echo.Context) error {
+	req := c.Request()
+	if b.local && !remoteIsLoopback(req.RemoteAddr) {
+		b.refuse(authErr(ReasonNotLoopback, "local mode takes activities from loopback only, not %s", req.RemoteAddr), req)
+		return echo.NewHTTPError(http.StatusForbidden, "bot: local mode accepts activities from loopback addresses only")
+	}
+	if !b.local && req.Header.Get("Authorization") == "" {
+		// Refused before the body is read: no work for anonymous callers.
+		ae := authErr(ReasonMissingToken, "no Authorization header")
+		b.refuse(ae, req)
+		return echo.NewHTTPError(ae.Status, "bot: missing Authorization bearer token")
+	}
+
+	body, err := io.ReadAll(http.MaxBytesReader(c.Response(), req.Body, b.opts.MaxBodyBytes))
+	if err != nil {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			return echo.NewHTTPError(http.StatusRequestEntityTooLarge, fmt.Sprintf("bot: activity larger than %d bytes", b.opts.MaxBodyBytes))
+		}
+		return echo.NewHTTPError(http.StatusBadRequest, "bot: reading request body failed")
+	}
+	var in inbound
+	if err := json.Unmarshal(body, &in); err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, "bot: malformed activity JSON: "+err.Error())
+	}
+	if err := checkActivity(&in); err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, err.Error())
+	}
+
+	if !b.local {
+		_, err := b.adapter.TokenValidator.AuthenticateRequest(req.Context(), in.Activity, req.Header.Get("Authorization"), b.adapter.CredentialProvider, b.adapter.ChannelService)
+		if err != nil {
+			var ae *AuthError
+			if !errors.As(err, &ae) {
+				ae = authErr(ReasonMalformed, "%v", err)
+			}
+			b.refuse(ae, req)
+			return echo.NewHTTPError(ae.Status, "bot: unauthorized: "+ae.Reason)
+		}
+	}
+
+	switch in.Type {
+	case schema.Message:
+		in.Activity.Text = stripMentions(in.Activity.Text, in.Entities, in.Recipient.ID)
+	case schema.Invoke:
+		in.Activity.Value = nil
+		if len(in.Value) > 0 && in.Value[0] == '{' {
+			_ = json.Unmarshal(in.Value, &in.Activity.Value)
+		}
+	case schema.InstallationUpdate:
+		// The library's dispatch has no installationUpdate case.
+		if err := b.onInstallationUpdate(req.Context(), &in.Activity); err != nil {
+			return err
+		}
+		return c.NoContent(http.StatusOK)
+	case schema.ConversationUpdate:
+	default:
+		// Every other type (typing, messageReaction, event, ...) is
+		// acknowledged and ignored.
+		return c.NoContent(http.StatusOK)
+	}
+
+	reply, err := activity.PrepareActivityContext(b.handlers, &activity.TurnContext{Activity: in.Activity})
+	if err != nil {
+		switch {
+		case errors.Is(err, ErrBusy), errors.Is(err, ErrClosed):
+			c.Response().Header().Set("Retry-After", "5")
+			return echo.NewHTTPError(http.StatusServiceUnavailable, err.Error())
+		default:
+			b.logger.Error("bot: handling activity failed", "type", string(in.Type), "conversation", in.Conversation.ID, "error", err)
+			return echo.NewHTTPError(http.StatusInternalServerError, "bot: handling the activity failed")
+		}
+	}
+	if reply.Type == invokeResponseType {
+		ir, _ := reply.Value["invokeResponse"].(invokeResponse)
+		if ir.Body == nil {
+			return c.NoContent(ir.Status)
+		}
+		return c.JSON(ir.Status, ir.Body)
+	}
+	if in.Type == schema.Message {
+		return c.NoContent(http.StatusAccepted)
+	}
+	return c.NoContent(http.StatusOK)
+}
+
+// refuse logs and counts a refused request; it never logs the token.
+func (b *Bot) refuse(ae *AuthError, req *http.Request) {
+	b.metrics.authFailures.WithLabelValues(ae.Reason).Inc()
+	b.logger.Warn("bot: refused activity", "reason", ae.Reason, "detail", ae.Detail, "status", ae.Status, "remote", req.RemoteAddr)
+}
+
+// remoteIsLoopback checks the TCP peer, never a header a caller could set.
+func remoteIsLoopback(remoteAddr string) bool {
+	host, _, err := net.SplitHostPort(remoteAddr)
+	if err != nil {
+		host = remoteAddr
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+// checkActivity refuses activities without the fields every reply needs.
+func checkActivity(in *inbound) error {
+	var missing []string
+	if in.Type == "" {
+		missing = append(missing, "type")
+	}
+	if in.ServiceURL == "" {
+		missing = append(missing, "serviceUrl")
+	}
+	if in.Conversation.ID == "" {
+		missing = append(missing, "conversation.id")
+	}
+	if in.ChannelID == "" {
+		missing = append(missing, "channelId")
+	}
+	if in.Type == schema.Message && in.Recipient.ID == "" {
+		missing = append(missing, "recipient.id")
+	}
+	if len(missing) > 0 {
+		return fmt.Errorf("%w: missing %s", ErrBadActivity, strings.Join(missing, ", "))
+	}
+	return nil
+}
+
+// stripMentions removes the bot's own @mention (an entity of type mention
+// whose mentioned.id is the recipient), which Teams puts in the text of
+// channel and group chat messages as "<at>Name</at>".
+func stripMentions(text string, entities []entity, botID string) string {
+	for _, e := range entities {
+		if e.Type == "mention" && e.Mentioned.ID == botID && e.Text != "" {
+			text = strings.ReplaceAll(text, e.Text, "")
+		}
+	}
+	return strings.Join(strings.Fields(text), " ")
+}
+
+// channelTenant returns channelData.tenant.id.
+func channelTenant(a *schema.Activity) string {
+	t, _ := a.ChannelData["tenant"].(map[string]interface{})
+	id, _ := t["id"].(string)
+	return id
+}
+
+// personOf returns who wrote: the tenant, the Entra object id and the name.
+func personOf(a *schema.Activity) agent.Person {
+	return agent.Person{TenantID: channelTenant(a), UserID: a.From.AadObjectID, Name: a.From.Name}
+}
+
+// onMessage accepts a message: it filters retries, refuses messages
+// without a person, and starts the turn in the background.
+func (b *Bot) onMessage(t *activity.TurnContext) (schema.Activity, error) {
+	a := t.Activity
+	dedupKey := ""
+	if a.ID != "" {
+		dedupKey = a.Conversation.ID + "\x00" + a.ID
+		if !b.seen.firstTime(dedupKey, b.now()) {
+			b.metrics.turns.WithLabelValues("duplicate").Inc()
+			b.logger.Info("bot: retried activity ignored", "conversation", a.Conversation.ID, "activity", a.ID)
+			return schema.Activity{}, nil
+		}
+	}
+	p := personOf(&a)
+	if !b.begin() {
+		b.seen.forget(dedupKey)
+		return schema.Activity{}, ErrClosed
+	}
+	if b.pending.Add(1) > int64(b.opts.MaxPendingTurns) {
+		b.pending.Add(-1)
+		b.turns.Done()
+		b.seen.forget(dedupKey)
+		b.metrics.turns.WithLabelValues("busy").Inc()
+		b.logger.Warn("bot: too many turns in flight; asking Teams to retry", "pending", b.opts.MaxPendingTurns)
+		return schema.Activity{}, ErrBusy
+	}
+	go func() {
+		defer b.turns.Done()
+		defer b.pending.Add(-1)
+		if p.TenantID == "" || p.UserID == "" {
+			b.metrics.turns.WithLabelValues("refused").Inc()
+			b.logger.Info("bot: message without tenant or user object id refused", "conversation", a.Conversation.ID, "channel", a.ChannelID)
+			b.sendCard(&a, refusalAttachment("I can only answer people signed in to a Microsoft Entra tenant, and this message came without one."))
+			return
+		}
+		b.runTurn(&a, p)
+	}()
+	return schema.Activity{}, nil
+}
+
+// begin registers a background job unless the bot is shutting down.
+func (b *Bot) begin() bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.closing {
+		return false
+	}
+	b.turns.Add(1)
+	return true
+}
+
+type runResult struct {
+	ans agent.Answer
+	err error
+}
+
+// runTurn sends a typing indicator, runs the agent, and sends the answer:
+// directly when the run is quick, or as an update of a "working on it"
+// card posted once the run has taken WorkingAfter.
+func (b *Bot) runTurn(a *schema.Activity, p agent.Person) {
+	start := b.now()
+	ctx, cancel := context.WithTimeout(b.ctx, b.opts.TurnTimeout)
+	defer cancel()
+	log := b.logger.With("tenant", p.TenantID, "conversation", a.Conversation.ID, "activity", a.ID)
+
+	if _, err := b.conn.Send(ctx, a.ServiceURL, a.Conversation.ID, "", b.outgoing(a, schema.Typing)); err != nil {
+		log.Warn("bot: typing indicator not sent", "error", err)
+		if errors.Is(err, ErrToken) || errors.Is(err, ErrServiceURL) {
+			// Nothing can reach the person: don't run the agent for nobody.
+			b.metrics.turns.WithLabelValues("failed").Inc()
+			log.Error("bot: turn failed: cannot send to the conversation", "error", err)
+			return
+		}
+	}
+
+	select {
+	case b.sem <- struct{}{}:
+	case <-ctx.Done():
+		b.metrics.turns.WithLabelValues("failed").Inc()
+		log.Error("bot: turn abandoned while waiting for a slot", "error", ctx.Err())
+		return
+	}
+	results := make(chan runResult, 1)
+	go func() {
+		defer func() { <-b.sem }()
+		ans, err := b.opts.Agent.Run(ctx, agent.Request{Person: p, AgentID: b.opts.AgentID, Text: a.Text})
+		results <- runResult{ans, err}
+	}()
+
+	var res runResult
+	workingID := ""
+	timer := time.NewTimer(b.opts.WorkingAfter)
+	select {
+	case res = <-results:
+		timer.Stop()
+	case <-timer.C:
+		w := b.outgoing(a, schema.Message)
+		w.Attachments = []schema.Attachment{workingAttachment()}
+		id, err := b.conn.Send(ctx, a.ServiceURL, a.Conversation.ID, a.ID, w)
+		if err != nil {
+			log.Warn("bot: working card not sent", "error", err)
+		}
+		workingID = id
+		res = <-results
+	}
+
+	out := b.outgoing(a, schema.Message)
+	outcome := "answered"
+	if res.err != nil {
+		outcome = "failed"
+		log.Error("bot: agent run failed", "error", res.err)
+		out.Attachments = []schema.Attachment{errorAttachment()}
+	} else {
+		out.Attachments = answerAttachments(res.ans, b.opts.PublicBaseURL)
+	}
+
+	var err error
+	if workingID != "" {
+		if err = b.conn.Update(ctx, a.ServiceURL, a.Conversation.ID, workingID, out); err != nil {
+			log.Warn("bot: updating the working card failed; sending the answer as a new message", "error", err)
+			_, err = b.conn.Send(ctx, a.ServiceURL, a.Conversation.ID, a.ID, out)
+		}
+	} else {
+		_, err = b.conn.Send(ctx, a.ServiceURL, a.Conversation.ID, a.ID, out)
+	}
+	if err != nil {
+		outcome = "failed"
+		log.Error("bot: answer not delivered", "error", err, "run", res.ans.RunID)
+	}
+	b.metrics.turns.WithLabelValues(outcome).Inc()
+	b.metrics.turnDuration.Observe(b.now().Sub(start).Seconds())
+	log.Debug("bot: turn done", "outcome", outcome, "run", res.ans.RunID, "views", len(res.ans.Views))
+}
+
+// outgoing starts an activity addressed back to the conversation of a.
+func (b *Bot) outgoing(a *schema.Activity, typ schema.ActivityTypes) *outActivity {
+	from, to := a.Recipient, a.From
+	conv := schema.ConversationAccount{ID: a.Conversation.ID}
+	return &outActivity{Type: typ, From: &from, Recipient: &to, Conversation: &conv}
+}
+
+// sendCard sends one card in reply to a, outside a turn.
+func (b *Bot) sendCard(a *schema.Activity, att schema.Attachment) {
+	ctx, cancel := context.WithTimeout(b.ctx, sendTimeout)
+	defer cancel()
+	out := b.outgoing(a, schema.Message)
+	out.Attachments = []schema.Attachment{att}
+	if _, err := b.conn.Send(ctx, a.ServiceURL, a.Conversation.ID, a.ID, out); err != nil {
+		b.logger.Warn("bot: card not sent", "conversation", a.Conversation.ID, "error", err)
+	}
+}
+
+// onConversationUpdate stores the reference and welcomes when the bot was
+// added to a conversation, and forgets it when the bot was removed.
+func (b *Bot) onConversationUpdate(t *activity.TurnContext) (schema.Activity, error) {
+	a := t.Activity
+	botID := a.Recipient.ID
+	ctx, cancel := context.WithTimeout(b.ctx, sendTimeout)
+	defer cancel()
+	for _, m := range a.MembersRemoved {
+		if m.ID == botID {
+			return schema.Activity{}, b.forgetConversation(ctx, &a)
+		}
+	}
+	for _, m := range a.MembersAdded {
+		if m.ID == botID {
+			return schema.Activity{}, b.installed(ctx, &a)
+		}
+	}
+	return schema.Activity{}, nil
+}
+
+// onInstallationUpdate handles install and uninstall of the app.
+func (b *Bot) onInstallationUpdate(reqCtx context.Context, a *schema.Activity) error {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(reqCtx), sendTimeout)
+	defer cancel()
+	var err error
+	switch a.Action {
+	case "add", "add-upgrade":
+		err = b.installed(ctx, a)
+	case "remove", "remove-upgrade":
+		err = b.forgetConversation(ctx, a)
+	}
+	if err != nil {
+		b.logger.Error("bot: installation update failed", "conversation", a.Conversation.ID, "error", err)
+		return echo.NewHTTPError(http.StatusInternalServerError, "bot: storing the conversation failed")
+	}
+	return nil
+}
+
+func conversationTenant(a *schema.Activity) string {
+	if t := channelTenant(a); t != "" {
+		return t
+	}
+	return a.Conversation.TenantID
+}
+
+// installed stores the conversation reference for proactive sends and
+// sends the welcome card once per conversation (Teams announces an install
+// with both a conversationUpdate and an installationUpdate).
+func (b *Bot) installed(ctx context.Context, a *schema.Activity) error {
+	tenant := conversationTenant(a)
+	if tenant == "" {
+		b.logger.Warn("bot: bot added to a conversation without a tenant; reference not stored", "conversation", a.Conversation.ID)
+	} else if b.opts.Store != nil {
+		ref, err := json.Marshal(activity.GetCoversationReference(*a))
+		if err != nil {
+			return fmt.Errorf("bot: conversation reference: %w", err)
+		}
+		err = b.opts.Store.PutConversation(ctx, store.ConversationRef{
+			Key:            ConversationKey(tenant, a.Conversation.ID),
+			TenantID:       tenant,
+			ConversationID: a.Conversation.ID,
+			ServiceURL:     a.ServiceURL,
+			ChannelID:      a.ChannelID,
+			BotID:          a.Recipient.ID,
+			Reference:      ref,
+		})
+		if err != nil {
+			return fmt.Errorf("bot: storing conversation %s: %w", a.Conversation.ID, err)
+		}
+		b.logger.Info("bot: added to conversation", "tenant", tenant, "conversation", a.Conversation.ID, "type", a.Conversation.ConversationType)
+	}
+	if b.seen.firstTime("welcome\x00"+a.Conversation.ID, b.now()) && b.begin() {
+		act := *a
+		go func() {
+			defer b.turns.Done()
+			b.sendCard(&act, welcomeAttachment())
+		}()
+	}
+	return nil
+}
+
+// forgetConversation removes the reference when the bot leaves.
+func (b *Bot) forgetConversation(ctx context.Context, a *schema.Activity) error {
+	tenant := conversationTenant(a)
+	if tenant == "" || b.opts.Store == nil {
+		return nil
+	}
+	if err := b.opts.Store.DeleteConversation(ctx, ConversationKey(tenant, a.Conversation.ID)); err != nil {
+		return fmt.Errorf("bot: removing conversation %s: %w", a.Conversation.ID, err)
+	}
+	b.seen.forget("welcome\x00" + a.Conversation.ID)
+	b.logger.Info("bot: removed from conversation", "tenant", tenant, "conversation", a.Conversation.ID)
+	return nil
+}
+
+// onInvoke answers invokes in the HTTP response. The cards carry no
+// Action.Execute, so an adaptiveCard/action gets a short message.
+func (b *Bot) onInvoke(t *activity.TurnContext) (schema.Activity, error) {
+	var ir invokeResponse
+	switch t.Activity.Name {
+	case "adaptiveCard/action":
+		// "Universal Actions for Adaptive Cards": a message response.
+		ir = invokeResponse{Status: http.StatusOK, Body: map[string]any{
+			"statusCode": http.StatusOK,
+			"type":       "application/vnd.microsoft.activity.message",
+			"value":      "Nothing to do here: open a view with its Open button, or write to me.",
+		}}
+	default:
+		ir = invokeResponse{Status: http.StatusOK, Body: map[string]any{}}
+	}
+	return schema.Activity{Type: invokeResponseType, Value: map[string]interface{}{"invokeResponse": ir}}, nil
+}

@@ -1,0 +1,464 @@
+package bot
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/infracloudio/msbotbuilder-go/schema"
+)
+
+// Outbound calls follow "Bot Framework REST API reference: Conversations"
+// (API reference - Bot Service) and "Authenticate requests from your bot to
+// the Bot Connector service".
+const (
+	// Scope is the OAuth scope of the bot's client-credentials token.
+	Scope = "https://api.botframework.com/.default"
+
+	// tokenEarly renews the bot token this long before it expires.
+	tokenEarly = 5 * time.Minute
+	// maxRetries bounds retries of one connector call on 429 and 5xx.
+	maxRetries = 4
+	// maxRetryWait caps the wait before one retry, Retry-After included.
+	maxRetryWait = 10 * time.Second
+	// firstBackoff is the wait before the first retry without Retry-After.
+	firstBackoff = 200 * time.Millisecond
+	// maxResponseBytes bounds what is read of a connector or token answer.
+	maxResponseBytes = 1 << 20
+)
+
+// Errors of outbound calls.
+var (
+	// ErrServiceURL: the activity's serviceUrl is not one we send to.
+	ErrServiceURL = errors.New("bot: serviceUrl refused")
+	// ErrToken: no bot token could be had from the token endpoint.
+	ErrToken = errors.New("bot: bot token unavailable")
+	// ErrConnector: the Bot Connector refused or failed a call.
+	ErrConnector = errors.New("bot: connector call failed")
+)
+
+// TokenURL returns the client-credentials token endpoint for the bot's
+// tenant: the single-tenant endpoint of tenantID, or the botframework.com
+// tenant used by multi-tenant bots when tenantID is empty.
+func TokenURL(tenantID string) string {
+	if tenantID == "" {
+		tenantID = "botframework.com"
+	}
+	return "https://login.microsoftonline.com/" + url.PathEscape(tenantID) + "/oauth2/v2.0/token"
+}
+
+// newHTTPClient returns a client with timeouts at every step and enough
+// idle connections per host that concurrent turns reuse them instead of
+// opening a connection each.
+func newHTTPClient() *http.Client {
+	tr := &http.Transport{
+		Proxy: http.ProxyFromEnvironment,
+		DialContext: (&net.Dialer{
+			Timeout:   5 * time.Second,
+			KeepAlive: 30 * time.Second,
+		}).DialContext,
+		TLSHandshakeTimeout:   5 * time.Second,
+		ResponseHeaderTimeout: 15 * time.Second,
+		ExpectContinueTimeout: time.Second,
+		IdleConnTimeout:       90 * time.Second,
+		MaxIdleConns:          256,
+		MaxIdleConnsPerHost:   128,
+		ForceAttemptHTTP2:     true,
+	}
+	return &http.Client{Transport: tr, Timeout: 30 * time.Second}
+}
+
+// tokenSource gets and caches the bot's client-credentials token.
+// Concurrent callers share one fetch.
+type tokenSource struct {
+	url, appID, password string
+	client               *http.Client
+	now                  func() time.Time
+	logger               *slog.Logger
+
+	mu       sync.Mutex
+	token    string
+	expires  time.Time
+	inflight *tokenFetch
+}
+
+type tokenFetch struct {
+	done  chan struct{}
+	token string
+	err   error
+}
+
+// Token returns a token valid for at least a few more minutes.
+func (ts *tokenSource) Token(ctx context.Context) (string, error) {
+	ts.mu.Lock()
+	if ts.token != "" && ts.now().Before(ts.expires.Add(-tokenEarly)) {
+		t := ts.token
+		ts.mu.Unlock()
+		return t, nil
+	}
+	f := ts.inflight
+	if f == nil {
+		f = &tokenFetch{done: make(chan struct{})}
+		ts.inflight = f
+		go func() {
+			fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 20*time.Second)
+			defer cancel()
+			tok, exp, err := ts.fetch(fctx)
+			ts.mu.Lock()
+			if err == nil {
+				ts.token, ts.expires = tok, exp
+			}
+			ts.inflight = nil
+			ts.mu.Unlock()
+			f.token, f.err = tok, err
+			close(f.done)
+		}()
+	}
+	ts.mu.Unlock()
+	select {
+	case <-f.done:
+		return f.token, f.err
+	case <-ctx.Done():
+		return "", fmt.Errorf("%w: %w", ErrToken, ctx.Err())
+	}
+}
+
+// invalidate drops a token the connector refused.
+func (ts *tokenSource) invalidate(tok string) {
+	ts.mu.Lock()
+	if ts.token == tok {
+		ts.token = ""
+	}
+	ts.mu.Unlock()
+}
+
+// fetch asks the token endpoint, as "Microsoft identity platform and the
+// OAuth 2.0 client credentials flow" describes (v2.0 endpoint, form body).
+func (ts *tokenSource) fetch(ctx context.Context) (string, time.Time, error) {
+	form := url.Values{
+		"grant_type":    {"client_credentials"},
+		"client_id":     {ts.appID},
+		"client_secret": {ts.password},
+		"scope":         {Scope},
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, ts.url, strings.NewReader(form.Encode()))
+	if err != nil {
+		return "", time.Time{}, fmt.Errorf("%w: %w", ErrToken, err)
+	}
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	resp, err := ts.client.Do(req)
+	if err != nil {
+		return "", time.Time{}, fmt.Errorf("%w: token endpoint %s unreachable: %w", ErrToken, ts.url, err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(io.LimitReader(resp.Body, maxResponseBytes))
+	var tr struct {
+		TokenType   string          `json:"token_type"`
+		AccessToken string          `json:"access_token"`
+		ExpiresIn   json.RawMessage `json:"expires_in"`
+		Error       string          `json:"error"`
+		Description string          `json:"error_description"`
+	}
+	_ = json.Unmarshal(body, &tr)
+	if resp.StatusCode != http.StatusOK {
+		// The error code and description name the problem (a wrong secret,
+		// an unknown tenant) without carrying a secret.
+		return "", time.Time{}, fmt.Errorf("%w: token endpoint %s answered %d: %s %s", ErrToken, ts.url, resp.StatusCode, tr.Error, firstLine(tr.Description))
+	}
+	if tr.AccessToken == "" {
+		return "", time.Time{}, fmt.Errorf("%w: token endpoint %s answered without access_token", ErrToken, ts.url)
+	}
+	// expires_in is a number, but some endpoints send it as a string.
+	secs, err := strconv.Atoi(strings.Trim(string(tr.ExpiresIn), `"`))
+	if err != nil || secs <= 0 {
+		secs = 3600
+	}
+	return tr.AccessToken, ts.now().Add(time.Duration(secs) * time.Second), nil
+}
+
+func firstLine(s string) string {
+	s, _, _ = strings.Cut(s, "\n")
+	s, _, _ = strings.Cut(s, "\r")
+	if len(s) > 200 {
+		s = s[:200]
+	}
+	return s
+}
+
+// connector speaks the Bot Connector REST API. It implements the
+// msbotbuilder-go client.Client interface so it can sit in a
+// core.BotFrameworkAdapter, but the bot itself uses Send and Update, which
+// take a context and return the new activity's id; the library's own client
+// has no timeouts, panics when the token endpoint is unreachable, and
+// cannot tell the id of what it sent.
+type connector struct {
+	client        *http.Client
+	tokens        *tokenSource // nil in local mode: no Authorization header
+	allowLoopback bool         // plain http to a loopback serviceUrl
+	logger        *slog.Logger
+	metrics       *metrics
+	sleep         func(ctx context.Context, d time.Duration) error
+}
+
+// outActivity is what the bot sends. It is not schema.Activity because that
+// type's struct fields (timestamp, expiration, relatesTo, ...) have no
+// usable omitempty and would go out as zero times and empty objects.
+type outActivity struct {
+	Type         schema.ActivityTypes        `json:"type"`
+	From         *schema.ChannelAccount      `json:"from,omitempty"`
+	Recipient    *schema.ChannelAccount      `json:"recipient,omitempty"`
+	Conversation *schema.ConversationAccount `json:"conversation,omitempty"`
+	ReplyToID    string                      `json:"replyToId,omitempty"`
+	Text         string                      `json:"text,omitempty"`
+	TextFormat   schema.TextFormatTypes      `json:"textFormat,omitempty"`
+	Attachments  []schema.Attachment         `json:"attachments,omitempty"`
+	ChannelData  map[string]any              `json:"channelData,omitempty"`
+}
+
+// checkServiceURL refuses a serviceUrl we must not send the bot token to.
+// In authenticated mode the serviceUrl has already been matched to the
+// signed serviceurl claim, so only the Bot Connector can name it; this
+// check adds that it must be https (or loopback http in local mode and
+// tests) and carry no user info, query or fragment.
+func (c *connector) checkServiceURL(raw string) (*url.URL, error) {
+	u, err := url.Parse(raw)
+	if err != nil || u.Host == "" {
+		return nil, fmt.Errorf("%w: %q is not an absolute URL", ErrServiceURL, raw)
+	}
+	if u.User != nil || u.RawQuery != "" || u.Fragment != "" {
+		return nil, fmt.Errorf("%w: %q has user info, a query or a fragment", ErrServiceURL, raw)
+	}
+	switch u.Scheme {
+	case "https":
+	case "http":
+		if !c.allowLoopback || !isLoopbackHost(u.Hostname()) {
+			return nil, fmt.Errorf("%w: %q is not https", ErrServiceURL, raw)
+		}
+	default:
+		return nil, fmt.Errorf("%w: %q is not https", ErrServiceURL, raw)
+	}
+	return u, nil
+}
+
+func isLoopbackHost(h string) bool {
+	if h == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(h)
+	return ip != nil && ip.IsLoopback()
+}
+
+// activitiesURL builds {serviceUrl}/v3/conversations/{id}/activities[/{activityId}].
+func (c *connector) activitiesURL(serviceURL, conversationID, activityID string) (string, error) {
+	u, err := c.checkServiceURL(serviceURL)
+	if err != nil {
+		return "", err
+	}
+	if conversationID == "" {
+		return "", fmt.Errorf("%w: no conversation id", ErrConnector)
+	}
+	s := strings.TrimSuffix(u.String(), "/") + "/v3/conversations/" + url.PathEscape(conversationID) + "/activities"
+	if activityID != "" {
+		s += "/" + url.PathEscape(activityID)
+	}
+	return s, nil
+}
+
+// Send posts an activity to a conversation, as a reply to replyToID when it
+// is set, and returns the id the connector gave it.
+func (c *connector) Send(ctx context.Context, serviceURL, conversationID, replyToID string, a *outActivity) (string, error) {
+	target, err := c.activitiesURL(serviceURL, conversationID, replyToID)
+	if err != nil {
+		return "", err
+	}
+	a.ReplyToID = replyToID
+	var rr schema.ResourceResponse
+	if err := c.do(ctx, http.MethodPost, target, a, &rr); err != nil {
+		return "", err
+	}
+	return rr.ID, nil
+}
+
+// Update replaces an activity the bot sent before.
+func (c *connector) Update(ctx context.Context, serviceURL, conversationID, activityID string, a *outActivity) error {
+	if activityID == "" {
+		return fmt.Errorf("%w: update without an activity id", ErrConnector)
+	}
+	target, err := c.activitiesURL(serviceURL, conversationID, activityID)
+	if err != nil {
+		return err
+	}
+	return c.do(ctx, http.MethodPut, target, a, nil)
+}
+
+// do sends one call with retries on 429 and 5xx, honouring Retry-After.
+func (c *connector) do(ctx context.Context, method, target string, body any, out any) error {
+	var payload []byte
+	if body != nil {
+		var err error
+		if payload, err = json.Marshal(body); err != nil {
+			return fmt.Errorf("%w: encoding activity: %w", ErrConnector, err)
+		}
+	}
+	refreshed := false
+	for attempt := 0; ; attempt++ {
+		var tok string
+		if c.tokens != nil {
+			var err error
+			if tok, err = c.tokens.Token(ctx); err != nil {
+				return err
+			}
+		}
+		req, err := http.NewRequestWithContext(ctx, method, target, bytes.NewReader(payload))
+		if err != nil {
+			return fmt.Errorf("%w: %w", ErrConnector, err)
+		}
+		if payload != nil {
+			req.Header.Set("Content-Type", "application/json")
+		}
+		if tok != "" {
+			req.Header.Set("Authorization", "Bearer "+tok)
+		}
+		resp, err := c.client.Do(req)
+		if err != nil {
+			// Not retried: the connector may have taken the activity, and a
+			// second post would show the person a duplicate.
+			return fmt.Errorf("%w: %s %s: %w", ErrConnector, method, redactPath(target), err)
+		}
+		data, rerr := io.ReadAll(io.LimitReader(resp.Body, maxResponseBytes))
+		resp.Body.Close()
+		switch {
+		case resp.StatusCode >= 200 && resp.StatusCode < 300:
+			if out != nil && len(bytes.TrimSpace(data)) > 0 {
+				if err := json.Unmarshal(data, out); err != nil {
+					return fmt.Errorf("%w: %s %s: reading answer: %w", ErrConnector, method, redactPath(target), err)
+				}
+			}
+			if rerr != nil {
+				return fmt.Errorf("%w: %s %s: %w", ErrConnector, method, redactPath(target), rerr)
+			}
+			return nil
+		case resp.StatusCode == http.StatusUnauthorized && c.tokens != nil && !refreshed:
+			// A token revoked early: get a new one, once.
+			c.tokens.invalidate(tok)
+			refreshed = true
+			continue
+		case resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode >= 500:
+			if attempt >= maxRetries {
+				return fmt.Errorf("%w: %s %s: status %d after %d retries", ErrConnector, method, redactPath(target), resp.StatusCode, attempt)
+			}
+			wait := retryAfter(resp.Header.Get("Retry-After"), time.Now())
+			if wait < 0 {
+				wait = backoff(attempt)
+			}
+			if wait > maxRetryWait {
+				wait = maxRetryWait
+			}
+			c.metrics.connectorRetries.Inc()
+			c.logger.Info("bot: connector asked to retry", "status", resp.StatusCode, "wait", wait, "attempt", attempt+1)
+			if err := c.sleep(ctx, wait); err != nil {
+				return fmt.Errorf("%w: %s %s: %w", ErrConnector, method, redactPath(target), err)
+			}
+		default:
+			return fmt.Errorf("%w: %s %s: status %d: %s", ErrConnector, method, redactPath(target), resp.StatusCode, firstLine(string(data)))
+		}
+	}
+}
+
+// redactPath keeps the host of a connector URL for logs; conversation ids
+// are not secrets but are long and say nothing useful in an error.
+func redactPath(target string) string {
+	u, err := url.Parse(target)
+	if err != nil {
+		return "(connector)"
+	}
+	return u.Scheme + "://" + u.Host
+}
+
+// retryAfter reads a Retry-After header (seconds or an HTTP date); it
+// returns -1 when there is none or it cannot be read.
+func retryAfter(h string, now time.Time) time.Duration {
+	h = strings.TrimSpace(h)
+	if h == "" {
+		return -1
+	}
+	if s, err := strconv.Atoi(h); err == nil {
+		if s < 0 {
+			return -1
+		}
+		return time.Duration(s) * time.Second
+	}
+	if t, err := http.ParseTime(h); err == nil {
+		d := t.Sub(now)
+		if d < 0 {
+			d = 0
+		}
+		return d
+	}
+	return -1
+}
+
+// backoff is exponential with full jitter, so concurrent turns that hit
+// the same 429 do not retry in step.
+func backoff(attempt int) time.Duration {
+	d := firstBackoff << attempt
+	if d > maxRetryWait {
+		d = maxRetryWait
+	}
+	return d/2 + rand.N(d/2+1)
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) error {
+	if d <= 0 {
+		return ctx.Err()
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// Post implements client.Client for the msbotbuilder-go adapter: it sends
+// the activity to the URL the adapter built.
+func (c *connector) Post(target url.URL, a schema.Activity) error {
+	return c.libraryCall(http.MethodPost, target, a)
+}
+
+// Put implements client.Client.
+func (c *connector) Put(target url.URL, a schema.Activity) error {
+	return c.libraryCall(http.MethodPut, target, a)
+}
+
+// Delete implements client.Client.
+func (c *connector) Delete(target url.URL, a schema.Activity) error {
+	return c.libraryCall(http.MethodDelete, target, nil)
+}
+
+// libraryCall serves the client.Client methods, which have no context: it
+// bounds them with a timeout and applies the same serviceUrl rule.
+func (c *connector) libraryCall(method string, target url.URL, a any) error {
+	base := target
+	base.Path, base.RawPath = "", ""
+	if _, err := c.checkServiceURL(base.String()); err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	return c.do(ctx, method, target.String(), a, nil)
+}

@@ -1,0 +1,52 @@
+package bot
+
+import (
+	"errors"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// metrics are the bot's Prometheus collectors. They always exist, so the
+// code never checks for nil; they are registered only when a Registerer is
+// given.
+type metrics struct {
+	turns            *prometheus.CounterVec
+	turnDuration     prometheus.Histogram
+	authFailures     *prometheus.CounterVec
+	connectorRetries prometheus.Counter
+}
+
+func newMetrics(reg prometheus.Registerer) (*metrics, error) {
+	m := &metrics{
+		turns: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "teamsbot_bot_turns_total",
+			Help: "Message turns by outcome: answered, failed, refused, duplicate, busy.",
+		}, []string{"outcome"}),
+		turnDuration: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "teamsbot_bot_turn_duration_seconds",
+			Help:    "Time from an accepted message to its answer reaching the Bot Connector.",
+			Buckets: []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60},
+		}),
+		authFailures: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "teamsbot_bot_auth_failures_total",
+			Help: "Inbound requests refused, by reason.",
+		}, []string{"reason"}),
+		connectorRetries: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "teamsbot_bot_connector_retries_total",
+			Help: "Bot Connector calls retried after a 429 or 5xx.",
+		}),
+	}
+	if reg == nil {
+		return m, nil
+	}
+	var errs []error
+	for _, c := range []prometheus.Collector{m.turns, m.turnDuration, m.authFailures, m.connectorRetries} {
+		if err := reg.Register(c); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	return m, nil
+}
