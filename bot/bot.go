@@ -309,7 +309,7 @@ func ConversationKey(tenantID, conversationID string) string {
 // any JSON there.
 type inbound struct {
 	schema.Activity
-	Entities []entity       `json:"entities,omitempty"`
+	Entities []entity        `json:"entities,omitempty"`
 	Value    json.RawMessage `json:"value,omitempty"`
 }
 
