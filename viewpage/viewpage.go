@@ -1,0 +1,702 @@
+// Package viewpage serves the web side of MCP Apps views: the page that a
+// card's Open button lands on (GET /mcp-apps/{id}), its API
+// (GET /api/mcp-apps/{id} and POST /api/mcp-apps/{id}/call), and the two
+// frame documents, the sandbox proxy (GET /sandbox/proxy) and the view's own
+// HTML (GET /sandbox/views/{id}). The host side of the MCP Apps JSON-RPC
+// conversation is plain JavaScript embedded in this package (assets/), with
+// no build step.
+//
+// The page frames the proxy with sandbox="allow-scripts" and no
+// allow-same-origin, so the proxy has an opaque origin; the proxy frames the
+// view the same way, adding allow-forms only when the view's server asked for
+// it. Both frame URLs carry a signed token that expires after TokenLifetime;
+// without one, neither document is served. Messages are trusted by the window
+// they come from, never by their origin.
+//
+// The package decides nothing about policy: who may open a view and call
+// its tools is asked of an Access (OwnerRule by default), and every tool call
+// goes through the agent's governed path (agent.Service.CallFromView), which
+// checks visibility and policies and writes the audit record.
+package viewpage
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	_ "embed"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"html/template"
+	"io"
+	"log/slog"
+	"mime"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/labstack/echo/v4"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"teamsbot/agent"
+	"teamsbot/mcpapps"
+	"teamsbot/signin"
+	"teamsbot/store"
+)
+
+var (
+	//go:embed assets/page.js
+	pageJS string
+	//go:embed assets/page.css
+	pageCSS string
+	//go:embed assets/page.html
+	pageHTML string
+	//go:embed assets/proxy.js
+	proxyJS string
+	//go:embed assets/proxy.css
+	proxyCSS string
+	//go:embed assets/proxy.html
+	proxyHTML string
+	//go:embed assets/error.html
+	errorHTML string
+)
+
+// MaxCallBodyBytes bounds the body of POST /api/mcp-apps/{id}/call.
+const MaxCallBodyBytes = 1 << 20
+
+// HostName is the hostInfo.name the page gives views in ui/initialize.
+const HostName = "teamsbot"
+
+// Options configures New.
+type Options struct {
+	// Store holds the views and their HTML. Required.
+	Store *store.Store
+	// Agent runs the tool calls that views make. Required.
+	Agent *agent.Service
+	// SignIn tells who is signed in and where to sign in. Required.
+	SignIn *signin.Service
+	// Access decides who may open a view and call its tools; nil means
+	// OwnerRule{}.
+	Access Access
+	// PublicBaseURL is where people reach the service, such as
+	// https://bot.example.com. Required. Its origin is the only one allowed
+	// to frame the sandbox proxy.
+	PublicBaseURL string
+	// SandboxBaseURL is an optional separate origin that serves the two
+	// frame documents; empty means PublicBaseURL. The page's CSP lets it
+	// frame only this origin.
+	SandboxBaseURL string
+	// DataDir is where the frame token keys are kept (generated on first
+	// start, mode 0600). Required.
+	DataDir string
+	// Logger; nil discards.
+	Logger *slog.Logger
+	// Now is the clock; nil means time.Now.
+	Now func() time.Time
+	// Registerer receives the package's metrics; nil registers none.
+	Registerer prometheus.Registerer
+	// HostVersion is hostInfo.version in ui/initialize; empty means "dev".
+	HostVersion string
+}
+
+// Handler serves the view page, its API and the frame documents.
+type Handler struct {
+	store  *store.Store
+	agent  *agent.Service
+	signin *signin.Service
+	access Access
+	logger *slog.Logger
+	now    func() time.Time
+	keys   *tokenKeys
+	cop    *http.CrossOriginProtection
+
+	publicOrigin  string
+	sandboxOrigin string
+	hostVersion   string
+
+	pageTmpl *template.Template
+	pageCSP  string
+	proxyDoc []byte
+	proxyCSP string
+
+	// viewAncestors are the origins allowed to frame a view document: the
+	// public origin (the page) and the sandbox origin, which is what
+	// Chromium checks for the opaque-origin proxy frame (its precursor
+	// origin; see TestFrameAncestorsOfSandboxedProxy).
+	viewAncestors []string
+
+	metrics metrics
+}
+
+// metrics are the package's Prometheus collectors.
+type metrics struct {
+	tokenRefusals *prometheus.CounterVec
+	calls         *prometheus.CounterVec
+}
+
+// New builds a Handler. It reads (or creates) the frame token keys under
+// opts.DataDir.
+func New(opts Options) (*Handler, error) {
+	var errs []error
+	if opts.Store == nil {
+		errs = append(errs, errors.New("viewpage: Store is required"))
+	}
+	if opts.Agent == nil {
+		errs = append(errs, errors.New("viewpage: Agent is required"))
+	}
+	if opts.SignIn == nil {
+		errs = append(errs, errors.New("viewpage: SignIn is required"))
+	}
+	public, err := originOf(opts.PublicBaseURL)
+	if err != nil {
+		errs = append(errs, fmt.Errorf("viewpage: PublicBaseURL: %w", err))
+	}
+	sandbox := public
+	if opts.SandboxBaseURL != "" {
+		if sandbox, err = originOf(opts.SandboxBaseURL); err != nil {
+			errs = append(errs, fmt.Errorf("viewpage: SandboxBaseURL: %w", err))
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	h := &Handler{
+		store:         opts.Store,
+		agent:         opts.Agent,
+		signin:        opts.SignIn,
+		access:        opts.Access,
+		logger:        opts.Logger,
+		now:           opts.Now,
+		cop:           http.NewCrossOriginProtection(),
+		publicOrigin:  public,
+		sandboxOrigin: sandbox,
+		hostVersion:   opts.HostVersion,
+		viewAncestors: []string{public, sandbox},
+	}
+	if h.access == nil {
+		h.access = OwnerRule{}
+	}
+	if h.logger == nil {
+		h.logger = slog.New(slog.DiscardHandler)
+	}
+	if h.now == nil {
+		h.now = time.Now
+	}
+	if h.hostVersion == "" {
+		h.hostVersion = "dev"
+	}
+	if h.keys, err = loadTokenKeys(opts.DataDir, h.now()); err != nil {
+		return nil, err
+	}
+	// Check the frame-ancestors origins once, so a bad base URL fails at
+	// start rather than on the first view.
+	if _, err := mcpapps.AppendFrameAncestors("", h.viewAncestors); err != nil {
+		return nil, fmt.Errorf("viewpage: frame ancestors: %w", err)
+	}
+	if err := h.buildDocuments(); err != nil {
+		return nil, err
+	}
+	h.metrics = metrics{
+		tokenRefusals: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "teamsbot_viewpage_frame_token_refusals_total",
+			Help: "Frame documents refused for a missing, forged or expired token.",
+		}, []string{"purpose", "reason"}),
+		calls: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "teamsbot_viewpage_tool_calls_total",
+			Help: "Tool calls made from views, by result (ok, error, refused).",
+		}, []string{"result"}),
+	}
+	if opts.Registerer != nil {
+		for _, c := range []prometheus.Collector{h.metrics.tokenRefusals, h.metrics.calls} {
+			if err := opts.Registerer.Register(c); err != nil {
+				return nil, fmt.Errorf("viewpage: register metrics: %w", err)
+			}
+		}
+	}
+	return h, nil
+}
+
+// originOf returns the origin (scheme://host[:port]) of a base URL.
+func originOf(base string) (string, error) {
+	u, err := url.Parse(base)
+	if err != nil {
+		return "", err
+	}
+	if (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" || u.User != nil {
+		return "", fmt.Errorf("%q is not an http(s) base URL", base)
+	}
+	if u.Path != "" && u.Path != "/" {
+		return "", fmt.Errorf("%q has a path; the service is served from the root", base)
+	}
+	return strings.ToLower(u.Scheme + "://" + u.Host), nil
+}
+
+// hashSource is the CSP source that allows exactly one inline script or
+// style: its SHA-256. The page and the proxy run only the scripts embedded
+// in this package.
+func hashSource(s string) string {
+	sum := sha256.Sum256([]byte(s))
+	return "'sha256-" + base64.StdEncoding.EncodeToString(sum[:]) + "'"
+}
+
+// buildDocuments parses the templates and fixes the CSP of the page, the
+// proxy and the error pages, all of which are the same for every request.
+func (h *Handler) buildDocuments() error {
+	var err error
+	if h.pageTmpl, err = template.New("page").Parse(pageHTML); err != nil {
+		return fmt.Errorf("viewpage: page template: %w", err)
+	}
+	proxyTmpl, err := template.New("proxy").Parse(proxyHTML)
+	if err != nil {
+		return fmt.Errorf("viewpage: proxy template: %w", err)
+	}
+	var b bytes.Buffer
+	err = proxyTmpl.Execute(&b, struct {
+		CSS    template.CSS
+		Script template.JS
+	}{template.CSS(proxyCSS), template.JS(proxyJS)})
+	if err != nil {
+		return fmt.Errorf("viewpage: proxy template: %w", err)
+	}
+	h.proxyDoc = b.Bytes()
+
+	// The page: its own script and style only, talks to its own API,
+	// frames only the sandbox origin, and is framed by nobody.
+	h.pageCSP = "default-src 'none'; " +
+		"script-src " + hashSource(pageJS) + "; " +
+		"style-src " + hashSource(pageCSS) + "; " +
+		"img-src 'self' data:; " +
+		"connect-src 'self'; " +
+		"frame-src " + h.sandboxOrigin + "; " +
+		"base-uri 'none'; form-action 'none'; object-src 'none'; " +
+		"frame-ancestors 'none'"
+
+	// The proxy: its own script and style only; it loads nothing, connects
+	// nowhere and frames only view documents of the sandbox origin.
+	// Only the page's origin may frame it.
+	proxyCSP := "default-src 'none'; " +
+		"script-src " + hashSource(proxyJS) + "; " +
+		"style-src " + hashSource(proxyCSS) + "; " +
+		"frame-src " + h.sandboxOrigin + "; " +
+		"base-uri 'none'; form-action 'none'; object-src 'none'"
+	if h.proxyCSP, err = mcpapps.AppendFrameAncestors(proxyCSP, []string{h.publicOrigin}); err != nil {
+		return fmt.Errorf("viewpage: proxy CSP: %w", err)
+	}
+	return nil
+}
+
+// Register adds the page, the API and the frame documents to e.
+func (h *Handler) Register(e *echo.Echo) {
+	e.GET("/mcp-apps/:id", h.page)
+	e.GET("/api/mcp-apps/:id", h.viewAPI)
+	e.POST("/api/mcp-apps/:id/call", h.call)
+	e.GET("/sandbox/proxy", h.proxy)
+	e.GET("/sandbox/views/:id", h.viewDocument)
+}
+
+// validID reports whether id could be a view id; anything else is 404
+// without touching the store.
+func validID(id string) bool {
+	if id == "" || len(id) > 128 {
+		return false
+	}
+	for i := 0; i < len(id); i++ {
+		c := id[i]
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_') {
+			return false
+		}
+	}
+	return true
+}
+
+// loadView returns the view id, or an error wrapping ErrNotFound (unknown)
+// or ErrExpired.
+func (h *Handler) loadView(ctx context.Context, id string) (mcpapps.View, error) {
+	if !validID(id) {
+		return mcpapps.View{}, fmt.Errorf("view %.140q: %w", id, ErrNotFound)
+	}
+	v, err := h.store.View(ctx, id)
+	switch {
+	case isExpired(err):
+		return mcpapps.View{}, fmt.Errorf("view %s: %w: %w", id, ErrExpired, err)
+	case errors.Is(err, store.ErrNotFound):
+		return mcpapps.View{}, fmt.Errorf("view %s: %w: %w", id, ErrNotFound, err)
+	case err != nil:
+		return mcpapps.View{}, fmt.Errorf("view %s: %w", id, err)
+	}
+	if v.Expired(h.now()) {
+		return mcpapps.View{}, fmt.Errorf("view %s: %w", id, ErrExpired)
+	}
+	return v, nil
+}
+
+// session returns the signed-in person or an error wrapping ErrNoSession.
+func (h *Handler) session(r *http.Request) (signin.Session, error) {
+	s, err := h.signin.Session(r)
+	if err != nil {
+		if errors.Is(err, signin.ErrNoSession) {
+			return signin.Session{}, fmt.Errorf("%w: %w", ErrNoSession, err)
+		}
+		return signin.Session{}, fmt.Errorf("viewpage: session: %w", err)
+	}
+	return s, nil
+}
+
+// pageData is what page.html shows.
+type pageData struct {
+	ID, Title, Tool, Server string
+	Expires, ExpiresISO     string
+	Arguments               string
+	ShowArguments           bool
+	HostName, HostVersion   string
+	CSS                     template.CSS
+	Script                  template.JS
+}
+
+// page serves GET /mcp-apps/{id}: sign-in first, then the access rule, then
+// the page, which loads the rest from the view API.
+func (h *Handler) page(c echo.Context) error {
+	id := c.Param("id")
+	r := c.Request()
+	s, err := h.session(r)
+	if errors.Is(err, ErrNoSession) {
+		return c.Redirect(http.StatusSeeOther, h.signin.SignInURL("/mcp-apps/"+url.PathEscape(id)))
+	}
+	if err != nil {
+		return err
+	}
+	v, err := h.loadView(r.Context(), id)
+	if err != nil {
+		return err
+	}
+	if err := h.access.CanRead(r.Context(), s, v); err != nil {
+		return h.refusal(err)
+	}
+	title := v.ToolTitle
+	if title == "" {
+		title = v.Tool
+	}
+	args := prettyJSON(v.Arguments)
+	d := pageData{
+		ID: v.ID, Title: title, Tool: v.Tool, Server: v.Server,
+		Expires:       v.ExpiresAt.UTC().Format("2 Jan 2006 15:04 MST"),
+		ExpiresISO:    v.ExpiresAt.UTC().Format(time.RFC3339),
+		Arguments:     args,
+		ShowArguments: args != "{}",
+		HostName:      HostName,
+		HostVersion:   h.hostVersion,
+		CSS:           template.CSS(pageCSS),
+		Script:        template.JS(pageJS),
+	}
+	var b bytes.Buffer
+	if err := h.pageTmpl.Execute(&b, d); err != nil {
+		return fmt.Errorf("viewpage: render page: %w", err)
+	}
+	hd := c.Response().Header()
+	hd.Set("Content-Security-Policy", h.pageCSP)
+	hd.Set("Cache-Control", "no-store")
+	hd.Set("Referrer-Policy", "no-referrer")
+	hd.Set("X-Content-Type-Options", "nosniff")
+	return c.HTMLBlob(http.StatusOK, b.Bytes())
+}
+
+// prettyJSON indents a JSON value for display; null or empty shows as {}.
+func prettyJSON(raw json.RawMessage) string {
+	if len(bytes.TrimSpace(raw)) == 0 || string(bytes.TrimSpace(raw)) == "null" {
+		return "{}"
+	}
+	var b bytes.Buffer
+	if err := json.Indent(&b, raw, "", "  "); err != nil {
+		return string(raw)
+	}
+	return b.String()
+}
+
+// refusal wraps an Access error: a refusal stays ErrForbidden, anything
+// else is a failure of the check.
+func (h *Handler) refusal(err error) error {
+	if errors.Is(err, ErrForbidden) {
+		return err
+	}
+	return fmt.Errorf("viewpage: access check: %w", err)
+}
+
+// ViewInfo is the answer of GET /api/mcp-apps/{id}: what the page needs to
+// frame the view and answer its messages. The two URLs carry fresh tokens.
+type ViewInfo struct {
+	ID          string              `json:"id"`
+	Server      string              `json:"server"`
+	Tool        string              `json:"tool"`
+	ToolTitle   string              `json:"toolTitle,omitempty"`
+	ResourceURI string              `json:"resourceUri"`
+	ProxyURL    string              `json:"proxyUrl"`
+	ViewURL     string              `json:"viewUrl"`
+	Arguments   json.RawMessage     `json:"arguments"`
+	Result      json.RawMessage     `json:"result"`
+	ExpiresAt   time.Time           `json:"expiresAt"`
+	Permissions mcpapps.Permissions `json:"permissions"`
+	// Sandbox is the inner frame's sandbox attribute: "allow-scripts",
+	// plus "allow-forms" only when the server asked for forms.
+	Sandbox       string `json:"sandbox"`
+	PrefersBorder *bool  `json:"prefersBorder,omitempty"`
+}
+
+// viewAPI serves GET /api/mcp-apps/{id}.
+func (h *Handler) viewAPI(c echo.Context) error {
+	r := c.Request()
+	s, err := h.session(r)
+	if err != nil {
+		return err
+	}
+	v, err := h.loadView(r.Context(), c.Param("id"))
+	if err != nil {
+		return err
+	}
+	if err := h.access.CanRead(r.Context(), s, v); err != nil {
+		return h.refusal(err)
+	}
+	now := h.now()
+	info := ViewInfo{
+		ID:          v.ID,
+		Server:      v.Server,
+		Tool:        v.Tool,
+		ToolTitle:   v.ToolTitle,
+		ResourceURI: v.ResourceURI,
+		ProxyURL: h.sandboxOrigin + "/sandbox/proxy?view=" + url.QueryEscape(v.ID) +
+			"&token=" + h.keys.mint(purposeProxy, v.ID, now),
+		ViewURL: h.sandboxOrigin + "/sandbox/views/" + url.PathEscape(v.ID) +
+			"?token=" + h.keys.mint(purposeView, v.ID, now),
+		Arguments:     jsonObjectOr(v.Arguments, `{}`),
+		Result:        toolResultJSON(v.Result),
+		ExpiresAt:     v.ExpiresAt.UTC(),
+		Permissions:   v.Permissions,
+		Sandbox:       sandboxFor(v.Permissions),
+		PrefersBorder: v.PrefersBorder,
+	}
+	hd := c.Response().Header()
+	hd.Set("Cache-Control", "no-store")
+	hd.Set("X-Content-Type-Options", "nosniff")
+	return c.JSON(http.StatusOK, info)
+}
+
+// sandboxFor is the inner frame's sandbox attribute. Never
+// allow-same-origin, allow-popups or allow-top-navigation.
+func sandboxFor(p mcpapps.Permissions) string {
+	if p.Forms {
+		return "allow-scripts allow-forms"
+	}
+	return "allow-scripts"
+}
+
+// jsonObjectOr returns raw when it is a JSON object, else def.
+func jsonObjectOr(raw json.RawMessage, def string) json.RawMessage {
+	t := bytes.TrimSpace(raw)
+	if len(t) > 0 && t[0] == '{' && json.Valid(t) {
+		return t
+	}
+	return json.RawMessage(def)
+}
+
+// toolResultJSON makes sure the stored result is a CallToolResult whose
+// content is an array, which the MCP Apps SDK requires of tool-result.
+func toolResultJSON(raw json.RawMessage) json.RawMessage {
+	obj := jsonObjectOr(raw, `{"content":[]}`)
+	var probe struct {
+		Content json.RawMessage `json:"content"`
+	}
+	if err := json.Unmarshal(obj, &probe); err == nil {
+		t := bytes.TrimSpace(probe.Content)
+		if len(t) > 0 && t[0] == '[' {
+			return obj
+		}
+	}
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(obj, &m); err != nil {
+		return json.RawMessage(`{"content":[]}`)
+	}
+	m["content"] = json.RawMessage(`[]`)
+	b, err := json.Marshal(m)
+	if err != nil {
+		return json.RawMessage(`{"content":[]}`)
+	}
+	return b
+}
+
+// callRequest is the body of POST /api/mcp-apps/{id}/call.
+type callRequest struct {
+	Name      string          `json:"name"`
+	Arguments json.RawMessage `json:"arguments"`
+}
+
+// call serves POST /api/mcp-apps/{id}/call: the view's tools/call, made by
+// the page with the person's session and run through the agent's governed
+// path.
+func (h *Handler) call(c echo.Context) error {
+	r := c.Request()
+	// Cross-site requests never reach the tool: Sec-Fetch-Site or Origin
+	// must say same origin. The Lax session cookie is a second line.
+	if err := h.cop.Check(r); err != nil {
+		return fmt.Errorf("%w: %w", ErrCrossOrigin, err)
+	}
+	// application/json only: a cross-site form cannot send it without a
+	// preflight, which this service never answers.
+	mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type"))
+	if err != nil || mt != "application/json" {
+		return ErrUnsupportedMediaType
+	}
+	s, err := h.session(r)
+	if err != nil {
+		return err
+	}
+	ctx := r.Context()
+	v, err := h.loadView(ctx, c.Param("id"))
+	if err != nil {
+		return err
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(c.Response(), r.Body, MaxCallBodyBytes))
+	if err != nil {
+		var tooLarge *http.MaxBytesError
+		if errors.As(err, &tooLarge) {
+			return ErrTooLarge
+		}
+		return fmt.Errorf("%w: reading the body: %w", ErrBadRequest, err)
+	}
+	var req callRequest
+	dec := json.NewDecoder(bytes.NewReader(body))
+	if err := dec.Decode(&req); err != nil {
+		return badRequest("the body is not valid JSON", err)
+	}
+	if dec.More() {
+		return badRequest("the body holds more than one JSON value", nil)
+	}
+	if req.Name == "" {
+		return badRequest("name is required", nil)
+	}
+	args := bytes.TrimSpace(req.Arguments)
+	switch {
+	case len(args) == 0 || string(args) == "null":
+		args = []byte(`{}`)
+	case args[0] != '{':
+		return badRequest("arguments must be a JSON object", nil)
+	}
+	if err := h.access.CanCall(ctx, s, v, req.Name); err != nil {
+		if !errors.Is(err, ErrForbidden) {
+			return fmt.Errorf("viewpage: access check: %w", err)
+		}
+		h.metrics.calls.WithLabelValues("refused").Inc()
+		h.auditRefusal(ctx, s, v, req.Name)
+		return fmt.Errorf("tool %q: %w", req.Name, err)
+	}
+	caller := agent.Person{TenantID: s.TenantID, UserID: s.UserID, Name: s.Name}
+	res, err := h.agent.CallFromView(ctx, v, caller, req.Name, json.RawMessage(args))
+	if err != nil {
+		if errors.Is(err, agent.ErrToolNotAllowed) || errors.Is(err, agent.ErrDenied) {
+			h.metrics.calls.WithLabelValues("refused").Inc()
+		} else {
+			h.metrics.calls.WithLabelValues("error").Inc()
+		}
+		return fmt.Errorf("view %s: tool %q: %w", v.ID, req.Name, err)
+	}
+	h.metrics.calls.WithLabelValues("ok").Inc()
+	if res == nil {
+		res = &mcp.CallToolResult{}
+	}
+	if res.Content == nil {
+		res.Content = []mcp.Content{}
+	}
+	c.Response().Header().Set("Cache-Control", "no-store")
+	return c.JSON(http.StatusOK, res)
+}
+
+// auditRefusal records a call that Access refused before it reached the
+// agent, with the same action and fields the agent writes for its own
+// refusals.
+func (h *Handler) auditRefusal(ctx context.Context, s signin.Session, v mcpapps.View, tool string) {
+	rec := store.AuditRecord{
+		Time:     h.now().UTC(),
+		TenantID: v.TenantID,
+		Action:   "agent.mcp_app.call",
+		Actor:    s.UserID,
+		Fields: map[string]any{
+			"view":   v.ID,
+			"server": v.Server,
+			"tool":   tool,
+			"caller": s.UserID,
+			"result": "refused",
+			"why":    "access: the caller may not run this view's tools",
+		},
+	}
+	if err := h.store.Append(ctx, rec); err != nil {
+		h.logger.ErrorContext(ctx, "audit of a refused view call failed", "view", v.ID, "err", err)
+	}
+}
+
+// proxy serves GET /sandbox/proxy?view={id}&token=...: the same small
+// document for every view, only with a valid proxy token.
+func (h *Handler) proxy(c echo.Context) error {
+	id := c.QueryParam("view")
+	if err := h.keys.verify(c.QueryParam("token"), purposeProxy, id, h.now()); err != nil {
+		return h.tokenRefused(purposeProxy, err)
+	}
+	hd := c.Response().Header()
+	hd.Set("Content-Security-Policy", h.proxyCSP)
+	frameHeaders(hd)
+	return c.HTMLBlob(http.StatusOK, h.proxyDoc)
+}
+
+// viewDocument serves GET /sandbox/views/{id}?token=...: the view's own
+// HTML under its stored CSP, which only our page and proxy may frame.
+func (h *Handler) viewDocument(c echo.Context) error {
+	id := c.Param("id")
+	if err := h.keys.verify(c.QueryParam("token"), purposeView, id, h.now()); err != nil {
+		return h.tokenRefused(purposeView, err)
+	}
+	ctx := c.Request().Context()
+	v, err := h.loadView(ctx, id)
+	if err != nil {
+		return err
+	}
+	html, err := h.store.ViewHTML(ctx, v.HTMLSHA256)
+	if err != nil {
+		if errors.Is(err, store.ErrNotFound) {
+			return fmt.Errorf("view %s: html %s: %w: %w", id, v.HTMLSHA256, ErrNotFound, err)
+		}
+		return fmt.Errorf("view %s: html: %w", id, err)
+	}
+	csp := v.CSP
+	if strings.TrimSpace(csp) == "" {
+		csp = mcpapps.DefaultCSP
+	}
+	csp, err = mcpapps.AppendFrameAncestors(csp, h.viewAncestors)
+	if err != nil {
+		return fmt.Errorf("view %s: csp: %w", id, err)
+	}
+	hd := c.Response().Header()
+	hd.Set("Content-Security-Policy", csp)
+	frameHeaders(hd)
+	return c.HTMLBlob(http.StatusOK, html)
+}
+
+// frameHeaders are the headers both frame documents carry. Never
+// X-Frame-Options: the page must be able to frame them, and
+// frame-ancestors says by whom.
+func frameHeaders(hd http.Header) {
+	hd.Set("Cache-Control", "no-store")
+	hd.Set("Referrer-Policy", "no-referrer")
+	hd.Set("X-Content-Type-Options", "nosniff")
+}
+
+// tokenRefused counts a refused frame token and returns the error that
+// becomes 403.
+func (h *Handler) tokenRefused(purpose string, err error) error {
+	reason := reasonMalformed
+	var te *tokenError
+	if errors.As(err, &te) {
+		reason = te.reason
+	}
+	h.metrics.tokenRefusals.WithLabelValues(purpose, reason).Inc()
+	return fmt.Errorf("%s: %w", purpose, err)
+}
