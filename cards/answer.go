@@ -1,0 +1,469 @@
+package cards
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	"teamsbot/mcpapps"
+)
+
+// Answer is what the agent answered for one run, as the cards need it. The
+// bot fills it from agent.Answer: the field names and types of Refusal and
+// ToolError match the agent's, so a plain conversion copies them.
+type Answer struct {
+	// Text is the model's answer, markdown.
+	Text string
+	// Views are the views the run made, in the order they were made.
+	Views []mcpapps.View
+	// Refusals are views that were not made.
+	Refusals []Refusal
+	// ToolErrors are tool calls that failed.
+	ToolErrors []ToolError
+	// Notes are the run notes, such as tools not offered to the model.
+	Notes []string
+}
+
+// Refusal is a view that was not made, and why.
+type Refusal struct {
+	Server, Tool, ResourceURI string
+	// Reason is one of mcpapps.RefusedError's reasons: scheme, mime, size,
+	// content, read.
+	Reason string
+	// Detail is the checker's technical detail, shown small.
+	Detail string
+}
+
+// ToolError is a tool call that failed.
+type ToolError struct {
+	Server, Tool, Message string
+}
+
+// Options are what the cards need to know about the service and the moment.
+type Options struct {
+	// PublicBaseURL is where people reach the service
+	// (TICKETIQ_PUBLIC_BASE_URL). Open buttons appear only when it is an
+	// https:// address; see ViewURL.
+	PublicBaseURL string
+	// Now, when set, marks views that have already expired: they get no
+	// Open button.
+	Now time.Time
+	// Location is the time zone of times written out in fallback text and
+	// summaries; nil means UTC. Inside the card, times are Adaptive Card
+	// DATE()/TIME() functions, which Teams shows in the reader's own zone.
+	Location *time.Location
+	// AgentName is the name the welcome card introduces; empty means
+	// "Assistant".
+	AgentName string
+}
+
+// notesID is the id of the hidden container of run notes.
+const notesID = "runNotes"
+
+// Reasons a view was refused, in words a person understands. The keys are
+// mcpapps.RefusedError reasons.
+func refusalReason(reason string) string {
+	switch reason {
+	case "mime":
+		return "the server sent something that is not an MCP App view"
+	case "scheme":
+		return "the view's address is not a ui:// resource"
+	case "size":
+		return "the view is too large to show"
+	case "read":
+		return "the view could not be read from the server"
+	case "content":
+		return "the server sent a view with no usable content"
+	}
+	return "the view was refused"
+}
+
+// viewInfo is a view reduced to what its block shows, every string already
+// made safe.
+type viewInfo struct {
+	title, server, tool string // tool is empty when it equals the title
+	url                 string // empty: no Open button
+	expires             time.Time
+	expired             bool
+}
+
+// prepared is an answer made safe once, from which cards of any size are
+// built while searching for one that fits.
+type prepared struct {
+	o          Options
+	loc        *time.Location
+	text       string // neutralised markdown, possibly already cut
+	textCut    bool
+	views      []viewInfo
+	refusals   []Refusal
+	toolErrors []ToolError
+	notes      []string
+	base       bool // PublicBaseURL allows buttons
+}
+
+// shape says how much of a prepared answer one card shows.
+type shape struct {
+	textBytes  int // bytes of text kept; len(text) keeps it all
+	noteCap    int // runes per note
+	notes      int // notes shown
+	issueCap   int // runes per refusal detail or error message
+	issues     int // refusals and tool errors shown, each list
+	first      bool
+	views      []viewInfo
+	viewFrom   int // index of views[0] among all views (continuation cards)
+	moreViews  int // views in later cards
+	totalViews int
+}
+
+// AnswerCards renders an answer as Adaptive Cards, to be sent in order, one
+// per message. It is one card unless the views cannot all fit in one
+// message: then every view still gets its block and its button, and the
+// views that do not fit follow in continuation cards.
+//
+// Each card stays within MaxCardSize. To get there, run notes are shortened
+// and folded first, then the answer text, then refusal and error details;
+// whatever was cut says "…(shortened)". A view's block is never dropped.
+func AnswerCards(a Answer, o Options) []Card {
+	p := prepare(a, o)
+	all := shape{
+		textBytes: len(p.text), noteCap: maxNote, notes: len(p.notes),
+		issueCap: maxMessage, issues: max(len(p.refusals), len(p.toolErrors)),
+		first: true, views: p.views, totalViews: len(p.views),
+	}
+	fits := func(s shape) bool { return p.card(s).Size() <= MaxCardSize }
+	if fits(all) {
+		return []Card{p.card(all)}
+	}
+	s := all
+	steps := []func(){
+		func() { s.noteCap = 120 },
+		func() { s.notes = largest(0, s.notes, func(n int) bool { t := s; t.notes = n; return fits(t) }) },
+		func() {
+			floor := min(500, s.textBytes)
+			s.textBytes = max(floor, largest(floor, s.textBytes, func(n int) bool { t := s; t.textBytes = n; return fits(t) }))
+		},
+		func() { s.issueCap = 100 },
+		func() { s.issues = largest(0, s.issues, func(n int) bool { t := s; t.issues = n; return fits(t) }) },
+		func() {
+			k := largest(0, len(p.views), func(n int) bool { t := s; t.views, t.moreViews = p.views[:n], len(p.views)-n; return fits(t) })
+			s.views, s.moreViews = p.views[:max(k, 0)], len(p.views)-max(k, 0)
+		},
+		func() {
+			s.textBytes = largest(0, s.textBytes, func(n int) bool { t := s; t.textBytes = n; return fits(t) })
+		},
+	}
+	for _, step := range steps {
+		step()
+		s.notes, s.issues, s.textBytes = max(s.notes, 0), max(s.issues, 0), max(s.textBytes, 0)
+		if fits(s) {
+			break
+		}
+	}
+	out := []Card{p.card(s)}
+	// The views that did not fit follow, as many per card as fit, at least
+	// one: a block's size is bounded by the caps on its names.
+	for from := len(s.views); from < len(p.views); {
+		c := shape{viewFrom: from, totalViews: len(p.views)}
+		k := largest(1, len(p.views)-from, func(n int) bool {
+			t := c
+			t.views, t.moreViews = p.views[from:from+n], len(p.views)-from-n
+			return fits(t)
+		})
+		k = max(k, 1)
+		c.views, c.moreViews = p.views[from:from+k], len(p.views)-from-k
+		out = append(out, p.card(c))
+		from += k
+	}
+	return out
+}
+
+// largest returns the largest n in [lo, hi] for which ok(n) holds, given
+// that ok is true up to some n and false after it, or lo-1 if none.
+func largest(lo, hi int, ok func(int) bool) int {
+	if hi < lo || !ok(lo) {
+		return lo - 1
+	}
+	for lo < hi {
+		mid := lo + (hi-lo+1)/2
+		if ok(mid) {
+			lo = mid
+		} else {
+			hi = mid - 1
+		}
+	}
+	return lo
+}
+
+// prepare makes everything in the answer safe once.
+func prepare(a Answer, o Options) *prepared {
+	p := &prepared{o: o, loc: o.Location, refusals: a.Refusals, toolErrors: a.ToolErrors}
+	if p.loc == nil {
+		p.loc = time.UTC
+	}
+	_, p.base = openBase(o.PublicBaseURL)
+	// Text longer than this can never fit: every three bytes of UTF-8 take
+	// at least one UTF-16 code unit of JSON. Cutting first bounds the work.
+	raw := a.Text
+	if len(raw) > 3*MaxCardSize {
+		raw, p.textCut = cutBytes(raw, 3*MaxCardSize), true
+	}
+	p.text = answerMarkdown(raw)
+	for _, n := range a.Notes {
+		if n = strings.TrimSpace(n); n != "" {
+			p.notes = append(p.notes, n)
+		}
+	}
+	for _, v := range a.Views {
+		vi := viewInfo{
+			title:   label(v.ToolTitle, maxTitle),
+			server:  label(v.Server, maxName),
+			tool:    label(v.Tool, maxName),
+			expires: v.ExpiresAt,
+		}
+		if vi.expires.IsZero() && !v.CreatedAt.IsZero() {
+			vi.expires = v.CreatedAt.Add(mcpapps.Lifetime)
+		}
+		switch {
+		case vi.title == "" && vi.tool == "":
+			vi.title = "Untitled view"
+		case vi.title == "":
+			vi.title, vi.tool = vi.tool, ""
+		case vi.title == vi.tool:
+			vi.tool = ""
+		}
+		if vi.server == "" {
+			vi.server = "unnamed"
+		}
+		vi.expired = !o.Now.IsZero() && !vi.expires.IsZero() && !o.Now.Before(vi.expires)
+		if u, ok := ViewURL(o.PublicBaseURL, v.ID); ok && !vi.expired {
+			vi.url = u
+		}
+		p.views = append(p.views, vi)
+	}
+	return p
+}
+
+// card builds one card of the given shape.
+func (p *prepared) card(s shape) Card {
+	var fallback []string
+	var els []element
+	if s.first {
+		t := p.shownText(s.textBytes)
+		els = append(els, text(t))
+		fallback = append(fallback, capRunes(t, maxFallback))
+	} else {
+		els = append(els, heading("More views from this answer"))
+		els = append(els, subtleText(fmt.Sprintf("Views %d–%d of %d.", s.viewFrom+1, s.viewFrom+len(s.views), s.totalViews)))
+		fallback = append(fallback, fmt.Sprintf("More views from this answer (%d–%d of %d).", s.viewFrom+1, s.viewFrom+len(s.views), s.totalViews))
+	}
+	for _, v := range s.views {
+		els = append(els, p.viewBlock(v))
+		fallback = append(fallback, p.viewFallback(v))
+	}
+	if s.moreViews > 0 {
+		els = append(els, subtleText(fmt.Sprintf("%s follow in the next message.", plural(s.moreViews, "more view", "more views"))))
+		fallback = append(fallback, plural(s.moreViews, "more view follows.", "more views follow."))
+	}
+	if s.first {
+		if b, ok := p.refusalBlock(s); ok {
+			els = append(els, b)
+			fallback = append(fallback, plural(len(p.refusals), "view could not be shown.", "views could not be shown."))
+		}
+		if b, ok := p.toolErrorBlock(s); ok {
+			els = append(els, b)
+			fallback = append(fallback, plural(len(p.toolErrors), "tool call failed.", "tool calls failed."))
+		}
+		els = append(els, p.notesBlock(s)...)
+	}
+	return newCard(p.summary(s), strings.Join(fallback, "\n"), els...)
+}
+
+// shownText is the answer text cut to n bytes, marked when cut.
+func (p *prepared) shownText(n int) string {
+	t, cut := p.text, p.textCut
+	if n < len(t) {
+		t, cut = cutBytes(t, n), true
+	}
+	if strings.TrimSpace(t) == "" && !cut {
+		return "_The agent gave no written answer._"
+	}
+	if cut {
+		t = strings.TrimRight(t, " \n\t") + "\n\n" + Shortened
+	}
+	return t
+}
+
+// summary is the notification line of a card.
+func (p *prepared) summary(s shape) string {
+	if !s.first {
+		return fmt.Sprintf("More views (%d–%d of %d)", s.viewFrom+1, s.viewFrom+len(s.views), s.totalViews)
+	}
+	t := oneLine(strings.NewReplacer("**", "", "__", "").Replace(p.text), maxSummary)
+	switch {
+	case t == "" && len(p.views) == 0:
+		return "The agent answered"
+	case t == "":
+		return "The agent answered with " + plural(len(p.views), "view", "views")
+	}
+	return t
+}
+
+// viewBlock is the block that names a view and opens it.
+func (p *prepared) viewBlock(v viewInfo) container {
+	where := []textRun{subtle("Interactive view from "), run(v.server)}
+	if v.tool != "" {
+		where = append(where, subtle(", tool "), run(v.tool))
+	}
+	items := []element{rich(bold(v.title)), rich(where...)}
+	if !v.expires.IsZero() {
+		at := v.expires.UTC().Format("2006-01-02T15:04:05Z")
+		when := "{{DATE(" + at + ", SHORT)}} at {{TIME(" + at + ")}}"
+		if v.expired {
+			items = append(items, subtleText("This view expired on "+when+" and can no longer be opened."))
+		} else {
+			items = append(items, subtleText("Can be opened until "+when+"."))
+		}
+	}
+	switch {
+	case v.url != "":
+		items = append(items, buttons(openURL{Type: "Action.OpenUrl", Title: "Open", URL: v.url, Style: "positive"}))
+	case !v.expired && p.base:
+		// Only an id that cannot make a safe address ends here.
+		items = append(items, subtleText("Open this view from the web console."))
+	case !v.expired:
+		items = append(items, subtleText("Open this view from the web console. (Teams shows an Open button only when this service has an https:// address.)"))
+	}
+	b := box("emphasis", items...)
+	b.Spacing = "Medium"
+	return b
+}
+
+// viewFallback is a view in plain text.
+func (p *prepared) viewFallback(v viewInfo) string {
+	s := "View: " + v.title + " (" + v.server + ")"
+	if !v.expires.IsZero() {
+		at := v.expires.In(p.loc).Format("2 Jan 2006 15:04 MST")
+		if v.expired {
+			return s + ", expired on " + at + "."
+		}
+		s += ", open until " + at
+	}
+	if v.url != "" {
+		return s + ": " + v.url
+	}
+	return s + ": open it from the web console."
+}
+
+// refusalBlock lists the views that were not made.
+func (p *prepared) refusalBlock(s shape) (container, bool) {
+	if len(p.refusals) == 0 {
+		return container{}, false
+	}
+	items := []element{boldText(plural(len(p.refusals), "view could not be shown", "views could not be shown"))}
+	for i, r := range p.refusals {
+		if i >= s.issues {
+			items = append(items, subtleText(fmt.Sprintf("%s: %s not listed.", Shortened, plural(len(p.refusals)-i, "more", "more"))))
+			break
+		}
+		name := label(r.Tool, maxName)
+		if name == "" {
+			name = "A view"
+		}
+		runs := []textRun{bold(name)}
+		if srv := label(r.Server, maxName); srv != "" {
+			runs = append(runs, run(" from "), run(srv))
+		}
+		runs = append(runs, run(": "+refusalReason(r.Reason)+"."))
+		if s.issueCap >= maxMessage {
+			if d := label(r.Detail, s.issueCap); d != "" {
+				runs = append(runs, subtle(" ("+d+")"))
+			}
+		}
+		items = append(items, rich(runs...))
+	}
+	items = append(items, subtleText("The answer above does not depend on them."))
+	b := box("warning", items...)
+	b.Spacing = "Medium"
+	return b, true
+}
+
+// toolErrorBlock shows failed tool calls as errors.
+func (p *prepared) toolErrorBlock(s shape) (container, bool) {
+	if len(p.toolErrors) == 0 {
+		return container{}, false
+	}
+	head := boldText(plural(len(p.toolErrors), "tool call failed", "tool calls failed"))
+	head.Color = "Attention"
+	items := []element{head}
+	for i, e := range p.toolErrors {
+		if i >= s.issues {
+			items = append(items, subtleText(fmt.Sprintf("%s: %s not listed.", Shortened, plural(len(p.toolErrors)-i, "more", "more"))))
+			break
+		}
+		name := label(e.Tool, maxName)
+		if name == "" {
+			name = "A tool"
+		}
+		runs := []textRun{bold(name)}
+		if srv := label(e.Server, maxName); srv != "" {
+			runs = append(runs, run(" from "), run(srv))
+		}
+		msg := shorten(label(e.Message, maxMessage), s.issueCap)
+		if msg == "" {
+			msg = "it returned an error"
+		}
+		m := run(": " + msg)
+		m.Color = "Attention"
+		items = append(items, rich(append(runs, m)...))
+	}
+	items = append(items, subtleText("The answer may be incomplete."))
+	b := box("attention", items...)
+	b.Spacing = "Medium"
+	return b, true
+}
+
+// notesBlock is a button that shows the run notes, folded away by default
+// because they are for the curious, not the answer.
+func (p *prepared) notesBlock(s shape) []element {
+	if len(p.notes) == 0 {
+		return nil
+	}
+	var items []element
+	for _, n := range p.notes[:s.notes] {
+		items = append(items, rich(run("• "+shorten(label(n, maxNote), s.noteCap))))
+	}
+	if hidden := len(p.notes) - s.notes; hidden > 0 {
+		items = append(items, subtleText(fmt.Sprintf("%s: %s not shown.", Shortened, plural(hidden, "more note", "more notes"))))
+	}
+	hide := false
+	notes := container{Type: "Container", ID: notesID, IsVisible: &hide, Items: items}
+	set := buttons(toggle{
+		Type:           "Action.ToggleVisibility",
+		Title:          fmt.Sprintf("Run notes (%d)", len(p.notes)),
+		TargetElements: []string{notesID},
+	})
+	set.Spacing = "Medium"
+	return []element{set, notes}
+}
+
+// shorten cuts a label to max runes, marking the cut with Shortened.
+func shorten(s string, max int) string {
+	if len([]rune(s)) <= max {
+		return s
+	}
+	return strings.TrimSuffix(capRunes(s, max), "…") + " " + Shortened
+}
+
+// subtleText is a subtle TextBlock of our own words.
+func subtleText(s string) textBlock { t := text(s); t.IsSubtle = true; t.Spacing = "Small"; return t }
+
+// boldText is a bold TextBlock of our own words.
+func boldText(s string) textBlock { t := text(s); t.Weight = "Bolder"; return t }
+
+// plural writes n with the singular or plural noun.
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return "1 " + one
+	}
+	return fmt.Sprintf("%d %s", n, many)
+}

@@ -1,0 +1,235 @@
+// Package cards turns what the agent said into Microsoft Teams Adaptive
+// Cards: the answer with one block per MCP App view (and its Open button),
+// the views that were refused, failed tool calls and folded run notes, plus
+// the small cards the bot sends on install, while it works, and when it must
+// refuse or a run fails.
+//
+// Everything here is a pure function of its input: no I/O, no clock, no
+// configuration read from the environment. The bot fills Answer from the
+// agent's answer and sends each Card as an attachment; this package does not
+// know the Bot Framework or the agent.
+//
+// The cards declare schema version 1.5 and use only elements and properties of
+// version 1.2, which is what Teams renders on mobile, so nothing vanishes there.
+// Text from tools, MCP servers and the model is treated as hostile: names go in
+// TextRuns (which Teams never reads as markdown), links in the model's answer
+// are shown with their address, and the only URL a button ever carries is
+// built from the public base URL and the view's escaped id. A view's HTML is
+// never put in a card.
+package cards
+
+import (
+	"encoding/json"
+	"unicode/utf16"
+	"unicode/utf8"
+)
+
+// ContentType is the Bot Framework attachment content type of an Adaptive Card.
+const ContentType = "application/vnd.microsoft.card.adaptive"
+
+// SchemaVersion is the Adaptive Card version the cards declare. Teams desktop
+// and web render 1.5; mobile falls back to 1.2, which is why the cards use
+// nothing newer than 1.2.
+const SchemaVersion = "1.5"
+
+// SchemaURL is the Adaptive Card JSON schema, named in every card.
+const SchemaURL = "http://adaptivecards.io/schemas/adaptive-card.json"
+
+// SizeLimit is the most Teams accepts in one message, about 28 KB, counted
+// here in UTF-16 code units of the serialized JSON.
+const SizeLimit = 28 * 1024
+
+// MaxCardSize is the most one card takes (UTF-16 code units of its JSON), so
+// that the activity around it (summary, addresses, ids) still fits in
+// SizeLimit.
+const MaxCardSize = SizeLimit - 4*1024
+
+// Shortened marks text that was cut so the card fits in one message.
+const Shortened = "…(shortened)"
+
+// Card is one Adaptive Card. It marshals to the card JSON (the attachment's
+// content). Build one with the functions of this package.
+type Card struct {
+	// Summary is one plain line for notifications and the chat list. It is
+	// not part of the card JSON: the bot sets it as the activity's summary.
+	Summary string
+	// FallbackText is the plain text shown by clients that cannot render the
+	// card; it is the card's fallbackText.
+	FallbackText string
+
+	body []element
+}
+
+// Attachment is a Bot Framework attachment carrying an Adaptive Card, shaped
+// like the attachments of a message activity.
+type Attachment struct {
+	ContentType string `json:"contentType"`
+	Content     Card   `json:"content"`
+}
+
+// Attachment wraps the card for a Bot Framework message activity.
+func (c Card) Attachment() Attachment {
+	return Attachment{ContentType: ContentType, Content: c}
+}
+
+// msTeams is the Teams-specific part of a card.
+type msTeams struct {
+	Width string `json:"width"`
+}
+
+// wireCard is the card as Teams reads it.
+type wireCard struct {
+	Type         string    `json:"type"`
+	Schema       string    `json:"$schema"`
+	Version      string    `json:"version"`
+	FallbackText string    `json:"fallbackText"`
+	MSTeams      msTeams   `json:"msteams"`
+	Body         []element `json:"body"`
+}
+
+// MarshalJSON writes the Adaptive Card. Full width, because answers with
+// lists and view blocks read badly in Teams' default narrow bubble.
+func (c Card) MarshalJSON() ([]byte, error) {
+	return json.Marshal(wireCard{
+		Type:         "AdaptiveCard",
+		Schema:       SchemaURL,
+		Version:      SchemaVersion,
+		FallbackText: c.FallbackText,
+		MSTeams:      msTeams{Width: "Full"},
+		Body:         c.body,
+	})
+}
+
+// Size is the length of the card's JSON in UTF-16 code units, which is how
+// Teams counts its message limit. It uses encoding/json's default escaping,
+// the same as any caller that marshals the card inside an activity.
+func (c Card) Size() int {
+	b, err := json.Marshal(c)
+	if err != nil {
+		// Only plain strings and bools are marshalled; this cannot happen.
+		panic("cards: marshal card: " + err.Error())
+	}
+	return utf16Len(b)
+}
+
+// utf16Len counts UTF-16 code units of UTF-8 text.
+func utf16Len(b []byte) int {
+	n := 0
+	for len(b) > 0 {
+		r, size := utf8.DecodeRune(b)
+		b = b[size:]
+		n += utf16.RuneLen(r)
+	}
+	return n
+}
+
+// element is anything that can sit in a card's body.
+type element interface{ isElement() }
+
+// textBlock is a TextBlock. Its text is read as markdown by Teams, so only
+// our own words and the model's neutralised answer go into one.
+type textBlock struct {
+	Type      string `json:"type"`
+	Text      string `json:"text"`
+	Wrap      bool   `json:"wrap"`
+	Weight    string `json:"weight,omitempty"`
+	Size      string `json:"size,omitempty"`
+	Color     string `json:"color,omitempty"`
+	IsSubtle  bool   `json:"isSubtle,omitempty"`
+	Spacing   string `json:"spacing,omitempty"`
+	Separator bool   `json:"separator,omitempty"`
+}
+
+// richText is a RichTextBlock: TextRuns are never read as markdown, which
+// makes them the place for names and messages from tools and servers.
+type richText struct {
+	Type    string    `json:"type"`
+	Inlines []textRun `json:"inlines"`
+	Spacing string    `json:"spacing,omitempty"`
+}
+
+// textRun is one run of plain text inside a richText.
+type textRun struct {
+	Type     string `json:"type"`
+	Text     string `json:"text"`
+	Weight   string `json:"weight,omitempty"`
+	Size     string `json:"size,omitempty"`
+	Color    string `json:"color,omitempty"`
+	IsSubtle bool   `json:"isSubtle,omitempty"`
+	Italic   bool   `json:"italic,omitempty"`
+}
+
+// container groups elements; a hidden one is shown by a toggle action.
+type container struct {
+	Type      string    `json:"type"`
+	ID        string    `json:"id,omitempty"`
+	Style     string    `json:"style,omitempty"`
+	IsVisible *bool     `json:"isVisible,omitempty"`
+	Spacing   string    `json:"spacing,omitempty"`
+	Separator bool      `json:"separator,omitempty"`
+	Items     []element `json:"items"`
+}
+
+// actionSet puts buttons inside the body, next to what they act on.
+type actionSet struct {
+	Type    string `json:"type"`
+	Actions []any  `json:"actions"`
+	Spacing string `json:"spacing,omitempty"`
+}
+
+// openURL is an Action.OpenUrl button.
+type openURL struct {
+	Type  string `json:"type"`
+	Title string `json:"title"`
+	URL   string `json:"url"`
+	Style string `json:"style,omitempty"`
+}
+
+// toggle is an Action.ToggleVisibility button.
+type toggle struct {
+	Type           string   `json:"type"`
+	Title          string   `json:"title"`
+	TargetElements []string `json:"targetElements"`
+}
+
+func (textBlock) isElement() {}
+func (richText) isElement()  {}
+func (container) isElement() {}
+func (actionSet) isElement() {}
+
+// text returns a wrapping TextBlock.
+func text(s string) textBlock { return textBlock{Type: "TextBlock", Text: s, Wrap: true} }
+
+// heading returns a bold TextBlock; the 1.5 "heading" style is left out
+// because Teams mobile (1.2) would drop it.
+func heading(s string) textBlock {
+	t := text(s)
+	t.Weight = "Bolder"
+	t.Size = "Medium"
+	return t
+}
+
+// run returns a plain TextRun.
+func run(s string) textRun { return textRun{Type: "TextRun", Text: s} }
+
+// bold returns a bold TextRun.
+func bold(s string) textRun { r := run(s); r.Weight = "Bolder"; return r }
+
+// subtle returns a subtle TextRun.
+func subtle(s string) textRun { r := run(s); r.IsSubtle = true; return r }
+
+// rich returns a RichTextBlock of the given runs.
+func rich(runs ...textRun) richText { return richText{Type: "RichTextBlock", Inlines: runs} }
+
+// box returns a container.
+func box(style string, items ...element) container {
+	return container{Type: "Container", Style: style, Items: items}
+}
+
+// buttons returns an ActionSet.
+func buttons(actions ...any) actionSet { return actionSet{Type: "ActionSet", Actions: actions} }
+
+// newCard assembles a card.
+func newCard(summary, fallback string, body ...element) Card {
+	return Card{Summary: summary, FallbackText: fallback, body: body}
+}
