@@ -1,0 +1,414 @@
+// Package agent runs an agent for a person: it connects the agent's MCP
+// servers (stdio subprocesses, Streamable HTTP, and built-in servers in
+// memory), offers the model the tools it may call, runs the model, sends
+// every tool call (the model's and a view's) through one governed path
+// (policy, data rules, per-server timeout, audit), and turns calls of tools
+// that name a ui:// resource into views (the MCP Apps extension).
+//
+// What a run made (the run record with its notes, the views with their
+// HTML, and the audit records) is written with one store.SaveRun at the end
+// of the run, so a burst of runs shares the store's commits.
+//
+// The package does not decide who may open a view (access and viewpage do),
+// does not render answers (cards does) and does not check the resource
+// itself (mcpapps does); it only applies those decisions on the way.
+//
+// The model never sees a view's HTML: it reads the ordinary tool result,
+// after the data rules have redacted it.
+package agent
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"teamsbot/mcpapps"
+	"teamsbot/store"
+)
+
+// Errors of the governed path.
+var (
+	// ErrNotFound: unknown agent, server or tool.
+	ErrNotFound = errors.New("agent: not found")
+	// ErrToolNotAllowed: a view asked for a tool whose visibility lacks "app",
+	// or a tool of another server.
+	ErrToolNotAllowed = errors.New("agent: tool not allowed")
+	// ErrDenied: the policy or a data rule denied the call.
+	ErrDenied = errors.New("agent: denied")
+	// ErrModel: the model could not answer (bad key, server error, timeout).
+	ErrModel = errors.New("agent: model failed")
+	// ErrUnavailable: an MCP server cannot be reached.
+	ErrUnavailable = errors.New("agent: server unavailable")
+	// ErrBadRequest: the request itself is malformed (no tenant, arguments
+	// that are not a JSON object).
+	ErrBadRequest = errors.New("agent: bad request")
+)
+
+// Person is who a run is for. UserID empty means a run with no person (a
+// trigger); TenantID is always set.
+type Person struct {
+	TenantID string
+	UserID   string
+	Name     string
+}
+
+// Request asks for one run.
+type Request struct {
+	Person  Person
+	AgentID string // empty: the first agent
+	Text    string
+}
+
+// Refusal is a view that was not made.
+type Refusal struct {
+	Server, Tool, ResourceURI string
+	Reason                    string // scheme, mime, size, content, read
+	Detail                    string
+}
+
+// ToolError is a tool call that failed (IsError result or transport error).
+type ToolError struct {
+	Server, Tool, Message string
+}
+
+// Answer is the outcome of a run.
+type Answer struct {
+	RunID      string
+	AgentID    string
+	Text       string
+	Views      []mcpapps.View
+	Refusals   []Refusal
+	ToolErrors []ToolError
+	Notes      []string
+}
+
+// Decision is what a Policy is asked.
+type Decision struct {
+	Person   Person
+	AgentID  string
+	Action   string // "invoke"
+	Server   string
+	Tool     string
+	FromView bool
+}
+
+// ActionInvoke is the Decision.Action of a tool call.
+const ActionInvoke = "invoke"
+
+// Policy decides whether a tool call may go ahead; a non-nil error denies it.
+type Policy interface {
+	Authorize(ctx context.Context, d Decision) error
+}
+
+// Options configures New.
+type Options struct {
+	// Store receives runs, views and audit records; nil stores nothing.
+	Store *store.Store
+	// Logger; nil discards.
+	Logger *slog.Logger
+	// Now is the clock; nil means time.Now.
+	Now func() time.Time
+	// Policy decides every tool call; nil allows all.
+	Policy Policy
+	// AppsEnabled turns the MCP Apps extension on: advertised to servers,
+	// app-only tools kept from the model, views made. Off: not advertised,
+	// every tool offered, no views.
+	AppsEnabled bool
+	// MaxResourceBytes bounds a view's HTML; <= 0 means
+	// mcpapps.DefaultMaxResourceBytes.
+	MaxResourceBytes int
+	// HTTPClient is the base for Streamable HTTP servers and the openai
+	// model; its Transport is reused, its Timeout is not (a server's event
+	// stream lives long). Nil means http.DefaultTransport.
+	HTTPClient *http.Client
+	// Getenv reads ${VAR} values and model keys; nil means os.Getenv.
+	Getenv func(string) string
+	// Registerer receives the package's metrics; nil registers none.
+	Registerer prometheus.Registerer
+	// ConnectTimeout bounds connecting one server; zero means 15s.
+	ConnectTimeout time.Duration
+	// RetryInterval is the least time between two attempts to connect a
+	// server that failed; zero means 5s.
+	RetryInterval time.Duration
+	// Builtins adds in-memory servers that a ServerConfig.Builtin may name,
+	// beside "demo". Each call must return a new server.
+	Builtins map[string]func() *mcp.Server
+}
+
+// Service runs agents. It is safe for concurrent use.
+type Service struct {
+	opts    Options
+	log     *slog.Logger
+	now     func() time.Time
+	getenv  func(string) string
+	agents  []*agentRuntime
+	byID    map[string]*agentRuntime
+	conns   []*serverConn
+	metrics *metrics
+
+	closeOnce sync.Once
+}
+
+// agentRuntime is one configured agent, ready to run.
+type agentRuntime struct {
+	cfg       AgentConfig
+	model     Model
+	maxRounds int
+	servers   []*serverConn
+	byName    map[string]*serverConn
+	rules     dataRules
+}
+
+// New builds the service and connects every agent's MCP servers at once,
+// each within Options.ConnectTimeout. A server that cannot be reached is
+// logged and tried again on later use; it does not stop the service, but
+// Ready reports it. Configuration mistakes are errors.
+func New(ctx context.Context, cfg Config, opts Options) (*Service, error) {
+	s := &Service{opts: opts, log: opts.Logger, now: opts.Now, getenv: opts.Getenv}
+	if s.log == nil {
+		s.log = slog.New(slog.DiscardHandler)
+	}
+	if s.now == nil {
+		s.now = time.Now
+	}
+	if s.getenv == nil {
+		s.getenv = osGetenv
+	}
+	if s.opts.ConnectTimeout <= 0 {
+		s.opts.ConnectTimeout = 15 * time.Second
+	}
+	if s.opts.RetryInterval <= 0 {
+		s.opts.RetryInterval = 5 * time.Second
+	}
+	known := func(name string) bool {
+		_, ok := opts.Builtins[name]
+		return ok || name == BuiltinDemo
+	}
+	if err := cfg.validate(known); err != nil {
+		return nil, fmt.Errorf("agent: config: %w", err)
+	}
+	m, err := newMetrics(opts.Registerer)
+	if err != nil {
+		return nil, err
+	}
+	s.metrics = m
+	s.byID = make(map[string]*agentRuntime, len(cfg.Agents))
+	for _, ac := range cfg.Agents {
+		a := &agentRuntime{cfg: ac, byName: map[string]*serverConn{}}
+		a.rules = compileRules(ac.Rules)
+		a.model, a.maxRounds, err = s.newModel(ac)
+		if err != nil {
+			return nil, fmt.Errorf("agent %s: %w", ac.ID, err)
+		}
+		for _, sc := range ac.Servers {
+			c := newServerConn(s, ac.ID, sc)
+			a.servers = append(a.servers, c)
+			a.byName[sc.Name] = c
+			s.conns = append(s.conns, c)
+		}
+		s.agents = append(s.agents, a)
+		s.byID[ac.ID] = a
+	}
+
+	var wg sync.WaitGroup
+	for _, c := range s.conns {
+		wg.Go(func() {
+			if _, err := c.ensure(ctx, true); err != nil {
+				s.log.Warn("MCP server not connected; will retry", "agent", c.agentID, "server", c.name, "err", err)
+			}
+		})
+	}
+	wg.Wait()
+	return s, nil
+}
+
+// Agents lists the configured agent ids, the first (the bot's) first.
+func (s *Service) Agents() []string {
+	ids := make([]string, len(s.agents))
+	for i, a := range s.agents {
+		ids[i] = a.cfg.ID
+	}
+	return ids
+}
+
+// AgentName returns an agent's display name; ErrNotFound when unknown.
+func (s *Service) AgentName(id string) (string, error) {
+	a, err := s.agent(id)
+	if err != nil {
+		return "", err
+	}
+	return a.cfg.DisplayName(), nil
+}
+
+func (s *Service) agent(id string) (*agentRuntime, error) {
+	if id == "" {
+		if len(s.agents) == 0 {
+			return nil, fmt.Errorf("%w: no agents", ErrNotFound)
+		}
+		return s.agents[0], nil
+	}
+	a, ok := s.byID[id]
+	if !ok {
+		return nil, fmt.Errorf("%w: agent %q", ErrNotFound, id)
+	}
+	return a, nil
+}
+
+// Ready reports whether every MCP server is reachable: each is connected
+// (tried again now if it was not) and answers a ping.
+func (s *Service) Ready(ctx context.Context) error {
+	errs := make([]error, len(s.conns))
+	var wg sync.WaitGroup
+	for i, c := range s.conns {
+		wg.Go(func() { errs[i] = c.ping(ctx) })
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+// Close closes every MCP session; stdio children are asked to exit and
+// terminated if they do not.
+func (s *Service) Close() error {
+	var errs []error
+	s.closeOnce.Do(func() {
+		errs = make([]error, len(s.conns))
+		var wg sync.WaitGroup
+		for i, c := range s.conns {
+			wg.Go(func() { errs[i] = c.close() })
+		}
+		wg.Wait()
+	})
+	return errors.Join(errs...)
+}
+
+// newID returns a random 128-bit id, URL-safe.
+func newID() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails
+	return base64.RawURLEncoding.EncodeToString(b[:])
+}
+
+// runState gathers what one run makes until it is saved.
+type runState struct {
+	svc    *Service
+	agent  *agentRuntime
+	person Person
+	id     string
+	start  time.Time
+
+	answer Answer
+	views  []store.NewView
+	audit  []store.AuditRecord
+	cat    catalogue
+}
+
+func (r *runState) note(format string, args ...any) {
+	r.answer.Notes = append(r.answer.Notes, fmt.Sprintf(format, args...))
+}
+
+// Run runs an agent for a person and stores what it made. When the model
+// fails, the run is still stored and the error wraps ErrModel; the Answer
+// then holds what was made before the failure and a Text that says so.
+func (s *Service) Run(ctx context.Context, req Request) (Answer, error) {
+	a, err := s.agent(req.AgentID)
+	if err != nil {
+		return Answer{}, err
+	}
+	if req.Person.TenantID == "" {
+		return Answer{}, fmt.Errorf("%w: a run needs a tenant", ErrBadRequest)
+	}
+	r := &runState{svc: s, agent: a, person: req.Person, id: newID(), start: s.now()}
+	r.answer.RunID = r.id
+	r.answer.AgentID = a.cfg.ID
+	r.cat = a.catalogue(ctx, r)
+
+	msgs := []Message{{Role: RoleUser, Text: req.Text}}
+	var runErr error
+	for round := 0; ; round++ {
+		turn := Turn{AgentName: a.cfg.DisplayName(), Tools: r.cat.specs, Messages: msgs}
+		last := round >= a.maxRounds
+		if last {
+			turn.Tools = nil
+		}
+		reply, err := a.model.Next(ctx, turn)
+		if err != nil {
+			runErr = fmt.Errorf("agent %s: %w", a.cfg.ID, err)
+			r.note("the model failed: %v", err)
+			r.answer.Text = "Sorry, the model could not answer this time."
+			break
+		}
+		reply.Role = RoleAssistant
+		msgs = append(msgs, reply)
+		if len(reply.ToolCalls) == 0 || last {
+			if last && len(reply.ToolCalls) > 0 {
+				r.note("stopped after %d rounds of tool calls", a.maxRounds)
+			}
+			r.answer.Text = reply.Text
+			break
+		}
+		for _, call := range reply.ToolCalls {
+			msgs = append(msgs, r.callForModel(ctx, call))
+		}
+	}
+
+	if err := s.save(ctx, r); err != nil {
+		return r.answer, err
+	}
+	return r.answer, runErr
+}
+
+// save writes the run, its views and its audit records in one SaveRun.
+func (s *Service) save(ctx context.Context, r *runState) error {
+	if s.opts.Store == nil {
+		return nil
+	}
+	run := store.Run{
+		ID:        r.id,
+		AgentID:   r.agent.cfg.ID,
+		TenantID:  r.person.TenantID,
+		UserID:    r.person.UserID,
+		UserName:  r.person.Name,
+		Text:      r.answer.Text,
+		Notes:     r.answer.Notes,
+		CreatedAt: r.start,
+	}
+	for _, v := range r.answer.Views {
+		run.ViewIDs = append(run.ViewIDs, v.ID)
+	}
+	if err := s.opts.Store.SaveRun(ctx, run, r.views, r.audit); err != nil {
+		return fmt.Errorf("agent: saving run %s: %w", r.id, err)
+	}
+	return nil
+}
+
+// auditRecord builds one audit record of this run.
+func (r *runState) auditRecord(action string, fields map[string]any) store.AuditRecord {
+	fields["run"] = r.id
+	fields["agent"] = r.agent.cfg.ID
+	return store.AuditRecord{
+		Time:     r.svc.now(),
+		TenantID: r.person.TenantID,
+		Action:   action,
+		Actor:    r.person.UserID,
+		Fields:   fields,
+	}
+}
+
+// resultJSON encodes a tool result for a view.
+func resultJSON(res *mcp.CallToolResult) (json.RawMessage, error) {
+	b, err := json.Marshal(res)
+	if err != nil {
+		return nil, fmt.Errorf("encoding tool result: %w", err)
+	}
+	return b, nil
+}

@@ -1,0 +1,497 @@
+package agent
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"teamsbot/agent/demo"
+	"teamsbot/mcpapps"
+)
+
+func osGetenv(name string) string { return os.Getenv(name) }
+
+// serverConn is the connection to one MCP server of one agent. It keeps
+// the session, reconnects it when it died, and caches what a run needs on
+// its hot path: the tool list (until notifications/tools/list_changed) and
+// each checked ui:// resource (until notifications/resources/list_changed).
+type serverConn struct {
+	svc     *Service
+	agentID string
+	name    string
+	cfg     ServerConfig
+	timeout time.Duration
+	// builtin is the in-memory server, made once so that a reconnect finds
+	// the same server state.
+	builtin *mcp.Server
+
+	// mu guards the session fields; it is held while connecting, so that
+	// concurrent runs wait for one attempt instead of starting several.
+	mu        sync.Mutex
+	session   *mcp.ClientSession
+	dead      bool // the session ended (a stdio child exited, a stream broke)
+	lastErr   error
+	lastTry   time.Time
+	connected bool // ever connected
+	closed    bool
+
+	// cmu guards the caches; gen counts invalidations so that a list that
+	// was fetched while the server announced a change is not kept.
+	cmu       sync.RWMutex
+	tools     *toolList
+	toolGen   uint64
+	resources map[string]*resourceEntry
+	listMeta  map[string]mcp.Meta // resources/list entries' _meta, by URI
+	resGen    uint64
+}
+
+// toolList is one server's tools, read once per tools/list.
+type toolList struct {
+	byName map[string]*toolEntry
+	// specs are the tools offered to the model, hidden the notes on those
+	// that are not.
+	specs  []ToolSpec
+	hidden []string
+}
+
+// toolEntry is one tool with what its _meta.ui says.
+type toolEntry struct {
+	tool    *mcp.Tool
+	ui      mcpapps.ToolUI
+	uiErr   error
+	toModel bool
+	toApp   bool
+}
+
+// resourceEntry is a ui:// resource, read and checked once.
+type resourceEntry struct {
+	html    []byte
+	sha     string
+	ui      mcpapps.ResourceUI
+	csp     mcpapps.Policy
+	refusal *mcpapps.RefusedError
+}
+
+func newServerConn(s *Service, agentID string, cfg ServerConfig) *serverConn {
+	timeout, _ := parseTimeout(cfg.Timeout, DefaultServerTimeout) // validated in New
+	c := &serverConn{svc: s, agentID: agentID, name: cfg.Name, cfg: cfg, timeout: timeout}
+	switch {
+	case cfg.Builtin == BuiltinDemo && s.opts.Builtins[BuiltinDemo] == nil:
+		c.builtin = demo.New(demo.Options{Now: s.opts.Now, Logger: s.log.With("server", cfg.Name)})
+	case cfg.Builtin != "":
+		c.builtin = s.opts.Builtins[cfg.Builtin]()
+	}
+	return c
+}
+
+// client makes the MCP client of one session; its handlers drop the caches
+// when the server says its lists changed.
+func (c *serverConn) client() *mcp.Client {
+	caps := &mcp.ClientCapabilities{}
+	if c.svc.opts.AppsEnabled {
+		caps.AddExtension(mcpapps.ExtensionID, map[string]any{"mimeTypes": []string{mcpapps.MIMEType}})
+	}
+	return mcp.NewClient(&mcp.Implementation{Name: "teamsbot", Version: "1.0.0"}, &mcp.ClientOptions{
+		Logger:       c.svc.log.With("server", c.name),
+		Capabilities: caps,
+		ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) {
+			c.invalidateTools()
+		},
+		ResourceListChangedHandler: func(context.Context, *mcp.ResourceListChangedRequest) {
+			c.invalidateResources()
+		},
+	})
+}
+
+// transport makes a new transport to the server.
+func (c *serverConn) transport(ctx context.Context) (mcp.Transport, error) {
+	switch {
+	case c.builtin != nil:
+		ct, st := mcp.NewInMemoryTransports()
+		// The server side of an in-memory session lives until the client
+		// closes it, not until ctx ends.
+		if _, err := c.builtin.Connect(context.WithoutCancel(ctx), st, nil); err != nil {
+			return nil, fmt.Errorf("starting built-in server %s: %w", c.cfg.Builtin, err)
+		}
+		return ct, nil
+	case c.cfg.URL != "":
+		return &mcp.StreamableClientTransport{
+			Endpoint:   c.cfg.URL,
+			HTTPClient: c.httpClient(),
+			MaxRetries: 2,
+		}, nil
+	default:
+		// The child must outlive the connect context: it ends when the
+		// session is closed.
+		cmd := exec.Command(c.cfg.Command[0], c.cfg.Command[1:]...)
+		cmd.Dir = c.cfg.Dir
+		cmd.Env = os.Environ()
+		for k, v := range c.cfg.Env {
+			cmd.Env = append(cmd.Env, k+"="+v)
+		}
+		cmd.Stderr = &logWriter{c: c}
+		return &mcp.CommandTransport{Command: cmd, TerminateDuration: 2 * time.Second}, nil
+	}
+}
+
+// httpClient sends the configured headers on every request. Timeouts are
+// on the transport (connecting, TLS, waiting for headers) and on each call's
+// context, not on the client: the server's event stream lives long.
+func (c *serverConn) httpClient() *http.Client {
+	var base http.RoundTripper = http.DefaultTransport
+	if hc := c.svc.opts.HTTPClient; hc != nil && hc.Transport != nil {
+		base = hc.Transport
+	}
+	if t, ok := base.(*http.Transport); ok {
+		t = t.Clone()
+		t.TLSHandshakeTimeout = 10 * time.Second
+		t.ResponseHeaderTimeout = c.timeout + 5*time.Second
+		base = t
+	}
+	return &http.Client{Transport: &headerTransport{base: base, headers: c.cfg.Headers}}
+}
+
+// headerTransport adds fixed headers (often a bearer token) to requests.
+type headerTransport struct {
+	base    http.RoundTripper
+	headers map[string]string
+}
+
+// RoundTrip implements http.RoundTripper.
+func (t *headerTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	if len(t.headers) > 0 {
+		req = req.Clone(req.Context())
+		for k, v := range t.headers {
+			req.Header.Set(k, v)
+		}
+	}
+	return t.base.RoundTrip(req)
+}
+
+// logWriter passes a stdio child's stderr to the log, a line at a time,
+// at debug level: it is the child's own output and may hold anything.
+type logWriter struct {
+	c   *serverConn
+	buf []byte
+}
+
+func (w *logWriter) Write(p []byte) (int, error) {
+	w.buf = append(w.buf, p...)
+	for {
+		i := slices.Index(w.buf, '\n')
+		if i < 0 {
+			break
+		}
+		w.c.svc.log.Debug("MCP server stderr", "server", w.c.name, "line", string(w.buf[:i]))
+		w.buf = w.buf[i+1:]
+	}
+	if len(w.buf) > 4096 {
+		w.buf = w.buf[:0]
+	}
+	return len(p), nil
+}
+
+var _ io.Writer = (*logWriter)(nil)
+
+// ensure returns a live session, connecting (or reconnecting a dead one)
+// when needed. A server that failed is tried again only after
+// RetryInterval, unless force is set. reconnected reports a new session
+// replacing a dead one, for the run notes.
+func (c *serverConn) ensure(ctx context.Context, force bool) (reconnected bool, err error) {
+	_, reconnected, err = c.sessionFor(ctx, force)
+	return reconnected, err
+}
+
+func (c *serverConn) sessionFor(ctx context.Context, force bool) (*mcp.ClientSession, bool, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return nil, false, fmt.Errorf("%w: %s: service closed", ErrUnavailable, c.name)
+	}
+	if c.session != nil && !c.dead {
+		return c.session, false, nil
+	}
+	wasDead := c.session != nil && c.dead
+	if c.session == nil && !wasDead && !force && c.lastErr != nil && c.svc.now().Sub(c.lastTry) < c.svc.opts.RetryInterval {
+		return nil, false, fmt.Errorf("%w: %s: %v", ErrUnavailable, c.name, c.lastErr)
+	}
+	if c.session != nil {
+		_ = c.session.Close()
+		c.session = nil
+	}
+	c.lastTry = c.svc.now()
+	cs, err := c.connect(ctx)
+	if err != nil {
+		c.lastErr = err
+		return nil, false, fmt.Errorf("%w: %s: %v", ErrUnavailable, c.name, err)
+	}
+	c.lastErr = nil
+	c.session, c.dead = cs, false
+	c.connected = true
+	go func() {
+		_ = cs.Wait()
+		c.mu.Lock()
+		if c.session == cs {
+			c.dead = true
+		}
+		c.mu.Unlock()
+		c.svc.log.Info("MCP session ended", "agent", c.agentID, "server", c.name)
+	}()
+	// A new session may face a changed server: read its lists anew.
+	c.invalidateTools()
+	c.invalidateResources()
+	if wasDead {
+		c.svc.log.Info("MCP server reconnected", "agent", c.agentID, "server", c.name)
+	}
+	return cs, wasDead, nil
+}
+
+func (c *serverConn) connect(ctx context.Context) (*mcp.ClientSession, error) {
+	ctx, cancel := context.WithTimeout(ctx, c.svc.opts.ConnectTimeout)
+	defer cancel()
+	t, err := c.transport(ctx)
+	if err != nil {
+		return nil, err
+	}
+	cs, err := c.client().Connect(ctx, t, nil)
+	if err != nil {
+		return nil, err
+	}
+	return cs, nil
+}
+
+// markDead records that a call found the session broken, so that the next
+// use reconnects.
+func (c *serverConn) markDead(cs *mcp.ClientSession) {
+	c.mu.Lock()
+	if c.session == cs {
+		c.dead = true
+	}
+	c.mu.Unlock()
+}
+
+// ping connects if needed and pings the server.
+func (c *serverConn) ping(ctx context.Context) error {
+	cs, _, err := c.sessionFor(ctx, true)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, c.svc.opts.ConnectTimeout)
+	defer cancel()
+	if err := cs.Ping(ctx, nil); err != nil {
+		if sessionBroken(err) {
+			c.markDead(cs)
+		}
+		return fmt.Errorf("%w: %s: ping: %v", ErrUnavailable, c.name, err)
+	}
+	return nil
+}
+
+func (c *serverConn) close() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.closed = true
+	if c.session == nil {
+		return nil
+	}
+	err := c.session.Close()
+	c.session = nil
+	if err != nil && !errors.Is(err, mcp.ErrConnectionClosed) && !isExitError(err) {
+		return fmt.Errorf("closing %s: %w", c.name, err)
+	}
+	return nil
+}
+
+// isExitError reports a stdio child that exited with a signal or a status
+// when asked to close: not worth reporting.
+func isExitError(err error) bool {
+	var ee *exec.ExitError
+	return errors.As(err, &ee) || strings.Contains(err.Error(), "signal: terminated")
+}
+
+// sessionBroken tells a dead connection from a tool's or a request's own
+// failure.
+func sessionBroken(err error) bool {
+	return errors.Is(err, mcp.ErrConnectionClosed) || errors.Is(err, mcp.ErrSessionMissing) ||
+		errors.Is(err, io.EOF) || errors.Is(err, io.ErrClosedPipe)
+}
+
+func (c *serverConn) invalidateTools() {
+	c.cmu.Lock()
+	c.tools = nil
+	c.toolGen++
+	c.cmu.Unlock()
+}
+
+func (c *serverConn) invalidateResources() {
+	c.cmu.Lock()
+	c.resources = nil
+	c.listMeta = nil
+	c.resGen++
+	c.cmu.Unlock()
+}
+
+// toolList returns the cached tool list, reading it when the cache is empty.
+func (c *serverConn) toolList(ctx context.Context, cs *mcp.ClientSession) (*toolList, error) {
+	c.cmu.RLock()
+	tl, gen := c.tools, c.toolGen
+	c.cmu.RUnlock()
+	if tl != nil {
+		return tl, nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, c.timeout)
+	defer cancel()
+	var tools []*mcp.Tool
+	for t, err := range cs.Tools(ctx, nil) {
+		if err != nil {
+			if sessionBroken(err) {
+				c.markDead(cs)
+			}
+			return nil, fmt.Errorf("%w: %s: tools/list: %v", ErrUnavailable, c.name, err)
+		}
+		tools = append(tools, t)
+	}
+	tl = c.buildToolList(tools)
+	c.cmu.Lock()
+	if c.toolGen == gen {
+		c.tools = tl
+	}
+	c.cmu.Unlock()
+	return tl, nil
+}
+
+func (c *serverConn) buildToolList(tools []*mcp.Tool) *toolList {
+	apps := c.svc.opts.AppsEnabled
+	tl := &toolList{byName: make(map[string]*toolEntry, len(tools))}
+	for _, t := range tools {
+		e := &toolEntry{tool: t}
+		e.ui, e.uiErr = mcpapps.ReadToolUI(t.Meta)
+		switch {
+		case !apps:
+			// The extension is off: the server's _meta.ui means nothing here.
+			e.ui = mcpapps.ToolUI{}
+			e.toModel, e.toApp = true, false
+		case e.uiErr != nil:
+			// A malformed _meta.ui: offer the tool as a plain tool, make no
+			// view, and let no view call it.
+			e.ui = mcpapps.ToolUI{}
+			e.toModel, e.toApp = true, false
+			tl.hidden = append(tl.hidden, fmt.Sprintf("tool %s/%s: its _meta.ui is malformed (%v); offered without a view", c.name, t.Name, e.uiErr))
+		default:
+			e.toModel = e.ui.VisibleTo(mcpapps.VisibilityModel)
+			e.toApp = e.ui.VisibleTo(mcpapps.VisibilityApp)
+		}
+		tl.byName[t.Name] = e
+		if e.toModel {
+			tl.specs = append(tl.specs, ToolSpec{
+				Name:        c.name + "/" + t.Name,
+				Server:      c.name,
+				Tool:        t.Name,
+				Title:       toolTitle(t),
+				Description: t.Description,
+				InputSchema: t.InputSchema,
+			})
+		} else {
+			tl.hidden = append(tl.hidden, fmt.Sprintf("tool %s/%s is not offered to the model: its _meta.ui.visibility %q lacks \"model\"", c.name, t.Name, e.ui.Visibility))
+		}
+	}
+	return tl
+}
+
+// toolTitle is a tool's display name: title, annotations.title, name.
+func toolTitle(t *mcp.Tool) string {
+	if t.Title != "" {
+		return t.Title
+	}
+	if t.Annotations != nil && t.Annotations.Title != "" {
+		return t.Annotations.Title
+	}
+	return t.Name
+}
+
+// resource returns the checked resource uri, reading it when not cached. A
+// read error is returned and not cached; a refusal is cached like a view,
+// since the server would serve the same content until it says otherwise.
+func (c *serverConn) resource(ctx context.Context, cs *mcp.ClientSession, uri string) (*resourceEntry, error) {
+	c.cmu.RLock()
+	e, gen := c.resources[uri], c.resGen
+	meta, haveMeta := c.listMeta, c.listMeta != nil
+	c.cmu.RUnlock()
+	if e != nil {
+		return e, nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, c.timeout)
+	defer cancel()
+	if !haveMeta {
+		meta = map[string]mcp.Meta{}
+		// A server without resources/list still serves resources/read;
+		// the list only adds _meta.ui that the content may lack.
+		for r, err := range cs.Resources(ctx, nil) {
+			if err != nil {
+				break
+			}
+			if r.Meta != nil {
+				meta[r.URI] = r.Meta
+			}
+		}
+	}
+	res, err := cs.ReadResource(ctx, &mcp.ReadResourceParams{URI: uri})
+	if err != nil {
+		if sessionBroken(err) {
+			c.markDead(cs)
+		}
+		return nil, err
+	}
+	e = c.check(uri, res.Contents, meta[uri])
+	c.cmu.Lock()
+	if c.resGen == gen {
+		if c.resources == nil {
+			c.resources = map[string]*resourceEntry{}
+		}
+		c.resources[uri] = e
+		c.listMeta = meta
+	}
+	c.cmu.Unlock()
+	return e, nil
+}
+
+// check runs mcpapps' checks on a resource and prepares what each view of
+// it needs: the HTML, its SHA-256 and the CSP.
+func (c *serverConn) check(uri string, contents []*mcp.ResourceContents, listEntry mcp.Meta) *resourceEntry {
+	html, err := mcpapps.CheckResource(uri, contents, c.svc.opts.MaxResourceBytes)
+	if err != nil {
+		var re *mcpapps.RefusedError
+		if !errors.As(err, &re) {
+			re = &mcpapps.RefusedError{Reason: "content", Detail: err.Error()}
+		}
+		return &resourceEntry{refusal: re}
+	}
+	var itemMeta mcp.Meta
+	if len(contents) > 0 && contents[0] != nil {
+		itemMeta = contents[0].Meta
+	}
+	ui, err := mcpapps.ReadResourceUI(itemMeta, listEntry)
+	if err != nil {
+		return &resourceEntry{refusal: &mcpapps.RefusedError{Reason: "content", Detail: "malformed _meta.ui: " + err.Error()}}
+	}
+	sum := sha256.Sum256(html)
+	return &resourceEntry{html: html, sha: hex.EncodeToString(sum[:]), ui: ui, csp: mcpapps.BuildCSP(ui.CSP)}
+}
+
+// uiScheme reports whether uri is a ui:// URI; anything else is refused
+// before it is read.
+func uiScheme(uri string) bool {
+	return len(uri) > len("ui://") && strings.EqualFold(uri[:len("ui://")], "ui://")
+}

@@ -1,0 +1,526 @@
+package agent
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"regexp"
+	"strings"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"teamsbot/mcpapps"
+	"teamsbot/store"
+)
+
+// Audit actions written by this package.
+const (
+	// AuditToolCall is a tool call by the model.
+	AuditToolCall = "agent.tool.call"
+	// AuditView is a view made.
+	AuditView = "agent.mcp_app.view"
+	// AuditRefused is a view refused: its resource is not a valid MCP App.
+	AuditRefused = "agent.mcp_app.refused"
+	// AuditAppCall is a tool call by a view.
+	AuditAppCall = "agent.mcp_app.call"
+)
+
+// Results of a tool call in audit records and metrics.
+const (
+	ResultOK      = "ok"
+	ResultError   = "error"
+	ResultRefused = "refused"
+)
+
+// dataRules are an agent's compiled data rules.
+type dataRules struct {
+	deny   []string
+	redact []*regexp.Regexp
+}
+
+func compileRules(rc RulesConfig) dataRules {
+	r := dataRules{deny: rc.DenyTools}
+	for _, p := range rc.Redact {
+		r.redact = append(r.redact, regexp.MustCompile(p)) // validated in New
+	}
+	return r
+}
+
+// denies reports the deny rule matching server/tool, if any.
+func (r dataRules) denies(server, tool string) (string, bool) {
+	for _, d := range r.deny {
+		if d == tool || d == server+"/"+tool || d == server+"/*" {
+			return d, true
+		}
+	}
+	return "", false
+}
+
+const redacted = "[redacted]"
+
+func (r dataRules) redactString(s string) string {
+	for _, re := range r.redact {
+		s = re.ReplaceAllLiteralString(s, redacted)
+	}
+	return s
+}
+
+// redactResult replaces matching text in a result's text content, embedded
+// text resources and structuredContent strings (keys included), in place:
+// the result is fresh from the wire and nobody else holds it.
+func (r dataRules) redactResult(res *mcp.CallToolResult) {
+	if len(r.redact) == 0 || res == nil {
+		return
+	}
+	for _, c := range res.Content {
+		switch c := c.(type) {
+		case *mcp.TextContent:
+			c.Text = r.redactString(c.Text)
+		case *mcp.EmbeddedResource:
+			if c.Resource != nil {
+				c.Resource.Text = r.redactString(c.Resource.Text)
+			}
+		}
+	}
+	res.StructuredContent = r.redactValue(res.StructuredContent)
+}
+
+func (r dataRules) redactValue(v any) any {
+	switch v := v.(type) {
+	case string:
+		return r.redactString(v)
+	case map[string]any:
+		out := make(map[string]any, len(v))
+		for k, x := range v {
+			out[r.redactString(k)] = r.redactValue(x)
+		}
+		return out
+	case []any:
+		for i, x := range v {
+			v[i] = r.redactValue(x)
+		}
+		return v
+	case json.RawMessage:
+		var x any
+		if err := json.Unmarshal(v, &x); err != nil {
+			return v
+		}
+		return r.redactValue(x)
+	default:
+		return v
+	}
+}
+
+// objectArgs checks that tool arguments are a JSON object; empty means {}.
+func objectArgs(args json.RawMessage) (json.RawMessage, error) {
+	args = bytes.TrimSpace(args)
+	if len(args) == 0 || bytes.Equal(args, []byte("null")) {
+		return json.RawMessage("{}"), nil
+	}
+	if args[0] != '{' || !json.Valid(args) {
+		return nil, fmt.Errorf("%w: tool arguments must be a JSON object", ErrBadRequest)
+	}
+	return args, nil
+}
+
+// govern is the one path every tool call takes, the model's and a view's:
+// data rules, the policy, the server's timeout, and redaction of the
+// result. It counts the call in the metrics; the caller writes the audit
+// record. A tool's own failure comes back as a result with IsError; a
+// denial wraps ErrDenied; a transport failure is a Go error.
+func (s *Service) govern(ctx context.Context, a *agentRuntime, c *serverConn, cs *mcp.ClientSession, tool string, args json.RawMessage, d Decision) (*mcp.CallToolResult, error) {
+	res, err := s.governCall(ctx, a, c, cs, tool, args, d)
+	s.metrics.call(c.name, tool, d.FromView, outcome(res, err))
+	return res, err
+}
+
+func (s *Service) governCall(ctx context.Context, a *agentRuntime, c *serverConn, cs *mcp.ClientSession, tool string, args json.RawMessage, d Decision) (*mcp.CallToolResult, error) {
+	if rule, ok := a.rules.denies(c.name, tool); ok {
+		return nil, fmt.Errorf("%w: data rule denyTools %q", ErrDenied, rule)
+	}
+	if s.opts.Policy != nil {
+		if err := s.opts.Policy.Authorize(ctx, d); err != nil {
+			return nil, fmt.Errorf("%w: %w", ErrDenied, err)
+		}
+	}
+	args, err := objectArgs(args)
+	if err != nil {
+		return nil, err
+	}
+	cctx, cancel := context.WithTimeout(ctx, c.timeout)
+	defer cancel()
+	res, err := cs.CallTool(cctx, &mcp.CallToolParams{Name: tool, Arguments: args})
+	if err != nil {
+		if sessionBroken(err) {
+			c.markDead(cs)
+			return nil, fmt.Errorf("%w: %s: the connection broke during %s: %v", ErrUnavailable, c.name, tool, err)
+		}
+		if cctx.Err() != nil && ctx.Err() == nil {
+			return nil, fmt.Errorf("%s/%s: timed out after %s", c.name, tool, c.timeout)
+		}
+		return nil, fmt.Errorf("%s/%s: %w", c.name, tool, err)
+	}
+	a.rules.redactResult(res)
+	return res, nil
+}
+
+// outcome classifies a call for audit and metrics.
+func outcome(res *mcp.CallToolResult, err error) string {
+	switch {
+	case errors.Is(err, ErrDenied), errors.Is(err, ErrBadRequest), errors.Is(err, ErrToolNotAllowed):
+		return ResultRefused
+	case err != nil, res == nil, res.IsError:
+		return ResultError
+	default:
+		return ResultOK
+	}
+}
+
+// why is the reason recorded for a call that did not succeed.
+func why(res *mcp.CallToolResult, err error) string {
+	if err != nil {
+		return err.Error()
+	}
+	if res != nil && res.IsError {
+		return "the tool reported an error: " + clip(resultText(res), 200)
+	}
+	return ""
+}
+
+// catalogue is the set of tools offered to the model in one run.
+type catalogue struct {
+	specs []ToolSpec
+}
+
+// catalogue builds what the model is offered from each server's cached
+// tool list, and notes each tool left out and each server not reachable.
+func (a *agentRuntime) catalogue(ctx context.Context, r *runState) catalogue {
+	var cat catalogue
+	for _, c := range a.servers {
+		cs, reconnected, err := c.sessionFor(ctx, false)
+		if reconnected {
+			r.note("server %s had stopped; it was reconnected", c.name)
+		}
+		if err != nil {
+			r.note("server %s is unavailable, its tools are not offered: %v", c.name, err)
+			continue
+		}
+		tl, err := c.toolList(ctx, cs)
+		if err != nil {
+			r.note("server %s did not list its tools, they are not offered: %v", c.name, err)
+			continue
+		}
+		if len(a.servers) == 1 {
+			cat.specs = tl.specs // read-only, shared with other runs
+		} else {
+			cat.specs = append(cat.specs, tl.specs...)
+		}
+		r.answer.Notes = append(r.answer.Notes, tl.hidden...)
+	}
+	return cat
+}
+
+// resolve finds the server and tool a model names: "server/tool", or a bare
+// tool name that exactly one server has.
+func (a *agentRuntime) resolve(ctx context.Context, name string) (*serverConn, string, error) {
+	if server, tool, ok := strings.Cut(name, "/"); ok {
+		c := a.byName[server]
+		if c == nil {
+			return nil, "", fmt.Errorf("%w: no server %q", ErrNotFound, server)
+		}
+		return c, tool, nil
+	}
+	var found []*serverConn
+	for _, c := range a.servers {
+		c.cmu.RLock()
+		tl := c.tools
+		c.cmu.RUnlock()
+		if tl != nil && tl.byName[name] != nil {
+			found = append(found, c)
+		}
+	}
+	switch len(found) {
+	case 0:
+		return nil, "", fmt.Errorf("%w: no tool %q", ErrNotFound, name)
+	case 1:
+		return found[0], name, nil
+	default:
+		return nil, "", fmt.Errorf("%w: tool %q is on several servers; name it as server/tool", ErrNotFound, name)
+	}
+}
+
+// callForModel runs one tool call the model asked for and returns the tool
+// message the model reads next. Calls of tools not offered to the model are
+// refused here, whatever the model asked.
+func (r *runState) callForModel(ctx context.Context, call ToolCall) Message {
+	msg := Message{Role: RoleTool, ToolCallID: call.ID, ToolName: call.Name}
+	svc := r.svc
+	server, tool := "", call.Name
+	refuse := func(result, reason string) Message {
+		r.audit = append(r.audit, r.auditRecord(AuditToolCall, map[string]any{
+			"server": server, "tool": tool, "caller": "model", "result": result, "why": reason,
+		}))
+		r.answer.ToolErrors = append(r.answer.ToolErrors, ToolError{Server: server, Tool: tool, Message: reason})
+		msg.Text, msg.IsError = reason, true
+		return msg
+	}
+
+	c, name, err := r.agent.resolve(ctx, call.Name)
+	if err != nil {
+		svc.metrics.call("", "", false, ResultRefused)
+		r.note("the model asked for %q: %v", call.Name, err)
+		return refuse(ResultRefused, err.Error())
+	}
+	server, tool = c.name, name
+	cs, reconnected, err := c.sessionFor(ctx, false)
+	if reconnected {
+		r.note("server %s had stopped; it was reconnected", c.name)
+	}
+	if err != nil {
+		svc.metrics.call(server, tool, false, ResultError)
+		return refuse(ResultError, err.Error())
+	}
+	tl, err := c.toolList(ctx, cs)
+	if err != nil {
+		svc.metrics.call(server, tool, false, ResultError)
+		return refuse(ResultError, err.Error())
+	}
+	e := tl.byName[tool]
+	if e == nil {
+		svc.metrics.call(server, tool, false, ResultRefused)
+		return refuse(ResultRefused, fmt.Sprintf("server %s has no tool %q", server, tool))
+	}
+	if !e.toModel {
+		svc.metrics.call(server, tool, false, ResultRefused)
+		reason := fmt.Sprintf("tool %s/%s is not offered to the model: its visibility %q lacks \"model\"", server, tool, e.ui.Visibility)
+		r.note("refused the model's call: %s", reason)
+		return refuse(ResultRefused, reason)
+	}
+
+	res, err := svc.govern(ctx, r.agent, c, cs, tool, call.Arguments, Decision{
+		Person: r.person, AgentID: r.agent.cfg.ID, Action: ActionInvoke, Server: server, Tool: tool,
+	})
+	result := outcome(res, err)
+	if err != nil {
+		if errors.Is(err, ErrUnavailable) {
+			r.note("server %s stopped during the call; it will be reconnected on next use", server)
+		}
+		return refuse(result, err.Error())
+	}
+	r.audit = append(r.audit, r.auditRecord(AuditToolCall, map[string]any{
+		"server": server, "tool": tool, "caller": "model", "result": result, "why": why(res, nil),
+	}))
+	msg.Text = modelText(res)
+	if res.IsError {
+		msg.IsError = true
+		r.answer.ToolErrors = append(r.answer.ToolErrors, ToolError{Server: server, Tool: tool, Message: clip(resultText(res), 500)})
+	}
+	if svc.opts.AppsEnabled && e.ui.ResourceURI != "" {
+		if res.IsError {
+			r.note("no view for %s/%s: the tool reported an error", server, tool)
+		} else {
+			r.makeView(ctx, c, cs, e, call.Arguments, res)
+		}
+	}
+	return msg
+}
+
+// makeView reads and checks the tool's ui:// resource and makes a view of
+// the call, or refuses it; either way the answer stands.
+func (r *runState) makeView(ctx context.Context, c *serverConn, cs *mcp.ClientSession, e *toolEntry, args json.RawMessage, res *mcp.CallToolResult) {
+	uri, tool := e.ui.ResourceURI, e.tool.Name
+	var entry *resourceEntry
+	if !uiScheme(uri) {
+		entry = &resourceEntry{refusal: &mcpapps.RefusedError{Reason: "scheme", Detail: fmt.Sprintf("%q is not a ui:// URI", uri)}}
+	} else {
+		var err error
+		entry, err = c.resource(ctx, cs, uri)
+		if err != nil {
+			entry = &resourceEntry{refusal: &mcpapps.RefusedError{Reason: "read", Detail: err.Error()}}
+		}
+	}
+	if entry.refusal != nil {
+		rf := Refusal{Server: c.name, Tool: tool, ResourceURI: uri, Reason: entry.refusal.Reason, Detail: entry.refusal.Detail}
+		r.answer.Refusals = append(r.answer.Refusals, rf)
+		r.audit = append(r.audit, r.auditRecord(AuditRefused, map[string]any{
+			"server": c.name, "tool": tool, "uri": uri, "reason": rf.Reason, "why": rf.Detail,
+		}))
+		r.svc.metrics.refused(c.name, rf.Reason)
+		r.note("no view for %s/%s: %s: %s", c.name, tool, rf.Reason, rf.Detail)
+		return
+	}
+	result, err := resultJSON(res)
+	if err != nil {
+		r.note("no view for %s/%s: %v", c.name, tool, err)
+		return
+	}
+	args, err = objectArgs(args)
+	if err != nil {
+		args = json.RawMessage("{}")
+	}
+	now := r.svc.now()
+	v := mcpapps.View{
+		ID:            newID(),
+		RunID:         r.id,
+		AgentID:       r.agent.cfg.ID,
+		TenantID:      r.person.TenantID,
+		UserID:        r.person.UserID,
+		UserName:      r.person.Name,
+		Server:        c.name,
+		Tool:          tool,
+		ToolTitle:     toolTitle(e.tool),
+		ResourceURI:   uri,
+		HTMLSHA256:    entry.sha,
+		CSP:           entry.csp.Header,
+		CSPDropped:    entry.csp.Dropped,
+		Permissions:   entry.ui.Permissions,
+		PrefersBorder: entry.ui.PrefersBorder,
+		Arguments:     args,
+		Result:        result,
+		CreatedAt:     now,
+		ExpiresAt:     now.Add(mcpapps.Lifetime),
+	}
+	r.answer.Views = append(r.answer.Views, v)
+	r.views = append(r.views, store.NewView{View: v, HTML: entry.html})
+	r.audit = append(r.audit, r.auditRecord(AuditView, map[string]any{
+		"view": v.ID, "server": c.name, "tool": tool, "uri": uri,
+		"sha256": entry.sha, "csp": entry.csp.Header, "cspDropped": entry.csp.Dropped,
+	}))
+	r.svc.metrics.view(c.name)
+}
+
+// CallFromView calls a tool for a view through the governed path. Only a
+// tool of the view's own server whose visibility includes "app" may be
+// called; anything else is refused with ErrToolNotAllowed. Every call is
+// audited (agent.mcp_app.call: tool, server, caller, result, why). A tool's
+// own failure is a result with IsError, not an error.
+func (s *Service) CallFromView(ctx context.Context, v mcpapps.View, caller Person, name string, args json.RawMessage) (*mcp.CallToolResult, error) {
+	rec := func(result, reason string) error {
+		return s.appendAudit(ctx, store.AuditRecord{
+			Time:     s.now(),
+			TenantID: v.TenantID,
+			Action:   AuditAppCall,
+			Actor:    caller.UserID,
+			Fields: map[string]any{
+				"tool": name, "server": v.Server, "caller": caller.UserID, "result": result, "why": reason,
+				"view": v.ID, "agent": v.AgentID,
+			},
+		})
+	}
+	refuse := func(sentinel error, reason string) (*mcp.CallToolResult, error) {
+		s.metrics.call(v.Server, name, true, ResultRefused)
+		err := fmt.Errorf("%w: %s", sentinel, reason)
+		if aerr := rec(ResultRefused, reason); aerr != nil {
+			return nil, errors.Join(err, aerr)
+		}
+		return nil, err
+	}
+
+	a, ok := s.byID[v.AgentID]
+	if !ok {
+		return refuse(ErrToolNotAllowed, fmt.Sprintf("the view's agent %q is no longer configured", v.AgentID))
+	}
+	c := a.byName[v.Server]
+	if c == nil {
+		return refuse(ErrToolNotAllowed, fmt.Sprintf("the view's server %q is no longer configured", v.Server))
+	}
+	if !s.opts.AppsEnabled {
+		return refuse(ErrToolNotAllowed, "MCP Apps are turned off")
+	}
+	if strings.Contains(name, "/") {
+		return refuse(ErrToolNotAllowed, fmt.Sprintf("a view calls tools of its own server (%s) by name", v.Server))
+	}
+	cs, _, err := c.sessionFor(ctx, false)
+	if err != nil {
+		s.metrics.call(v.Server, name, true, ResultError)
+		return nil, errors.Join(err, rec(ResultError, err.Error()))
+	}
+	tl, err := c.toolList(ctx, cs)
+	if err != nil {
+		s.metrics.call(v.Server, name, true, ResultError)
+		return nil, errors.Join(err, rec(ResultError, err.Error()))
+	}
+	e := tl.byName[name]
+	if e == nil {
+		return refuse(ErrToolNotAllowed, fmt.Sprintf("server %s has no tool %q", v.Server, name))
+	}
+	if !e.toApp {
+		return refuse(ErrToolNotAllowed, fmt.Sprintf("tool %s/%s: its visibility %q lacks \"app\"", v.Server, name, e.ui.Visibility))
+	}
+	res, err := s.govern(ctx, a, c, cs, name, args, Decision{
+		Person: caller, AgentID: v.AgentID, Action: ActionInvoke, Server: v.Server, Tool: name, FromView: true,
+	})
+	if aerr := rec(outcome(res, err), why(res, err)); aerr != nil {
+		return nil, errors.Join(err, aerr)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return res, nil
+}
+
+func (s *Service) appendAudit(ctx context.Context, rec store.AuditRecord) error {
+	if s.opts.Store == nil {
+		return nil
+	}
+	if err := s.opts.Store.Append(ctx, rec); err != nil {
+		return fmt.Errorf("agent: audit: %w", err)
+	}
+	return nil
+}
+
+// resultText joins a result's text content.
+func resultText(res *mcp.CallToolResult) string {
+	var b strings.Builder
+	for _, c := range res.Content {
+		if t, ok := c.(*mcp.TextContent); ok {
+			if b.Len() > 0 {
+				b.WriteByte('\n')
+			}
+			b.WriteString(t.Text)
+		}
+	}
+	return b.String()
+}
+
+// modelText is what the model reads of a result: its ordinary content, as
+// text. Images and resources are named, never inlined, so no view HTML
+// ever reaches the model; structuredContent is used only when there is no
+// text.
+func modelText(res *mcp.CallToolResult) string {
+	var b strings.Builder
+	for _, c := range res.Content {
+		if b.Len() > 0 {
+			b.WriteByte('\n')
+		}
+		switch c := c.(type) {
+		case *mcp.TextContent:
+			b.WriteString(c.Text)
+		case *mcp.ImageContent:
+			b.WriteString("[image " + c.MIMEType + "]")
+		case *mcp.AudioContent:
+			b.WriteString("[audio " + c.MIMEType + "]")
+		case *mcp.ResourceLink:
+			b.WriteString("[resource " + c.URI + "]")
+		case *mcp.EmbeddedResource:
+			if c.Resource != nil {
+				b.WriteString("[resource " + c.Resource.URI + "]")
+			}
+		}
+	}
+	if b.Len() == 0 && res.StructuredContent != nil {
+		if j, err := json.Marshal(res.StructuredContent); err == nil {
+			b.Write(j)
+		}
+	}
+	return b.String()
+}
+
+func clip(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "…"
+}

@@ -1,0 +1,96 @@
+package agent
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+)
+
+// Message roles.
+const (
+	RoleUser      = "user"
+	RoleAssistant = "assistant"
+	RoleTool      = "tool"
+)
+
+// Message is one message of a run's conversation with the model.
+type Message struct {
+	Role string
+	// Text is what the person wrote, the model's answer, or (RoleTool) the
+	// ordinary tool result as text: never a view's HTML.
+	Text string
+	// ToolCalls are the calls an assistant message asks for.
+	ToolCalls []ToolCall
+	// ToolCallID and ToolName say which call a RoleTool message answers.
+	ToolCallID string
+	ToolName   string
+	// IsError marks a RoleTool message of a call that failed or was refused.
+	IsError bool
+}
+
+// ToolCall is a call the model asks for. Name is "server/tool" as offered
+// (a bare tool name is accepted when only one server has it).
+type ToolCall struct {
+	ID        string
+	Name      string
+	Arguments json.RawMessage
+}
+
+// ToolSpec is a tool offered to the model.
+type ToolSpec struct {
+	// Name is "server/tool", unique in a run.
+	Name        string
+	Server      string
+	Tool        string
+	Title       string
+	Description string
+	// InputSchema is the tool's JSON Schema as the server sent it.
+	InputSchema any
+}
+
+// Turn is what the model is given to take its next step.
+type Turn struct {
+	AgentName string
+	// Tools are the tools offered; nil means the model must answer now.
+	Tools    []ToolSpec
+	Messages []Message
+}
+
+// Model picks tools and writes the answer. Next returns either tool calls
+// or, with none, the final answer in Text.
+type Model interface {
+	Next(ctx context.Context, t Turn) (Message, error)
+}
+
+// newModel makes an agent's model from its configuration.
+func (s *Service) newModel(ac AgentConfig) (Model, int, error) {
+	m := ac.Model
+	rounds := m.MaxToolRounds
+	if rounds == 0 {
+		rounds = DefaultMaxToolRounds
+	}
+	switch m.Kind {
+	case "", ModelBuiltin:
+		return NewBuiltinModel(), rounds, nil
+	case ModelOpenAI:
+		key := ""
+		if m.APIKeyEnv != "" {
+			key = s.getenv(m.APIKeyEnv)
+			if key == "" {
+				s.log.Warn("model key variable is empty; sending no key", "agent", ac.ID, "variable", m.APIKeyEnv)
+			}
+		}
+		var base http.RoundTripper
+		if s.opts.HTTPClient != nil {
+			base = s.opts.HTTPClient.Transport
+		}
+		om, err := NewOpenAIModel(m, key, base)
+		if err != nil {
+			return nil, 0, err
+		}
+		return om, rounds, nil
+	default:
+		return nil, 0, fmt.Errorf("unknown model kind %q", m.Kind)
+	}
+}
