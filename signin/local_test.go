@@ -1,0 +1,195 @@
+package signin_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/base64"
+	"encoding/hex"
+	"errors"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
+
+	"teamsbot/signin"
+)
+
+// postLocal submits the local form as a same-origin browser would.
+func (e *env) postLocal(form url.Values, header map[string]string) (*http.Response, string) {
+	e.t.Helper()
+	req, _ := http.NewRequest(http.MethodPost, e.srv.URL+"/signin/local", strings.NewReader(form.Encode()))
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	req.Header.Set("Sec-Fetch-Site", "same-origin")
+	for k, v := range header {
+		req.Header.Set(k, v)
+	}
+	return do(e.t, e.noFollow(), req)
+}
+
+func localForm(ret string) url.Values {
+	return url.Values{
+		"name":   {"Dana Dev"},
+		"tenant": {"local-tenant"},
+		"user":   {"dana"},
+		"roles":  {"agents.read agents.run"},
+		"return": {ret},
+	}
+}
+
+func TestLocalSignIn(t *testing.T) {
+	e := newEnv(t, signin.Options{Loopback: true}, false)
+	if !e.svc.Local() {
+		t.Fatal("Local() = false without an issuer")
+	}
+	resp, body := e.get(e.client, e.srv.URL+e.svc.SignInURL("/mcp-apps/v1"))
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET /signin: %d", resp.StatusCode)
+	}
+	for _, want := range []string{
+		"Development sign-in",
+		`<html lang="en">`,
+		`<label for="tenant">`,
+		`value="local-tenant"`,
+		`value="local-user"`,
+		`name="return" value="/mcp-apps/v1"`,
+		`action="/signin/local"`,
+	} {
+		if !strings.Contains(body, want) {
+			t.Errorf("form lacks %q:\n%s", want, body)
+		}
+	}
+
+	resp, body = e.postLocal(localForm("/mcp-apps/v1"), nil)
+	if resp.StatusCode != http.StatusSeeOther || resp.Header.Get("Location") != "/mcp-apps/v1" {
+		t.Fatalf("POST /signin/local: %d to %q: %s", resp.StatusCode, resp.Header.Get("Location"), body)
+	}
+	s, code := e.whoami()
+	if code != http.StatusOK {
+		t.Fatalf("whoami: %d", code)
+	}
+	want := signin.Session{TenantID: "local-tenant", UserID: "dana", Name: "Dana Dev", Username: "dana", Roles: []string{"agents.read", "agents.run"}, Local: true}
+	if diff := cmp.Diff(want, s, cmpopts.IgnoreFields(signin.Session{}, "Expires")); diff != "" {
+		t.Errorf("session (-want +got):\n%s", diff)
+	}
+
+	// The signed-out page of the local sign-in says what it is too.
+	_, body = e.get(e.client, e.srv.URL+"/signed-out")
+	if !strings.Contains(body, "Development sign-in") {
+		t.Error("signed-out page lacks the development banner")
+	}
+}
+
+func TestLocalSignInRefusesCrossSiteAndBadInput(t *testing.T) {
+	e := newEnv(t, signin.Options{Loopback: true}, false)
+	for _, h := range []map[string]string{
+		{"Sec-Fetch-Site": "cross-site"},
+		{"Sec-Fetch-Site": "", "Origin": "http://evil.example"},
+	} {
+		resp, body := e.postLocal(localForm("/"), h)
+		if resp.StatusCode != http.StatusForbidden || !strings.Contains(body, "Development sign-in") {
+			t.Errorf("POST %v: %d, want 403 page: %s", h, resp.StatusCode, body)
+		}
+	}
+	if _, code := e.whoami(); code != http.StatusUnauthorized {
+		t.Errorf("signed in by a cross-site POST")
+	}
+
+	for _, f := range []url.Values{
+		{"tenant": {""}, "user": {"u"}},
+		{"tenant": {"t"}, "user": {"a/b"}},
+		{"tenant": {"../x"}, "user": {"u"}},
+		{"tenant": {"t"}, "user": {strings.Repeat("u", 200)}},
+	} {
+		if resp, body := e.postLocal(f, nil); resp.StatusCode != http.StatusBadRequest || !strings.Contains(body, "Tenant id and user id") {
+			t.Errorf("POST %v: %d, want 400 page: %s", f, resp.StatusCode, body)
+		}
+	}
+	resp, _ := e.postLocal(localForm("//evil.example"), nil)
+	if loc := resp.Header.Get("Location"); loc != "/" {
+		t.Errorf("hostile return in the form: redirected to %q, want /", loc)
+	}
+}
+
+// Without an issuer, only a loopback service may offer the local sign-in.
+func TestLocalSignInRefusedWhenNotLoopback(t *testing.T) {
+	_, err := signin.New(context.Background(), signin.Options{DataDir: t.TempDir(), PublicBaseURL: "https://bot.example.com"})
+	if !errors.Is(err, signin.ErrConfig) || !strings.Contains(err.Error(), "OIDC issuer must be configured") {
+		t.Fatalf("New: %v, want an error saying an issuer must be configured", err)
+	}
+}
+
+// The cookie key is made once with mode 0600, survives a restart (a
+// session minted before it stays valid), and never reaches the log.
+func TestKeyFileCreatedOnceAndReused(t *testing.T) {
+	dir := t.TempDir()
+	var logs bytes.Buffer
+	log := slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	e := newEnv(t, signin.Options{Loopback: true, DataDir: dir, Logger: log}, false)
+
+	path := filepath.Join(dir, "signin-cookie.key")
+	info, err := os.Stat(path)
+	if err != nil {
+		t.Fatalf("key file: %v", err)
+	}
+	if info.Mode().Perm() != 0o600 {
+		t.Errorf("key file mode %v, want 0600", info.Mode().Perm())
+	}
+	key, _ := os.ReadFile(path)
+
+	e.postLocal(localForm("/"), nil)
+	ck := e.cookie("teamsbot-session")
+	if ck == nil {
+		t.Fatal("no session cookie")
+	}
+	e.whoami()
+
+	// Restart: a new service on the same folder.
+	again, err := signin.New(context.Background(), signin.Options{Loopback: true, DataDir: dir, Logger: log})
+	if err != nil {
+		t.Fatalf("restart: %v", err)
+	}
+	s, err := again.Session(requestWith(ck.Name, ck.Value))
+	if err != nil || s.UserID != "dana" {
+		t.Errorf("session after restart: %+v, %v", s, err)
+	}
+	if key2, _ := os.ReadFile(path); !bytes.Equal(key, key2) {
+		t.Error("key file changed on restart")
+	}
+	// Another data folder means another key.
+	other, err := signin.New(context.Background(), signin.Options{Loopback: true, DataDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := other.Session(requestWith(ck.Name, ck.Value)); !errors.Is(err, signin.ErrNoSession) {
+		t.Errorf("session under another key: %v, want ErrNoSession", err)
+	}
+
+	for _, form := range []string{string(key), hex.EncodeToString(key), base64.StdEncoding.EncodeToString(key), base64.RawURLEncoding.EncodeToString(key), ck.Value} {
+		if strings.Contains(logs.String(), form) {
+			t.Errorf("the log shows the key or a cookie")
+		}
+	}
+	if !strings.Contains(logs.String(), "signed in") {
+		t.Errorf("the log does not record the sign-in: %s", logs.String())
+	}
+}
+
+func TestKeyFileDamaged(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "signin-cookie.key"), []byte("short"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, err := signin.New(context.Background(), signin.Options{Loopback: true, DataDir: dir})
+	if err == nil || !strings.Contains(err.Error(), "exactly 32 bytes") {
+		t.Errorf("New with a damaged key file: %v", err)
+	}
+	if err != nil && strings.Contains(err.Error(), "short") {
+		t.Error("the error shows the key file's content")
+	}
+}
