@@ -3,7 +3,6 @@ package mcpapps
 import (
 	"errors"
 	"fmt"
-	"net/netip"
 	"slices"
 	"strconv"
 	"strings"
@@ -151,7 +150,7 @@ func BuildCSP(d CSPDomains) Policy {
 // origins returns the accepted, normalized origins of one field, sorted and
 // without duplicates, and records the rest in p.Dropped.
 func (p *Policy) origins(field string, entries []string) []string {
-	var out []string
+	out := make([]string, 0, min(len(entries), MaxDomainsPerField))
 	for i, e := range entries {
 		if i == MaxDomainsPerField {
 			p.Dropped = append(p.Dropped, DroppedEntry{
@@ -167,6 +166,9 @@ func (p *Policy) origins(field string, entries []string) []string {
 			continue
 		}
 		out = append(out, o)
+	}
+	if len(out) == 0 {
+		return nil
 	}
 	slices.Sort(out)
 	return slices.Compact(out)
@@ -291,10 +293,7 @@ func parseOrigin(s string, loopback bool) (origin, reason string) {
 // hostReason returns why host is not an acceptable host of an https://
 // origin, or "".
 func hostReason(host string) string {
-	if strings.HasPrefix(host, "[") {
-		return "an IP address, not a host name"
-	}
-	if _, err := netip.ParseAddr(host); err == nil {
+	if strings.HasPrefix(host, "[") || strings.Trim(host, "0123456789.") == "" && host != "" {
 		return "an IP address, not a host name"
 	}
 	name, wildcard := strings.CutPrefix(host, "*.")
@@ -304,22 +303,22 @@ func hostReason(host string) string {
 	if name == "" || len(name) > 253 {
 		return "not a valid host name"
 	}
-	labels := strings.Split(name, ".")
-	for _, l := range labels {
+	labels, last := 0, ""
+	for l := range strings.SplitSeq(name, ".") {
 		if !validLabel(l) {
 			return "not a valid host name"
 		}
+		labels, last = labels+1, l
 	}
-	last := labels[len(labels)-1]
 	switch {
 	case last[0] < 'a' || last[0] > 'z':
 		// WHATWG URL parsing reads a host whose last label is a number
 		// (decimal or 0x hex) as an IPv4 address; no top-level domain
 		// starts with a digit.
 		return "the last label must start with a letter (no IP addresses)"
-	case len(labels) < 2 && wildcard:
+	case labels < 2 && wildcard:
 		return "a wildcard must stand above at least two labels, not a top-level domain"
-	case len(labels) < 2:
+	case labels < 2:
 		return "a single-label host name names a local machine or network"
 	case last == "localhost":
 		return "a .localhost name is the person's own machine"
