@@ -43,6 +43,7 @@ func (s *Service) handleLocal(c echo.Context) error {
 	}
 	r := c.Request()
 	ret := LocalPath(r.PostFormValue("return"))
+	c.Set(returnKey, ret)
 	tenant := strings.TrimSpace(r.PostFormValue("tenant"))
 	user := strings.TrimSpace(r.PostFormValue("user"))
 	if !idPattern.MatchString(tenant) || !idPattern.MatchString(user) {

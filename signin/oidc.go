@@ -198,6 +198,8 @@ func (s *Service) handleCallback(c echo.Context) error {
 		return echo.NewHTTPError(http.StatusBadRequest,
 			"The identity provider did not sign you in ("+clip(code, 64)+": "+clip(q.Get("error_description"), 300)+").")
 	}
+	// An expired flow still names where the person was going.
+	c.Set(returnKey, flow.Return)
 	if flowErr != nil {
 		s.log.Info("signin: callback without a usable sign-in cookie", slog.String("why", flowErr.Error()))
 		return echo.NewHTTPError(http.StatusBadRequest,

@@ -183,6 +183,9 @@ func TestCallbackRefusesExpiredStateCookie(t *testing.T) {
 	if !strings.Contains(body, "expired") {
 		t.Errorf("page does not say the sign-in expired: %s", body)
 	}
+	if !strings.Contains(body, `href="/signin?return=%2fx"`) {
+		t.Errorf("page does not offer to start again towards /x: %s", body)
+	}
 }
 
 func TestCallbackWithoutSignInCookie(t *testing.T) {

@@ -35,6 +35,10 @@ func parsePages() (*pages, error) {
 	return p, nil
 }
 
+// returnKey is the echo.Context key under which a handler leaves the
+// return path, so that an error page can offer to start again towards it.
+const returnKey = "signin.return"
+
 // pageData is what the pages show.
 type pageData struct {
 	Title   string
@@ -84,10 +88,12 @@ func (s *Service) page(h echo.HandlerFunc) echo.HandlerFunc {
 		if !ok {
 			msg = http.StatusText(he.Code)
 		}
+		ret, _ := c.Get(returnKey).(string)
 		return s.render(c, he.Code, "error.html", pageData{
-			Title:   http.StatusText(he.Code),
+			Title:   "Sign-in problem",
 			Message: msg,
 			Status:  he.Code,
+			Return:  LocalPath(ret),
 		})
 	}
 }

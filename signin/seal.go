@@ -69,7 +69,8 @@ func (s *sealer) open(name, value string) ([]byte, error) {
 	if len(value) > maxCookieValue {
 		return nil, errUnsealed
 	}
-	raw, err := base64.RawURLEncoding.DecodeString(value)
+	// Strict: a value with changed padding bits would otherwise open too.
+	raw, err := base64.RawURLEncoding.Strict().DecodeString(value)
 	if err != nil {
 		return nil, errUnsealed
 	}

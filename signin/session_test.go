@@ -1,6 +1,7 @@
 package signin_test
 
 import (
+	"encoding/base64"
 	"errors"
 	"net/http"
 	"net/url"
@@ -45,7 +46,7 @@ func TestSessionCookieTamperedIsRefused(t *testing.T) {
 		"empty":                     "",
 		"not base64":                "!!!" + good.Value,
 		"sign-in cookie as session": flowCookie.Value,
-		"plain JSON":                `{"v":1,"tid":"t","oid":"o","exp":99999999999}`,
+		"unsealed payload":          base64.RawURLEncoding.EncodeToString([]byte(`{"v":1,"tid":"t","oid":"o","exp":99999999999}`)),
 		"oversized":                 strings.Repeat("A", 5000),
 	}
 	for name, v := range cases {
@@ -275,5 +276,38 @@ func TestPageHeaders(t *testing.T) {
 	h := resp.Header
 	if !strings.Contains(h.Get("Content-Security-Policy"), "frame-ancestors 'none'") || h.Get("Referrer-Policy") != "no-referrer" || h.Get("Cache-Control") != "no-store" {
 		t.Errorf("headers: %v", h)
+	}
+}
+
+// A session from the local sign-in is worth nothing once an issuer is
+// configured on the same data folder, and a session of a tenant taken off
+// the allow-list ends at once.
+func TestSessionBoundToModeAndAllowList(t *testing.T) {
+	dir := t.TempDir()
+	local := newEnv(t, signin.Options{Loopback: true, DataDir: dir, PublicBaseURL: "http://127.0.0.1:1"}, false)
+	local.postLocal(localForm("/"), nil)
+	lc := local.cookie("teamsbot-session")
+	if lc == nil {
+		t.Fatal("no local session")
+	}
+
+	m := startMock(t)
+	e := newOIDCEnv(t, m, false, func(o *signin.Options) { o.DataDir = dir })
+	if _, err := e.svc.Session(requestWith(lc.Name, lc.Value)); !errors.Is(err, signin.ErrNoSession) {
+		t.Errorf("local session under OIDC: %v, want ErrNoSession", err)
+	}
+
+	m.QueueUser(alice())
+	e.finish(e.begin("/"))
+	oc := e.cookie("teamsbot-session")
+	if _, err := e.svc.Session(requestWith(oc.Name, oc.Value)); err != nil {
+		t.Fatalf("OIDC session: %v", err)
+	}
+	offboarded := newOIDCEnv(t, m, false, func(o *signin.Options) {
+		o.DataDir = dir
+		o.AllowedTenants = []string{"22222222-2222-2222-2222-222222222222"}
+	})
+	if _, err := offboarded.svc.Session(requestWith(oc.Name, oc.Value)); !errors.Is(err, signin.ErrNoSession) {
+		t.Errorf("session of a tenant no longer listed: %v, want ErrNoSession", err)
 	}
 }

@@ -297,6 +297,16 @@ func (s *Service) Session(r *http.Request) (Session, error) {
 			s.log.Debug("signin: session cookie refused", slog.String("why", "bad payload"))
 			continue
 		}
+		if p.Local != (s.oidc == nil) {
+			// A session from the local sign-in must never be worth anything
+			// once an issuer is configured on the same data folder.
+			s.log.Debug("signin: session cookie refused", slog.String("why", "made by the other sign-in mode"))
+			continue
+		}
+		if s.oidc != nil && len(s.oidc.allowed) > 0 && !s.oidc.allowed[strings.ToLower(p.TID)] {
+			s.log.Debug("signin: session cookie refused", slog.String("why", "tenant no longer onboarded"))
+			continue
+		}
 		exp := time.Unix(p.Exp, 0)
 		if !now.Before(exp) {
 			s.log.Debug("signin: session cookie refused", slog.String("why", "expired"))
