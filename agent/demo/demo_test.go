@@ -515,3 +515,76 @@ func BenchmarkNew(b *testing.B) {
 		demo.New(demo.Options{})
 	}
 }
+
+// TestHostReadsTheDemo reads the demo server the way the service does, with
+// mcpapps, and checks that what it declares means what the demo intends.
+func TestHostReadsTheDemo(t *testing.T) {
+	cs := connect(t, demo.Options{})
+	ctx := context.Background()
+	tools, err := cs.ListTools(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	type reading struct {
+		URI        string
+		Model, App bool
+	}
+	got := map[string]reading{}
+	for _, tl := range tools.Tools {
+		ui, err := mcpapps.ReadToolUI(tl.Meta)
+		if err != nil {
+			t.Fatalf("tool %s: %v", tl.Name, err)
+		}
+		got[tl.Name] = reading{ui.ResourceURI, ui.VisibleTo(mcpapps.VisibilityModel), ui.VisibleTo(mcpapps.VisibilityApp)}
+	}
+	want := map[string]reading{
+		demo.ToolSalesReport:    {demo.SalesReportURI, true, true},
+		demo.ToolRefreshSales:   {demo.SalesReportURI, false, true},
+		demo.ToolLookupCustomer: {"", true, false},
+		demo.ToolFeedbackForm:   {demo.FeedbackFormURI, true, true},
+		demo.ToolSubmitFeedback: {demo.FeedbackFormURI, false, true},
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("tools as the host reads them (-want +got):\n%s", diff)
+	}
+
+	list, err := cs.ListResources(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, entry := range list.Resources {
+		res, err := cs.ReadResource(ctx, &mcp.ReadResourceParams{URI: entry.URI})
+		if err != nil {
+			t.Fatal(err)
+		}
+		html, err := mcpapps.CheckResource(entry.URI, res.Contents, 0)
+		if err != nil || len(html) == 0 {
+			t.Errorf("%s refused: %v", entry.URI, err)
+		}
+		ui, err := mcpapps.ReadResourceUI(res.Contents[0].Meta, entry.Meta)
+		if err != nil {
+			t.Fatalf("%s: %v", entry.URI, err)
+		}
+		policy := mcpapps.BuildCSP(ui.CSP)
+		switch entry.URI {
+		case demo.SalesReportURI:
+			if !strings.Contains(policy.Header, "connect-src https://api.example.com;") ||
+				!strings.Contains(policy.Header, "img-src 'self' data: https://cdn.example.com;") ||
+				strings.Contains(policy.Header, "insecure") {
+				t.Errorf("sales view CSP %q", policy.Header)
+			}
+			if len(policy.Dropped) != 1 || policy.Dropped[0].Field != "connectDomains" || policy.Dropped[0].Value != "http://insecure.example.com" {
+				t.Errorf("dropped %+v, want only the http: connect domain", policy.Dropped)
+			}
+			if ui.PrefersBorder == nil || !*ui.PrefersBorder || ui.Permissions.Forms {
+				t.Errorf("sales view: prefersBorder %v, forms %t", ui.PrefersBorder, ui.Permissions.Forms)
+			}
+		case demo.FeedbackFormURI:
+			if !ui.Permissions.Forms || len(policy.Dropped) != 0 || policy.Header != mcpapps.DefaultCSP {
+				t.Errorf("feedback view: forms %t, CSP %q, dropped %+v", ui.Permissions.Forms, policy.Header, policy.Dropped)
+			}
+		default:
+			t.Errorf("unexpected resource %s", entry.URI)
+		}
+	}
+}

@@ -22,21 +22,18 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"teamsbot/agent/demo"
+	"teamsbot/mcpapps"
 )
 
 // The views are checked here against a minimal host written for this test:
 // it frames the view as the service does (sandbox="allow-scripts", opaque
-// origin, the MCP Apps default CSP as a header) and speaks the host side of
+// origin, the CSP mcpapps builds as a header) and speaks the host side of
 // the MCP Apps JSON-RPC conversation as specified in
 // specification/2026-01-26/apps.mdx of modelcontextprotocol/ext-apps. Its
 // tools/call goes to the real demo server through a real go-sdk client. The
 // service's own host (viewpage) is tested in its package.
 
 const chromiumPath = "/usr/bin/chromium"
-
-// defaultCSP is the MCP Apps specification's policy for a view that
-// declares nothing.
-const defaultCSP = "default-src 'none'; script-src 'self' 'unsafe-inline'; style-src 'self' 'unsafe-inline'; img-src 'self' data:; media-src 'self' data:; connect-src 'none'; object-src 'none'"
 
 var hostPage = template.Must(template.New("host").Parse(`<!doctype html>
 <html><head><meta charset="utf-8"><title>test host</title></head>
@@ -107,7 +104,22 @@ func testHost(t *testing.T, cs *mcp.ClientSession) *httptest.Server {
 			http.Error(w, err.Error(), http.StatusNotFound)
 			return
 		}
-		w.Header().Set("Content-Security-Policy", defaultCSP)
+		// The policy the service serves the view under: built by mcpapps
+		// from what the resource declared.
+		var listMeta mcp.Meta
+		if list, err := cs.ListResources(r.Context(), nil); err == nil {
+			for _, e := range list.Resources {
+				if e.URI == res.Contents[0].URI {
+					listMeta = e.Meta
+				}
+			}
+		}
+		ui, err := mcpapps.ReadResourceUI(res.Contents[0].Meta, listMeta)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadGateway)
+			return
+		}
+		w.Header().Set("Content-Security-Policy", mcpapps.BuildCSP(ui.CSP).Header)
 		w.Header().Set("Content-Type", "text/html; charset=utf-8")
 		fmt.Fprint(w, res.Contents[0].Text)
 	})
@@ -151,8 +163,9 @@ func testHost(t *testing.T, cs *mcp.ClientSession) *httptest.Server {
 type browser struct {
 	ctx context.Context
 
-	mu       sync.Mutex
-	contexts map[cdp.FrameID]runtime.ExecutionContextID
+	mu         sync.Mutex
+	contexts   map[cdp.FrameID]runtime.ExecutionContextID
+	exceptions []string
 }
 
 func newBrowser(t *testing.T) *browser {
@@ -180,6 +193,12 @@ func newBrowser(t *testing.T) *browser {
 }
 
 func (b *browser) onEvent(ev any) {
+	if e, ok := ev.(*runtime.EventExceptionThrown); ok {
+		b.mu.Lock()
+		b.exceptions = append(b.exceptions, (&chromedp.ExceptionError{ExceptionDetails: e.ExceptionDetails}).Error())
+		b.mu.Unlock()
+		return
+	}
 	e, ok := ev.(*runtime.EventExecutionContextCreated)
 	if !ok {
 		return
@@ -276,6 +295,11 @@ func TestViewsInChromium(t *testing.T) {
 	t.Run("sales", func(t *testing.T) { testSalesView(t, b) })
 	t.Run("sales text fallback", func(t *testing.T) { testSalesTextFallback(t, b) })
 	t.Run("feedback", func(t *testing.T) { testFeedbackView(t, b) })
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if len(b.exceptions) > 0 {
+		t.Errorf("uncaught exceptions in the pages: %q", b.exceptions)
+	}
 }
 
 func testSalesView(t *testing.T, b *browser) {
