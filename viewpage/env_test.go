@@ -1,0 +1,300 @@
+package viewpage_test
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"net"
+	"net/http"
+	"net/http/cookiejar"
+	"net/url"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/golang-jwt/jwt/v5"
+	"github.com/labstack/echo/v4"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/oauth2-proxy/mockoidc"
+
+	"teamsbot/agent"
+	"teamsbot/mcpapps"
+	"teamsbot/signin"
+	"teamsbot/store"
+	"teamsbot/viewpage"
+)
+
+// clock is a test clock that moves only when told.
+type clock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func (c *clock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.t
+}
+
+func (c *clock) Advance(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.t = c.t.Add(d)
+}
+
+// person is a mockoidc user whose ID token carries the claims Microsoft
+// Entra ID puts in its v2.0 ID tokens (tid, oid, name, preferred_username,
+// roles), as "ID token claims reference" of the Microsoft identity platform
+// documentation describes them.
+type person struct {
+	TID, OID, Name string
+	Roles          []string
+}
+
+type entraClaims struct {
+	*mockoidc.IDTokenClaims
+	TID               string   `json:"tid"`
+	OID               string   `json:"oid"`
+	Name              string   `json:"name,omitempty"`
+	PreferredUsername string   `json:"preferred_username,omitempty"`
+	Roles             []string `json:"roles,omitempty"`
+}
+
+func (p *person) ID() string { return "sub-" + p.OID }
+
+func (p *person) Userinfo([]string) ([]byte, error) {
+	return json.Marshal(map[string]string{"sub": p.ID()})
+}
+
+func (p *person) Claims(_ []string, base *mockoidc.IDTokenClaims) (jwt.Claims, error) {
+	return &entraClaims{IDTokenClaims: base, TID: p.TID, OID: p.OID, Name: p.Name,
+		PreferredUsername: strings.ToLower(p.Name) + "@contoso.example", Roles: p.Roles}, nil
+}
+
+func (p *person) agentPerson() agent.Person {
+	return agent.Person{TenantID: p.TID, UserID: p.OID, Name: p.Name}
+}
+
+const (
+	tenantA = "11111111-1111-1111-1111-111111111111"
+	tenantB = "22222222-2222-2222-2222-222222222222"
+)
+
+func alice() *person {
+	return &person{TID: tenantA, OID: "aaaaaaaa-0000-0000-0000-00000000000a", Name: "Alice", Roles: []string{"agents.read", "agents.run"}}
+}
+
+func bob() *person {
+	return &person{TID: tenantA, OID: "bbbbbbbb-0000-0000-0000-00000000000b", Name: "Bob", Roles: []string{"agents.read", "agents.run"}}
+}
+
+// mallory has Alice's user id in another tenant, and every role there.
+func mallory() *person {
+	return &person{TID: tenantB, OID: alice().OID, Name: "Mallory", Roles: []string{"agents.read", "agents.run", "agents.admin"}}
+}
+
+// env is the whole service as far as the view page needs it: a real bbolt
+// store in a temporary folder, the real agent with the built-in demo server
+// (and whatever servers the test adds), the real sign-in against mockoidc,
+// and the view page, all served by Echo over HTTP on 127.0.0.1. The frame
+// documents come from http://localhost on the same port, a second origin
+// (and site), unless sameOrigin is set.
+type env struct {
+	t       testing.TB
+	store   *store.Store
+	agent   *agent.Service
+	signin  *signin.Service
+	handler *viewpage.Handler
+	oidc    *mockoidc.MockOIDC
+	clock   *clock
+	base    string // public origin, http://127.0.0.1:port
+	sandbox string // sandbox origin
+	dataDir string
+}
+
+type envOptions struct {
+	servers    []agent.ServerConfig
+	builtins   map[string]func() *mcp.Server
+	sameOrigin bool
+	// mutate lets a test change viewpage options before New.
+	mutate func(*viewpage.Options)
+}
+
+func newEnv(t testing.TB, o envOptions) *env {
+	t.Helper()
+	ctx := context.Background()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := ln.Addr().(*net.TCPAddr).Port
+	e := &env{
+		t:       t,
+		clock:   &clock{t: time.Now()},
+		base:    "http://127.0.0.1:" + strconv.Itoa(port),
+		sandbox: "http://localhost:" + strconv.Itoa(port),
+		dataDir: t.TempDir(),
+	}
+	if o.sameOrigin {
+		e.sandbox = e.base
+	}
+
+	e.store, err = store.Open(ctx, filepath.Join(e.dataDir, "teamsbot.db"), store.Options{Now: e.clock.Now})
+	if err != nil {
+		t.Fatalf("store.Open: %v", err)
+	}
+	t.Cleanup(func() { e.store.Close() })
+
+	servers := append([]agent.ServerConfig{{Name: "demo", Builtin: "demo"}}, o.servers...)
+	e.agent, err = agent.New(ctx, agent.Config{Agents: []agent.AgentConfig{{
+		ID: "default", Name: "Assistant", Servers: servers,
+	}}}, agent.Options{Store: e.store, Now: e.clock.Now, AppsEnabled: true, Builtins: o.builtins})
+	if err != nil {
+		t.Fatalf("agent.New: %v", err)
+	}
+	t.Cleanup(func() { e.agent.Close() })
+
+	e.oidc, err = mockoidc.Run()
+	if err != nil {
+		t.Fatalf("mockoidc: %v", err)
+	}
+	t.Cleanup(func() { e.oidc.Shutdown() })
+	cfg := e.oidc.Config()
+	e.signin, err = signin.New(ctx, signin.Options{
+		Issuer: cfg.Issuer, ClientID: cfg.ClientID, ClientSecret: cfg.ClientSecret,
+		PublicBaseURL: e.base, DataDir: e.dataDir, Loopback: true,
+		// The sign-in keeps the real clock: mockoidc signs with it, and a
+		// test that moves the views' clock a week on still has a session.
+	})
+	if err != nil {
+		t.Fatalf("signin.New: %v", err)
+	}
+
+	opts := viewpage.Options{
+		Store: e.store, Agent: e.agent, SignIn: e.signin,
+		PublicBaseURL: e.base, DataDir: e.dataDir, Now: e.clock.Now,
+	}
+	if !o.sameOrigin {
+		opts.SandboxBaseURL = e.sandbox
+	}
+	if o.mutate != nil {
+		o.mutate(&opts)
+	}
+	e.handler, err = viewpage.New(opts)
+	if err != nil {
+		t.Fatalf("viewpage.New: %v", err)
+	}
+
+	ec := echo.New()
+	ec.HideBanner, ec.HidePort = true, true
+	ec.HTTPErrorHandler = viewpage.ErrorHandler(nil)
+	e.signin.Register(ec)
+	e.handler.Register(ec)
+	srv := &http.Server{Handler: ec, ReadHeaderTimeout: 10 * time.Second}
+	go srv.Serve(ln)
+	t.Cleanup(func() { srv.Close() })
+	return e
+}
+
+// run runs the agent for p (nil: a run with no person, in tenant A) and
+// returns the first view it made.
+func (e *env) run(p *person, text string) mcpapps.View {
+	e.t.Helper()
+	req := agent.Request{Person: agent.Person{TenantID: tenantA}, Text: text}
+	if p != nil {
+		req.Person = p.agentPerson()
+	}
+	ans, err := e.agent.Run(context.Background(), req)
+	if err != nil {
+		e.t.Fatalf("agent run %q: %v", text, err)
+	}
+	if len(ans.Views) == 0 {
+		e.t.Fatalf("agent run %q made no view: %+v", text, ans)
+	}
+	return ans.Views[0]
+}
+
+// client is a browser-like HTTP client with a cookie jar, signed in as p
+// through mockoidc (nil: not signed in).
+func (e *env) client(p *person) *http.Client {
+	e.t.Helper()
+	jar, _ := cookiejar.New(nil)
+	c := &http.Client{Jar: jar, Timeout: 30 * time.Second}
+	if p == nil {
+		return c
+	}
+	e.oidc.QueueUser(p)
+	resp, err := c.Get(e.base + "/signin?return=/")
+	if err != nil {
+		e.t.Fatalf("sign in as %s: %v", p.Name, err)
+	}
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	u, _ := url.Parse(e.base)
+	if len(jar.Cookies(u)) == 0 {
+		e.t.Fatalf("sign in as %s: no session cookie (last status %d at %s)", p.Name, resp.StatusCode, resp.Request.URL)
+	}
+	return c
+}
+
+// noRedirect returns c stopping at the first redirect.
+func noRedirect(c *http.Client) *http.Client {
+	cc := *c
+	cc.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+	return &cc
+}
+
+type response struct {
+	status int
+	header http.Header
+	body   string
+}
+
+func do(t testing.TB, c *http.Client, method, u string, header map[string]string, body string) response {
+	t.Helper()
+	var rd io.Reader
+	if body != "" {
+		rd = strings.NewReader(body)
+	}
+	req, err := http.NewRequest(method, u, rd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k, v := range header {
+		req.Header.Set(k, v)
+	}
+	resp, err := c.Do(req)
+	if err != nil {
+		t.Fatalf("%s %s: %v", method, u, err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return response{resp.StatusCode, resp.Header, string(b)}
+}
+
+// viewInfo fetches GET /api/mcp-apps/{id} as c.
+func (e *env) viewInfo(c *http.Client, id string) viewpage.ViewInfo {
+	e.t.Helper()
+	r := do(e.t, c, http.MethodGet, e.base+"/api/mcp-apps/"+id, nil, "")
+	if r.status != http.StatusOK {
+		e.t.Fatalf("GET /api/mcp-apps/%s: %d %s", id, r.status, r.body)
+	}
+	var info viewpage.ViewInfo
+	if err := json.Unmarshal([]byte(r.body), &info); err != nil {
+		e.t.Fatal(err)
+	}
+	return info
+}
+
+// audit returns the tenant's agent.mcp_app.call records.
+func (e *env) callAudit(tenant string) []store.AuditRecord {
+	e.t.Helper()
+	recs, err := e.store.Audit(context.Background(), store.AuditQuery{TenantID: tenant, Action: "agent.mcp_app.call"})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return recs
+}

@@ -1,0 +1,409 @@
+package viewpage_test
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"net/url"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"teamsbot/agent"
+	"teamsbot/agent/demo"
+	"teamsbot/mcpapps"
+)
+
+// "Only the person the run was for can open it": the page sends a person
+// who is not signed in to sign-in and back, refuses another person and
+// another tenant with a 403 page that shows nothing of the view, and tells
+// an expired view (410) from an unknown one (404).
+func TestPageAccess(t *testing.T) {
+	e := newEnv(t, envOptions{})
+	v := e.run(alice(), "/sales_report {\"region\": \"EMEA\"}")
+	page := e.base + "/mcp-apps/" + v.ID
+
+	t.Run("not signed in goes to sign-in and back", func(t *testing.T) {
+		r := do(t, noRedirect(e.client(nil)), http.MethodGet, page, nil, "")
+		if r.status != http.StatusSeeOther {
+			t.Fatalf("status %d, want 303", r.status)
+		}
+		if want := e.signin.SignInURL("/mcp-apps/" + v.ID); r.header.Get("Location") != want {
+			t.Fatalf("Location %q, want %q", r.header.Get("Location"), want)
+		}
+		// Following it through mockoidc lands on the page.
+		e.oidc.QueueUser(alice())
+		r = do(t, e.client(nil), http.MethodGet, page, nil, "")
+		if r.status != http.StatusOK || !strings.Contains(r.body, `id="tool-title"`) {
+			t.Fatalf("after sign-in: %d %.300s", r.status, r.body)
+		}
+	})
+
+	t.Run("owner sees the tool, server and arguments", func(t *testing.T) {
+		r := do(t, e.client(alice()), http.MethodGet, page, nil, "")
+		if r.status != http.StatusOK {
+			t.Fatalf("status %d: %s", r.status, r.body)
+		}
+		for _, want := range []string{"Sales report", `<code id="tool-name">sales_report</code>`, `<strong id="server">demo</strong>`, "EMEA"} {
+			if !strings.Contains(r.body, want) {
+				t.Errorf("page lacks %q", want)
+			}
+		}
+	})
+
+	leaks := []string{alice().Name, alice().OID, "sales_report", "Sales report", "EMEA", v.Server + "<", v.ResourceURI}
+	for _, c := range []struct {
+		name string
+		p    *person
+	}{{"another person of the tenant", bob()}, {"another tenant", mallory()}} {
+		t.Run(c.name+" gets 403 and nothing of the view", func(t *testing.T) {
+			cl := e.client(c.p)
+			r := do(t, cl, http.MethodGet, page, nil, "")
+			if r.status != http.StatusForbidden {
+				t.Fatalf("page status %d, want 403", r.status)
+			}
+			if !strings.Contains(r.body, "This view is not yours") {
+				t.Errorf("403 page does not say the view is not theirs: %s", r.body)
+			}
+			api := do(t, cl, http.MethodGet, e.base+"/api/mcp-apps/"+v.ID, nil, "")
+			if api.status != http.StatusForbidden {
+				t.Fatalf("API status %d, want 403", api.status)
+			}
+			for _, leak := range leaks {
+				if strings.Contains(r.body, leak) || strings.Contains(api.body, leak) {
+					t.Errorf("refusal leaks %q", leak)
+				}
+			}
+		})
+	}
+
+	t.Run("unknown view is 404", func(t *testing.T) {
+		cl := e.client(alice())
+		for _, id := range []string{"no-such-view", "bad%20id"} {
+			r := do(t, cl, http.MethodGet, e.base+"/mcp-apps/"+id, nil, "")
+			if r.status != http.StatusNotFound || !strings.Contains(r.body, "no such view") {
+				t.Errorf("%s: status %d %s, want 404 page", id, r.status, r.body)
+			}
+		}
+		r := do(t, cl, http.MethodGet, e.base+"/api/mcp-apps/no-such-view", nil, "")
+		if r.status != http.StatusNotFound || !strings.HasPrefix(r.header.Get("Content-Type"), "application/json") {
+			t.Errorf("API: %d %s %s, want 404 JSON", r.status, r.header.Get("Content-Type"), r.body)
+		}
+	})
+
+	t.Run("expired view is 410", func(t *testing.T) {
+		cl := e.client(alice())
+		e.clock.Advance(mcpapps.Lifetime + time.Minute)
+		defer e.clock.Advance(-(mcpapps.Lifetime + time.Minute))
+		r := do(t, cl, http.MethodGet, page, nil, "")
+		if r.status != http.StatusGone || !strings.Contains(r.body, "expired") {
+			t.Fatalf("status %d %s, want 410 page", r.status, r.body)
+		}
+		r = do(t, cl, http.MethodGet, e.base+"/api/mcp-apps/"+v.ID, nil, "")
+		if r.status != http.StatusGone {
+			t.Fatalf("API status %d, want 410", r.status)
+		}
+	})
+}
+
+// "It needs agents.read" (for a view from a run with no person): the
+// tenant's agent readers may open it, others of the tenant may not.
+func TestNoPersonViewForReaders(t *testing.T) {
+	e := newEnv(t, envOptions{})
+	v := e.run(nil, "/sales_report {}")
+	reader := &person{TID: tenantA, OID: "cccccccc-0000-0000-0000-00000000000c", Name: "Carol", Roles: []string{"agents.read"}}
+	nobody := &person{TID: tenantA, OID: "dddddddd-0000-0000-0000-00000000000d", Name: "Dan"}
+	if r := do(t, e.client(reader), http.MethodGet, e.base+"/api/mcp-apps/"+v.ID, nil, ""); r.status != http.StatusOK {
+		t.Errorf("agent reader: %d %s", r.status, r.body)
+	}
+	if r := do(t, e.client(nobody), http.MethodGet, e.base+"/api/mcp-apps/"+v.ID, nil, ""); r.status != http.StatusForbidden {
+		t.Errorf("person without agents.read: %d, want 403", r.status)
+	}
+	if r := do(t, e.client(mallory()), http.MethodGet, e.base+"/api/mcp-apps/"+v.ID, nil, ""); r.status != http.StatusForbidden {
+		t.Errorf("reader of another tenant: %d, want 403", r.status)
+	}
+}
+
+// "GET /api/mcp-apps/{id} returns a view's sandbox URLs (each with a fresh
+// token), the tool's arguments and its result."
+func TestViewAPI(t *testing.T) {
+	e := newEnv(t, envOptions{})
+	v := e.run(alice(), "/sales_report {\"region\": \"APAC\"}")
+	cl := e.client(alice())
+	r := do(t, cl, http.MethodGet, e.base+"/api/mcp-apps/"+v.ID, nil, "")
+	if r.status != http.StatusOK {
+		t.Fatalf("%d %s", r.status, r.body)
+	}
+	if r.header.Get("Cache-Control") != "no-store" {
+		t.Errorf("Cache-Control %q, want no-store", r.header.Get("Cache-Control"))
+	}
+	var got map[string]json.RawMessage
+	if err := json.Unmarshal([]byte(r.body), &got); err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range []string{"id", "server", "tool", "resourceUri", "proxyUrl", "viewUrl", "arguments", "result", "expiresAt", "sandbox", "permissions"} {
+		if _, ok := got[k]; !ok {
+			t.Errorf("answer lacks %q: %s", k, r.body)
+		}
+	}
+	info := e.viewInfo(cl, v.ID)
+	if info.Tool != demo.ToolSalesReport || info.Server != "demo" || info.ResourceURI != demo.SalesReportURI {
+		t.Errorf("info %+v", info)
+	}
+	if !strings.Contains(string(info.Arguments), "APAC") {
+		t.Errorf("arguments %s", info.Arguments)
+	}
+	var res struct {
+		Content []json.RawMessage `json:"content"`
+	}
+	if err := json.Unmarshal(info.Result, &res); err != nil || len(res.Content) == 0 {
+		t.Errorf("result %s: content not a non-empty array", info.Result)
+	}
+	if !strings.HasPrefix(info.ProxyURL, e.sandbox+"/sandbox/proxy?view="+v.ID+"&token=") ||
+		!strings.HasPrefix(info.ViewURL, e.sandbox+"/sandbox/views/"+v.ID+"?token=") {
+		t.Errorf("frame URLs not on the sandbox origin %s: %s %s", e.sandbox, info.ProxyURL, info.ViewURL)
+	}
+	if info.Sandbox != "allow-scripts" {
+		t.Errorf("sandbox %q, want allow-scripts", info.Sandbox)
+	}
+	// Fresh tokens: a second answer a second later carries new ones.
+	e.clock.Advance(time.Second)
+	again := e.viewInfo(cl, v.ID)
+	if again.ProxyURL == info.ProxyURL || again.ViewURL == info.ViewURL {
+		t.Error("the second answer reused the tokens")
+	}
+
+	if r := do(t, e.client(nil), http.MethodGet, e.base+"/api/mcp-apps/"+v.ID, nil, ""); r.status != http.StatusUnauthorized ||
+		!strings.Contains(r.body, `"error"`) {
+		t.Errorf("not signed in: %d %s, want 401 JSON", r.status, r.body)
+	}
+}
+
+// "The frame URLs carry a signed token that expires after 10 minutes.
+// Without that token, neither page is served."
+func TestFrameDocumentsNeedTheirToken(t *testing.T) {
+	e := newEnv(t, envOptions{})
+	v := e.run(alice(), "/sales_report {}")
+	other := e.run(alice(), "/feedback_form {}")
+	cl := e.client(alice())
+	info := e.viewInfo(cl, v.ID)
+	otherInfo := e.viewInfo(cl, other.ID)
+	anon := e.client(nil) // the frames carry no cookie: the token is all
+
+	token := func(u string) string {
+		pu, _ := url.Parse(u)
+		return pu.Query().Get("token")
+	}
+	proxyTok, viewTok := token(info.ProxyURL), token(info.ViewURL)
+	tamper := func(s string) string {
+		if s[len(s)-2] == 'A' {
+			return s[:len(s)-2] + "B" + s[len(s)-1:]
+		}
+		return s[:len(s)-2] + "A" + s[len(s)-1:]
+	}
+	proxyURL := func(view, tok string) string {
+		return e.sandbox + "/sandbox/proxy?view=" + view + "&token=" + url.QueryEscape(tok)
+	}
+	viewURL := func(view, tok string) string {
+		return e.sandbox + "/sandbox/views/" + view + "?token=" + url.QueryEscape(tok)
+	}
+
+	cases := []struct {
+		name string
+		url  string
+		want int
+	}{
+		{"proxy with its token", info.ProxyURL, 200},
+		{"view with its token", info.ViewURL, 200},
+		{"proxy without token", e.sandbox + "/sandbox/proxy?view=" + v.ID, 403},
+		{"view without token", e.sandbox + "/sandbox/views/" + v.ID, 403},
+		{"proxy, tampered token", proxyURL(v.ID, tamper(proxyTok)), 403},
+		{"view, tampered token", viewURL(v.ID, tamper(viewTok)), 403},
+		{"view, token of another view", viewURL(other.ID, viewTok), 403},
+		{"proxy, token of another view", proxyURL(other.ID, proxyTok), 403},
+		{"view, the proxy's token", viewURL(v.ID, proxyTok), 403},
+		{"proxy, the view's token", proxyURL(v.ID, viewTok), 403},
+		{"other view with its own token", otherInfo.ViewURL, 200},
+	}
+	for _, c := range cases {
+		r := do(t, anon, http.MethodGet, c.url, nil, "")
+		if r.status != c.want {
+			t.Errorf("%s: status %d, want %d", c.name, r.status, c.want)
+		}
+	}
+
+	// Expired: ten minutes later, the same URLs are refused.
+	e.clock.Advance(10 * time.Minute)
+	for _, u := range []string{info.ProxyURL, info.ViewURL} {
+		if r := do(t, anon, http.MethodGet, u, nil, ""); r.status != http.StatusForbidden {
+			t.Errorf("%s after 10 minutes: %d, want 403", u, r.status)
+		}
+	}
+}
+
+// "Liyagent serves the view's HTML under a Content Security Policy built
+// from the _meta.ui.csp its server declared" — as an HTTP header, with
+// frame-ancestors naming only our origins, no-store, no-referrer, nosniff,
+// and never X-Frame-Options (which would stop the page from framing it).
+func TestFrameDocumentHeaders(t *testing.T) {
+	e := newEnv(t, envOptions{})
+	v := e.run(alice(), "/sales_report {}")
+	info := e.viewInfo(e.client(alice()), v.ID)
+	anon := e.client(nil)
+
+	view := do(t, anon, http.MethodGet, info.ViewURL, nil, "")
+	wantCSP := v.CSP + "; frame-ancestors " + e.base + " " + e.sandbox
+	if got := view.header.Get("Content-Security-Policy"); got != wantCSP {
+		t.Errorf("view CSP\n got %q\nwant %q", got, wantCSP)
+	}
+	// The demo declares connectDomains https://api.example.com and
+	// http://insecure.example.com: the first is in, the second dropped.
+	if csp := view.header.Get("Content-Security-Policy"); !strings.Contains(csp, "connect-src https://api.example.com") ||
+		strings.Contains(csp, "insecure.example.com") || strings.Contains(csp, "'unsafe-eval'") {
+		t.Errorf("view CSP does not follow the declaration: %s", csp)
+	}
+	proxy := do(t, anon, http.MethodGet, info.ProxyURL, nil, "")
+	pcsp := proxy.header.Get("Content-Security-Policy")
+	for _, want := range []string{"default-src 'none'", "script-src 'sha256-", "frame-src " + e.sandbox + ";", "frame-ancestors " + e.base} {
+		if !strings.Contains(pcsp, want) {
+			t.Errorf("proxy CSP lacks %q: %s", want, pcsp)
+		}
+	}
+	if strings.Contains(pcsp, "unsafe-inline") || strings.Contains(pcsp, "frame-ancestors "+e.base+" ") {
+		t.Errorf("proxy CSP too wide: %s", pcsp)
+	}
+	for name, r := range map[string]response{"view": view, "proxy": proxy} {
+		if r.status != http.StatusOK {
+			t.Fatalf("%s: %d", name, r.status)
+		}
+		for h, want := range map[string]string{
+			"Cache-Control": "no-store", "Referrer-Policy": "no-referrer", "X-Content-Type-Options": "nosniff",
+		} {
+			if got := r.header.Get(h); got != want {
+				t.Errorf("%s %s = %q, want %q", name, h, got, want)
+			}
+		}
+		if xfo := r.header.Values("X-Frame-Options"); len(xfo) > 0 {
+			t.Errorf("%s sends X-Frame-Options %v", name, xfo)
+		}
+	}
+
+	page := do(t, e.client(alice()), http.MethodGet, e.base+"/mcp-apps/"+v.ID, nil, "")
+	csp := page.header.Get("Content-Security-Policy")
+	for _, want := range []string{"default-src 'none'", "script-src 'sha256-", "frame-src " + e.sandbox + ";", "connect-src 'self'", "frame-ancestors 'none'"} {
+		if !strings.Contains(csp, want) {
+			t.Errorf("page CSP lacks %q: %s", want, csp)
+		}
+	}
+	if strings.Contains(csp, "unsafe-inline") {
+		t.Errorf("page CSP allows inline scripts: %s", csp)
+	}
+}
+
+// "POST /api/mcp-apps/{id}/call takes {name, arguments} and returns a
+// CallToolResult", only through the governed path: "A view's tools/call for
+// a tool without "app" is refused with 403 and audited."
+func TestCall(t *testing.T) {
+	e := newEnv(t, envOptions{
+		servers:  []agent.ServerConfig{{Name: "other", Builtin: "other"}},
+		builtins: map[string]func() *mcp.Server{"other": otherServer},
+	})
+	v := e.run(alice(), "/sales_report {}")
+	cl := e.client(alice())
+	callURL := e.base + "/api/mcp-apps/" + v.ID + "/call"
+	jsonCT := map[string]string{"Content-Type": "application/json"}
+	sameOrigin := map[string]string{"Content-Type": "application/json", "Sec-Fetch-Site": "same-origin", "Origin": e.base}
+
+	r := do(t, cl, http.MethodPost, callURL, sameOrigin, `{"name":"refresh_sales","arguments":{"region":"Global","quarter":"2026-Q3","revision":1}}`)
+	if r.status != http.StatusOK {
+		t.Fatalf("app tool: %d %s", r.status, r.body)
+	}
+	var res struct {
+		Content           []map[string]any `json:"content"`
+		StructuredContent map[string]any   `json:"structuredContent"`
+		IsError           bool             `json:"isError"`
+	}
+	if err := json.Unmarshal([]byte(r.body), &res); err != nil || len(res.Content) == 0 || res.IsError {
+		t.Fatalf("result %s (%v)", r.body, err)
+	}
+	if res.StructuredContent["revision"] != float64(1) {
+		t.Errorf("structuredContent %v, want revision 1", res.StructuredContent)
+	}
+
+	refused := []struct {
+		name   string
+		client func() *http.Client
+		header map[string]string
+		body   string
+		want   int
+	}{
+		{"model-only tool", func() *http.Client { return cl }, jsonCT, `{"name":"lookup_customer","arguments":{"query":"Acme"}}`, 403},
+		{"another server's app tool", func() *http.Client { return cl }, jsonCT, `{"name":"other_tool","arguments":{}}`, 403},
+		{"cross-site", func() *http.Client { return cl }, map[string]string{"Content-Type": "application/json", "Sec-Fetch-Site": "cross-site", "Origin": "https://evil.example"}, `{"name":"refresh_sales"}`, 403},
+		{"cross-origin without Sec-Fetch-Site", func() *http.Client { return cl }, map[string]string{"Content-Type": "application/json", "Origin": "https://evil.example"}, `{"name":"refresh_sales"}`, 403},
+		{"form content type", func() *http.Client { return cl }, map[string]string{"Content-Type": "application/x-www-form-urlencoded"}, `name=refresh_sales`, 415},
+		{"text/plain", func() *http.Client { return cl }, map[string]string{"Content-Type": "text/plain"}, `{"name":"refresh_sales"}`, 415},
+		{"no content type", func() *http.Client { return cl }, nil, `{"name":"refresh_sales"}`, 415},
+		{"bad JSON", func() *http.Client { return cl }, jsonCT, `{"name":`, 400},
+		{"arguments not an object", func() *http.Client { return cl }, jsonCT, `{"name":"refresh_sales","arguments":[1]}`, 400},
+		{"no name", func() *http.Client { return cl }, jsonCT, `{"arguments":{}}`, 400},
+		{"too large", func() *http.Client { return cl }, jsonCT, `{"name":"refresh_sales","arguments":{"x":"` + strings.Repeat("a", 1<<20) + `"}}`, 413},
+		{"not signed in", func() *http.Client { return e.client(nil) }, jsonCT, `{"name":"refresh_sales"}`, 401},
+		{"another person", func() *http.Client { return e.client(bob()) }, jsonCT, `{"name":"refresh_sales"}`, 403},
+		{"another tenant", func() *http.Client { return e.client(mallory()) }, jsonCT, `{"name":"refresh_sales"}`, 403},
+	}
+	for _, c := range refused {
+		r := do(t, c.client(), http.MethodPost, callURL, c.header, c.body)
+		if r.status != c.want {
+			t.Errorf("%s: status %d %s, want %d", c.name, r.status, r.body, c.want)
+			continue
+		}
+		var j struct{ Error string }
+		if err := json.Unmarshal([]byte(r.body), &j); err != nil || j.Error == "" {
+			t.Errorf("%s: body %q is not {\"error\": ...}", c.name, r.body)
+		}
+	}
+
+	// The agent audited the refused model-only call.
+	found := false
+	for _, rec := range e.callAudit(tenantA) {
+		if rec.Fields["tool"] == "lookup_customer" && rec.Fields["result"] == "refused" {
+			found = true
+		}
+	}
+	if !found {
+		t.Errorf("no agent.mcp_app.call record with result refused for lookup_customer: %+v", e.callAudit(tenantA))
+	}
+}
+
+// One error handler for the whole server: JSON under /api/, a small HTML
+// page elsewhere, and only safe messages.
+func TestErrorHandlerShapes(t *testing.T) {
+	e := newEnv(t, envOptions{})
+	anon := e.client(nil)
+	r := do(t, anon, http.MethodGet, e.base+"/api/no-such-route", nil, "")
+	if r.status != http.StatusNotFound || !strings.HasPrefix(r.header.Get("Content-Type"), "application/json") {
+		t.Errorf("API 404: %d %s %s", r.status, r.header.Get("Content-Type"), r.body)
+	}
+	r = do(t, anon, http.MethodGet, e.base+"/no-such-page", nil, "")
+	if r.status != http.StatusNotFound || !strings.HasPrefix(r.header.Get("Content-Type"), "text/html") ||
+		r.header.Get("Content-Security-Policy") == "" {
+		t.Errorf("page 404: %d %s %s", r.status, r.header.Get("Content-Type"), r.body)
+	}
+}
+
+// otherServer is a second MCP server of the agent with an app-visible tool,
+// which a view of the demo server must still not call.
+func otherServer() *mcp.Server {
+	srv := mcp.NewServer(&mcp.Implementation{Name: "other", Version: "1.0.0"}, nil)
+	srv.AddTool(&mcp.Tool{
+		Name:        "other_tool",
+		InputSchema: map[string]any{"type": "object"},
+		Meta:        mcp.Meta{"ui": map[string]any{"visibility": []string{"app"}}},
+	}, func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "other"}}}, nil
+	})
+	return srv
+}
