@@ -18,6 +18,14 @@
 //	GET  /signout                    a page with a sign-out button
 //	POST /signout                    end the session
 //	GET  /signed-out                 where sign-out lands
+//
+// Cookies (HttpOnly, SameSite=Lax, Path=/; Secure with the __Host- prefix
+// when the public base URL is https): teamsbot-session holds the session for
+// its absolute lifetime; teamsbot-signin holds state, nonce, PKCE verifier
+// and return path for 10 minutes and is spent by the callback. One sign-in at
+// a time per browser: starting a second one replaces the first. The key that
+// seals both is the file signin-cookie.key under the data folder; deleting it
+// ends every session.
 package signin
 
 import (
