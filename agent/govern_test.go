@@ -1,0 +1,240 @@
+package agent_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"teamsbot/agent"
+	"teamsbot/mcpapps"
+)
+
+const secretCard = "4111-1111-1111-1111"
+
+// govServer is a go-sdk server in memory with the tools the governed-path
+// tests need. It counts the calls that reached it.
+type govServer struct {
+	calls sync.Map // tool name -> *atomic.Int32
+}
+
+func (g *govServer) count(tool string) int32 {
+	v, _ := g.calls.LoadOrStore(tool, new(atomic.Int32))
+	return v.(*atomic.Int32).Load()
+}
+
+func (g *govServer) new() *mcp.Server {
+	srv := mcp.NewServer(&mcp.Implementation{Name: "gov", Version: "1.0.0"}, nil)
+	add := func(name string, meta mcp.Meta, h mcp.ToolHandler) {
+		srv.AddTool(&mcp.Tool{Name: name, InputSchema: map[string]any{"type": "object"}, Meta: meta},
+			func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+				v, _ := g.calls.LoadOrStore(name, new(atomic.Int32))
+				v.(*atomic.Int32).Add(1)
+				return h(ctx, req)
+			})
+	}
+	view := mcp.Meta{"ui": map[string]any{"resourceUri": "ui://gov/secret.html"}}
+	add("secret", view, func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		return &mcp.CallToolResult{
+			Content: []mcp.Content{&mcp.TextContent{Text: "the card is " + secretCard}},
+			StructuredContent: map[string]any{
+				"card":  secretCard,
+				"cards": []any{"x " + secretCard, 42},
+				"owner": map[string]any{"name": "Ann", "card": secretCard},
+			},
+		}, nil
+	})
+	add("danger", nil, func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "deleted everything"}}}, nil
+	})
+	add("fails", nil, func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: "the backend is down"}}}, nil
+	})
+	add("slow", nil, func(ctx context.Context, _ *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		<-ctx.Done() // the client's cancellation ends it
+		return nil, ctx.Err()
+	})
+	srv.AddResource(&mcp.Resource{URI: "ui://gov/secret.html", Name: "secret", MIMEType: mcpapps.MIMEType},
+		func(context.Context, *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
+			return &mcp.ReadResourceResult{Contents: []*mcp.ResourceContents{{
+				URI: "ui://gov/secret.html", MIMEType: mcpapps.MIMEType, Text: htmlPage("secret view"),
+			}}}, nil
+		})
+	return srv
+}
+
+func govConfig(timeout string) agent.Config {
+	cfg := oneAgent(agent.ServerConfig{Name: "gov", Builtin: "gov", Timeout: timeout})
+	cfg.Agents[0].Rules = agent.RulesConfig{
+		DenyTools: []string{"gov/danger"},
+		Redact:    []string{`\b\d{4}-\d{4}-\d{4}-\d{4}\b`},
+	}
+	return cfg
+}
+
+// policyFunc adapts a function to agent.Policy, recording what it was asked.
+type policyFunc struct {
+	mu    sync.Mutex
+	asked []agent.Decision
+	deny  func(agent.Decision) error
+}
+
+func (p *policyFunc) Authorize(_ context.Context, d agent.Decision) error {
+	p.mu.Lock()
+	p.asked = append(p.asked, d)
+	p.mu.Unlock()
+	return p.deny(d)
+}
+
+// A data rule denies a tool: the call never reaches the server, the model
+// is told, and the audit log says refused.
+func TestDataRuleDeniesTool(t *testing.T) {
+	var g govServer
+	st := openStore(t)
+	s := newService(t, govConfig(""), agent.Options{Store: st, AppsEnabled: true, Builtins: map[string]func() *mcp.Server{"gov": g.new}})
+	ans := run(t, s, "/danger {}")
+	if len(ans.ToolErrors) != 1 || !strings.Contains(ans.ToolErrors[0].Message, "denyTools") {
+		t.Fatalf("tool errors = %+v", ans.ToolErrors)
+	}
+	if g.count("danger") != 0 {
+		t.Errorf("the denied call reached the server")
+	}
+	if strings.Contains(ans.Text, "deleted everything") {
+		t.Errorf("answer = %q", ans.Text)
+	}
+	recs := audit(t, st, agent.AuditToolCall)
+	if len(recs) != 1 || field(recs[0], "result") != agent.ResultRefused || !strings.Contains(field(recs[0], "why"), "denyTools") {
+		t.Errorf("audit = %+v", recs)
+	}
+}
+
+// A redact rule hides matching text in the result, in text content and in
+// structuredContent strings, before the model or the view sees it.
+func TestRedactRuleHidesSecretFromModelAndView(t *testing.T) {
+	var g govServer
+	st := openStore(t)
+	s := newService(t, govConfig(""), agent.Options{Store: st, AppsEnabled: true, Builtins: map[string]func() *mcp.Server{"gov": g.new}})
+	ans := run(t, s, "/secret {}")
+	if len(ans.Views) != 1 {
+		t.Fatalf("views = %d, refusals %+v", len(ans.Views), ans.Refusals)
+	}
+	if strings.Contains(ans.Text, secretCard) || !strings.Contains(ans.Text, "[redacted]") {
+		t.Errorf("answer text = %q", ans.Text)
+	}
+	v := ans.Views[0]
+	if strings.Contains(string(v.Result), secretCard) || !strings.Contains(string(v.Result), "[redacted]") {
+		t.Errorf("view result = %s", v.Result)
+	}
+	stored, err := st.View(context.Background(), v.ID)
+	if err != nil || strings.Contains(string(stored.Result), secretCard) {
+		t.Errorf("stored view result = %s (%v)", stored.Result, err)
+	}
+	var res mcp.CallToolResult
+	if err := json.Unmarshal(v.Result, &res); err != nil {
+		t.Fatal(err)
+	}
+	owner := res.StructuredContent.(map[string]any)["owner"].(map[string]any)
+	if owner["card"] != "[redacted]" || owner["name"] != "Ann" {
+		t.Errorf("nested structured content = %v", owner)
+	}
+
+	// The view's own calls are redacted too.
+	got, err := s.CallFromView(context.Background(), v, alice, "secret", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := json.Marshal(got)
+	if strings.Contains(string(b), secretCard) {
+		t.Errorf("the view's call result holds the secret: %s", b)
+	}
+}
+
+// The policy decides every call, the model's and the view's (FromView set);
+// a denial is an error for the view and a refusal for the model, audited.
+func TestPolicyDeniesCalls(t *testing.T) {
+	var g govServer
+	st := openStore(t)
+	p := &policyFunc{deny: func(d agent.Decision) error {
+		if d.Tool == "secret" && d.FromView {
+			return errors.New("views may not read secrets")
+		}
+		if d.Tool == "fails" {
+			return errors.New("nobody may call fails")
+		}
+		return nil
+	}}
+	s := newService(t, govConfig(""), agent.Options{Store: st, AppsEnabled: true, Policy: p, Builtins: map[string]func() *mcp.Server{"gov": g.new}})
+
+	ans := run(t, s, "/fails {}")
+	if len(ans.ToolErrors) != 1 || !strings.Contains(ans.ToolErrors[0].Message, "nobody may call fails") {
+		t.Errorf("model call: tool errors %+v", ans.ToolErrors)
+	}
+	if g.count("fails") != 0 {
+		t.Errorf("the denied call reached the server")
+	}
+
+	ans = run(t, s, "/secret {}")
+	if len(ans.Views) != 1 {
+		t.Fatalf("the model's secret call was not allowed: %+v", ans.ToolErrors)
+	}
+	_, err := s.CallFromView(context.Background(), ans.Views[0], alice, "secret", nil)
+	if !errors.Is(err, agent.ErrDenied) {
+		t.Errorf("view call: err = %v, want ErrDenied", err)
+	}
+	recs := audit(t, st, agent.AuditAppCall)
+	if len(recs) != 1 || field(recs[0], "result") != agent.ResultRefused || !strings.Contains(field(recs[0], "why"), "views may not read secrets") {
+		t.Errorf("view call audit = %+v", recs)
+	}
+
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	last := p.asked[len(p.asked)-1]
+	want := agent.Decision{Person: alice, AgentID: "default", Action: agent.ActionInvoke, Server: "gov", Tool: "secret", FromView: true}
+	if last != want {
+		t.Errorf("last decision = %+v, want %+v", last, want)
+	}
+}
+
+// A tool that reports an error (IsError) comes back as a tool error; the
+// run goes on and the answer says so.
+func TestToolErrorResultIsReported(t *testing.T) {
+	var g govServer
+	st := openStore(t)
+	s := newService(t, govConfig(""), agent.Options{Store: st, AppsEnabled: true, Builtins: map[string]func() *mcp.Server{"gov": g.new}})
+	ans := run(t, s, "/fails {}")
+	if len(ans.ToolErrors) != 1 || !strings.Contains(ans.ToolErrors[0].Message, "the backend is down") {
+		t.Errorf("tool errors = %+v", ans.ToolErrors)
+	}
+	if !strings.Contains(ans.Text, "could not be used") {
+		t.Errorf("answer = %q", ans.Text)
+	}
+	recs := audit(t, st, agent.AuditToolCall)
+	if len(recs) != 1 || field(recs[0], "result") != agent.ResultError {
+		t.Errorf("audit = %+v", recs)
+	}
+}
+
+// A server's timeout bounds each call: a slow tool comes back as a timeout
+// error, not a hung run.
+func TestServerTimeoutStopsSlowTool(t *testing.T) {
+	var g govServer
+	st := openStore(t)
+	s := newService(t, govConfig("200ms"), agent.Options{Store: st, AppsEnabled: true, Builtins: map[string]func() *mcp.Server{"gov": g.new}})
+	ans := run(t, s, "/slow {}")
+	if len(ans.ToolErrors) != 1 || !strings.Contains(ans.ToolErrors[0].Message, "timed out after 200ms") {
+		t.Fatalf("tool errors = %+v", ans.ToolErrors)
+	}
+	recs := audit(t, st, agent.AuditToolCall)
+	if len(recs) != 1 || field(recs[0], "result") != agent.ResultError {
+		t.Errorf("audit = %+v", recs)
+	}
+	// The server is still usable afterwards.
+	if ans := run(t, s, "/secret {}"); len(ans.Views) != 1 {
+		t.Errorf("after the timeout: %+v", ans.ToolErrors)
+	}
+}
