@@ -1,6 +1,7 @@
 // Package demo is the built-in demo MCP App server: a small MCP server with
 // interactive views (the MCP Apps extension, io.modelcontextprotocol/ui) that
-// the service runs in memory when no configuration names other servers. It
+// the service runs in memory for a server configured as "builtin: demo", and
+// for the default agent when there is no configuration file. It
 // shows, end to end, every kind of tool a host must handle: a tool with a
 // view, an app-only tool the view calls, a model-only tool without a view,
 // and a view that asks for the forms permission.
@@ -57,11 +58,15 @@
 //	closed      the host sent ui/resource-teardown
 //
 // #status (role="status") is a one-line human description of the same state.
+// A test that wants "the view renders with its data" waits for
+// body[data-state="ready"] and reads #total's data-value (sales) or #topic
+// (feedback).
 //
 // Sales view (SalesReportURI) element ids:
 //
 //	#title       "Sales report · {region} · {quarter}"
-//	#total       the formatted total; data-value holds the raw number
+//	#total       the total as currency (locale from hostContext.locale, else the
+//	             browser's); data-value holds the raw number
 //	#top         the best-selling product
 //	#revision    the revision shown (0 for the tool's own result); also body data-revision
 //	#chart       the inline SVG bar chart (role="img", with <title> and <desc>);
@@ -80,7 +85,9 @@
 //	#rating-1 … #rating-5   radio inputs named "rating"
 //	#comment     the textarea
 //	#submit      the submit button; disabled until ui/initialize is answered
-//	#result      the text of submit_feedback's result; data-feedback-id holds its id
+//	#result      hidden until a submission is answered; then the text of
+//	             submit_feedback's result, data-feedback-id its id (such as
+//	             FB-0001) and data-error "true" when the result had IsError
 //	#thanks      sends ui/message {role: "user", content: [{type: "text", ...}]}
 //	#open-link   sends ui/open-link {url: OpenLinkURL}
 package demo
