@@ -131,6 +131,9 @@ func open(ctx context.Context, path string, opts Options, migrations []migration
 		// A writer that must remap the file waits for every open read
 		// transaction; mapping generously up front makes that rare.
 		InitialMmapSize: 256 << 20,
+		// bbolt's statistics are a shared lock on every read; we do
+		// not use them.
+		NoStatistics: true,
 	})
 	if errors.Is(err, berrors.ErrTimeout) {
 		return nil, fmt.Errorf("store: open %s: still locked after %s (is another instance running?): %w", path, timeout, ErrLocked)

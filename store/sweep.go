@@ -18,7 +18,7 @@ import (
 const (
 	defaultSweepBatch = 1000
 	minSweepBatch     = 16
-	maxSweepBatch     = 8000
+	maxSweepBatch     = 2000
 	sweepTarget       = 50 * time.Millisecond
 )
 
@@ -98,7 +98,7 @@ func (s *Store) Sweep(ctx context.Context) (SweepStats, error) {
 		switch {
 		case took > sweepTarget/2:
 			batch = max(batch/2, minSweepBatch)
-		case took < sweepTarget/8:
+		case took < sweepTarget/5:
 			batch = min(batch*2, maxSweepBatch)
 		}
 	}

@@ -1,0 +1,173 @@
+package store_test
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"slices"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"teamsbot/store"
+)
+
+// benchTurn is what one bot turn writes: a run, one view whose 20 KB HTML
+// every turn shares, and one audit record.
+func benchTurn(i int64, now time.Time, html []byte) (store.Run, []store.NewView, []store.AuditRecord) {
+	id := fmt.Sprintf("%016x", i)
+	run := store.Run{ID: "run-" + id, AgentID: "default", TenantID: "tenant-1", UserID: "user-1",
+		Text: "Here is the chart you asked for.", CreatedAt: now}
+	v := sampleView("view-"+id, now, 7*24*time.Hour)
+	rec := store.AuditRecord{TenantID: "tenant-1", Action: "agent.mcp_app.view", Actor: "user-1",
+		Fields: map[string]any{"server": "demo", "tool": "show_chart", "uri": "ui://demo/chart.html"}}
+	return run, []store.NewView{{View: v, HTML: html}}, []store.AuditRecord{rec}
+}
+
+func benchHTML() []byte {
+	return bytes.Repeat([]byte("<div class=\"bar\" style=\"height:42px\"></div>\n"), 20<<10/45)
+}
+
+func reportGroups(b *testing.B, s *store.Store, before store.Stats) {
+	st := s.Stats()
+	if c := st.Commits - before.Commits; c > 0 {
+		b.ReportMetric(float64(st.Writes-before.Writes)/float64(c), "writes/commit")
+	}
+}
+
+// BenchmarkSaveRun measures one turn's write: alone (the latency a single
+// idle write sees, with p50 and p99) and with many writers at once (the
+// throughput group commit gives; run with -cpu to vary GOMAXPROCS, 25
+// writers per CPU).
+func BenchmarkSaveRun(b *testing.B) {
+	html := benchHTML()
+	ctx := context.Background()
+	b.Run("sequential", func(b *testing.B) {
+		s, _ := openTemp(b, newClock())
+		now := time.Now()
+		before := s.Stats()
+		lat := make([]time.Duration, 0, 1024)
+		var i int64
+		for b.Loop() {
+			i++
+			run, views, audit := benchTurn(i, now, html)
+			start := time.Now()
+			if err := s.SaveRun(ctx, run, views, audit); err != nil {
+				b.Fatal(err)
+			}
+			lat = append(lat, time.Since(start))
+		}
+		slices.Sort(lat)
+		b.ReportMetric(float64(lat[len(lat)/2].Microseconds())/1000, "p50-ms")
+		b.ReportMetric(float64(lat[len(lat)*99/100].Microseconds())/1000, "p99-ms")
+		reportGroups(b, s, before)
+	})
+	b.Run("parallel", func(b *testing.B) {
+		s, _ := openTemp(b, newClock())
+		now := time.Now()
+		before := s.Stats()
+		var n atomic.Int64
+		b.SetParallelism(25)
+		start := time.Now()
+		b.RunParallel(func(pb *testing.PB) {
+			for pb.Next() {
+				run, views, audit := benchTurn(n.Add(1), now, html)
+				if err := s.SaveRun(ctx, run, views, audit); err != nil {
+					b.Error(err)
+					return
+				}
+			}
+		})
+		b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "turns/s")
+		reportGroups(b, s, before)
+	})
+}
+
+// BenchmarkViewRead reads random views among 10,000.
+func BenchmarkViewRead(b *testing.B) {
+	ctx := context.Background()
+	clk := newClock()
+	s, _ := openTemp(b, clk)
+	html := benchHTML()
+	const n = 10_000
+	for r := range n / 100 {
+		var views []store.NewView
+		for i := range 100 {
+			views = append(views, store.NewView{View: sampleView(fmt.Sprintf("view-%05d", r*100+i), clk.Now(), time.Hour), HTML: html})
+		}
+		if err := s.SaveRun(ctx, store.Run{ID: fmt.Sprintf("run-%d", r)}, views, nil); err != nil {
+			b.Fatal(err)
+		}
+	}
+	ids := make([]string, n)
+	for i := range ids {
+		ids[i] = fmt.Sprintf("view-%05d", (i*7919)%n)
+	}
+	b.Run("sequential", func(b *testing.B) {
+		i := 0
+		for b.Loop() {
+			if _, err := s.View(ctx, ids[i%n]); err != nil {
+				b.Fatal(err)
+			}
+			i++
+		}
+	})
+	b.Run("parallel", func(b *testing.B) {
+		var next atomic.Int64
+		b.RunParallel(func(pb *testing.PB) {
+			for pb.Next() {
+				if _, err := s.View(ctx, ids[next.Add(1)%n]); err != nil {
+					b.Error(err)
+					return
+				}
+			}
+		})
+	})
+}
+
+// BenchmarkSweep sweeps 100,000 expired views (sharing 100 documents) and
+// reports the longest write transaction, which every other write of the
+// service waits behind.
+func BenchmarkSweep(b *testing.B) {
+	ctx := context.Background()
+	const total, perRun, docs = 100_000, 1000, 100
+	var longest time.Duration
+	var transactions int
+	for i := 0; i < b.N; i++ {
+		b.StopTimer()
+		clk := newClock()
+		s, _ := openTemp(b, clk)
+		start := clk.Now()
+		for r := range total / perRun {
+			views := make([]store.NewView, 0, perRun)
+			for j := range perRun {
+				n := r*perRun + j
+				views = append(views, store.NewView{
+					View: sampleView(fmt.Sprintf("view-%06d", n), start, time.Duration(n%1000+1)*time.Second),
+					HTML: fmt.Appendf(nil, "<!doctype html><p>document %d</p>", n%docs),
+				})
+			}
+			if err := s.SaveRun(ctx, store.Run{ID: fmt.Sprintf("run-%d", r)}, views, nil); err != nil {
+				b.Fatal(err)
+			}
+		}
+		clk.Set(start.Add(time.Hour))
+		b.StartTimer()
+		st, err := s.Sweep(ctx)
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.StopTimer()
+		if st.Views != total || st.HTML != docs {
+			b.Fatalf("Sweep = %+v, want %d views and %d documents", st, total, docs)
+		}
+		longest = max(longest, st.Longest)
+		transactions += st.Transactions
+		s.Close()
+		b.StartTimer()
+	}
+	b.ReportMetric(float64(longest.Microseconds())/1000, "longest-tx-ms")
+	b.ReportMetric(float64(transactions)/float64(b.N), "tx/sweep")
+	b.ReportMetric(0, "ns/op")
+	b.ReportMetric(float64(b.Elapsed().Milliseconds())/float64(b.N), "ms/sweep")
+}
