@@ -1,0 +1,740 @@
+package bot
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/golang-jwt/jwt/v4"
+	"github.com/labstack/echo/v4"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"teamsbot/agent"
+	"teamsbot/store"
+)
+
+// A person writes "/sales_report {}" in each kind of Teams conversation; the
+// built-in model calls the demo server's tool, which makes a view; the
+// answer card reaches the Bot Connector as a reply to the message, with an
+// Open button to the view when the public base URL is https and none when it
+// is http.
+func TestMessageInEachConversationType(t *testing.T) {
+	for _, base := range []string{httpsBaseURL, "http://localhost:3978"} {
+		t.Run(strings.Split(base, ":")[0], func(t *testing.T) {
+			h := newHarness(t, setup{publicBase: base})
+			for i, convType := range []string{"personal", "groupChat", "channel"} {
+				t.Run(convType, func(t *testing.T) {
+					convID := fmt.Sprintf("a:conv-%s-%d", convType, i)
+					if convType == "channel" {
+						convID = "19:channel@thread.tacv2;messageid=1700000000000"
+					}
+					actID := fmt.Sprintf("1700000000%03d", i)
+					status, body := h.send(h.message(convType, convID, actID, "/sales_report {}"))
+					if status != http.StatusAccepted {
+						t.Fatalf("POST %s = %d %s, want 202", Path, status, body)
+					}
+					calls := h.conn.waitFor(t, "the answer", hasReplyTo(actID))
+					reply, _ := replyTo(calls, actID)
+
+					if reply.ConversationID != convID {
+						t.Errorf("answer went to conversation %q, want %q", reply.ConversationID, convID)
+					}
+					if !strings.HasPrefix(reply.Auth, "Bearer bot-token-") {
+						t.Errorf("answer sent with Authorization %q, want the bot token", reply.Auth)
+					}
+					typing := false
+					for _, c := range calls {
+						if c.Activity.Type == "typing" && c.ConversationID == convID {
+							typing = true
+						}
+					}
+					if !typing {
+						t.Error("no typing indicator was sent")
+					}
+					if len(reply.Activity.Attachments) == 0 || reply.Activity.Attachments[0].ContentType != "application/vnd.microsoft.card.adaptive" {
+						t.Fatalf("answer has no Adaptive Card: %s", reply.Raw)
+					}
+					var urls []string
+					for _, a := range reply.Activity.Attachments {
+						urls = append(urls, openURLs(t, a.Content)...)
+					}
+					if base == httpsBaseURL {
+						if len(urls) != 1 || !strings.HasPrefix(urls[0], httpsBaseURL+"/mcp-apps/") {
+							t.Fatalf("Open buttons %q, want one to %s/mcp-apps/{id}", urls, httpsBaseURL)
+						}
+						// The button opens a view that exists and belongs to the writer.
+						id := strings.TrimPrefix(urls[0], httpsBaseURL+"/mcp-apps/")
+						v, err := h.store.View(context.Background(), id)
+						if err != nil {
+							t.Fatalf("view %s behind the Open button: %v", id, err)
+						}
+						if v.UserID != testUserOID || v.TenantID != testTenant || v.Tool != "sales_report" {
+							t.Errorf("view is for %s/%s tool %s, want %s/%s sales_report", v.TenantID, v.UserID, v.Tool, testTenant, testUserOID)
+						}
+					} else if len(urls) != 0 {
+						t.Errorf("Open buttons %q with an http public base URL, want none", urls)
+					}
+					if !strings.Contains(string(reply.Raw), "sales_report") && !strings.Contains(strings.ToLower(string(reply.Raw)), "sales") {
+						t.Errorf("answer does not name the view: %s", reply.Raw)
+					}
+				})
+			}
+		})
+	}
+}
+
+// Forged, broken and misaddressed tokens are refused with 401 or 403 and a
+// log line naming the reason; nothing panics, no agent runs, nothing is
+// sent.
+func TestForgedTokensRejected(t *testing.T) {
+	h := newHarness(t, setup{})
+	h.bf.addKey(t, "key-emulator-only", "emulator")
+	stranger := newFakeBotFramework(t).addKey(t, "key-1", "msteams") // same kid, unpublished key
+
+	good := func(mut func(jwt.MapClaims)) jwt.MapClaims {
+		c := h.claims()
+		if mut != nil {
+			mut(c)
+		}
+		return c
+	}
+	pubDER := h.bf.key("key-1").PublicKey
+	cases := []struct {
+		name   string
+		auth   func() string
+		status int
+		reason string
+	}{
+		{"no token", func() string { return "" }, 401, ReasonMissingToken},
+		{"not a bearer token", func() string { return "Basic dXNlcjpwYXNz" }, 401, ReasonMissingToken},
+		{"malformed JWT", func() string { return "Bearer not.a-jwt" }, 401, ReasonMalformed},
+		{"garbage segments", func() string { return "Bearer ###.###.###" }, 401, ReasonMalformed},
+		{"alg none", func() string {
+			return "Bearer " + sign(t, jwt.SigningMethodNone, "key-1", jwt.UnsafeAllowNoneSignatureType, good(nil))
+		}, 401, ReasonAlgorithm},
+		{"HS256 keyed with the public key", func() string {
+			n := pubDER.N.Bytes()
+			return "Bearer " + sign(t, jwt.SigningMethodHS256, "key-1", n, good(nil))
+		}, 401, ReasonAlgorithm},
+		{"RS512 instead of RS256", func() string {
+			return "Bearer " + sign(t, jwt.SigningMethodRS512, "key-1", h.bf.key("key-1"), good(nil))
+		}, 401, ReasonAlgorithm},
+		{"wrong issuer", func() string {
+			return "Bearer " + h.token(good(func(c jwt.MapClaims) { c["iss"] = "https://sts.windows.net/" + testTenant + "/" }))
+		}, 401, ReasonIssuer},
+		{"wrong audience", func() string {
+			return "Bearer " + h.token(good(func(c jwt.MapClaims) { c["aud"] = "some-other-bot" }))
+		}, 401, ReasonAudience},
+		{"aud array without app id", func() string {
+			return "Bearer " + h.token(good(func(c jwt.MapClaims) { c["aud"] = []string{"a", "b"} }))
+		}, 401, ReasonAudience},
+		{"expired beyond skew", func() string {
+			return "Bearer " + h.token(good(func(c jwt.MapClaims) { c["exp"] = h.now().Add(-6 * time.Minute).Unix() }))
+		}, 401, ReasonExpired},
+		{"nbf in the future beyond skew", func() string {
+			return "Bearer " + h.token(good(func(c jwt.MapClaims) { c["nbf"] = h.now().Add(10 * time.Minute).Unix() }))
+		}, 401, ReasonNotYetValid},
+		{"missing exp", func() string {
+			return "Bearer " + h.token(good(func(c jwt.MapClaims) { delete(c, "exp") }))
+		}, 401, ReasonMissingExpiry},
+		{"exp not a number", func() string {
+			return "Bearer " + h.token(good(func(c jwt.MapClaims) { c["exp"] = "tomorrow" }))
+		}, 401, ReasonMalformed},
+		{"unknown kid", func() string {
+			return "Bearer " + sign(t, jwt.SigningMethodRS256, "key-nobody-published", h.bf.key("key-1"), good(nil))
+		}, 401, ReasonUnknownKey},
+		{"no kid", func() string {
+			return "Bearer " + sign(t, jwt.SigningMethodRS256, "", h.bf.key("key-1"), good(nil))
+		}, 401, ReasonUnknownKey},
+		{"bad signature (another key, published kid)", func() string {
+			return "Bearer " + sign(t, jwt.SigningMethodRS256, "key-1", stranger, good(nil))
+		}, 401, ReasonSignature},
+		{"tampered payload", func() string {
+			tok := h.token(good(nil))
+			parts := strings.Split(tok, ".")
+			forged := h.token(good(func(c jwt.MapClaims) { c["aud"] = []string{testAppID, "x"} }))
+			return "Bearer " + parts[0] + "." + strings.Split(forged, ".")[1] + "." + parts[2]
+		}, 401, ReasonSignature},
+		{"serviceurl mismatch", func() string {
+			return "Bearer " + h.token(good(func(c jwt.MapClaims) { c["serviceurl"] = "https://evil.example.com/" }))
+		}, 401, ReasonServiceURL},
+		{"missing serviceurl", func() string {
+			return "Bearer " + h.token(good(func(c jwt.MapClaims) { delete(c, "serviceurl") }))
+		}, 401, ReasonServiceURL},
+		{"serviceurl not a string", func() string {
+			return "Bearer " + h.token(good(func(c jwt.MapClaims) { c["serviceurl"] = 42 }))
+		}, 401, ReasonMalformed},
+		{"endorsement lacking channelId", func() string {
+			return "Bearer " + sign(t, jwt.SigningMethodRS256, "key-emulator-only", h.bf.key("key-emulator-only"), good(nil))
+		}, 403, ReasonEndorsement},
+	}
+	for i, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			before := counterValue(t, h.reg, "teamsbot_bot_auth_failures_total", map[string]string{"reason": tc.reason})
+			status, body := h.post(h.message("personal", "a:forged", fmt.Sprintf("forged-%d", i), "/sales_report {}"), tc.auth())
+			if status != tc.status {
+				t.Fatalf("status %d (%s), want %d", status, body, tc.status)
+			}
+			if after := counterValue(t, h.reg, "teamsbot_bot_auth_failures_total", map[string]string{"reason": tc.reason}); after != before+1 {
+				t.Errorf("auth failures{reason=%s} went from %v to %v, want +1", tc.reason, before, after)
+			}
+			if !strings.Contains(h.logs.String(), "reason="+tc.reason) {
+				t.Errorf("no log line with reason=%s", tc.reason)
+			}
+		})
+	}
+	h.shutdown()
+	if calls := h.conn.snapshot(); len(calls) != 0 {
+		t.Fatalf("forged requests made the bot send %d activities", len(calls))
+	}
+	if strings.Contains(h.logs.String(), "eyJ") {
+		t.Error("a token appears in the logs")
+	}
+}
+
+// A token signed with a key published after the bot cached the keys (a key
+// rollover) is accepted after one refresh; further unknown key ids do not
+// refresh again within the hour, and do once the hour has passed.
+func TestKeyRolloverRefreshesAtMostHourly(t *testing.T) {
+	h := newHarness(t, setup{})
+	ping := func(kid string) int {
+		t.Helper()
+		a := h.message("personal", "a:rollover", "r-"+kid, "")
+		a["type"] = "messageReaction" // acknowledged without a turn
+		status, _ := h.post(a, "Bearer "+sign(t, jwt.SigningMethodRS256, kid, h.bf.key(kid), h.claims()))
+		return status
+	}
+	if s := ping("key-1"); s != http.StatusOK {
+		t.Fatalf("first activity: %d", s)
+	}
+	if n := h.bf.fetchCount(); n != 1 {
+		t.Fatalf("%d JWKS fetches after the first activity, want 1", n)
+	}
+	if s := ping("key-1"); s != http.StatusOK || h.bf.fetchCount() != 1 {
+		t.Fatalf("second activity: status %d, %d fetches; keys should be cached", s, h.bf.fetchCount())
+	}
+
+	h.bf.addKey(t, "key-2", "msteams")
+	if s := ping("key-2"); s != http.StatusOK {
+		t.Fatalf("token from the rolled-over key: %d, want 200", s)
+	}
+	if n := h.bf.fetchCount(); n != 2 {
+		t.Fatalf("%d JWKS fetches after the rollover, want 2", n)
+	}
+
+	h.bf.addKey(t, "key-3", "msteams")
+	if s := ping("key-3"); s != http.StatusUnauthorized {
+		t.Fatalf("second unknown kid within the hour: %d, want 401", s)
+	}
+	if n := h.bf.fetchCount(); n != 2 {
+		t.Fatalf("%d JWKS fetches, want still 2 within the hour", n)
+	}
+
+	h.clock.Advance(61 * time.Minute)
+	if s := ping("key-3"); s != http.StatusOK {
+		t.Fatalf("unknown kid after an hour: %d, want 200 after a refresh", s)
+	}
+	if n := h.bf.fetchCount(); n != 3 {
+		t.Fatalf("%d JWKS fetches, want 3", n)
+	}
+
+	// Keys older than a day are refreshed even when the kid is known.
+	h.clock.Advance(25 * time.Hour)
+	if s := ping("key-1"); s != http.StatusOK || h.bf.fetchCount() != 4 {
+		t.Fatalf("after a day: status %d, %d fetches, want 200 and 4", s, h.bf.fetchCount())
+	}
+}
+
+// Many requests arriving before any key is cached share one fetch.
+func TestConcurrentFirstRequestsShareOneKeyFetch(t *testing.T) {
+	h := newHarness(t, setup{})
+	release := make(chan struct{})
+	h.bf.mu.Lock()
+	h.bf.metaDelay = release
+	h.bf.mu.Unlock()
+	var wg sync.WaitGroup
+	statuses := make([]int, 20)
+	for i := range statuses {
+		wg.Go(func() {
+			a := h.message("personal", "a:burst", fmt.Sprintf("b-%d", i), "")
+			a["type"] = "event"
+			statuses[i], _ = h.send(a)
+		})
+	}
+	// Let the requests pile up on the one fetch, then let it finish.
+	for {
+		h.bf.mu.Lock()
+		n := h.bf.metaGets
+		h.bf.mu.Unlock()
+		if n >= 1 {
+			break
+		}
+		time.Sleep(time.Millisecond)
+	}
+	close(release)
+	wg.Wait()
+	for i, s := range statuses {
+		if s != http.StatusOK {
+			t.Errorf("request %d: %d", i, s)
+		}
+	}
+	if n := h.bf.fetchCount(); n != 1 {
+		t.Errorf("%d JWKS fetches for 20 concurrent first requests, want 1", n)
+	}
+}
+
+// Teams retries an activity it gave up on; the retry is acknowledged but
+// the agent runs once and one answer is sent.
+func TestRetryIsDeduplicated(t *testing.T) {
+	h := newHarness(t, setup{})
+	msg := h.message("personal", "a:retry", "1700000000999", "/sales_report {}")
+	if s, b := h.send(msg); s != http.StatusAccepted {
+		t.Fatalf("first delivery: %d %s", s, b)
+	}
+	h.conn.waitFor(t, "the answer", hasReplyTo("1700000000999"))
+	for range 3 {
+		if s, b := h.send(msg); s != http.StatusOK && s != http.StatusAccepted {
+			t.Fatalf("retry: %d %s", s, b)
+		}
+	}
+	// The same activity id in another conversation is another message.
+	other := h.message("personal", "a:retry-2", "1700000000999", "/sales_report {}")
+	if s, _ := h.send(other); s != http.StatusAccepted {
+		t.Fatalf("same id, other conversation: %d", s)
+	}
+	h.shutdown()
+	answers, runs := 0, 0
+	for _, c := range h.conn.snapshot() {
+		if c.Activity.Type == "message" && c.ConversationID == "a:retry" {
+			answers++
+		}
+		if c.Activity.Type == "message" {
+			runs++
+		}
+	}
+	if answers != 1 {
+		t.Errorf("%d answers in the retried conversation, want 1", answers)
+	}
+	if runs != 2 {
+		t.Errorf("%d answers in all, want 2 (one per conversation)", runs)
+	}
+	audit, err := h.store.Audit(context.Background(), store.AuditQuery{TenantID: testTenant, Action: "agent.mcp_app.view"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(audit) != 2 {
+		t.Errorf("%d views made, want 2: the agent ran more than once per message", len(audit))
+	}
+	if d := counterValue(t, h.reg, "teamsbot_bot_turns_total", map[string]string{"outcome": "duplicate"}); d != 3 {
+		t.Errorf("turns{outcome=duplicate} = %v, want 3", d)
+	}
+}
+
+// The Bot Connector throttles the answer with 429 and Retry-After; the bot
+// waits as told and the answer goes through.
+func TestConnectorThrottledThenSucceeds(t *testing.T) {
+	h := newHarness(t, setup{})
+	var mu sync.Mutex
+	var waits []time.Duration
+	h.bot.conn.sleep = func(ctx context.Context, d time.Duration) error {
+		mu.Lock()
+		waits = append(waits, d)
+		mu.Unlock()
+		return nil
+	}
+	h.conn.mu.Lock()
+	h.conn.throttle = 1
+	h.conn.mu.Unlock()
+	if s, b := h.send(h.message("personal", "a:throttled", "t-1", "/sales_report {}")); s != http.StatusAccepted {
+		t.Fatalf("%d %s", s, b)
+	}
+	h.conn.waitFor(t, "the answer after a 429", hasReplyTo("t-1"))
+	h.shutdown()
+	mu.Lock()
+	defer mu.Unlock()
+	if len(waits) != 1 || waits[0] != time.Second {
+		t.Errorf("waits before retrying %v, want [1s] from Retry-After", waits)
+	}
+	if r := counterValue(t, h.reg, "teamsbot_bot_connector_retries_total", nil); r != 1 {
+		t.Errorf("connector retries = %v, want 1", r)
+	}
+	if n := h.tokens.callCount(); n != 1 {
+		t.Errorf("%d token fetches, want 1 (cached across calls)", n)
+	}
+}
+
+// A bot whose token endpoint cannot be reached logs why, sends nothing,
+// runs no agent and keeps serving.
+func TestTokenEndpointUnreachable(t *testing.T) {
+	dead := httptest.NewServer(http.NotFoundHandler())
+	deadURL := dead.URL + "/" + testTenant + "/oauth2/v2.0/token"
+	dead.Close()
+	h := newHarness(t, setup{tokenURL: deadURL})
+	for i := range 2 {
+		if s, b := h.send(h.message("personal", "a:no-token", fmt.Sprintf("nt-%d", i), "/sales_report {}")); s != http.StatusAccepted {
+			t.Fatalf("%d %s", s, b)
+		}
+	}
+	h.shutdown()
+	logs := h.logs.String()
+	if !containsAll(logs, "token endpoint", "unreachable", "turn failed") {
+		t.Errorf("logs do not say the token endpoint is unreachable:\n%s", logs)
+	}
+	if calls := h.conn.snapshot(); len(calls) != 0 {
+		t.Errorf("%d activities reached the connector without a token", len(calls))
+	}
+	if f := counterValue(t, h.reg, "teamsbot_bot_turns_total", map[string]string{"outcome": "failed"}); f != 2 {
+		t.Errorf("turns{outcome=failed} = %v, want 2", f)
+	}
+	audit, _ := h.store.Audit(context.Background(), store.AuditQuery{TenantID: testTenant})
+	if len(audit) != 0 {
+		t.Errorf("the agent ran (%d audit records) though no answer could be sent", len(audit))
+	}
+}
+
+// Installing the app stores the conversation reference and welcomes once;
+// uninstalling (or removing the bot) removes the reference.
+func TestInstallAndUninstall(t *testing.T) {
+	h := newHarness(t, setup{})
+	ctx := context.Background()
+	key := ConversationKey(testTenant, "a:install")
+
+	install := h.message("personal", "a:install", "", "")
+	delete(install, "text")
+	install["type"] = "installationUpdate"
+	install["action"] = "add"
+	if s, b := h.send(install); s != http.StatusOK {
+		t.Fatalf("installationUpdate add: %d %s", s, b)
+	}
+	ref, err := h.store.Conversation(ctx, key)
+	if err != nil {
+		t.Fatalf("reference after install: %v", err)
+	}
+	if ref.ServiceURL != h.conn.srv.URL || ref.ChannelID != "msteams" || ref.BotID != testBotMRI || ref.TenantID != testTenant {
+		t.Errorf("stored reference %+v", ref)
+	}
+	var cr struct {
+		ServiceURL   string `json:"serviceUrl"`
+		Conversation struct {
+			ID string `json:"id"`
+		} `json:"conversation"`
+		Bot struct {
+			ID string `json:"id"`
+		} `json:"bot"`
+	}
+	if err := json.Unmarshal(ref.Reference, &cr); err != nil || cr.Conversation.ID != "a:install" || cr.Bot.ID != testBotMRI {
+		t.Errorf("ConversationReference JSON %s (%v)", ref.Reference, err)
+	}
+
+	// Teams also sends conversationUpdate with the bot among membersAdded.
+	added := h.message("personal", "a:install", "", "")
+	delete(added, "text")
+	added["type"] = "conversationUpdate"
+	added["membersAdded"] = []any{map[string]any{"id": testBotMRI}}
+	if s, b := h.send(added); s != http.StatusOK {
+		t.Fatalf("conversationUpdate: %d %s", s, b)
+	}
+	h.conn.waitFor(t, "the welcome card", func(c []received) bool { return len(c) >= 1 })
+
+	// A person joining a group chat is no reason to store anything.
+	joined := h.message("groupChat", "a:group", "", "")
+	joined["type"] = "conversationUpdate"
+	joined["membersAdded"] = []any{map[string]any{"id": "29:someone"}}
+	if s, _ := h.send(joined); s != http.StatusOK {
+		t.Fatalf("member joined: %d", s)
+	}
+	if _, err := h.store.Conversation(ctx, ConversationKey(testTenant, "a:group")); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("a person joining stored a reference: %v", err)
+	}
+
+	uninstall := h.message("personal", "a:install", "", "")
+	uninstall["type"] = "installationUpdate"
+	uninstall["action"] = "remove"
+	if s, b := h.send(uninstall); s != http.StatusOK {
+		t.Fatalf("installationUpdate remove: %d %s", s, b)
+	}
+	if _, err := h.store.Conversation(ctx, key); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("reference after uninstall: %v, want ErrNotFound", err)
+	}
+
+	// The bot added to a channel, then removed from it.
+	chAdd := h.message("channel", "19:general@thread.tacv2", "", "")
+	chAdd["type"] = "conversationUpdate"
+	chAdd["membersAdded"] = []any{map[string]any{"id": testBotMRI}}
+	h.send(chAdd)
+	chKey := ConversationKey(testTenant, "19:general@thread.tacv2")
+	if _, err := h.store.Conversation(ctx, chKey); err != nil {
+		t.Fatalf("channel reference: %v", err)
+	}
+	chRm := h.message("channel", "19:general@thread.tacv2", "", "")
+	chRm["type"] = "conversationUpdate"
+	chRm["membersRemoved"] = []any{map[string]any{"id": testBotMRI}}
+	h.send(chRm)
+	if _, err := h.store.Conversation(ctx, chKey); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("channel reference after removal: %v", err)
+	}
+
+	h.shutdown()
+	welcomes := map[string]int{}
+	for _, c := range h.conn.snapshot() {
+		if c.Activity.Type == "message" && len(c.Activity.Attachments) > 0 {
+			welcomes[c.ConversationID]++
+		}
+	}
+	if welcomes["a:install"] != 1 || welcomes["19:general@thread.tacv2"] != 1 || len(welcomes) != 2 {
+		t.Errorf("welcome cards per conversation %v, want one each for the install and the channel", welcomes)
+	}
+}
+
+// A run slower than WorkingAfter first shows a "working on it" card, which
+// the answer then replaces (PUT on the same activity id).
+func TestSlowRunPostsWorkingCardThenUpdatesIt(t *testing.T) {
+	release := make(chan struct{})
+	slow := func() *mcp.Server {
+		s := mcp.NewServer(&mcp.Implementation{Name: "slow", Version: "1.0.0"}, nil)
+		mcp.AddTool(s, &mcp.Tool{Name: "wait_for_release", Description: "waits until the test lets it finish"},
+			func(ctx context.Context, _ *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, any, error) {
+				select {
+				case <-release:
+				case <-ctx.Done():
+					return nil, nil, ctx.Err()
+				}
+				return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "done waiting"}}}, nil, nil
+			})
+		return s
+	}
+	h := newHarness(t, setup{
+		workingAfter: time.Millisecond,
+		builtins:     map[string]func() *mcp.Server{"slow": slow},
+		servers:      []agent.ServerConfig{{Name: "slow", Builtin: "slow"}},
+	})
+	if s, b := h.send(h.message("personal", "a:slow", "s-1", "/wait_for_release {}")); s != http.StatusAccepted {
+		t.Fatalf("%d %s", s, b)
+	}
+	calls := h.conn.waitFor(t, "the working card", hasReplyTo("s-1"))
+	working, _ := replyTo(calls, "s-1")
+	close(release)
+	calls = h.conn.waitFor(t, "the update", func(c []received) bool {
+		for _, x := range c {
+			if x.Method == http.MethodPut {
+				return true
+			}
+		}
+		return false
+	})
+	var update received
+	for _, c := range calls {
+		if c.Method == http.MethodPut {
+			update = c
+		}
+	}
+	h.shutdown()
+	if update.ConversationID != "a:slow" || update.ActivityID == "" {
+		t.Fatalf("update went to %q/%q", update.ConversationID, update.ActivityID)
+	}
+	// The PUT names the id the connector gave the working card.
+	if update.ActivityID != working.AssignedID {
+		t.Errorf("update of %q, but the working card's id is %q", update.ActivityID, working.AssignedID)
+	}
+	if string(working.Activity.Attachments[0].Content) == string(update.Activity.Attachments[0].Content) {
+		t.Error("the update did not change the card")
+	}
+	if !strings.Contains(string(update.Raw), "done waiting") && !strings.Contains(string(update.Raw), "wait_for_release") {
+		t.Errorf("the update is not the answer: %s", update.Raw)
+	}
+	for _, c := range h.conn.snapshot() {
+		if c.Method == http.MethodPost && c.ActivityID == "s-1" && c.Activity.Type == "message" && string(c.Raw) != string(working.Raw) {
+			t.Errorf("a second answer was posted instead of updating: %s", c.Raw)
+		}
+	}
+}
+
+// A message without a tenant or a user object id gets a polite refusal
+// card and no run.
+func TestMessageWithoutPersonIsRefused(t *testing.T) {
+	h := newHarness(t, setup{})
+	noUser := h.message("personal", "a:anon", "anon-1", "/sales_report {}")
+	noUser["from"] = map[string]any{"id": "29:guest", "name": "Guest"}
+	noTenant := h.message("personal", "a:anon", "anon-2", "/sales_report {}")
+	noTenant["channelData"] = map[string]any{}
+	for _, m := range []map[string]any{noUser, noTenant} {
+		if s, b := h.send(m); s != http.StatusAccepted {
+			t.Fatalf("%d %s", s, b)
+		}
+	}
+	h.shutdown()
+	calls := h.conn.snapshot()
+	for _, id := range []string{"anon-1", "anon-2"} {
+		c, ok := replyTo(calls, id)
+		if !ok {
+			t.Fatalf("no refusal card for %s", id)
+		}
+		if len(c.Activity.Attachments) != 1 || len(openURLs(t, c.Activity.Attachments[0].Content)) != 0 {
+			t.Errorf("refusal for %s: %s", id, c.Raw)
+		}
+	}
+	audit, _ := h.store.Audit(context.Background(), store.AuditQuery{})
+	if len(audit) != 0 {
+		t.Errorf("the agent ran for a message without a person (%d audit records)", len(audit))
+	}
+}
+
+// Malformed requests get 400 (or 413) with a clear message, never a panic.
+func TestMalformedActivities(t *testing.T) {
+	h := newHarness(t, setup{})
+	huge := `{"type":"message","text":"` + strings.Repeat("x", DefaultMaxBodyBytes) + `"}`
+	noService := h.message("personal", "a:x", "m-1", "hi")
+	delete(noService, "serviceUrl")
+	noConv := h.message("personal", "a:x", "m-2", "hi")
+	delete(noConv, "conversation")
+	noType := h.message("personal", "a:x", "m-3", "hi")
+	delete(noType, "type")
+	wrongType := h.message("personal", "a:x", "m-4", "hi")
+	wrongType["from"] = "not an object"
+	cases := []struct {
+		name   string
+		body   any
+		status int
+		want   string
+	}{
+		{"not JSON", "{this is not json", 400, "malformed activity JSON"},
+		{"empty body", "", 400, "malformed activity JSON"},
+		{"JSON array", "[1,2,3]", 400, "malformed activity JSON"},
+		{"from is a string", wrongType, 400, "malformed activity JSON"},
+		{"no serviceUrl", noService, 400, "missing serviceUrl"},
+		{"no conversation", noConv, 400, "missing conversation.id"},
+		{"no type", noType, 400, "missing type"},
+		{"too large", huge, 413, "larger than"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			s, b := h.send(tc.body)
+			if s != tc.status || !strings.Contains(b, tc.want) {
+				t.Fatalf("%d %s, want %d with %q", s, b, tc.status, tc.want)
+			}
+		})
+	}
+	h.shutdown()
+	if n := len(h.conn.snapshot()); n != 0 {
+		t.Errorf("malformed activities made the bot send %d activities", n)
+	}
+}
+
+// Invokes are answered in the HTTP response; other activity types are
+// acknowledged with 200 and ignored.
+func TestInvokeAndOtherTypes(t *testing.T) {
+	h := newHarness(t, setup{})
+	inv := h.message("personal", "a:inv", "inv-1", "")
+	inv["type"] = "invoke"
+	inv["name"] = "adaptiveCard/action"
+	inv["value"] = map[string]any{"action": map[string]any{"type": "Action.Execute", "verb": "refresh"}, "trigger": "manual"}
+	s, b := h.send(inv)
+	if s != http.StatusOK {
+		t.Fatalf("invoke: %d %s", s, b)
+	}
+	var body struct {
+		StatusCode int    `json:"statusCode"`
+		Type       string `json:"type"`
+		Value      string `json:"value"`
+	}
+	if err := json.Unmarshal([]byte(b), &body); err != nil || body.StatusCode != 200 || body.Type != "application/vnd.microsoft.activity.message" || body.Value == "" {
+		t.Errorf("invoke response body %s (%v)", b, err)
+	}
+	for _, typ := range []string{"typing", "messageReaction", "event", "endOfConversation", "somethingNew"} {
+		a := h.message("personal", "a:other", "o-"+typ, "")
+		a["type"] = typ
+		a["value"] = "a string value is fine here"
+		if s, b := h.send(a); s != http.StatusOK {
+			t.Errorf("%s: %d %s, want 200", typ, s, b)
+		}
+	}
+	h.shutdown()
+	if n := len(h.conn.snapshot()); n != 0 {
+		t.Errorf("%d activities sent for activities that need no answer", n)
+	}
+}
+
+// Without an app id the bot takes unauthenticated activities from loopback
+// and answers without a token; a request from another address is refused
+// by its TCP peer address, whatever its headers say.
+func TestLocalModeLoopbackOnly(t *testing.T) {
+	h := newHarness(t, setup{local: true})
+	if !h.bot.LocalMode() || !strings.Contains(h.logs.String(), "local mode") {
+		t.Fatal("local mode not reported at start")
+	}
+	if s, b := h.post(h.message("personal", "a:local", "l-1", "/sales_report {}"), ""); s != http.StatusAccepted {
+		t.Fatalf("loopback activity: %d %s", s, b)
+	}
+	calls := h.conn.waitFor(t, "the answer", hasReplyTo("l-1"))
+	c, _ := replyTo(calls, "l-1")
+	if c.Auth != "" {
+		t.Errorf("local mode sent Authorization %q", c.Auth)
+	}
+
+	e := echo.New()
+	h.bot.Register(e)
+	data, _ := json.Marshal(h.message("personal", "a:local", "l-2", "/sales_report {}"))
+	req := httptest.NewRequest(http.MethodPost, Path, strings.NewReader(string(data)))
+	req.RemoteAddr = "203.0.113.7:51234"
+	req.Header.Set("X-Forwarded-For", "127.0.0.1")
+	rec := httptest.NewRecorder()
+	e.ServeHTTP(rec, req)
+	if rec.Code != http.StatusForbidden {
+		t.Fatalf("non-loopback peer in local mode: %d %s, want 403", rec.Code, rec.Body)
+	}
+}
+
+// serviceUrl checks: the bot token only goes to https, or to loopback http
+// when allowed.
+func TestServiceURLRules(t *testing.T) {
+	c := &connector{}
+	for _, u := range []string{"http://127.0.0.1:8080/", "ftp://x/", "https://user:pw@smba.trafficmanager.net/", "https://smba.trafficmanager.net/?x=1", "not a url", "/relative"} {
+		if _, err := c.checkServiceURL(u); !errors.Is(err, ErrServiceURL) {
+			t.Errorf("%q accepted", u)
+		}
+	}
+	if _, err := c.checkServiceURL("https://smba.trafficmanager.net/amer/"); err != nil {
+		t.Error(err)
+	}
+	c.allowLoopback = true
+	for _, u := range []string{"http://127.0.0.1:8080/", "http://localhost:1/", "http://[::1]:2/"} {
+		if _, err := c.checkServiceURL(u); err != nil {
+			t.Errorf("%q refused with loopback allowed: %v", u, err)
+		}
+	}
+	if _, err := c.checkServiceURL("http://10.0.0.1/"); err == nil {
+		t.Error("non-loopback http accepted")
+	}
+}
+
+func TestTokenURL(t *testing.T) {
+	if got := TokenURL(""); got != "https://login.microsoftonline.com/botframework.com/oauth2/v2.0/token" {
+		t.Error(got)
+	}
+	if got := TokenURL(testTenant); got != "https://login.microsoftonline.com/"+testTenant+"/oauth2/v2.0/token" {
+		t.Error(got)
+	}
+}
+
+func TestRetryAfter(t *testing.T) {
+	now := time.Date(2026, 12, 2, 10, 0, 0, 0, time.UTC)
+	for h, want := range map[string]time.Duration{
+		"":                              -1,
+		"3":                             3 * time.Second,
+		"-1":                            -1,
+		"soon":                          -1,
+		"Wed, 02 Dec 2026 10:00:07 GMT": 7 * time.Second,
+		"Wed, 02 Dec 2026 09:00:00 GMT": 0,
+	} {
+		if got := retryAfter(h, now); got != want {
+			t.Errorf("retryAfter(%q) = %v, want %v", h, got, want)
+		}
+	}
+}

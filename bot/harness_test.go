@@ -1,0 +1,368 @@
+package bot
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/golang-jwt/jwt/v4"
+	"github.com/labstack/echo/v4"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"teamsbot/agent"
+	"teamsbot/store"
+)
+
+const (
+	testAppID    = "6f1c1d2e-0000-4000-8000-00000000b07a"
+	testSecret   = "app-password-for-tests"
+	testTenant   = "72f988bf-0000-4000-8000-0000000000aa"
+	testUserOID  = "0b5e0a7e-0000-4000-8000-000000000001"
+	testBotMRI   = "28:" + testAppID
+	httpsBaseURL = "https://teams.example.com"
+)
+
+// clock is a settable clock for token times and the retry filter.
+type clock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func (c *clock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.t
+}
+
+func (c *clock) Advance(d time.Duration) {
+	c.mu.Lock()
+	c.t = c.t.Add(d)
+	c.mu.Unlock()
+}
+
+// syncBuffer collects log lines from concurrent goroutines.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+type setup struct {
+	local        bool
+	publicBase   string
+	workingAfter time.Duration
+	tokenURL     string
+	builtins     map[string]func() *mcp.Server
+	servers      []agent.ServerConfig
+	realClock    bool
+	quietLogs    bool
+}
+
+// harness is the whole bot on loopback: an Echo server with the bot, the
+// real agent with the built-in model and demo server, a real bbolt file,
+// and the fakes for the Bot Framework.
+type harness struct {
+	t      testing.TB
+	bf     *fakeBotFramework
+	tokens *fakeTokenEndpoint
+	conn   *fakeConnector
+	bot    *Bot
+	store  *store.Store
+	agent  *agent.Service
+	url    string
+	clock  *clock
+	now    func() time.Time
+	logs   *syncBuffer
+	reg    *prometheus.Registry
+	client *http.Client
+}
+
+func newHarness(t testing.TB, s setup) *harness {
+	t.Helper()
+	h := &harness{t: t, logs: &syncBuffer{}, reg: prometheus.NewRegistry(), clock: &clock{t: time.Now()}}
+	h.now = h.clock.Now
+	if s.realClock {
+		h.now = time.Now
+	}
+	var logger *slog.Logger
+	if s.quietLogs {
+		logger = slog.New(slog.NewTextHandler(h.logs, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	} else {
+		logger = slog.New(slog.NewTextHandler(h.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("bot logs:\n%s", h.logs.String())
+		}
+	})
+
+	ctx := context.Background()
+	st, err := store.Open(ctx, filepath.Join(t.TempDir(), "teamsbot.db"), store.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.store = st
+	cfg := agent.DefaultConfig()
+	cfg.Agents[0].Servers = append(cfg.Agents[0].Servers, s.servers...)
+	ag, err := agent.New(ctx, cfg, agent.Options{Store: st, AppsEnabled: true, Builtins: s.builtins})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.agent = ag
+
+	h.bf = newFakeBotFramework(t)
+	h.bf.addKey(t, "key-1", "msteams", "webchat")
+	opts := Options{
+		Agent:         ag,
+		Store:         st,
+		PublicBaseURL: s.publicBase,
+		Logger:        logger,
+		Now:           h.now,
+		Registerer:    h.reg,
+		WorkingAfter:  s.workingAfter,
+	}
+	if opts.PublicBaseURL == "" {
+		opts.PublicBaseURL = httpsBaseURL
+	}
+	if opts.WorkingAfter == 0 {
+		// Long enough that only the test that wants the working card sees it.
+		opts.WorkingAfter = time.Minute
+	}
+	if s.local {
+		h.conn = newFakeConnector(t, nil)
+	} else {
+		h.tokens = newFakeTokenEndpoint(t, testTenant, testAppID, testSecret)
+		h.conn = newFakeConnector(t, h.tokens)
+		opts.AppID, opts.AppPassword, opts.TenantID = testAppID, testSecret, testTenant
+		opts.OpenIDMetadataURL = h.bf.metadataURL()
+		opts.TokenURL = h.tokens.url()
+		opts.AllowLoopbackServiceURL = true
+	}
+	if s.tokenURL != "" {
+		opts.TokenURL = s.tokenURL
+	}
+	b, err := New(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.bot = b
+	e := echo.New()
+	e.HideBanner = true
+	b.Register(e)
+	srv := httptest.NewServer(e)
+	h.url = srv.URL
+	h.client = &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 128}, Timeout: 30 * time.Second}
+	t.Cleanup(func() {
+		sctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if err := b.Shutdown(sctx); err != nil {
+			t.Errorf("shutdown: %v", err)
+		}
+		srv.Close()
+		ag.Close()
+		st.Close()
+	})
+	return h
+}
+
+// claims are the claims the Bot Connector puts in a token for this bot.
+func (h *harness) claims() jwt.MapClaims {
+	now := h.now()
+	return jwt.MapClaims{
+		"iss":        Issuer,
+		"aud":        testAppID,
+		"exp":        now.Add(time.Hour).Unix(),
+		"nbf":        now.Add(-time.Minute).Unix(),
+		"serviceurl": h.conn.srv.URL,
+	}
+}
+
+// token signs claims with the published key-1.
+func (h *harness) token(c jwt.MapClaims) string {
+	return sign(h.t, jwt.SigningMethodRS256, "key-1", h.bf.key("key-1"), c)
+}
+
+// message builds a Teams message activity in a conversation of the given
+// type ("personal", "groupChat" or "channel"); in group chats and channels
+// the text starts with the bot's @mention, as Teams sends it.
+func (h *harness) message(convType, convID, id, text string) map[string]any {
+	conv := map[string]any{"id": convID, "conversationType": convType, "tenantId": testTenant}
+	channelData := map[string]any{"tenant": map[string]any{"id": testTenant}}
+	a := map[string]any{
+		"type":       "message",
+		"id":         id,
+		"timestamp":  "2026-12-02T10:00:00.000Z",
+		"serviceUrl": h.conn.srv.URL,
+		"channelId":  "msteams",
+		"from":       map[string]any{"id": "29:1a2b3c", "name": "Ada Lovelace", "aadObjectId": testUserOID},
+		"recipient":  map[string]any{"id": testBotMRI, "name": "TicketIQ"},
+		"textFormat": "plain",
+		"locale":     "en-US",
+	}
+	if convType != "personal" {
+		conv["isGroup"] = true
+		text = "<at>TicketIQ</at> " + text
+		a["entities"] = []any{
+			map[string]any{"type": "mention", "text": "<at>TicketIQ</at>", "mentioned": map[string]any{"id": testBotMRI, "name": "TicketIQ"}},
+			map[string]any{"type": "clientInfo", "locale": "en-US", "platform": "Web"},
+		}
+	}
+	if convType == "channel" {
+		channelData["teamsChannelId"] = "19:channel@thread.tacv2"
+		channelData["teamsTeamId"] = "19:team@thread.tacv2"
+		channelData["channel"] = map[string]any{"id": "19:channel@thread.tacv2"}
+		channelData["team"] = map[string]any{"id": "19:team@thread.tacv2"}
+	}
+	a["conversation"] = conv
+	a["channelData"] = channelData
+	a["text"] = text
+	return a
+}
+
+// post sends an activity to /api/messages with the given Authorization
+// header value ("" for none).
+func (h *harness) post(body any, authorization string) (int, string) {
+	h.t.Helper()
+	var data []byte
+	switch b := body.(type) {
+	case []byte:
+		data = b
+	case string:
+		data = []byte(b)
+	default:
+		var err error
+		if data, err = json.Marshal(b); err != nil {
+			h.t.Fatal(err)
+		}
+	}
+	req, err := http.NewRequest(http.MethodPost, h.url+Path, bytes.NewReader(data))
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	if authorization != "" {
+		req.Header.Set("Authorization", authorization)
+	}
+	resp, err := h.client.Do(req)
+	if err != nil {
+		h.t.Fatalf("POST %s: %v", Path, err)
+	}
+	defer resp.Body.Close()
+	out, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(out)
+}
+
+// send posts a correctly signed activity.
+func (h *harness) send(body any) (int, string) {
+	h.t.Helper()
+	return h.post(body, "Bearer "+h.token(h.claims()))
+}
+
+// shutdown waits for every turn in flight.
+func (h *harness) shutdown() {
+	h.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := h.bot.Shutdown(ctx); err != nil {
+		h.t.Fatal(err)
+	}
+}
+
+// replyTo finds the first message call replying to activityID.
+func replyTo(calls []received, activityID string) (received, bool) {
+	for _, c := range calls {
+		if c.Method == http.MethodPost && c.ActivityID == activityID && c.Activity.Type == "message" {
+			return c, true
+		}
+	}
+	return received{}, false
+}
+
+func hasReplyTo(activityID string) func([]received) bool {
+	return func(calls []received) bool { _, ok := replyTo(calls, activityID); return ok }
+}
+
+// cardActions lists the Action.OpenUrl URLs anywhere in an attachment.
+func openURLs(t testing.TB, content json.RawMessage) []string {
+	t.Helper()
+	var v any
+	if err := json.Unmarshal(content, &v); err != nil {
+		t.Fatal(err)
+	}
+	var urls []string
+	var walk func(any)
+	walk = func(x any) {
+		switch x := x.(type) {
+		case map[string]any:
+			if x["type"] == "Action.OpenUrl" {
+				u, _ := x["url"].(string)
+				urls = append(urls, u)
+			}
+			for _, y := range x {
+				walk(y)
+			}
+		case []any:
+			for _, y := range x {
+				walk(y)
+			}
+		}
+	}
+	walk(v)
+	return urls
+}
+
+func counterValue(t testing.TB, reg *prometheus.Registry, name string, labels map[string]string) float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	total := 0.0
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+	metric:
+		for _, m := range mf.GetMetric() {
+			for _, lp := range m.GetLabel() {
+				if want, ok := labels[lp.GetName()]; ok && want != lp.GetValue() {
+					continue metric
+				}
+			}
+			if c := m.GetCounter(); c != nil {
+				total += c.GetValue()
+			}
+		}
+	}
+	return total
+}
+
+func containsAll(s string, subs ...string) bool {
+	for _, sub := range subs {
+		if !strings.Contains(s, sub) {
+			return false
+		}
+	}
+	return true
+}
