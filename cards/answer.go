@@ -2,6 +2,7 @@ package cards
 
 import (
 	"fmt"
+	"regexp"
 	"strings"
 	"time"
 
@@ -60,6 +61,16 @@ type Options struct {
 // notesID is the id of the hidden container of run notes.
 const notesID = "runNotes"
 
+// While a card is made to fit, this many run notes and bytes of answer text
+// are kept as long as anything else can still give way.
+const (
+	keptNotes = 5
+	keptText  = 500
+)
+
+// listMarker is a markdown list item's marker, left out of summaries.
+var listMarker = regexp.MustCompile(`(?m)^[ \t]*(?:[-*+]|\d{1,3}[.)])[ \t]+`)
+
 // Reasons a view was refused, in words a person understands. The keys are
 // mcpapps.RefusedError reasons.
 func refusalReason(reason string) string {
@@ -94,11 +105,18 @@ type prepared struct {
 	loc        *time.Location
 	text       string // neutralised markdown, possibly already cut
 	textCut    bool
+	gist       string // the text on one line, for the summary
 	views      []viewInfo
-	refusals   []Refusal
-	toolErrors []ToolError
-	notes      []string
-	base       bool // PublicBaseURL allows buttons
+	refusals   []issue
+	toolErrors []issue
+	notes      []string // made safe, at most maxNote runes
+	base       bool     // PublicBaseURL allows buttons
+}
+
+// issue is a refusal or a tool error made safe: names, and a message of at
+// most maxMessage runes (a refusal's detail, a tool error's message).
+type issue struct {
+	name, server, reason, message string
 }
 
 // shape says how much of a prepared answer one card shows.
@@ -137,11 +155,16 @@ func AnswerCards(a Answer, o Options) []Card {
 	s := all
 	steps := []func(){
 		func() { s.noteCap = 120 },
-		func() { s.notes = largest(0, s.notes, func(n int) bool { t := s; t.notes = n; return fits(t) }) },
+		// A few notes stay while the text is shortened; the rest go first.
 		func() {
-			floor := min(500, s.textBytes)
+			floor := min(keptNotes, s.notes)
+			s.notes = max(floor, largest(floor, s.notes, func(n int) bool { t := s; t.notes = n; return fits(t) }))
+		},
+		func() {
+			floor := min(keptText, s.textBytes)
 			s.textBytes = max(floor, largest(floor, s.textBytes, func(n int) bool { t := s; t.textBytes = n; return fits(t) }))
 		},
+		func() { s.notes = largest(0, s.notes, func(n int) bool { t := s; t.notes = n; return fits(t) }) },
 		func() { s.issueCap = 100 },
 		func() { s.issues = largest(0, s.issues, func(n int) bool { t := s; t.issues = n; return fits(t) }) },
 		func() {
@@ -196,7 +219,7 @@ func largest(lo, hi int, ok func(int) bool) int {
 
 // prepare makes everything in the answer safe once.
 func prepare(a Answer, o Options) *prepared {
-	p := &prepared{o: o, loc: o.Location, refusals: a.Refusals, toolErrors: a.ToolErrors}
+	p := &prepared{o: o, loc: o.Location}
 	if p.loc == nil {
 		p.loc = time.UTC
 	}
@@ -208,10 +231,27 @@ func prepare(a Answer, o Options) *prepared {
 		raw, p.textCut = cutBytes(raw, 3*MaxCardSize), true
 	}
 	p.text = answerMarkdown(raw)
+	// The summary needs only the start of the text.
+	start := cutBytes(p.text, 8*maxSummary)
+	p.gist = oneLine(strings.NewReplacer("**", "", "__", "", "`", "").Replace(listMarker.ReplaceAllString(start, "")), maxSummary)
+	if len(start) < len(p.text) && !strings.HasSuffix(p.gist, "…") {
+		p.gist += "…"
+	}
 	for _, n := range a.Notes {
-		if n = strings.TrimSpace(n); n != "" {
+		if n = label(n, maxNote); n != "" {
 			p.notes = append(p.notes, n)
 		}
+	}
+	for _, r := range a.Refusals {
+		p.refusals = append(p.refusals, issue{
+			name: label(r.Tool, maxName), server: label(r.Server, maxName),
+			reason: refusalReason(r.Reason), message: label(r.Detail, maxMessage),
+		})
+	}
+	for _, e := range a.ToolErrors {
+		p.toolErrors = append(p.toolErrors, issue{
+			name: label(e.Tool, maxName), server: label(e.Server, maxName), message: label(e.Message, maxMessage),
+		})
 	}
 	for _, v := range a.Views {
 		vi := viewInfo{
@@ -298,7 +338,7 @@ func (p *prepared) summary(s shape) string {
 	if !s.first {
 		return fmt.Sprintf("More views (%d–%d of %d)", s.viewFrom+1, s.viewFrom+len(s.views), s.totalViews)
 	}
-	t := oneLine(strings.NewReplacer("**", "", "__", "").Replace(p.text), maxSummary)
+	t := p.gist
 	switch {
 	case t == "" && len(p.views) == 0:
 		return "The agent answered"
@@ -365,19 +405,18 @@ func (p *prepared) refusalBlock(s shape) (container, bool) {
 			items = append(items, subtleText(fmt.Sprintf("%s: %s not listed.", Shortened, plural(len(p.refusals)-i, "more", "more"))))
 			break
 		}
-		name := label(r.Tool, maxName)
+		name := r.name
 		if name == "" {
 			name = "A view"
 		}
 		runs := []textRun{bold(name)}
-		if srv := label(r.Server, maxName); srv != "" {
-			runs = append(runs, run(" from "), run(srv))
+		if r.server != "" {
+			runs = append(runs, run(" from "), run(r.server))
 		}
-		runs = append(runs, run(": "+refusalReason(r.Reason)+"."))
-		if s.issueCap >= maxMessage {
-			if d := label(r.Detail, s.issueCap); d != "" {
-				runs = append(runs, subtle(" ("+d+")"))
-			}
+		runs = append(runs, run(": "+r.reason+"."))
+		// Details are technical; they are the first thing to go.
+		if s.issueCap >= maxMessage && r.message != "" {
+			runs = append(runs, subtle(" ("+r.message+")"))
 		}
 		items = append(items, rich(runs...))
 	}
@@ -400,15 +439,15 @@ func (p *prepared) toolErrorBlock(s shape) (container, bool) {
 			items = append(items, subtleText(fmt.Sprintf("%s: %s not listed.", Shortened, plural(len(p.toolErrors)-i, "more", "more"))))
 			break
 		}
-		name := label(e.Tool, maxName)
+		name := e.name
 		if name == "" {
 			name = "A tool"
 		}
 		runs := []textRun{bold(name)}
-		if srv := label(e.Server, maxName); srv != "" {
-			runs = append(runs, run(" from "), run(srv))
+		if e.server != "" {
+			runs = append(runs, run(" from "), run(e.server))
 		}
-		msg := shorten(label(e.Message, maxMessage), s.issueCap)
+		msg := shorten(e.message, s.issueCap)
 		if msg == "" {
 			msg = "it returned an error"
 		}
@@ -430,7 +469,7 @@ func (p *prepared) notesBlock(s shape) []element {
 	}
 	var items []element
 	for _, n := range p.notes[:s.notes] {
-		items = append(items, rich(run("• "+shorten(label(n, maxNote), s.noteCap))))
+		items = append(items, rich(run("• "+shorten(n, s.noteCap))))
 	}
 	if hidden := len(p.notes) - s.notes; hidden > 0 {
 		items = append(items, subtleText(fmt.Sprintf("%s: %s not shown.", Shortened, plural(hidden, "more note", "more notes"))))

@@ -102,9 +102,10 @@ func (c Card) MarshalJSON() ([]byte, error) {
 
 // Size is the length of the card's JSON in UTF-16 code units, which is how
 // Teams counts its message limit. It uses encoding/json's default escaping,
-// the same as any caller that marshals the card inside an activity.
+// the same as any caller that marshals the card inside an activity (which
+// gives the same bytes as MarshalJSON).
 func (c Card) Size() int {
-	b, err := json.Marshal(c)
+	b, err := c.MarshalJSON()
 	if err != nil {
 		// Only plain strings and bools are marshalled; this cannot happen.
 		panic("cards: marshal card: " + err.Error())

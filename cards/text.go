@@ -69,17 +69,21 @@ var defuser = strings.NewReplacer(
 func defuse(s string) string { return defuser.Replace(s) }
 
 // capRunes cuts s to at most max runes, ending with "…" when cut.
+// It reads no further than it needs, so it is cheap on long text.
 func capRunes(s string, max int) string {
-	if utf8.RuneCountInString(s) <= max {
-		return s
-	}
-	i, n := 0, 0
-	for i < len(s) && n < max-1 {
+	i, n, cut := 0, 0, len(s)
+	for i < len(s) {
+		if n == max-1 {
+			cut = i
+		}
+		if n == max {
+			return strings.TrimRightFunc(s[:cut], unicode.IsSpace) + "…"
+		}
 		_, size := utf8.DecodeRuneInString(s[i:])
 		i += size
 		n++
 	}
-	return strings.TrimRightFunc(s[:i], unicode.IsSpace) + "…"
+	return s
 }
 
 // cutBytes returns the longest prefix of s of at most n bytes that ends on a

@@ -1,0 +1,250 @@
+package cards
+
+import (
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"strings"
+	"testing"
+	"unicode/utf8"
+
+	"teamsbot/mcpapps"
+)
+
+// inspected is what a person could see and click in a card.
+type inspected struct {
+	texts    []string // TextBlock and TextRun texts, in order
+	openURLs []string
+	toggles  int
+	raw      string
+}
+
+func inspect(t *testing.T, c Card) inspected {
+	t.Helper()
+	b, err := json.Marshal(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doc any
+	if err := json.Unmarshal(b, &doc); err != nil {
+		t.Fatal(err)
+	}
+	in := inspected{raw: string(b)}
+	var walk func(any)
+	walk = func(v any) {
+		switch v := v.(type) {
+		case map[string]any:
+			switch v["type"] {
+			case "TextBlock", "TextRun":
+				in.texts = append(in.texts, v["text"].(string))
+			case "Action.OpenUrl":
+				in.openURLs = append(in.openURLs, v["url"].(string))
+			case "Action.ToggleVisibility":
+				in.toggles++
+			}
+			for _, x := range v {
+				walk(x)
+			}
+		case []any:
+			for _, x := range v {
+				walk(x)
+			}
+		}
+	}
+	walk(doc)
+	return in
+}
+
+func (in inspected) allText() string { return strings.Join(in.texts, "\n") }
+
+// randomText mixes ASCII, markdown, accented letters, CJK, emoji outside the
+// Basic Multilingual Plane, and control characters.
+func randomText(r *rand.Rand, n int) string {
+	pieces := []string{"word ", "**bold** ", "\n", "- item\n", "[link](https://x.example/a) ", "é", "漢字", "😀", "𝒳", "\u202e", "\x00", "\"quote\" ", "<b>", "{{DATE(2020-01-01T00:00:00Z)}}", "\\", "\t"}
+	var b strings.Builder
+	for b.Len() < n {
+		b.WriteString(pieces[r.IntN(len(pieces))])
+	}
+	return b.String()
+}
+
+// propertyAnswers makes answers at the edges: huge text, many views, many
+// notes, long names, non-BMP characters everywhere.
+func propertyAnswers(n int) []Answer {
+	r := rand.New(rand.NewPCG(1, 2))
+	var out []Answer
+	for i := range n {
+		a := Answer{}
+		switch i % 4 {
+		case 0:
+			a.Text = randomText(r, 200_000+r.IntN(200_000))
+		case 1:
+			a.Text = strings.Repeat("😀", 30_000)
+		case 2:
+			a.Text = randomText(r, 2_000)
+		case 3:
+			a.Text = ""
+		}
+		for j := range r.IntN(60) {
+			v := view(fmt.Sprintf("v-%d-%d", i, j), randomText(r, r.IntN(300)), randomText(r, r.IntN(300)), randomText(r, r.IntN(500)))
+			a.Views = append(a.Views, v)
+		}
+		for range r.IntN(200) {
+			a.Notes = append(a.Notes, randomText(r, r.IntN(3_000)))
+		}
+		for range r.IntN(30) {
+			a.Refusals = append(a.Refusals, Refusal{Server: randomText(r, 50), Tool: randomText(r, 50), Reason: []string{"mime", "scheme", "size", "read", "content", "??"}[r.IntN(6)], Detail: randomText(r, 1_000)})
+		}
+		for range r.IntN(30) {
+			a.ToolErrors = append(a.ToolErrors, ToolError{Server: randomText(r, 50), Tool: randomText(r, 50), Message: randomText(r, 5_000)})
+		}
+		out = append(out, a)
+	}
+	return out
+}
+
+// TestAnswerCardsProperties checks, for hostile and oversized answers, that
+// every card fits in one Teams message, that no view loses its block or its
+// button, that cuts are marked, and that nothing but our view URLs becomes a
+// button.
+func TestAnswerCardsProperties(t *testing.T) {
+	for i, a := range propertyAnswers(40) {
+		for _, base := range []string{httpsBase, httpBase} {
+			t.Run(fmt.Sprintf("%d/%s", i, base[:5]), func(t *testing.T) {
+				cs := AnswerCards(a, Options{PublicBaseURL: base, Now: now})
+				var urls []string
+				viewBlocks := 0
+				for k, c := range cs {
+					if size := c.Size(); size > MaxCardSize || size > SizeLimit {
+						t.Fatalf("card %d is %d UTF-16 code units, limit %d", k, size, MaxCardSize)
+					}
+					if c.Summary == "" || c.FallbackText == "" {
+						t.Errorf("card %d: empty summary or fallback text", k)
+					}
+					if !utf8.ValidString(c.Summary) || !utf8.ValidString(c.FallbackText) {
+						t.Errorf("card %d: invalid UTF-8", k)
+					}
+					in := inspect(t, c)
+					urls = append(urls, in.openURLs...)
+					viewBlocks += strings.Count(in.raw, `"Interactive view from "`)
+					for _, bad := range []string{"argument-value", "result-value", "\u202e", `\u0000`} {
+						if strings.Contains(in.raw, bad) {
+							t.Errorf("card %d contains %q", k, bad)
+						}
+					}
+					if k == 0 && len(a.Notes) > 0 && in.toggles != 1 {
+						t.Errorf("first card has %d note toggles, want 1", in.toggles)
+					}
+				}
+				if viewBlocks != len(a.Views) {
+					t.Errorf("%d view blocks for %d views", viewBlocks, len(a.Views))
+				}
+				var want []string
+				if base == httpsBase {
+					for _, v := range a.Views {
+						u, _ := ViewURL(base, v.ID)
+						want = append(want, u)
+					}
+				}
+				if strings.Join(urls, " ") != strings.Join(want, " ") {
+					t.Errorf("Open buttons %q, want %q", urls, want)
+				}
+				first := inspect(t, cs[0]).allText()
+				if len(a.Text) > 30_000 && !strings.Contains(first, Shortened) {
+					t.Errorf("a %d-byte answer was cut without the %q mark", len(a.Text), Shortened)
+				}
+			})
+		}
+	}
+}
+
+// TestShortensNotesBeforeText: with a long answer and many notes, notes give
+// way first; the text keeps as much as fits and says it was shortened.
+func TestShortensNotesBeforeText(t *testing.T) {
+	var notes []string
+	for i := range 300 {
+		notes = append(notes, fmt.Sprintf("Note %d: %s", i, strings.Repeat("details ", 60)))
+	}
+	a := Answer{Text: strings.Repeat("The answer goes on. ", 3_000), Views: twoViews(), Notes: notes}
+	cs := AnswerCards(a, Options{PublicBaseURL: httpsBase, Now: now})
+	if len(cs) != 1 {
+		t.Fatalf("%d cards, want 1", len(cs))
+	}
+	in := inspect(t, cs[0])
+	all := in.allText()
+	if !strings.Contains(all, "\n\n"+Shortened) {
+		t.Error("answer text not marked as shortened")
+	}
+	if !strings.Contains(all, Shortened+": 295 more notes not shown.") {
+		t.Errorf("expected 5 notes kept and the rest counted; got texts %q", in.texts[len(in.texts)-3:])
+	}
+	if len(in.openURLs) != 2 {
+		t.Errorf("Open buttons %q, want 2", in.openURLs)
+	}
+	if cs[0].Size() > MaxCardSize {
+		t.Errorf("card is %d UTF-16 code units", cs[0].Size())
+	}
+	// The text keeps most of the room: well over half of the card.
+	if n := len(in.texts[0]); n < MaxCardSize/2 {
+		t.Errorf("only %d bytes of answer text kept", n)
+	}
+}
+
+// TestSmallAnswerIsNotShortened: an ordinary answer comes through whole.
+func TestSmallAnswerIsNotShortened(t *testing.T) {
+	cs := AnswerCards(Answer{Text: answerText, Views: twoViews(), Notes: []string{"a", "b"}}, Options{PublicBaseURL: httpsBase})
+	if len(cs) != 1 {
+		t.Fatalf("%d cards", len(cs))
+	}
+	if all := inspect(t, cs[0]).raw; strings.Contains(all, "shortened") {
+		t.Errorf("small answer marked as shortened: %s", all)
+	}
+}
+
+// TestManyViewsContinue: views that do not fit in one message continue in
+// the next, each with its button, in order, and the first card says so.
+func TestManyViewsContinue(t *testing.T) {
+	vs := manyViews(100)
+	cs := AnswerCards(Answer{Text: "All of them:", Views: vs}, Options{PublicBaseURL: httpsBase, Now: now})
+	if len(cs) < 2 {
+		t.Fatalf("%d cards for 100 views", len(cs))
+	}
+	var urls []string
+	for _, c := range cs {
+		urls = append(urls, inspect(t, c).openURLs...)
+	}
+	for i, v := range vs {
+		want, _ := ViewURL(httpsBase, v.ID)
+		if i >= len(urls) || urls[i] != want {
+			t.Fatalf("button %d is %q, want %q", i, urls[min(i, len(urls)-1)], want)
+		}
+	}
+	if !strings.Contains(inspect(t, cs[0]).allText(), "follow in the next message") {
+		t.Error("first card does not say more views follow")
+	}
+	if !strings.HasPrefix(cs[1].Summary, "More views (") {
+		t.Errorf("continuation summary %q", cs[1].Summary)
+	}
+}
+
+// TestNonBMPSize: the size counts UTF-16 code units, two for each character
+// outside the Basic Multilingual Plane.
+func TestNonBMPSize(t *testing.T) {
+	a := newCard("s", "😀")
+	b := newCard("s", "a")
+	if d := a.Size() - b.Size(); d != 1 {
+		t.Errorf("😀 costs %d more code units than a, want 1 more (2 in all)", d)
+	}
+	if got := utf16Len([]byte("a😀é漢")); got != 5 {
+		t.Errorf("utf16Len = %d, want 5", got)
+	}
+}
+
+// TestViewWithoutExpiry: a view with no times still gets its block.
+func TestViewWithoutExpiry(t *testing.T) {
+	v := mcpapps.View{ID: "v1", Server: "s", Tool: "t"}
+	in := inspect(t, AnswerCards(Answer{Views: []mcpapps.View{v}}, Options{PublicBaseURL: httpsBase, Now: now})[0])
+	if len(in.openURLs) != 1 || strings.Contains(in.allText(), "{{DATE") {
+		t.Errorf("got %q / %q", in.openURLs, in.texts)
+	}
+}
