@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -206,4 +207,38 @@ func (s *Store) read(fn func(tx *bbolt.Tx) error) error {
 		return ErrClosed
 	}
 	return err
+}
+
+// Backup writes a consistent copy of the whole file to w while the store
+// keeps serving, and returns the number of bytes written. The copy is a
+// valid store file that Open accepts. It holds one read transaction for
+// the whole copy, so a writer that needs to grow the file waits for it: run
+// it when the service is quiet.
+func (s *Store) Backup(ctx context.Context, w io.Writer) (int64, error) {
+	if err := ctx.Err(); err != nil {
+		return 0, err
+	}
+	var n int64
+	err := s.read(func(tx *bbolt.Tx) error {
+		var err error
+		n, err = tx.WriteTo(ctxWriter{ctx, w})
+		return err
+	})
+	if err != nil {
+		return n, fmt.Errorf("store: backup: %w", err)
+	}
+	return n, nil
+}
+
+// ctxWriter stops a long copy once ctx is done.
+type ctxWriter struct {
+	ctx context.Context
+	w   io.Writer
+}
+
+func (c ctxWriter) Write(p []byte) (int, error) {
+	if err := c.ctx.Err(); err != nil {
+		return 0, err
+	}
+	return c.w.Write(p)
 }

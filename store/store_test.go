@@ -706,3 +706,36 @@ func TestPing(t *testing.T) {
 		t.Errorf("Ping: %v", err)
 	}
 }
+
+func TestBackupIsAWorkingStore(t *testing.T) {
+	clk := newClock()
+	s, _ := openTemp(t, clk)
+	ctx := context.Background()
+	html := []byte("<p>backed up</p>")
+	if err := s.SaveRun(ctx, store.Run{ID: "run-1"},
+		[]store.NewView{{View: sampleView("view-1", clk.Now(), time.Hour), HTML: html}},
+		[]store.AuditRecord{{TenantID: "tenant-1", Action: "agent.mcp_app.view"}}); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "backup.db")
+	f, err := os.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n, err := s.Backup(ctx, f); err != nil || n == 0 {
+		t.Fatalf("Backup = %d, %v", n, err)
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	b := openAt(t, path, clk)
+	if _, err := b.View(ctx, "view-1"); err != nil {
+		t.Errorf("View in the backup: %v", err)
+	}
+	if h, err := b.ViewHTML(ctx, shaHex(html)); err != nil || string(h) != string(html) {
+		t.Errorf("ViewHTML in the backup = %q, %v", h, err)
+	}
+	if recs, err := b.Audit(ctx, store.AuditQuery{}); err != nil || len(recs) != 1 {
+		t.Errorf("Audit in the backup = %v, %v; want 1 record", recs, err)
+	}
+}
