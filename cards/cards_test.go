@@ -1,0 +1,327 @@
+package cards
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"teamsbot/mcpapps"
+)
+
+// decode returns the card JSON as Teams receives it.
+func decode(t *testing.T, c Card) map[string]any {
+	t.Helper()
+	b, err := json.Marshal(c.Attachment())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var a struct {
+		ContentType string         `json:"contentType"`
+		Content     map[string]any `json:"content"`
+	}
+	if err := json.Unmarshal(b, &a); err != nil {
+		t.Fatal(err)
+	}
+	if a.ContentType != "application/vnd.microsoft.card.adaptive" {
+		t.Fatalf("content type %q", a.ContentType)
+	}
+	return a.Content
+}
+
+// find returns every object in v of the given type, in document order.
+func find(v any, typ string) []map[string]any {
+	var out []map[string]any
+	switch v := v.(type) {
+	case map[string]any:
+		if v["type"] == typ {
+			out = append(out, v)
+		}
+		for _, k := range []string{"body", "items", "inlines", "actions", "columns"} {
+			out = append(out, find(v[k], typ)...)
+		}
+	case []any:
+		for _, x := range v {
+			out = append(out, find(x, typ)...)
+		}
+	}
+	return out
+}
+
+// texts returns the text of every TextBlock and TextRun of v.
+func texts(v any) string {
+	var out []string
+	var walk func(any)
+	walk = func(v any) {
+		switch v := v.(type) {
+		case map[string]any:
+			if v["type"] == "TextBlock" || v["type"] == "TextRun" {
+				out = append(out, v["text"].(string))
+			}
+			for _, k := range []string{"body", "items", "inlines", "actions", "columns"} {
+				walk(v[k])
+			}
+		case []any:
+			for _, x := range v {
+				walk(x)
+			}
+		}
+	}
+	walk(v)
+	return strings.Join(out, "\n")
+}
+
+// TestEveryCardIsATeamsCard: version 1.5, full width, fallback text and a
+// summary, within the size limit.
+func TestEveryCardIsATeamsCard(t *testing.T) {
+	for name, cs := range goldenCases() {
+		for i, c := range cs {
+			doc := decode(t, c)
+			if doc["type"] != "AdaptiveCard" || doc["version"] != "1.5" {
+				t.Errorf("%s/%d: type %v version %v", name, i, doc["type"], doc["version"])
+			}
+			if w, _ := doc["msteams"].(map[string]any); w["width"] != "Full" {
+				t.Errorf("%s/%d: msteams %v", name, i, doc["msteams"])
+			}
+			if fb, _ := doc["fallbackText"].(string); strings.TrimSpace(fb) == "" {
+				t.Errorf("%s/%d: no fallbackText", name, i)
+			}
+			if strings.TrimSpace(c.Summary) == "" || strings.Contains(c.Summary, "\n") {
+				t.Errorf("%s/%d: summary %q", name, i, c.Summary)
+			}
+			if _, ok := doc["summary"]; ok {
+				t.Errorf("%s/%d: summary belongs on the activity, not in the card", name, i)
+			}
+			if c.Size() > MaxCardSize {
+				t.Errorf("%s/%d: %d UTF-16 code units", name, i, c.Size())
+			}
+		}
+	}
+}
+
+// TestViewBlockHTTPS: each view is named (title or tool name, server), says
+// until when it can be opened, and has an Open button to its page.
+func TestViewBlockHTTPS(t *testing.T) {
+	doc := decode(t, AnswerCards(Answer{Text: answerText, Views: twoViews()}, Options{PublicBaseURL: "HTTPS://teams.example.com//", Now: now})[0])
+	blocks := find(doc, "Container")
+	if len(blocks) != 2 {
+		t.Fatalf("%d containers, want one per view", len(blocks))
+	}
+	for i, want := range []struct{ name, url string }{
+		{"Tickets by week", "https://teams.example.com/mcp-apps/v-7f3a"},
+		{"ticket_form", "https://teams.example.com/mcp-apps/v-91bc"},
+	} {
+		txt := texts(blocks[i])
+		for _, s := range []string{want.name, "crm", "Can be opened until {{DATE(2026-12-09T12:00:00Z, SHORT)}} at {{TIME(2026-12-09T12:00:00Z)}}."} {
+			if !strings.Contains(txt, s) {
+				t.Errorf("view %d block lacks %q:\n%s", i, s, txt)
+			}
+		}
+		open := find(blocks[i], "Action.OpenUrl")
+		if len(open) != 1 || open[0]["title"] != "Open" || open[0]["url"] != want.url {
+			t.Errorf("view %d buttons %v, want Open to %s", i, open, want.url)
+		}
+	}
+	if !strings.Contains(texts(doc), "**Contoso**") {
+		t.Error("answer text lost its markdown")
+	}
+}
+
+// TestViewBlockWithoutHTTPS: with an http:// (or broken) base URL there is
+// no button anywhere, and each block points to the web console.
+func TestViewBlockWithoutHTTPS(t *testing.T) {
+	for _, base := range []string{"http://localhost:3978", "https:", "https:///x", "", "HTTP://teams.example.com"} {
+		cs := AnswerCards(Answer{Text: answerText, Views: twoViews()}, Options{PublicBaseURL: base, Now: now})
+		doc := decode(t, cs[0])
+		raw, _ := json.Marshal(doc)
+		if strings.Contains(string(raw), "Action.OpenUrl") || strings.Contains(string(raw), "/mcp-apps/") {
+			t.Errorf("base %q: a button or view address in %s", base, raw)
+		}
+		for i, b := range find(doc, "Container") {
+			if !strings.Contains(texts(b), "Open this view from the web console.") {
+				t.Errorf("base %q: view %d block does not point to the web console: %s", base, i, texts(b))
+			}
+		}
+		if !strings.Contains(cs[0].FallbackText, "open it from the web console") {
+			t.Errorf("base %q: fallback %q", base, cs[0].FallbackText)
+		}
+	}
+}
+
+// TestExpiredView: a view past its expiry says so and has no button.
+func TestExpiredView(t *testing.T) {
+	doc := decode(t, AnswerCards(Answer{Views: twoViews()[:1]}, Options{PublicBaseURL: httpsBase, Now: now.Add(7 * 24 * 3600e9)})[0])
+	if len(find(doc, "Action.OpenUrl")) != 0 || !strings.Contains(texts(doc), "can no longer be opened") {
+		t.Errorf("expired view: %s", texts(doc))
+	}
+}
+
+// TestRefusedViewsReadable: each refused view is named with a reason a
+// person understands.
+func TestRefusedViewsReadable(t *testing.T) {
+	want := map[string]string{
+		"mime":    "the server sent something that is not an MCP App view",
+		"scheme":  "the view's address is not a ui:// resource",
+		"size":    "the view is too large to show",
+		"read":    "the view could not be read from the server",
+		"content": "the server sent a view with no usable content",
+		"other":   "the view was refused",
+	}
+	var rs []Refusal
+	for reason := range want {
+		rs = append(rs, Refusal{Server: "srv-" + reason, Tool: "tool-" + reason, Reason: reason})
+	}
+	doc := decode(t, AnswerCards(Answer{Text: "x", Refusals: rs}, Options{PublicBaseURL: httpsBase})[0])
+	boxes := find(doc, "Container")
+	if len(boxes) != 1 || boxes[0]["style"] != "warning" {
+		t.Fatalf("refusals: %v", boxes)
+	}
+	txt := texts(boxes[0])
+	for reason, sentence := range want {
+		if !strings.Contains(txt, "tool-"+reason+"\n from \nsrv-"+reason+"\n: "+sentence+".") {
+			t.Errorf("no line for %s:\n%s", reason, txt)
+		}
+	}
+	if !strings.Contains(txt, "6 views could not be shown") {
+		t.Errorf("no count:\n%s", txt)
+	}
+}
+
+// TestToolErrorShownAsError: a failed tool call is shown in attention
+// colours, named, with its message.
+func TestToolErrorShownAsError(t *testing.T) {
+	doc := decode(t, AnswerCards(Answer{Text: "x", ToolErrors: []ToolError{{Server: "crm", Tool: "lookup", Message: "timeout"}}}, Options{})[0])
+	boxes := find(doc, "Container")
+	if len(boxes) != 1 || boxes[0]["style"] != "attention" {
+		t.Fatalf("tool error: %v", boxes)
+	}
+	runs := find(boxes[0], "TextRun")
+	last := runs[len(runs)-1]
+	if last["text"] != ": timeout" || last["color"] != "Attention" {
+		t.Errorf("message run %v", last)
+	}
+	if !strings.Contains(texts(boxes[0]), "1 tool call failed\nlookup\n from \ncrm") {
+		t.Errorf("texts:\n%s", texts(boxes[0]))
+	}
+}
+
+// TestNotesFolded: run notes sit in a hidden container that a toggle shows.
+func TestNotesFolded(t *testing.T) {
+	doc := decode(t, AnswerCards(Answer{Text: "x", Notes: []string{"first note", " ", "second note"}}, Options{})[0])
+	toggles := find(doc, "Action.ToggleVisibility")
+	if len(toggles) != 1 || toggles[0]["title"] != "Run notes (2)" {
+		t.Fatalf("toggles %v", toggles)
+	}
+	target := toggles[0]["targetElements"].([]any)[0]
+	var hidden map[string]any
+	for _, c := range find(doc, "Container") {
+		if c["id"] == target {
+			hidden = c
+		}
+	}
+	if hidden == nil || hidden["isVisible"] != false {
+		t.Fatalf("toggle target %v: %v", target, hidden)
+	}
+	if got := texts(hidden); got != "• first note\n• second note" {
+		t.Errorf("notes %q", got)
+	}
+}
+
+// TestHostileNamesStayText: markdown, links and date functions in a tool's
+// title, a server's name or a tool error never become markup, links or
+// buttons; view HTML, arguments and results never reach the card.
+func TestHostileNamesStayText(t *testing.T) {
+	v := view("v1", "[srv](https://evil.example)", "t", "**[Click](https://evil.example/login)** {{DATE(2020-01-01T00:00:00Z)}}")
+	a := Answer{
+		Text:       "[ok](https://evil.example/a)",
+		Views:      []mcpapps.View{v},
+		ToolErrors: []ToolError{{Server: "s", Tool: "[x](https://evil.example)", Message: "go to www.evil.example"}},
+	}
+	doc := decode(t, AnswerCards(a, Options{PublicBaseURL: httpsBase, Now: now})[0])
+	for _, tb := range find(doc, "TextBlock") {
+		s := tb["text"].(string)
+		if strings.Contains(s, "](") || strings.Contains(s, "evil.example/login") || strings.Contains(s, "{{DATE(2020") {
+			t.Errorf("TextBlock (read as markdown) carries hostile text: %q", s)
+		}
+	}
+	for _, tr := range find(doc, "TextRun") {
+		s := tr["text"].(string)
+		if strings.Contains(s, "://") || strings.Contains(s, "www.") || strings.Contains(s, "{{") {
+			t.Errorf("TextRun not defused: %q", s)
+		}
+	}
+	for _, o := range find(doc, "Action.OpenUrl") {
+		if o["url"] != "https://teams.example.com/liyagent/mcp-apps/v1" {
+			t.Errorf("button to %v", o["url"])
+		}
+	}
+	raw, _ := json.Marshal(doc)
+	for _, s := range []string{"argument-value", "result-value", "script", v.HTMLSHA256, v.CSP} {
+		if strings.Contains(string(raw), s) {
+			t.Errorf("card carries %q", s)
+		}
+	}
+	if got := texts(find(doc, "TextBlock")[0]); got != "ok (https://evil.example/a)" {
+		t.Errorf("answer link shown as %q", got)
+	}
+}
+
+// TestWelcome says what the bot does, how to ask, that views open in the
+// browser, and names /tools.
+func TestWelcome(t *testing.T) {
+	c := Welcome(Options{PublicBaseURL: httpsBase, AgentName: "Help [desk](https://evil.example)"})
+	txt := texts(decode(t, c))
+	for _, s := range []string{"I answer questions", "How to ask", "**Open** button", "in your browser", "/tools", "7 days", "Help [desk](https:" + zwsp + "//evil.example)"} {
+		if !strings.Contains(txt, s) {
+			t.Errorf("welcome lacks %q:\n%s", s, txt)
+		}
+	}
+	if !strings.Contains(c.Summary, "/tools") || !strings.Contains(c.FallbackText, "/tools") {
+		t.Errorf("summary %q fallback %q", c.Summary, c.FallbackText)
+	}
+	console := texts(decode(t, Welcome(Options{PublicBaseURL: httpBase})))
+	if !strings.Contains(console, "from the web console") || strings.Contains(console, "Open** button") || !strings.Contains(console, "Assistant") {
+		t.Errorf("welcome without https:\n%s", console)
+	}
+}
+
+// TestWorking repeats the question, shortened, as plain text.
+func TestWorking(t *testing.T) {
+	q := strings.Repeat("why is the **sky** blue ", 30)
+	c := Working(q)
+	txt := texts(decode(t, c))
+	if !strings.Contains(txt, "Working on: ") || !strings.Contains(txt, "“why is the **sky** blue") || !strings.HasSuffix(strings.SplitN(txt, "\n", 4)[1], "…”") {
+		t.Errorf("working card:\n%s", txt)
+	}
+	if len([]rune(c.Summary)) > maxSummary || !strings.HasPrefix(c.Summary, "Working on: why is") {
+		t.Errorf("summary %q", c.Summary)
+	}
+	if !strings.Contains(texts(decode(t, Working("  "))), "Working on it") {
+		t.Error("empty question")
+	}
+}
+
+// TestMissingIdentity politely refuses a message without tenant or user id.
+func TestMissingIdentity(t *testing.T) {
+	c := MissingIdentity()
+	txt := texts(decode(t, c))
+	for _, s := range []string{"Sorry", "tenant", "user id", "work or school account"} {
+		if !strings.Contains(txt, s) {
+			t.Errorf("refusal lacks %q:\n%s", s, txt)
+		}
+	}
+}
+
+// TestRunFailed shows a generic error with a reference, in attention colours.
+func TestRunFailed(t *testing.T) {
+	doc := decode(t, RunFailed("run-42"))
+	boxes := find(doc, "Container")
+	if len(boxes) != 1 || boxes[0]["style"] != "attention" {
+		t.Fatalf("error card: %v", boxes)
+	}
+	if txt := texts(doc); !strings.Contains(txt, "Sorry, something went wrong") || !strings.Contains(txt, "run-42") {
+		t.Errorf("error card:\n%s", txt)
+	}
+	if strings.Contains(texts(decode(t, RunFailed(""))), "reference") {
+		t.Error("empty reference still mentioned")
+	}
+}
