@@ -64,8 +64,9 @@ const notesID = "runNotes"
 // While a card is made to fit, this many run notes and bytes of answer text
 // are kept as long as anything else can still give way.
 const (
-	keptNotes = 5
-	keptText  = 500
+	keptNotes  = 5
+	keptText   = 500
+	keptIssues = 5
 )
 
 // listMarker is a markdown list item's marker, left out of summaries.
@@ -139,8 +140,10 @@ type shape struct {
 // views that do not fit follow in continuation cards.
 //
 // Each card stays within MaxCardSize. To get there, run notes are shortened
-// and folded first, then the answer text, then refusal and error details;
-// whatever was cut says "…(shortened)". A view's block is never dropped.
+// and folded first, then the answer text is shortened (to no less than half
+// a card), then refusal details and error messages; only then do views move
+// to the next message, and the text gives up the rest. Whatever was cut says
+// "…(shortened)". A view's block is never dropped.
 func AnswerCards(a Answer, o Options) []Card {
 	p := prepare(a, o)
 	all := shape{
@@ -153,31 +156,37 @@ func AnswerCards(a Answer, o Options) []Card {
 		return []Card{p.card(all)}
 	}
 	s := all
+	// Each step gives up a little more, least useful first, until the card
+	// fits. A floor keeps part of something while later steps still can
+	// give way.
+	shrink := func(get func(*shape) *int, floor int) func() {
+		return func() {
+			f := min(floor, *get(&s))
+			*get(&s) = max(f, largest(f, *get(&s), func(n int) bool { t := s; *get(&t) = n; return fits(t) }))
+		}
+	}
+	notes := func(s *shape) *int { return &s.notes }
+	textBytes := func(s *shape) *int { return &s.textBytes }
+	issues := func(s *shape) *int { return &s.issues }
 	steps := []func(){
 		func() { s.noteCap = 120 },
-		// A few notes stay while the text is shortened; the rest go first.
-		func() {
-			floor := min(keptNotes, s.notes)
-			s.notes = max(floor, largest(floor, s.notes, func(n int) bool { t := s; t.notes = n; return fits(t) }))
-		},
-		func() {
-			floor := min(keptText, s.textBytes)
-			s.textBytes = max(floor, largest(floor, s.textBytes, func(n int) bool { t := s; t.textBytes = n; return fits(t) }))
-		},
-		func() { s.notes = largest(0, s.notes, func(n int) bool { t := s; t.notes = n; return fits(t) }) },
+		shrink(notes, keptNotes),
+		shrink(textBytes, MaxCardSize/2),
+		shrink(notes, 0),
 		func() { s.issueCap = 100 },
-		func() { s.issues = largest(0, s.issues, func(n int) bool { t := s; t.issues = n; return fits(t) }) },
+		shrink(issues, keptIssues),
+		// Views that do not fit move to the next message; the answer text
+		// keeps its room.
 		func() {
-			k := largest(0, len(p.views), func(n int) bool { t := s; t.views, t.moreViews = p.views[:n], len(p.views)-n; return fits(t) })
-			s.views, s.moreViews = p.views[:max(k, 0)], len(p.views)-max(k, 0)
+			k := max(0, largest(0, len(p.views), func(n int) bool { t := s; t.views, t.moreViews = p.views[:n], len(p.views)-n; return fits(t) }))
+			s.views, s.moreViews = p.views[:k], len(p.views)-k
 		},
-		func() {
-			s.textBytes = largest(0, s.textBytes, func(n int) bool { t := s; t.textBytes = n; return fits(t) })
-		},
+		shrink(textBytes, keptText),
+		shrink(issues, 0),
+		shrink(textBytes, 0),
 	}
 	for _, step := range steps {
 		step()
-		s.notes, s.issues, s.textBytes = max(s.notes, 0), max(s.issues, 0), max(s.textBytes, 0)
 		if fits(s) {
 			break
 		}

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
+	"time"
 
 	"teamsbot/mcpapps"
 )
@@ -323,5 +324,18 @@ func TestRunFailed(t *testing.T) {
 	}
 	if strings.Contains(texts(decode(t, RunFailed(""))), "reference") {
 		t.Error("empty reference still mentioned")
+	}
+}
+
+// TestFallbackTimesInLocation: fallback text writes times in the given zone;
+// the card itself leaves that to Teams' DATE()/TIME().
+func TestFallbackTimesInLocation(t *testing.T) {
+	berlin := time.FixedZone("CET", 3600)
+	c := AnswerCards(Answer{Views: twoViews()[:1]}, Options{PublicBaseURL: httpsBase, Location: berlin})[0]
+	if !strings.Contains(c.FallbackText, "open until 9 Dec 2026 13:00 CET") {
+		t.Errorf("fallback %q", c.FallbackText)
+	}
+	if !strings.Contains(texts(decode(t, c)), "{{DATE(2026-12-09T12:00:00Z, SHORT)}}") {
+		t.Error("card time is not in UTC for DATE()")
 	}
 }

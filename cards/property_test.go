@@ -248,3 +248,26 @@ func TestViewWithoutExpiry(t *testing.T) {
 		t.Errorf("got %q / %q", in.openURLs, in.texts)
 	}
 }
+
+// TestLongTextAndManyViews: the answer keeps half a card of text; the views
+// that do not fit beside it continue in the next messages.
+func TestLongTextAndManyViews(t *testing.T) {
+	cs := AnswerCards(Answer{Text: strings.Repeat("A long answer. ", 10_000), Views: manyViews(60)}, Options{PublicBaseURL: httpsBase, Now: now})
+	first := inspect(t, cs[0])
+	if n := len(first.texts[0]); n < MaxCardSize/2 {
+		t.Errorf("first card kept %d bytes of text", n)
+	}
+	if !strings.HasSuffix(first.texts[0], Shortened) {
+		t.Error("text not marked as shortened")
+	}
+	buttons := 0
+	for _, c := range cs {
+		if c.Size() > MaxCardSize {
+			t.Errorf("card of %d code units", c.Size())
+		}
+		buttons += len(inspect(t, c).openURLs)
+	}
+	if buttons != 60 {
+		t.Errorf("%d Open buttons for 60 views", buttons)
+	}
+}

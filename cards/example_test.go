@@ -1,0 +1,35 @@
+package cards_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"teamsbot/cards"
+	"teamsbot/mcpapps"
+)
+
+// The bot fills cards.Answer from the agent's answer (Refusal and ToolError
+// convert directly: cards.Refusal(r)) and sends each card as the attachment
+// of its own message, with the card's Summary as the activity's summary.
+func ExampleAnswerCards() {
+	made := time.Date(2026, 12, 2, 12, 0, 0, 0, time.UTC)
+	answer := cards.Answer{
+		Text: "Here is the chart.",
+		Views: []mcpapps.View{{
+			ID: "v-1", Server: "crm", Tool: "ticket_chart", ToolTitle: "Tickets by week",
+			CreatedAt: made, ExpiresAt: made.Add(mcpapps.Lifetime),
+		}},
+	}
+	for _, c := range cards.AnswerCards(answer, cards.Options{PublicBaseURL: "https://bot.example.com", Now: made}) {
+		b, _ := json.Marshal(c.Attachment())
+		fmt.Println(c.Summary)
+		fmt.Println(c.FallbackText)
+		fmt.Println(len(b) > 0, c.Attachment().ContentType)
+	}
+	// Output:
+	// Here is the chart.
+	// Here is the chart.
+	// View: Tickets by week (crm), open until 9 Dec 2026 12:00 UTC: https://bot.example.com/mcp-apps/v-1
+	// true application/vnd.microsoft.card.adaptive
+}
