@@ -265,7 +265,14 @@ func (c *serverConn) connect(ctx context.Context) (*mcp.ClientSession, error) {
 	if err != nil {
 		return nil, err
 	}
-	cs, err := c.client().Connect(ctx, t, nil)
+	var so *mcp.ClientSessionOptions
+	if c.builtin != nil {
+		// In memory, the stateless 2026-07-28 protocol buys nothing and
+		// costs on the hot path: it repeats the client's capabilities in
+		// every request's _meta, which the server decodes each time.
+		so = &mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"}
+	}
+	cs, err := c.client().Connect(ctx, t, so)
 	if err != nil {
 		return nil, err
 	}
