@@ -90,13 +90,17 @@ type wireCard struct {
 // MarshalJSON writes the Adaptive Card. Full width, because answers with
 // lists and view blocks read badly in Teams' default narrow bubble.
 func (c Card) MarshalJSON() ([]byte, error) {
+	body := c.body
+	if body == nil {
+		body = []element{} // the renderer wants an array, even an empty one
+	}
 	return json.Marshal(wireCard{
 		Type:         "AdaptiveCard",
 		Schema:       SchemaURL,
 		Version:      SchemaVersion,
 		FallbackText: c.FallbackText,
 		MSTeams:      msTeams{Width: "Full"},
-		Body:         c.body,
+		Body:         body,
 	})
 }
 

@@ -56,6 +56,8 @@ func label(s string, max int) string {
 
 // defuser breaks what Teams auto-links or formats in text: URLs (scheme
 // "://" and "www."), e-mail addresses, and {{DATE()}}/{{TIME()}} functions.
+// It is read-only after initialisation (a Replacer is safe for concurrent
+// use).
 var defuser = strings.NewReplacer(
 	"://", ":"+zwsp+"//",
 	"www.", "www"+zwsp+".",
@@ -64,8 +66,7 @@ var defuser = strings.NewReplacer(
 	"{{", "{"+zwsp+"{",
 )
 
-// defuse applies defuser. It is a function so a replacer is never package
-// state that a caller could change.
+// defuse applies defuser.
 func defuse(s string) string { return defuser.Replace(s) }
 
 // capRunes cuts s to at most max runes, ending with "…" when cut.
