@@ -99,6 +99,7 @@ func serveStdio() error {
 		resource("ui://stdio/good.html", mcpapps.MIMEType, goodMeta, goodHTML)
 		return textResult("bumped")
 	})
+	tool("pid", nil, func() *mcp.CallToolResult { return textResult(fmt.Sprint(os.Getpid())) })
 	tool("crash", nil, func() *mcp.CallToolResult {
 		os.Exit(3)
 		return nil
