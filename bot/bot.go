@@ -26,6 +26,7 @@
 package bot
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -345,7 +346,7 @@ func (b *Bot) serve(c echo.Context) error {
 		return echo.NewHTTPError(ae.Status, "bot: missing Authorization bearer token")
 	}
 
-	body, err := io.ReadAll(http.MaxBytesReader(c.Response(), req.Body, b.opts.MaxBodyBytes))
+	body, err := readBody(http.MaxBytesReader(c.Response(), req.Body, b.opts.MaxBodyBytes), req.ContentLength, b.opts.MaxBodyBytes)
 	if err != nil {
 		var mbe *http.MaxBytesError
 		if errors.As(err, &mbe) {
@@ -416,6 +417,17 @@ func (b *Bot) serve(c echo.Context) error {
 		return c.NoContent(http.StatusAccepted)
 	}
 	return c.NoContent(http.StatusOK)
+}
+
+// readBody reads the whole body, sized from Content-Length when it is
+// given, to spare io.ReadAll's regrowing.
+func readBody(r io.Reader, length, limit int64) ([]byte, error) {
+	if length <= 0 || length > limit {
+		return io.ReadAll(r)
+	}
+	buf := bytes.NewBuffer(make([]byte, 0, length+1))
+	_, err := buf.ReadFrom(r)
+	return buf.Bytes(), err
 }
 
 // refuse logs and counts a refused request; it never logs the token.
@@ -545,23 +557,31 @@ func (b *Bot) runTurn(a *schema.Activity, p agent.Person) {
 	start := b.now()
 	ctx, cancel := context.WithTimeout(b.ctx, b.opts.TurnTimeout)
 	defer cancel()
-	log := b.logger.With("tenant", p.TenantID, "conversation", a.Conversation.ID, "activity", a.ID)
 
-	if _, err := b.conn.Send(ctx, a.ServiceURL, a.Conversation.ID, "", b.outgoing(a, schema.Typing)); err != nil {
-		log.Warn("bot: typing indicator not sent", "error", err)
-		if errors.Is(err, ErrToken) || errors.Is(err, ErrServiceURL) {
-			// Nothing can reach the person: don't run the agent for nobody.
-			b.metrics.turns.WithLabelValues("failed").Inc()
-			log.Error("bot: turn failed: cannot send to the conversation", "error", err)
-			return
-		}
+	// Without a token or a usable serviceUrl nothing can reach the
+	// person: fail now rather than run the agent for nobody.
+	if err := b.conn.ready(ctx, a.ServiceURL); err != nil {
+		b.metrics.turns.WithLabelValues("failed").Inc()
+		b.logger.Error("bot: turn failed: cannot send to the conversation", "tenant", p.TenantID, "conversation", a.Conversation.ID, "activity", a.ID, "error", err)
+		return
 	}
+
+	// The typing indicator goes out while the agent runs; the answer waits
+	// for it so the two never arrive out of order.
+	typingDone := make(chan struct{})
+	go func() {
+		defer close(typingDone)
+		if _, err := b.conn.Send(ctx, a.ServiceURL, a.Conversation.ID, "", b.outgoing(a, schema.Typing)); err != nil {
+			b.logger.Warn("bot: typing indicator not sent", "conversation", a.Conversation.ID, "error", err)
+		}
+	}()
 
 	select {
 	case b.sem <- struct{}{}:
 	case <-ctx.Done():
+		<-typingDone
 		b.metrics.turns.WithLabelValues("failed").Inc()
-		log.Error("bot: turn abandoned while waiting for a slot", "error", ctx.Err())
+		b.logger.Error("bot: turn abandoned while waiting for a slot", "conversation", a.Conversation.ID, "activity", a.ID, "error", ctx.Err())
 		return
 	}
 	results := make(chan runResult, 1)
@@ -578,11 +598,12 @@ func (b *Bot) runTurn(a *schema.Activity, p agent.Person) {
 	case res = <-results:
 		timer.Stop()
 	case <-timer.C:
+		<-typingDone
 		w := b.outgoing(a, schema.Message)
 		w.Attachments = []schema.Attachment{workingAttachment()}
 		id, err := b.conn.Send(ctx, a.ServiceURL, a.Conversation.ID, a.ID, w)
 		if err != nil {
-			log.Warn("bot: working card not sent", "error", err)
+			b.logger.Warn("bot: working card not sent", "conversation", a.Conversation.ID, "error", err)
 		}
 		workingID = id
 		res = <-results
@@ -592,16 +613,17 @@ func (b *Bot) runTurn(a *schema.Activity, p agent.Person) {
 	outcome := "answered"
 	if res.err != nil {
 		outcome = "failed"
-		log.Error("bot: agent run failed", "error", res.err)
+		b.logger.Error("bot: agent run failed", "tenant", p.TenantID, "conversation", a.Conversation.ID, "activity", a.ID, "error", res.err)
 		out.Attachments = []schema.Attachment{errorAttachment()}
 	} else {
 		out.Attachments = answerAttachments(res.ans, b.opts.PublicBaseURL)
 	}
 
+	<-typingDone
 	var err error
 	if workingID != "" {
 		if err = b.conn.Update(ctx, a.ServiceURL, a.Conversation.ID, workingID, out); err != nil {
-			log.Warn("bot: updating the working card failed; sending the answer as a new message", "error", err)
+			b.logger.Warn("bot: updating the working card failed; sending the answer as a new message", "conversation", a.Conversation.ID, "error", err)
 			_, err = b.conn.Send(ctx, a.ServiceURL, a.Conversation.ID, a.ID, out)
 		}
 	} else {
@@ -609,11 +631,11 @@ func (b *Bot) runTurn(a *schema.Activity, p agent.Person) {
 	}
 	if err != nil {
 		outcome = "failed"
-		log.Error("bot: answer not delivered", "error", err, "run", res.ans.RunID)
+		b.logger.Error("bot: answer not delivered", "tenant", p.TenantID, "conversation", a.Conversation.ID, "activity", a.ID, "run", res.ans.RunID, "error", err)
 	}
 	b.metrics.turns.WithLabelValues(outcome).Inc()
 	b.metrics.turnDuration.Observe(b.now().Sub(start).Seconds())
-	log.Debug("bot: turn done", "outcome", outcome, "run", res.ans.RunID, "views", len(res.ans.Views))
+	b.logger.Debug("bot: turn done", "conversation", a.Conversation.ID, "activity", a.ID, "outcome", outcome, "run", res.ans.RunID, "views", len(res.ans.Views))
 }
 
 // outgoing starts an activity addressed back to the conversation of a.

@@ -260,6 +260,21 @@ func isLoopbackHost(h string) bool {
 	return ip != nil && ip.IsLoopback()
 }
 
+// ready checks, before a turn starts, that its answer could be sent: the
+// serviceUrl is acceptable and a bot token can be had (cached after the
+// first turn).
+func (c *connector) ready(ctx context.Context, serviceURL string) error {
+	if _, err := c.checkServiceURL(serviceURL); err != nil {
+		return err
+	}
+	if c.tokens != nil {
+		if _, err := c.tokens.Token(ctx); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // activitiesURL builds {serviceUrl}/v3/conversations/{id}/activities[/{activityId}].
 func (c *connector) activitiesURL(serviceURL, conversationID, activityID string) (string, error) {
 	u, err := c.checkServiceURL(serviceURL)

@@ -10,6 +10,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"io"
 	"math/big"
 	"net/http"
 	"net/http/httptest"
@@ -270,11 +271,13 @@ func (f *fakeConnector) serve(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusMethodNotAllowed, map[string]any{"error": map[string]any{"code": "BadArgument"}})
 		return
 	}
-	if err := json.NewDecoder(r.Body).Decode(&rc.Raw); err != nil {
-		writeJSON(w, http.StatusBadRequest, map[string]any{"error": map[string]any{"code": "BadSyntax", "message": err.Error()}})
+	raw, err := io.ReadAll(r.Body)
+	if err != nil {
+		writeJSON(w, http.StatusBadRequest, map[string]any{"error": map[string]any{"code": "BadSyntax", "message": "not JSON"}})
 		return
 	}
-	if err := json.Unmarshal(rc.Raw, &rc.Activity); err != nil || rc.Activity.Type == "" {
+	rc.Raw = raw
+	if err := json.Unmarshal(raw, &rc.Activity); err != nil || rc.Activity.Type == "" {
 		writeJSON(w, http.StatusBadRequest, map[string]any{"error": map[string]any{"code": "BadArgument", "message": "no activity type"}})
 		return
 	}

@@ -1,0 +1,100 @@
+package bot
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// BenchmarkTurns measures whole turns: a signed POST /api/messages with
+// "/sales_report {}" until the answer card reaches the fake Bot Connector on
+// loopback. Each turn runs the built-in model, calls the demo server's tool,
+// makes a view and stores it in a real bbolt file. It reports turns/s and
+// the p50 and p99 latency of a turn.
+func BenchmarkTurns(b *testing.B) {
+	for _, inflight := range []int{1, 50} {
+		b.Run(fmt.Sprintf("inflight=%d", inflight), func(b *testing.B) {
+			h := newHarness(b, setup{realClock: true, quietLogs: true})
+			h.conn.mu.Lock()
+			h.conn.recordAll = false // keep memory flat: the waiters say when a turn is done
+			h.conn.mu.Unlock()
+			auth := "Bearer " + h.token(h.claims()) // the Bot Connector reuses its token too
+			template, err := json.Marshal(h.message("personal", "a:bench", "ID", "/sales_report {}"))
+			if err != nil {
+				b.Fatal(err)
+			}
+			var seq atomic.Int64
+			turn := func() time.Duration {
+				id := fmt.Sprintf("bench-%d", seq.Add(1))
+				body := bytes.Replace(template, []byte(`"id":"ID"`), []byte(`"id":"`+id+`"`), 1)
+				done := h.conn.expectReply(id)
+				start := time.Now()
+				req, _ := http.NewRequest(http.MethodPost, h.url+Path, bytes.NewReader(body))
+				req.Header.Set("Content-Type", "application/json")
+				req.Header.Set("Authorization", auth)
+				resp, err := h.client.Do(req)
+				if err != nil {
+					b.Error(err)
+					return 0
+				}
+				io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+				if resp.StatusCode != http.StatusAccepted {
+					b.Errorf("status %d", resp.StatusCode)
+					return 0
+				}
+				select {
+				case <-done:
+				case <-time.After(30 * time.Second):
+					b.Error("no answer within 30s")
+					return 0
+				}
+				return time.Since(start)
+			}
+			// Warm up: keys, bot token, connections, MCP session.
+			for range 20 {
+				turn()
+			}
+
+			lat := make([]time.Duration, 0, b.N)
+			var mu sync.Mutex
+			var next atomic.Int64
+			b.ResetTimer()
+			start := time.Now()
+			var wg sync.WaitGroup
+			for range inflight {
+				wg.Go(func() {
+					for next.Add(1) <= int64(b.N) {
+						d := turn()
+						mu.Lock()
+						lat = append(lat, d)
+						mu.Unlock()
+					}
+				})
+			}
+			wg.Wait()
+			elapsed := time.Since(start)
+			b.StopTimer()
+			slices.Sort(lat)
+			pct := func(p float64) float64 {
+				if len(lat) == 0 {
+					return 0
+				}
+				return float64(lat[int(float64(len(lat)-1)*p)].Microseconds()) / 1000
+			}
+			b.ReportMetric(float64(b.N)/elapsed.Seconds(), "turns/s")
+			b.ReportMetric(pct(0.50), "p50-ms")
+			b.ReportMetric(pct(0.99), "p99-ms")
+			if n := h.tokens.callCount(); n != 1 {
+				b.Errorf("%d bot token fetches, want 1", n)
+			}
+		})
+	}
+}
