@@ -234,10 +234,11 @@ func (a *agentRuntime) resolve(ctx context.Context, name string) (*serverConn, s
 	}
 	var found []*serverConn
 	for _, c := range a.servers {
-		c.cmu.RLock()
-		tl := c.tools
-		c.cmu.RUnlock()
-		if tl != nil && tl.byName[name] != nil {
+		cs, _, err := c.sessionFor(ctx, false)
+		if err != nil {
+			continue // noted in the catalogue already
+		}
+		if tl, err := c.toolList(ctx, cs); err == nil && tl.byName[name] != nil {
 			found = append(found, c)
 		}
 	}
@@ -269,6 +270,7 @@ func (r *runState) callForModel(ctx context.Context, call ToolCall) Message {
 
 	c, name, err := r.agent.resolve(ctx, call.Name)
 	if err != nil {
+		// Empty labels: a model's made-up names must not grow the metrics.
 		svc.metrics.call("", "", false, ResultRefused)
 		r.note("the model asked for %q: %v", call.Name, err)
 		return refuse(ResultRefused, err.Error())

@@ -79,6 +79,15 @@ func serveStdio() error {
 	big := htmlPage(strings.Repeat("x", mcpapps.DefaultMaxResourceBytes+1))
 	resource("ui://stdio/big.html", mcpapps.MIMEType, nil, func() string { return big })
 
+	tool("missing_view", ui("ui://stdio/missing.html"), func() *mcp.CallToolResult { return textResult("missing result") })
+
+	tool("two_items", ui("ui://stdio/two.html"), func() *mcp.CallToolResult { return textResult("two items result") })
+	srv.AddResource(&mcp.Resource{URI: "ui://stdio/two.html", Name: "two", MIMEType: mcpapps.MIMEType},
+		func(context.Context, *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
+			item := &mcp.ResourceContents{URI: "ui://stdio/two.html", MIMEType: mcpapps.MIMEType, Text: htmlPage("one")}
+			return &mcp.ReadResourceResult{Contents: []*mcp.ResourceContents{item, item}}, nil
+		})
+
 	tool("not_ui", ui("https://stdio.example/view.html"), func() *mcp.CallToolResult { return textResult("not ui result") })
 
 	tool("legacy_view", mcp.Meta{"ui/resourceUri": "ui://stdio/legacy.html"}, func() *mcp.CallToolResult { return textResult("legacy result") })
@@ -146,6 +155,8 @@ func TestStdioBadResourcesAreRefusedAndAnswerStands(t *testing.T) {
 		{"bad_mime", mcpapps.ReasonMIME, "ui://stdio/bad-mime.html", "bad mime result"},
 		{"big_view", mcpapps.ReasonSize, "ui://stdio/big.html", "big result"},
 		{"not_ui", mcpapps.ReasonScheme, "https://stdio.example/view.html", "not ui result"},
+		{"missing_view", mcpapps.ReasonRead, "ui://stdio/missing.html", "missing result"},
+		{"two_items", mcpapps.ReasonContent, "ui://stdio/two.html", "two items result"},
 	}
 	for _, c := range cases {
 		t.Run(c.tool, func(t *testing.T) {
