@@ -1,0 +1,256 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/url"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+
+	"teamsbot/agent"
+)
+
+// config is everything the service reads from its environment and its
+// optional configuration file, validated once at start.
+type config struct {
+	Addr           string
+	DataDir        string
+	PublicBaseURL  *url.URL
+	SandboxBaseURL *url.URL // nil: the public base URL serves the frames too
+	AppsEnabled    bool
+
+	BotAppID             string
+	BotAppPassword       string // secret
+	BotTenantID          string
+	BotOpenIDMetadataURL string
+	BotTokenURL          string // empty: derived from the tenant
+
+	OIDCIssuer         string
+	OIDCClientID       string
+	OIDCClientSecret   string // secret
+	OIDCAllowedTenants []string
+
+	GraphBaseURL string
+	ConfigPath   string
+	LogLevel     string
+
+	// Agents comes from TICKETIQ_CONFIG, or is the built-in demo agent.
+	Agents agent.Config
+}
+
+// envVar documents one variable of the contract; README's table follows it.
+type envVar struct {
+	name, def string
+	secret    bool
+}
+
+// envVars lists every variable the service reads, in the order README shows.
+var envVars = []envVar{
+	{name: "TICKETIQ_ADDR", def: ":3978"},
+	{name: "TICKETIQ_DATA", def: "./data"},
+	{name: "TICKETIQ_PUBLIC_BASE_URL", def: "http://localhost:3978"},
+	{name: "TICKETIQ_SANDBOX_BASE_URL"},
+	{name: "TICKETIQ_MCP_APPS_ENABLED", def: "true"},
+	{name: "TICKETIQ_BOT_APP_ID"},
+	{name: "TICKETIQ_BOT_APP_PASSWORD", secret: true},
+	{name: "TICKETIQ_BOT_TENANT_ID"},
+	{name: "TICKETIQ_BOT_OPENID_METADATA_URL", def: "https://login.botframework.com/v1/.well-known/openidconfiguration"},
+	{name: "TICKETIQ_BOT_TOKEN_URL"},
+	{name: "TICKETIQ_OIDC_ISSUER"},
+	{name: "TICKETIQ_OIDC_CLIENT_ID"},
+	{name: "TICKETIQ_OIDC_CLIENT_SECRET", secret: true},
+	{name: "TICKETIQ_OIDC_ALLOWED_TENANTS"},
+	{name: "TICKETIQ_GRAPH_BASE_URL", def: "https://graph.microsoft.com/v1.0"},
+	{name: "TICKETIQ_CONFIG"},
+	{name: "TICKETIQ_LOG_LEVEL", def: "info"},
+}
+
+// loadConfig reads and validates the configuration, reporting every mistake
+// at once so an operator fixes them in one go.
+func loadConfig(getenv func(string) string) (config, error) {
+	get := func(name string) string {
+		for _, v := range envVars {
+			if v.name == name {
+				if s := strings.TrimSpace(getenv(name)); s != "" {
+					return s
+				}
+				return v.def
+			}
+		}
+		panic("loadConfig: undeclared variable " + name) // a programming error, caught by tests
+	}
+	var errs []error
+	c := config{
+		Addr:                 get("TICKETIQ_ADDR"),
+		DataDir:              get("TICKETIQ_DATA"),
+		BotAppID:             get("TICKETIQ_BOT_APP_ID"),
+		BotAppPassword:       get("TICKETIQ_BOT_APP_PASSWORD"),
+		BotTenantID:          get("TICKETIQ_BOT_TENANT_ID"),
+		BotOpenIDMetadataURL: get("TICKETIQ_BOT_OPENID_METADATA_URL"),
+		BotTokenURL:          get("TICKETIQ_BOT_TOKEN_URL"),
+		OIDCIssuer:           get("TICKETIQ_OIDC_ISSUER"),
+		OIDCClientID:         get("TICKETIQ_OIDC_CLIENT_ID"),
+		OIDCClientSecret:     get("TICKETIQ_OIDC_CLIENT_SECRET"),
+		GraphBaseURL:         get("TICKETIQ_GRAPH_BASE_URL"),
+		ConfigPath:           get("TICKETIQ_CONFIG"),
+		LogLevel:             strings.ToLower(get("TICKETIQ_LOG_LEVEL")),
+	}
+
+	if _, _, err := net.SplitHostPort(c.Addr); err != nil {
+		errs = append(errs, fmt.Errorf("TICKETIQ_ADDR %q is not host:port: %w", c.Addr, err))
+	}
+	if abs, err := filepath.Abs(c.DataDir); err != nil {
+		errs = append(errs, fmt.Errorf("TICKETIQ_DATA %q: %w", c.DataDir, err))
+	} else {
+		c.DataDir = abs
+	}
+
+	var err error
+	if c.PublicBaseURL, err = baseURL(get("TICKETIQ_PUBLIC_BASE_URL")); err != nil {
+		errs = append(errs, fmt.Errorf("TICKETIQ_PUBLIC_BASE_URL: %w", err))
+	}
+	if s := get("TICKETIQ_SANDBOX_BASE_URL"); s != "" {
+		if c.SandboxBaseURL, err = baseURL(s); err != nil {
+			errs = append(errs, fmt.Errorf("TICKETIQ_SANDBOX_BASE_URL: %w", err))
+		}
+	}
+
+	switch v := strings.ToLower(get("TICKETIQ_MCP_APPS_ENABLED")); v {
+	case "true", "1", "yes", "on":
+		c.AppsEnabled = true
+	case "false", "0", "no", "off":
+		c.AppsEnabled = false
+	default:
+		errs = append(errs, fmt.Errorf("TICKETIQ_MCP_APPS_ENABLED %q: want true or false", v))
+	}
+
+	if (c.BotAppID == "") != (c.BotAppPassword == "") {
+		errs = append(errs, errors.New("TICKETIQ_BOT_APP_ID and TICKETIQ_BOT_APP_PASSWORD must be set together"))
+	}
+	for _, u := range []struct{ name, value string }{
+		{"TICKETIQ_BOT_OPENID_METADATA_URL", c.BotOpenIDMetadataURL},
+		{"TICKETIQ_BOT_TOKEN_URL", c.BotTokenURL},
+		{"TICKETIQ_OIDC_ISSUER", c.OIDCIssuer},
+		{"TICKETIQ_GRAPH_BASE_URL", c.GraphBaseURL},
+	} {
+		if u.value == "" {
+			continue
+		}
+		if err := absoluteHTTPURL(u.value); err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", u.name, err))
+		}
+	}
+	if c.OIDCIssuer != "" && c.OIDCClientID == "" {
+		errs = append(errs, errors.New("TICKETIQ_OIDC_CLIENT_ID is required with TICKETIQ_OIDC_ISSUER"))
+	}
+	for _, t := range strings.Split(get("TICKETIQ_OIDC_ALLOWED_TENANTS"), ",") {
+		if t = strings.TrimSpace(t); t != "" {
+			c.OIDCAllowedTenants = append(c.OIDCAllowedTenants, t)
+		}
+	}
+	switch c.LogLevel {
+	case "debug", "info", "warn", "error":
+	default:
+		errs = append(errs, fmt.Errorf("TICKETIQ_LOG_LEVEL %q: want debug, info, warn or error", c.LogLevel))
+	}
+
+	if c.ConfigPath == "" {
+		c.Agents = agent.DefaultConfig()
+	} else if data, err := os.ReadFile(c.ConfigPath); err != nil {
+		errs = append(errs, fmt.Errorf("TICKETIQ_CONFIG: %w", err))
+	} else if c.Agents, err = agent.LoadConfig(data, getenv); err != nil {
+		errs = append(errs, fmt.Errorf("TICKETIQ_CONFIG %s: %w", c.ConfigPath, err))
+	}
+
+	if len(errs) > 0 {
+		return config{}, fmt.Errorf("configuration: %w", errors.Join(errs...))
+	}
+	return c, nil
+}
+
+// baseURL parses an http(s) base URL without query or fragment and drops a
+// trailing slash so paths can be appended.
+func baseURL(s string) (*url.URL, error) {
+	if err := absoluteHTTPURL(s); err != nil {
+		return nil, err
+	}
+	u, _ := url.Parse(s)
+	if u.RawQuery != "" || u.Fragment != "" {
+		return nil, fmt.Errorf("%q: a base URL has no query or fragment", s)
+	}
+	u.Path = strings.TrimRight(u.Path, "/")
+	u.RawPath = ""
+	return u, nil
+}
+
+func absoluteHTTPURL(s string) error {
+	u, err := url.Parse(s)
+	if err != nil {
+		return fmt.Errorf("%q: %w", s, err)
+	}
+	if (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return fmt.Errorf("%q: want an absolute http:// or https:// URL", s)
+	}
+	if u.User != nil {
+		return fmt.Errorf("%q: credentials do not belong in a URL", s)
+	}
+	return nil
+}
+
+// openButtons reports whether cards may carry Open buttons: Teams opens only
+// https addresses, and the product shows the button only then.
+func (c config) openButtons() bool { return c.PublicBaseURL.Scheme == "https" }
+
+// loopback reports whether the listen address accepts loopback connections
+// only; the local development sign-in and local bot mode depend on it.
+func (c config) loopback() bool {
+	host, _, err := net.SplitHostPort(c.Addr)
+	if err != nil {
+		return false
+	}
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+// write prints the effective configuration with secrets redacted, one
+// variable a line, sorted, for `teamsbot config`.
+func (c config) write(w io.Writer, getenv func(string) string) error {
+	lines := make([]string, 0, len(envVars))
+	for _, v := range envVars {
+		val := strings.TrimSpace(getenv(v.name))
+		src := "set"
+		if val == "" {
+			val, src = v.def, "default"
+		}
+		if v.secret && val != "" {
+			val = "[redacted]"
+		}
+		lines = append(lines, fmt.Sprintf("%s=%s\t(%s)", v.name, strconv.Quote(val), src))
+	}
+	sort.Strings(lines)
+	_, err := fmt.Fprintln(w, strings.Join(lines, "\n"))
+	return err
+}
+
+// logAttrs is what the start-up log line prints for the configuration: no secrets, ever.
+func (c config) logAttrs() []any {
+	return []any{
+		"addr", c.Addr,
+		"data", c.DataDir,
+		"public_base_url", c.PublicBaseURL.String(),
+		"mcp_apps", c.AppsEnabled,
+		"bot_mode", map[bool]string{true: "local (loopback only)", false: "Bot Framework"}[c.BotAppID == ""],
+		"signin", map[bool]string{true: "local development", false: "OpenID Connect"}[c.OIDCIssuer == ""],
+		"agents", len(c.Agents.Agents),
+		"open_buttons", c.openButtons(),
+		"config_file", c.ConfigPath,
+	}
+}

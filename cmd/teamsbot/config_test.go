@@ -1,0 +1,130 @@
+package main
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func envOf(m map[string]string) func(string) string {
+	return func(k string) string { return m[k] }
+}
+
+func TestConfigDefaults(t *testing.T) {
+	cfg, err := loadConfig(envOf(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Addr != ":3978" || !cfg.AppsEnabled || cfg.PublicBaseURL.String() != "http://localhost:3978" {
+		t.Errorf("defaults: addr %q apps %v base %q", cfg.Addr, cfg.AppsEnabled, cfg.PublicBaseURL)
+	}
+	if cfg.openButtons() {
+		t.Error("an http:// base URL must not give Open buttons")
+	}
+	if len(cfg.Agents.Agents) != 1 {
+		t.Errorf("the built-in demo agent is the default, got %d agents", len(cfg.Agents.Agents))
+	}
+	if !filepath.IsAbs(cfg.DataDir) || filepath.Base(cfg.DataDir) != "data" {
+		t.Errorf("data dir %q", cfg.DataDir)
+	}
+}
+
+func TestConfigOpenButtonsOnlyForHTTPS(t *testing.T) {
+	for base, want := range map[string]bool{
+		"https://bot.example.com":      true,
+		"HTTPS://bot.example.com/":     true,
+		"https://bot.example.com/base": true,
+		"http://bot.example.com":       false,
+		"http://localhost:3978":        false,
+	} {
+		cfg, err := loadConfig(envOf(map[string]string{"TICKETIQ_PUBLIC_BASE_URL": base}))
+		if err != nil {
+			t.Fatalf("%s: %v", base, err)
+		}
+		if got := cfg.openButtons(); got != want {
+			t.Errorf("%s: open buttons %v, want %v", base, got, want)
+		}
+		if strings.HasSuffix(cfg.PublicBaseURL.String(), "/") {
+			t.Errorf("%s: trailing slash kept: %s", base, cfg.PublicBaseURL)
+		}
+	}
+}
+
+func TestConfigReportsEveryMistakeAtOnce(t *testing.T) {
+	_, err := loadConfig(envOf(map[string]string{
+		"TICKETIQ_ADDR":                    "no-port",
+		"TICKETIQ_PUBLIC_BASE_URL":         "ftp://example.com",
+		"TICKETIQ_SANDBOX_BASE_URL":        "https://sandbox.example.com/?x=1",
+		"TICKETIQ_MCP_APPS_ENABLED":        "maybe",
+		"TICKETIQ_BOT_APP_PASSWORD":        "s3cr3t-value",
+		"TICKETIQ_BOT_OPENID_METADATA_URL": "not a url",
+		"TICKETIQ_OIDC_ISSUER":             "https://login.example.com/t/v2.0",
+		"TICKETIQ_LOG_LEVEL":               "loud",
+		"TICKETIQ_CONFIG":                  filepath.Join(t.TempDir(), "missing.yaml"),
+	}))
+	if err == nil {
+		t.Fatal("bad configuration accepted")
+	}
+	msg := err.Error()
+	for _, want := range []string{
+		"TICKETIQ_ADDR", "TICKETIQ_PUBLIC_BASE_URL", "TICKETIQ_SANDBOX_BASE_URL",
+		"TICKETIQ_MCP_APPS_ENABLED", "TICKETIQ_BOT_APP_ID and TICKETIQ_BOT_APP_PASSWORD",
+		"TICKETIQ_BOT_OPENID_METADATA_URL", "TICKETIQ_OIDC_CLIENT_ID", "TICKETIQ_LOG_LEVEL", "TICKETIQ_CONFIG",
+	} {
+		if !strings.Contains(msg, want) {
+			t.Errorf("error does not mention %s:\n%s", want, msg)
+		}
+	}
+	if strings.Contains(msg, "s3cr3t-value") {
+		t.Error("a secret appears in the error")
+	}
+}
+
+func TestConfigAppsDisabled(t *testing.T) {
+	cfg, err := loadConfig(envOf(map[string]string{"TICKETIQ_MCP_APPS_ENABLED": "false"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.AppsEnabled {
+		t.Error("TICKETIQ_MCP_APPS_ENABLED=false left the extension on")
+	}
+}
+
+func TestConfigFileRejectsUnknownKeys(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "teamsbot.yaml")
+	if err := os.WriteFile(path, []byte("agents:\n  - id: default\n    name: A\n    colour: blue\n    model: {kind: builtin}\n    servers: [{name: demo, builtin: demo}]\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, err := loadConfig(envOf(map[string]string{"TICKETIQ_CONFIG": path}))
+	if err == nil || !strings.Contains(err.Error(), "colour") {
+		t.Fatalf("unknown key not named in the error: %v", err)
+	}
+}
+
+func TestConfigCommandRedactsSecrets(t *testing.T) {
+	env := envOf(map[string]string{
+		"TICKETIQ_BOT_APP_ID":         "app",
+		"TICKETIQ_BOT_APP_PASSWORD":   "bot-password-value",
+		"TICKETIQ_OIDC_ISSUER":        "https://login.example.com/t/v2.0",
+		"TICKETIQ_OIDC_CLIENT_ID":     "client",
+		"TICKETIQ_OIDC_CLIENT_SECRET": "oidc-secret-value",
+	})
+	var out, errOut bytes.Buffer
+	if err := run(t.Context(), []string{"teamsbot", "config"}, env, &out, &errOut); err != nil {
+		t.Fatal(err)
+	}
+	s := out.String()
+	if strings.Contains(s, "bot-password-value") || strings.Contains(s, "oidc-secret-value") {
+		t.Errorf("secret printed:\n%s", s)
+	}
+	for _, v := range envVars {
+		if !strings.Contains(s, v.name+"=") {
+			t.Errorf("%s missing from config output", v.name)
+		}
+	}
+	if !strings.Contains(s, `TICKETIQ_BOT_APP_PASSWORD="[redacted]"`) {
+		t.Errorf("password not shown as redacted:\n%s", s)
+	}
+}

@@ -1,0 +1,270 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/cookiejar"
+	"net/http/httptest"
+	"net/url"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"teamsbot/store"
+)
+
+// lockedBuffer collects the service's JSON log lines from another goroutine.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// logLine returns the first log line with the given msg, decoded.
+func (b *lockedBuffer) logLine(msg string) map[string]any {
+	sc := bufio.NewScanner(strings.NewReader(b.String()))
+	for sc.Scan() {
+		var m map[string]any
+		if json.Unmarshal(sc.Bytes(), &m) == nil && m["msg"] == msg {
+			return m
+		}
+	}
+	return nil
+}
+
+// startService runs the real service in-process, as `teamsbot` would, and
+// returns its base URL and a function that stops it and returns run's error.
+func startService(t *testing.T, env map[string]string) (base string, logs *lockedBuffer, stop func() error) {
+	t.Helper()
+	if env["TICKETIQ_DATA"] == "" {
+		env["TICKETIQ_DATA"] = t.TempDir()
+	}
+	env["TICKETIQ_ADDR"] = "127.0.0.1:0"
+	ctx, cancel := context.WithCancel(context.Background())
+	logs = &lockedBuffer{}
+	done := make(chan error, 1)
+	go func() { done <- run(ctx, []string{"teamsbot"}, envOf(env), io.Discard, logs) }()
+	stopped := false
+	stop = func() error {
+		if stopped {
+			return nil
+		}
+		stopped = true
+		cancel()
+		select {
+		case err := <-done:
+			return err
+		case <-time.After(30 * time.Second):
+			return fmt.Errorf("run did not return after cancel; logs:\n%s", logs)
+		}
+	}
+	t.Cleanup(func() { _ = stop() })
+	deadline := time.Now().Add(30 * time.Second)
+	for time.Now().Before(deadline) {
+		if l := logs.logLine("listening"); l != nil {
+			return "http://" + l["addr"].(string), logs, stop
+		}
+		select {
+		case err := <-done:
+			t.Fatalf("run returned before listening: %v\n%s", err, logs)
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+	t.Fatalf("service did not start; logs:\n%s", logs)
+	return "", nil, nil
+}
+
+func get(t *testing.T, c *http.Client, u string) (int, string) {
+	t.Helper()
+	resp, err := c.Get(u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(body)
+}
+
+func TestRunHealthReadinessMetricsAndOrderlyShutdown(t *testing.T) {
+	data := t.TempDir()
+	base, logs, stop := startService(t, map[string]string{"TICKETIQ_DATA": data})
+	c := &http.Client{Timeout: 10 * time.Second}
+	if code, body := get(t, c, base+"/healthz"); code != 200 {
+		t.Errorf("/healthz: %d %s", code, body)
+	}
+	if code, body := get(t, c, base+"/readyz"); code != 200 {
+		t.Errorf("/readyz: %d %s", code, body)
+	}
+	code, body := get(t, c, base+"/metrics")
+	if code != 200 || !strings.Contains(body, "go_goroutines") {
+		t.Errorf("/metrics: %d, no Go metrics", code)
+	}
+	if err := stop(); err != nil {
+		t.Fatalf("run: %v", err)
+	}
+	if logs.logLine("stopped") == nil {
+		t.Errorf("no orderly stop logged:\n%s", logs)
+	}
+	// The store was closed last and released its lock: it opens again at once.
+	st, err := store.Open(context.Background(), filepath.Join(data, "teamsbot.db"), store.Options{OpenTimeout: time.Second})
+	if err != nil {
+		t.Fatalf("store still locked after shutdown: %v", err)
+	}
+	st.Close()
+}
+
+func TestRunRefusesBadConfigurationBeforeStarting(t *testing.T) {
+	var errOut bytes.Buffer
+	err := run(context.Background(), []string{"teamsbot"}, envOf(map[string]string{
+		"TICKETIQ_MCP_APPS_ENABLED": "sometimes",
+		"TICKETIQ_PUBLIC_BASE_URL":  "localhost",
+	}), io.Discard, &errOut)
+	if err == nil || !strings.Contains(err.Error(), "TICKETIQ_MCP_APPS_ENABLED") || !strings.Contains(err.Error(), "TICKETIQ_PUBLIC_BASE_URL") {
+		t.Fatalf("want both mistakes reported, got %v", err)
+	}
+}
+
+func TestRunUnknownCommand(t *testing.T) {
+	var errOut bytes.Buffer
+	if err := run(context.Background(), []string{"teamsbot", "frobnicate"}, envOf(nil), io.Discard, &errOut); err == nil {
+		t.Fatal("unknown command accepted")
+	}
+	if !strings.Contains(errOut.String(), "usage") {
+		t.Errorf("no usage printed: %q", errOut.String())
+	}
+}
+
+// TestRunFromTeamsMessageToOpenedView walks the whole product in one process:
+// a Teams message in local mode, the answer card with its Open button on a
+// https base URL, then the person signs in and the view API hands out the
+// sandbox URLs. The fake connector follows the Bot Framework REST API
+// ("API reference", Conversations: Reply to Activity).
+func TestRunFromTeamsMessageToOpenedView(t *testing.T) {
+	var mu sync.Mutex
+	var sent []map[string]any
+	connector := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var a map[string]any
+		if err := json.NewDecoder(r.Body).Decode(&a); err == nil {
+			mu.Lock()
+			sent = append(sent, a)
+			mu.Unlock()
+		}
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprintf(w, `{"id":"sent-%d"}`, time.Now().UnixNano())
+	}))
+	defer connector.Close()
+
+	const publicBase = "https://teams.example.test"
+	base, logs, _ := startService(t, map[string]string{"TICKETIQ_PUBLIC_BASE_URL": publicBase})
+	if logs.logLine("starting") == nil {
+		t.Fatalf("no start line:\n%s", logs)
+	}
+
+	activity := map[string]any{
+		"type":         "message",
+		"id":           "act-1",
+		"timestamp":    time.Now().UTC().Format(time.RFC3339),
+		"serviceUrl":   connector.URL,
+		"channelId":    "msteams",
+		"from":         map[string]any{"id": "29:user", "name": "Ada Lovelace", "aadObjectId": "user-oid-1"},
+		"recipient":    map[string]any{"id": "28:bot", "name": "teamsbot"},
+		"conversation": map[string]any{"id": "a:personal-1", "conversationType": "personal", "tenantId": "tenant-1"},
+		"channelData":  map[string]any{"tenant": map[string]any{"id": "tenant-1"}},
+		"text":         "/sales_report {}",
+	}
+	body, _ := json.Marshal(activity)
+	resp, err := http.Post(base+"/api/messages", "application/json", bytes.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode >= 300 {
+		t.Fatalf("POST /api/messages: %d", resp.StatusCode)
+	}
+
+	// The answer card arrives at the connector with an Open button.
+	openRe := regexp.MustCompile(regexp.QuoteMeta(publicBase) + `/mcp-apps/([A-Za-z0-9_-]+)`)
+	var viewID string
+	deadline := time.Now().Add(20 * time.Second)
+	for viewID == "" && time.Now().Before(deadline) {
+		mu.Lock()
+		for _, a := range sent {
+			b, _ := json.Marshal(a["attachments"])
+			if m := openRe.FindSubmatch(b); m != nil {
+				viewID = string(m[1])
+			}
+		}
+		mu.Unlock()
+		time.Sleep(20 * time.Millisecond)
+	}
+	if viewID == "" {
+		t.Fatalf("no answer card with an Open button reached the connector; sent %d activities\n%s", len(sent), logs)
+	}
+
+	jar, _ := cookiejar.New(nil)
+	c := &http.Client{Jar: jar, Timeout: 10 * time.Second}
+	// Not signed in: the API refuses.
+	if code, _ := get(t, c, base+"/api/mcp-apps/"+viewID); code != http.StatusUnauthorized {
+		t.Errorf("view API without a session: %d, want 401", code)
+	}
+	// The local development sign-in, as the person the run was for.
+	resp, err = c.PostForm(base+"/signin/local", url.Values{
+		"name": {"Ada Lovelace"}, "tenant": {"tenant-1"}, "user": {"user-oid-1"},
+		"roles": {"agents.read agents.run"}, "return": {"/mcp-apps/" + viewID},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	page, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || !strings.Contains(string(page), "sales_report") && !strings.Contains(string(page), "Sales report") {
+		t.Fatalf("view page after sign-in: %d\n%s", resp.StatusCode, page)
+	}
+	code, apiBody := get(t, c, base+"/api/mcp-apps/"+viewID)
+	if code != 200 {
+		t.Fatalf("view API: %d %s", code, apiBody)
+	}
+	var v struct {
+		ID, Server, Tool, ResourceURI, ProxyURL, ViewURL string
+	}
+	if err := json.Unmarshal([]byte(apiBody), &v); err != nil {
+		t.Fatal(err)
+	}
+	if v.ID != viewID || v.Server != "demo" || v.Tool != "sales_report" || v.ResourceURI != "ui://demo/sales-report.html" {
+		t.Errorf("view API answer: %+v", v)
+	}
+	if !strings.Contains(v.ProxyURL, "token=") || !strings.Contains(v.ViewURL, "token=") {
+		t.Errorf("sandbox URLs without tokens: %q %q", v.ProxyURL, v.ViewURL)
+	}
+
+	// Another person of the same tenant cannot open it.
+	jar2, _ := cookiejar.New(nil)
+	other := &http.Client{Jar: jar2, Timeout: 10 * time.Second}
+	resp, err = other.PostForm(base+"/signin/local", url.Values{"name": {"Eve"}, "tenant": {"tenant-1"}, "user": {"user-oid-2"}, "roles": {"agents.read agents.run"}, "return": {"/"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if code, _ := get(t, other, base+"/api/mcp-apps/"+viewID); code != http.StatusForbidden {
+		t.Errorf("another person's view API: %d, want 403", code)
+	}
+}

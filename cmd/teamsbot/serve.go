@@ -1,0 +1,199 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/labstack/echo/v4"
+	"github.com/labstack/echo/v4/middleware"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"teamsbot/agent"
+	"teamsbot/bot"
+	"teamsbot/signin"
+	"teamsbot/store"
+	"teamsbot/viewpage"
+)
+
+// shutdownGrace bounds the whole orderly shutdown; Teams gives up on a
+// request after 15 s, so in-flight turns get most of it.
+const shutdownGrace = 20 * time.Second
+
+// sweepEvery is how often expired views are removed; an expired view is
+// refused on read long before the sweep comes.
+const sweepEvery = time.Hour
+
+// serve builds every part, serves until ctx ends, then shuts down in the
+// reverse order: stop taking requests, finish turns, close MCP sessions,
+// close the store last.
+func serve(ctx context.Context, cfg config, logger *slog.Logger) (err error) {
+	logger.Info("starting", cfg.logAttrs()...)
+	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
+		return fmt.Errorf("data folder: %w", err)
+	}
+
+	st, err := store.Open(ctx, filepath.Join(cfg.DataDir, "teamsbot.db"), store.Options{Logger: logger.With("part", "store")})
+	if err != nil {
+		return fmt.Errorf("open store: %w", err)
+	}
+	defer func() { err = errors.Join(err, st.Close()) }()
+
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+
+	agents, err := agent.New(ctx, cfg.Agents, agent.Options{
+		Store:       st,
+		Logger:      logger.With("part", "agent"),
+		AppsEnabled: cfg.AppsEnabled,
+		Getenv:      os.Getenv,
+		Registerer:  reg,
+	})
+	if err != nil {
+		return fmt.Errorf("agents: %w", err)
+	}
+	defer func() { err = errors.Join(err, agents.Close()) }()
+
+	sweepCtx, stopSweep := context.WithCancel(context.WithoutCancel(ctx))
+	sweepDone := make(chan struct{})
+	go func() { defer close(sweepDone); st.RunSweeper(sweepCtx, sweepEvery) }()
+	defer func() { stopSweep(); <-sweepDone }()
+
+	signIn, err := signin.New(ctx, signin.Options{
+		Issuer:         cfg.OIDCIssuer,
+		ClientID:       cfg.OIDCClientID,
+		ClientSecret:   cfg.OIDCClientSecret,
+		PublicBaseURL:  cfg.PublicBaseURL.String(),
+		DataDir:        cfg.DataDir,
+		Loopback:       cfg.loopback(),
+		AllowedTenants: cfg.OIDCAllowedTenants,
+		Logger:         logger.With("part", "signin"),
+	})
+	if err != nil {
+		return fmt.Errorf("sign-in: %w", err)
+	}
+
+	views, err := viewpage.New(viewpage.Options{
+		Store:         st,
+		Agent:         agents,
+		SignIn:        signIn,
+		PublicBaseURL: cfg.PublicBaseURL.String(),
+		SandboxBaseURL: func() string {
+			if cfg.SandboxBaseURL == nil {
+				return ""
+			}
+			return cfg.SandboxBaseURL.String()
+		}(),
+		DataDir:    cfg.DataDir,
+		Logger:     logger.With("part", "viewpage"),
+		Registerer: reg,
+	})
+	if err != nil {
+		return fmt.Errorf("view page: %w", err)
+	}
+
+	teams, err := bot.New(bot.Options{
+		AppID:             cfg.BotAppID,
+		AppPassword:       cfg.BotAppPassword,
+		TenantID:          cfg.BotTenantID,
+		OpenIDMetadataURL: cfg.BotOpenIDMetadataURL,
+		TokenURL:          cfg.BotTokenURL,
+		Agent:             agents,
+		Store:             st,
+		PublicBaseURL:     cfg.PublicBaseURL.String(),
+		Logger:            logger.With("part", "bot"),
+		Registerer:        reg,
+	})
+	if err != nil {
+		return fmt.Errorf("bot: %w", err)
+	}
+
+	e := echo.New()
+	e.HideBanner, e.HidePort = true, true
+	e.HTTPErrorHandler = viewpage.ErrorHandler(logger)
+	e.Use(middleware.Recover())
+	e.Use(requestLog(logger))
+	e.GET("/healthz", func(c echo.Context) error { return c.String(http.StatusOK, "ok\n") })
+	e.GET("/readyz", func(c echo.Context) error {
+		rctx, cancel := context.WithTimeout(c.Request().Context(), 5*time.Second)
+		defer cancel()
+		if err := errors.Join(st.Ping(rctx), agents.Ready(rctx)); err != nil {
+			logger.Warn("not ready", "err", err)
+			return c.String(http.StatusServiceUnavailable, "not ready\n")
+		}
+		return c.String(http.StatusOK, "ready\n")
+	})
+	e.GET("/metrics", echo.WrapHandler(promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg})))
+	teams.Register(e)
+	signIn.Register(e)
+	views.Register(e)
+
+	ln, err := net.Listen("tcp", cfg.Addr)
+	if err != nil {
+		return fmt.Errorf("listen: %w", err)
+	}
+	srv := &http.Server{
+		Handler:           e,
+		ReadHeaderTimeout: 10 * time.Second,
+		ReadTimeout:       30 * time.Second,
+		WriteTimeout:      60 * time.Second,
+		IdleTimeout:       120 * time.Second,
+		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
+	}
+	serveErr := make(chan error, 1)
+	go func() { serveErr <- srv.Serve(ln) }()
+	logger.Info("listening", "addr", ln.Addr().String(), "url", cfg.PublicBaseURL.String())
+
+	select {
+	case <-ctx.Done():
+	case err := <-serveErr:
+		return fmt.Errorf("serve: %w", err)
+	}
+	logger.Info("shutting down")
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), shutdownGrace)
+	defer cancel()
+	if err := srv.Shutdown(sctx); err != nil {
+		logger.Warn("http shutdown", "err", err)
+	}
+	if err := teams.Shutdown(sctx); err != nil {
+		logger.Warn("turns still running at shutdown", "err", err)
+	}
+	logger.Info("stopped")
+	return nil
+}
+
+// requestLog logs one line per request. It logs the path without the query:
+// frame URLs carry tokens there.
+func requestLog(logger *slog.Logger) echo.MiddlewareFunc {
+	return middleware.RequestLoggerWithConfig(middleware.RequestLoggerConfig{
+		LogMethod:   true,
+		LogURIPath:  true,
+		LogStatus:   true,
+		LogLatency:  true,
+		LogRemoteIP: true,
+		LogError:    true,
+		HandleError: true,
+		LogValuesFunc: func(c echo.Context, v middleware.RequestLoggerValues) error {
+			level := slog.LevelInfo
+			if v.Status >= 500 {
+				level = slog.LevelError
+			}
+			logger.LogAttrs(c.Request().Context(), level, "request",
+				slog.String("method", v.Method),
+				slog.String("path", v.URIPath),
+				slog.Int("status", v.Status),
+				slog.Duration("latency", v.Latency),
+				slog.String("remote", v.RemoteIP),
+			)
+			return nil
+		},
+	})
+}
