@@ -48,6 +48,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"teamsbot/agent"
+	"teamsbot/cards"
 	"teamsbot/store"
 )
 
@@ -135,6 +136,7 @@ type Options struct {
 // Bot is the POST /api/messages endpoint and the turns it runs.
 type Bot struct {
 	opts      Options
+	agentName string
 	local     bool
 	logger    *slog.Logger
 	now       func() time.Time
@@ -209,6 +211,13 @@ func New(opts Options) (*Bot, error) {
 		metrics: m,
 		seen:    newSeenSet(dedupTTL, dedupMax),
 		sem:     make(chan struct{}, opts.MaxConcurrentTurns),
+	}
+	if ids := opts.Agent.Agents(); opts.AgentID == "" && len(ids) > 0 {
+		b.agentName, _ = opts.Agent.AgentName(ids[0])
+	} else if opts.AgentID != "" {
+		if b.agentName, err = opts.Agent.AgentName(opts.AgentID); err != nil {
+			return nil, fmt.Errorf("bot: agent %q: %w", opts.AgentID, err)
+		}
 	}
 	b.ctx, b.cancel = context.WithCancel(context.Background())
 	b.conn = &connector{
@@ -526,7 +535,7 @@ func (b *Bot) onMessage(t *activity.TurnContext) (schema.Activity, error) {
 		if p.TenantID == "" || p.UserID == "" {
 			b.metrics.turns.WithLabelValues("refused").Inc()
 			b.logger.Info("bot: message without tenant or user object id refused", "conversation", a.Conversation.ID, "channel", a.ChannelID)
-			b.sendCard(&a, refusalAttachment("I can only answer people signed in to a Microsoft Entra tenant, and this message came without one."))
+			b.sendCard(&a, cards.MissingIdentity())
 			return
 		}
 		b.runTurn(&a, p)
@@ -599,8 +608,7 @@ func (b *Bot) runTurn(a *schema.Activity, p agent.Person) {
 		timer.Stop()
 	case <-timer.C:
 		<-typingDone
-		w := b.outgoing(a, schema.Message)
-		w.Attachments = []schema.Attachment{workingAttachment()}
+		w := withCard(b.outgoing(a, schema.Message), cards.Working(a.Text))
 		id, err := b.conn.Send(ctx, a.ServiceURL, a.Conversation.ID, a.ID, w)
 		if err != nil {
 			b.logger.Warn("bot: working card not sent", "conversation", a.Conversation.ID, "error", err)
@@ -609,25 +617,36 @@ func (b *Bot) runTurn(a *schema.Activity, p agent.Person) {
 		res = <-results
 	}
 
-	out := b.outgoing(a, schema.Message)
 	outcome := "answered"
+	var answer []cards.Card
 	if res.err != nil {
 		outcome = "failed"
-		b.logger.Error("bot: agent run failed", "tenant", p.TenantID, "conversation", a.Conversation.ID, "activity", a.ID, "error", res.err)
-		out.Attachments = []schema.Attachment{errorAttachment()}
+		// The card gives a reference, never the cause, which may carry
+		// internal detail; the log line has both.
+		ref := res.ans.RunID
+		if ref == "" {
+			ref = a.ID
+		}
+		b.logger.Error("bot: agent run failed", "tenant", p.TenantID, "conversation", a.Conversation.ID, "activity", a.ID, "reference", ref, "error", res.err)
+		answer = []cards.Card{cards.RunFailed(ref)}
 	} else {
-		out.Attachments = answerAttachments(res.ans, b.opts.PublicBaseURL)
+		answer = b.answerCards(res.ans)
 	}
 
 	<-typingDone
 	var err error
-	if workingID != "" {
-		if err = b.conn.Update(ctx, a.ServiceURL, a.Conversation.ID, workingID, out); err != nil {
+	for i, c := range answer {
+		out := withCard(b.outgoing(a, schema.Message), c)
+		if i == 0 && workingID != "" {
+			// The working card becomes the answer's first card.
+			if err = b.conn.Update(ctx, a.ServiceURL, a.Conversation.ID, workingID, out); err == nil {
+				continue
+			}
 			b.logger.Warn("bot: updating the working card failed; sending the answer as a new message", "conversation", a.Conversation.ID, "error", err)
-			_, err = b.conn.Send(ctx, a.ServiceURL, a.Conversation.ID, a.ID, out)
 		}
-	} else {
-		_, err = b.conn.Send(ctx, a.ServiceURL, a.Conversation.ID, a.ID, out)
+		if _, err = b.conn.Send(ctx, a.ServiceURL, a.Conversation.ID, a.ID, out); err != nil {
+			break
+		}
 	}
 	if err != nil {
 		outcome = "failed"
@@ -646,11 +665,10 @@ func (b *Bot) outgoing(a *schema.Activity, typ schema.ActivityTypes) *outActivit
 }
 
 // sendCard sends one card in reply to a, outside a turn.
-func (b *Bot) sendCard(a *schema.Activity, att schema.Attachment) {
+func (b *Bot) sendCard(a *schema.Activity, c cards.Card) {
 	ctx, cancel := context.WithTimeout(b.ctx, sendTimeout)
 	defer cancel()
-	out := b.outgoing(a, schema.Message)
-	out.Attachments = []schema.Attachment{att}
+	out := withCard(b.outgoing(a, schema.Message), c)
 	if _, err := b.conn.Send(ctx, a.ServiceURL, a.Conversation.ID, a.ID, out); err != nil {
 		b.logger.Warn("bot: card not sent", "conversation", a.Conversation.ID, "error", err)
 	}
@@ -731,7 +749,7 @@ func (b *Bot) installed(ctx context.Context, a *schema.Activity) error {
 		act := *a
 		go func() {
 			defer b.turns.Done()
-			b.sendCard(&act, welcomeAttachment())
+			b.sendCard(&act, cards.Welcome(b.cardOptions()))
 		}()
 	}
 	return nil

@@ -222,6 +222,7 @@ type outActivity struct {
 	Conversation *schema.ConversationAccount `json:"conversation,omitempty"`
 	ReplyToID    string                      `json:"replyToId,omitempty"`
 	Text         string                      `json:"text,omitempty"`
+	Summary      string                      `json:"summary,omitempty"`
 	TextFormat   schema.TextFormatTypes      `json:"textFormat,omitempty"`
 	Attachments  []schema.Attachment         `json:"attachments,omitempty"`
 	ChannelData  map[string]any              `json:"channelData,omitempty"`

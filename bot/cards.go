@@ -1,0 +1,35 @@
+package bot
+
+import (
+	"github.com/infracloudio/msbotbuilder-go/schema"
+
+	"teamsbot/agent"
+	"teamsbot/cards"
+)
+
+// The bot only converts: layout belongs to package cards.
+
+// cardOptions are what the cards need to know of the service now.
+func (b *Bot) cardOptions() cards.Options {
+	return cards.Options{PublicBaseURL: b.opts.PublicBaseURL, Now: b.now(), AgentName: b.agentName}
+}
+
+// answerCards renders an answer as the cards to send, one per message.
+func (b *Bot) answerCards(ans agent.Answer) []cards.Card {
+	ca := cards.Answer{Text: ans.Text, Views: ans.Views, Notes: ans.Notes}
+	for _, r := range ans.Refusals {
+		ca.Refusals = append(ca.Refusals, cards.Refusal(r))
+	}
+	for _, e := range ans.ToolErrors {
+		ca.ToolErrors = append(ca.ToolErrors, cards.ToolError(e))
+	}
+	return cards.AnswerCards(ca, b.cardOptions())
+}
+
+// withCard puts one card in a message activity, with the card's summary as
+// the activity's, which Teams shows in notifications and the chat list.
+func withCard(out *outActivity, c cards.Card) *outActivity {
+	out.Summary = c.Summary
+	out.Attachments = []schema.Attachment{{ContentType: cards.ContentType, Content: c}}
+	return out
+}
