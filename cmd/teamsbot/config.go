@@ -12,6 +12,8 @@ import (
 	"strconv"
 	"strings"
 
+	"go.yaml.in/yaml/v3"
+
 	"teamsbot/agent"
 )
 
@@ -163,7 +165,7 @@ func loadConfig(getenv func(string) string) (config, error) {
 		c.Agents = agent.DefaultConfig()
 	} else if data, err := os.ReadFile(c.ConfigPath); err != nil {
 		errs = append(errs, fmt.Errorf("TICKETIQ_CONFIG: %w", err))
-	} else if c.Agents, err = agent.LoadConfig(data, getenv); err != nil {
+	} else if c.Agents, err = loadConfigFile(data, getenv); err != nil {
 		errs = append(errs, fmt.Errorf("TICKETIQ_CONFIG %s: %w", c.ConfigPath, err))
 	}
 
@@ -171,6 +173,30 @@ func loadConfig(getenv func(string) string) (config, error) {
 		return config{}, fmt.Errorf("configuration: %w", errors.Join(errs...))
 	}
 	return c, nil
+}
+
+// fileKeys are the top-level keys of the TICKETIQ_CONFIG file and the part
+// that owns each; any other key is a mistake (a typo would otherwise be
+// silently ignored and the defaults would run instead).
+var fileKeys = map[string]string{"agents": "agent"}
+
+// loadConfigFile checks the top-level keys of the configuration file, then
+// hands each part its own.
+func loadConfigFile(data []byte, getenv func(string) string) (agent.Config, error) {
+	var top map[string]yaml.Node
+	if err := yaml.Unmarshal(data, &top); err != nil {
+		return agent.Config{}, fmt.Errorf("not YAML or JSON: %w", err)
+	}
+	var errs []error
+	for key, node := range top {
+		if _, ok := fileKeys[key]; !ok {
+			errs = append(errs, fmt.Errorf("line %d: unknown key %q (known: agents)", node.Line, key))
+		}
+	}
+	if len(errs) > 0 {
+		return agent.Config{}, errors.Join(errs...)
+	}
+	return agent.LoadConfig(data, getenv)
 }
 
 // baseURL parses an http(s) base URL without query or fragment and drops a

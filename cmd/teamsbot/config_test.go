@@ -128,3 +128,34 @@ func TestConfigCommandRedactsSecrets(t *testing.T) {
 		t.Errorf("password not shown as redacted:\n%s", s)
 	}
 }
+
+func TestConfigFileRejectsUnknownTopLevelKeys(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "teamsbot.json")
+	if err := os.WriteFile(path, []byte(`{"agnets": [{"id": "x"}]}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, err := loadConfig(envOf(map[string]string{"TICKETIQ_CONFIG": path}))
+	if err == nil || !strings.Contains(err.Error(), `"agnets"`) {
+		t.Fatalf("a misspelt top-level key must be named, got %v", err)
+	}
+}
+
+func TestConfigFileJSONAndEnvironmentExpansion(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "teamsbot.json")
+	doc := `{"agents": [{"id": "sales", "name": "Sales", "model": {"kind": "builtin"},
+	  "servers": [{"name": "demo", "builtin": "demo"},
+	              {"name": "crm", "url": "https://crm.example.com/mcp", "headers": {"Authorization": "Bearer ${CRM_TOKEN}"}}]}]}`
+	if err := os.WriteFile(path, []byte(doc), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := loadConfig(envOf(map[string]string{"TICKETIQ_CONFIG": path, "CRM_TOKEN": "tok"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := cfg.Agents.Agents[0].Servers[1].Headers["Authorization"]; got != "Bearer tok" {
+		t.Errorf("header %q, want the variable expanded", got)
+	}
+	if _, err := loadConfig(envOf(map[string]string{"TICKETIQ_CONFIG": path})); err == nil || !strings.Contains(err.Error(), "CRM_TOKEN") {
+		t.Errorf("an unset variable must be named: %v", err)
+	}
+}
