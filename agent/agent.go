@@ -337,9 +337,7 @@ func (s *Service) Run(ctx context.Context, req Request) (Answer, error) {
 	for round := 0; ; round++ {
 		turn := Turn{AgentName: a.cfg.DisplayName(), Tools: r.cat.specs, Messages: msgs}
 		last := round >= a.maxRounds
-		if last {
-			turn.Tools = nil
-		}
+		turn.Final = last
 		reply, err := a.model.Next(ctx, turn)
 		if err != nil {
 			runErr = fmt.Errorf("agent %s: %w", a.cfg.ID, err)

@@ -37,7 +37,7 @@ func (m *BuiltinModel) Next(_ context.Context, t Turn) (Message, error) {
 			results = append(results, msg)
 		}
 	}
-	if len(results) > 0 || t.Tools == nil && last < len(t.Messages)-1 {
+	if len(results) > 0 || t.Final {
 		return Message{Role: RoleAssistant, Text: composeAnswer(t.Tools, results)}, nil
 	}
 	return m.decide(t.Messages[last].Text, t.Tools), nil

@@ -173,7 +173,7 @@ func TestModelCallOfAppOnlyToolIsRefused(t *testing.T) {
 // model fills its one required argument from the person's words.
 func TestLookupCustomerMakesNoView(t *testing.T) {
 	s := newService(t, agent.DefaultConfig(), agent.Options{Store: openStore(t), AppsEnabled: true})
-	for _, text := range []string{`/lookup_customer {"customer": "Contoso"}`, "look up customer Contoso"} {
+	for _, text := range []string{`/lookup_customer {"customer": "Contoso"}`, `/demo/lookup_customer {"customer": "Contoso"}`, "look up customer Contoso"} {
 		ans := run(t, s, text)
 		if len(ans.Views) != 0 || len(ans.Refusals) != 0 {
 			t.Errorf("%q: views %d refusals %d", text, len(ans.Views), len(ans.Refusals))
@@ -181,6 +181,23 @@ func TestLookupCustomerMakesNoView(t *testing.T) {
 		if !strings.Contains(ans.Text, "Contoso Ltd") || !strings.Contains(ans.Text, "Dana Whitfield") {
 			t.Errorf("%q: answer = %q", text, ans.Text)
 		}
+	}
+}
+
+// A failed call (IsError) is a tool error for the answer, and its view is
+// still made: MCP App views show error results themselves.
+func TestFailedCallStillMakesView(t *testing.T) {
+	s := newService(t, agent.DefaultConfig(), agent.Options{Store: openStore(t), AppsEnabled: true})
+	ans := run(t, s, `/sales_report {"region": "Mars"}`)
+	if len(ans.ToolErrors) != 1 || len(ans.Views) != 1 {
+		t.Fatalf("tool errors %+v, views %d", ans.ToolErrors, len(ans.Views))
+	}
+	var res mcp.CallToolResult
+	if err := json.Unmarshal(ans.Views[0].Result, &res); err != nil || !res.IsError {
+		t.Errorf("view result: %v %s", err, ans.Views[0].Result)
+	}
+	if !strings.Contains(ans.Text, "could not be used") {
+		t.Errorf("answer = %q", ans.Text)
 	}
 }
 

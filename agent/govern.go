@@ -319,12 +319,10 @@ func (r *runState) callForModel(ctx context.Context, call ToolCall) Message {
 		msg.IsError = true
 		r.answer.ToolErrors = append(r.answer.ToolErrors, ToolError{Server: server, Tool: tool, Message: clip(resultText(res), 500)})
 	}
+	// A view is made for a failed call too: MCP App views show error
+	// results (isError) themselves.
 	if svc.opts.AppsEnabled && e.ui.ResourceURI != "" {
-		if res.IsError {
-			r.note("no view for %s/%s: the tool reported an error", server, tool)
-		} else {
-			r.makeView(ctx, c, cs, e, call.Arguments, res)
-		}
+		r.makeView(ctx, c, cs, e, call.Arguments, res)
 	}
 	return msg
 }

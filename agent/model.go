@@ -52,9 +52,12 @@ type ToolSpec struct {
 // Turn is what the model is given to take its next step.
 type Turn struct {
 	AgentName string
-	// Tools are the tools offered; nil means the model must answer now.
+	// Tools are the tools offered.
 	Tools    []ToolSpec
 	Messages []Message
+	// Final says the rounds of tool calls are used up: the model must
+	// answer now, without calling tools.
+	Final bool
 }
 
 // Model picks tools and writes the answer. Next returns either tool calls

@@ -185,7 +185,13 @@ func (m *OpenAIModel) Next(ctx context.Context, t Turn) (Message, error) {
 		}
 		req.Tools = append(req.Tools, chatTool{Type: "function", Function: chatFunction{Name: to[s.Name], Description: desc, Parameters: params}})
 	}
-	if len(req.Tools) > 0 {
+	switch {
+	case len(req.Tools) == 0:
+	case t.Final:
+		// The tools stay described (the history names them), but none may
+		// be called now.
+		req.ToolChoice = "none"
+	default:
 		req.ToolChoice = "auto"
 	}
 

@@ -213,3 +213,27 @@ func TestOpenAIModelHTTPErrors(t *testing.T) {
 		}
 	}
 }
+
+// The rounds of tool calls are bounded: after maxToolRounds the model is
+// asked once more with tool_choice "none", and the notes say so.
+func TestOpenAIModelToolRoundsAreBounded(t *testing.T) {
+	cs := &chatServer{t: t}
+	cs.reply = func(body map[string]any) (int, any) {
+		if body["tool_choice"] == "none" {
+			return 200, map[string]any{"choices": []any{map[string]any{"message": map[string]any{"role": "assistant", "content": "enough"}}}}
+		}
+		return 200, map[string]any{"choices": []any{map[string]any{"message": map[string]any{
+			"role": "assistant", "tool_calls": []any{map[string]any{"id": "c", "type": "function",
+				"function": map[string]any{"name": "demo__lookup_customer", "arguments": `{"customer":"C-1002"}`}}},
+		}}}}
+	}
+	srv := cs.start()
+	s := newService(t, openaiConfig(srv.URL, agent.ModelConfig{MaxToolRounds: 2}), agent.Options{Store: openStore(t), AppsEnabled: true})
+	ans := run(t, s, "loop forever")
+	if ans.Text != "enough" || len(cs.bodies) != 3 {
+		t.Errorf("answer %q after %d requests, want \"enough\" after 3", ans.Text, len(cs.bodies))
+	}
+	if cs.bodies[2]["tool_choice"] != "none" || cs.bodies[1]["tool_choice"] != "auto" {
+		t.Errorf("tool_choice: %v, %v", cs.bodies[1]["tool_choice"], cs.bodies[2]["tool_choice"])
+	}
+}
