@@ -9,6 +9,7 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -67,6 +68,7 @@ func BenchmarkTurns(b *testing.B) {
 			var mu sync.Mutex
 			var next atomic.Int64
 			b.ResetTimer()
+			cpu0 := cpuTime()
 			start := time.Now()
 			var wg sync.WaitGroup
 			for range inflight {
@@ -81,6 +83,7 @@ func BenchmarkTurns(b *testing.B) {
 			}
 			wg.Wait()
 			elapsed := time.Since(start)
+			cpu := cpuTime() - cpu0
 			b.StopTimer()
 			slices.Sort(lat)
 			pct := func(p float64) float64 {
@@ -92,9 +95,22 @@ func BenchmarkTurns(b *testing.B) {
 			b.ReportMetric(float64(b.N)/elapsed.Seconds(), "turns/s")
 			b.ReportMetric(pct(0.50), "p50-ms")
 			b.ReportMetric(pct(0.99), "p99-ms")
+			// CPU per turn of the whole process (client, bot, agent, store
+			// and fake connector): what the throughput would be on an
+			// otherwise idle machine is cores / this.
+			b.ReportMetric(float64(cpu.Microseconds())/1000/float64(b.N), "cpu-ms/turn")
 			if n := h.tokens.callCount(); n != 1 {
 				b.Errorf("%d bot token fetches, want 1", n)
 			}
 		})
 	}
+}
+
+// cpuTime is the user and system CPU time this process used so far.
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
