@@ -42,7 +42,7 @@ var ErrClosed = errors.New("store: closed")
 
 // ErrLocked is returned by Open when another process, or another Store in
 // this one, holds the file and did not let go within the open timeout.
-var ErrLocked = errors.New("store: file is locked by another user")
+var ErrLocked = errors.New("store: file is in use by another process or Store")
 
 // ErrSchemaTooNew is returned by Open for a file written by a newer version
 // of this service, whose schema this code does not know.
