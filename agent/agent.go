@@ -223,7 +223,7 @@ func New(ctx context.Context, cfg Config, opts Options) (*Service, error) {
 	var wg sync.WaitGroup
 	for _, c := range s.conns {
 		wg.Go(func() {
-			if _, err := c.ensure(ctx, true); err != nil {
+			if err := c.start(ctx); err != nil {
 				s.log.Warn("MCP server not connected; will retry", "agent", c.agentID, "server", c.name, "err", err)
 			}
 		})

@@ -44,7 +44,6 @@ type serverConn struct {
 	dead      bool // the session ended (a stdio child exited, a stream broke)
 	lastErr   error
 	lastTry   time.Time
-	connected bool // ever connected
 	closed    bool
 
 	// cmu guards the caches; gen counts invalidations so that a list that
@@ -205,15 +204,21 @@ func (w *logWriter) Write(p []byte) (int, error) {
 
 var _ io.Writer = (*logWriter)(nil)
 
-// ensure returns a live session, connecting (or reconnecting a dead one)
-// when needed. A server that failed is tried again only after
-// RetryInterval, unless force is set. reconnected reports a new session
-// replacing a dead one, for the run notes.
-func (c *serverConn) ensure(ctx context.Context, force bool) (reconnected bool, err error) {
-	_, reconnected, err = c.sessionFor(ctx, force)
-	return reconnected, err
+// start connects the server and reads its tool list, so that the first run
+// finds it cached.
+func (c *serverConn) start(ctx context.Context) error {
+	cs, _, err := c.sessionFor(ctx, true)
+	if err != nil {
+		return err
+	}
+	_, err = c.toolList(ctx, cs)
+	return err
 }
 
+// sessionFor returns a live session, connecting (or reconnecting a dead
+// one) when needed. A server that failed is tried again only after
+// RetryInterval, unless force is set. reconnected reports a new session
+// replacing a dead one, for the run notes.
 func (c *serverConn) sessionFor(ctx context.Context, force bool) (*mcp.ClientSession, bool, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -239,7 +244,6 @@ func (c *serverConn) sessionFor(ctx context.Context, force bool) (*mcp.ClientSes
 	}
 	c.lastErr = nil
 	c.session, c.dead = cs, false
-	c.connected = true
 	go func() {
 		_ = cs.Wait()
 		c.mu.Lock()
