@@ -39,12 +39,12 @@ type serverConn struct {
 
 	// mu guards the session fields; it is held while connecting, so that
 	// concurrent runs wait for one attempt instead of starting several.
-	mu        sync.Mutex
-	session   *mcp.ClientSession
-	dead      bool // the session ended (a stdio child exited, a stream broke)
-	lastErr   error
-	lastTry   time.Time
-	closed    bool
+	mu      sync.Mutex
+	session *mcp.ClientSession
+	dead    bool // the session ended (a stdio child exited, a stream broke)
+	lastErr error
+	lastTry time.Time
+	closed  bool
 
 	// cmu guards the caches; gen counts invalidations so that a list that
 	// was fetched while the server announced a change is not kept.
