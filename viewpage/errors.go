@@ -31,6 +31,8 @@ var (
 	// ErrBadToken: a frame document was asked for without a valid,
 	// unexpired token for it (403).
 	ErrBadToken = errors.New("viewpage: bad frame token")
+	// ErrNotFramed: a frame document was asked for outside a frame (403).
+	ErrNotFramed = errors.New("viewpage: frame document outside a frame")
 	// ErrCrossOrigin: a state-changing request came from another site (403).
 	ErrCrossOrigin = errors.New("viewpage: cross-origin request")
 	// ErrUnsupportedMediaType: the call body is not application/json (415).
@@ -89,6 +91,8 @@ func classify(err error) (int, string) {
 		return http.StatusForbidden, "This view is not yours. A view can be opened only by the person the agent answered or, for a run without a person, by the tenant's agent readers."
 	case errors.Is(err, ErrBadToken):
 		return http.StatusForbidden, "This frame link is missing a valid token or has expired. Reload the page."
+	case errors.Is(err, ErrNotFramed):
+		return http.StatusForbidden, "This document is shown only inside its view page."
 	case errors.Is(err, ErrCrossOrigin):
 		return http.StatusForbidden, "Cross-site requests are not allowed."
 	case errors.Is(err, agent.ErrToolNotAllowed):

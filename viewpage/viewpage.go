@@ -122,10 +122,13 @@ type Handler struct {
 	proxyDoc []byte
 	proxyCSP string
 
-	// viewAncestors are the origins allowed to frame a view document: the
-	// public origin (the page) and the sandbox origin, which is what
-	// Chromium checks for the opaque-origin proxy frame (its precursor
-	// origin; see TestFrameAncestorsOfSandboxedProxy).
+	// viewAncestors, when set, become a frame-ancestors directive on view
+	// documents. It is nil: the view's parent is the proxy, whose origin
+	// is opaque, and Chromium matches an opaque ancestor against no source
+	// expression at all (not even *), so any frame-ancestors would stop our
+	// own proxy from framing the view. TestFrameAncestorsOfSandboxedProxy
+	// shows this by setting it. The view document is kept to its frame by
+	// the CSP sandbox directive, Sec-Fetch-Dest and its token instead.
 	viewAncestors []string
 
 	metrics metrics
@@ -174,7 +177,6 @@ func New(opts Options) (*Handler, error) {
 		publicOrigin:  public,
 		sandboxOrigin: sandbox,
 		hostVersion:   opts.HostVersion,
-		viewAncestors: []string{public, sandbox},
 	}
 	if h.access == nil {
 		h.access = OwnerRule{}
@@ -190,11 +192,6 @@ func New(opts Options) (*Handler, error) {
 	}
 	if h.keys, err = loadTokenKeys(opts.DataDir, h.now()); err != nil {
 		return nil, err
-	}
-	// Check the frame-ancestors origins once, so a bad base URL fails at
-	// start rather than on the first view.
-	if _, err := mcpapps.AppendFrameAncestors("", h.viewAncestors); err != nil {
-		return nil, fmt.Errorf("viewpage: frame ancestors: %w", err)
 	}
 	if err := h.buildDocuments(); err != nil {
 		return nil, err
@@ -438,8 +435,10 @@ type ViewInfo struct {
 	Result      json.RawMessage     `json:"result"`
 	ExpiresAt   time.Time           `json:"expiresAt"`
 	Permissions mcpapps.Permissions `json:"permissions"`
-	// Sandbox is the inner frame's sandbox attribute: "allow-scripts",
-	// plus "allow-forms" only when the server asked for forms.
+	// Sandbox is the sandbox attribute of both frames: "allow-scripts",
+	// plus "allow-forms" only when the server asked for forms. The proxy
+	// frame carries it too because a frame inherits its parent's sandbox
+	// flags (TestSandboxFlagsAreInherited).
 	Sandbox       string `json:"sandbox"`
 	PrefersBorder *bool  `json:"prefersBorder,omitempty"`
 }
@@ -641,6 +640,9 @@ func (h *Handler) proxy(c echo.Context) error {
 	if err := h.keys.verify(c.QueryParam("token"), purposeProxy, id, h.now()); err != nil {
 		return h.tokenRefused(purposeProxy, err)
 	}
+	if err := framedOnly(c.Request()); err != nil {
+		return err
+	}
 	hd := c.Response().Header()
 	hd.Set("Content-Security-Policy", h.proxyCSP)
 	frameHeaders(hd)
@@ -653,6 +655,9 @@ func (h *Handler) viewDocument(c echo.Context) error {
 	id := c.Param("id")
 	if err := h.keys.verify(c.QueryParam("token"), purposeView, id, h.now()); err != nil {
 		return h.tokenRefused(purposeView, err)
+	}
+	if err := framedOnly(c.Request()); err != nil {
+		return err
 	}
 	ctx := c.Request().Context()
 	v, err := h.loadView(ctx, id)
@@ -670,14 +675,29 @@ func (h *Handler) viewDocument(c echo.Context) error {
 	if strings.TrimSpace(csp) == "" {
 		csp = mcpapps.DefaultCSP
 	}
-	csp, err = mcpapps.AppendFrameAncestors(csp, h.viewAncestors)
-	if err != nil {
-		return fmt.Errorf("view %s: csp: %w", id, err)
+	// The sandbox directive keeps the document in an opaque origin even
+	// if it is ever loaded outside our frames (a top-level window, another
+	// site's frame), so third-party HTML never runs with our origin.
+	csp += "; sandbox " + sandboxFor(v.Permissions)
+	if h.viewAncestors != nil {
+		if csp, err = mcpapps.AppendFrameAncestors(csp, h.viewAncestors); err != nil {
+			return fmt.Errorf("view %s: csp: %w", id, err)
+		}
 	}
 	hd := c.Response().Header()
 	hd.Set("Content-Security-Policy", csp)
 	frameHeaders(hd)
 	return c.HTMLBlob(http.StatusOK, html)
+}
+
+// framedOnly refuses a frame document that a browser asks for as anything
+// but an iframe (a top-level window, a fetch). Browsers send Sec-Fetch-Dest
+// on every request; a client that sends none runs no script either.
+func framedOnly(r *http.Request) error {
+	if d := r.Header.Get("Sec-Fetch-Dest"); d != "" && d != "iframe" {
+		return fmt.Errorf("%w: Sec-Fetch-Dest %.20q", ErrNotFramed, d)
+	}
+	return nil
 }
 
 // frameHeaders are the headers both frame documents carry. Never

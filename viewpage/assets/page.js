@@ -276,7 +276,11 @@
     view = v;
     frame = document.createElement("iframe");
     frame.id = "proxy";
-    frame.setAttribute("sandbox", "allow-scripts");
+    // The same sandbox as the view's own frame: allow-scripts, plus
+    // allow-forms only when the view's server asked for forms. A frame
+    // inherits its parent's sandbox flags, so forms granted to the view
+    // alone would stay blocked behind a proxy frame without them.
+    frame.setAttribute("sandbox", v.sandbox === "allow-scripts allow-forms" ? v.sandbox : "allow-scripts");
     frame.setAttribute("referrerpolicy", "no-referrer");
     frame.setAttribute("title", v.toolTitle || v.tool);
     if (v.prefersBorder === false) {

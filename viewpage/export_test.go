@@ -1,0 +1,6 @@
+package viewpage
+
+// SetViewAncestors replaces the origins a view document names in
+// frame-ancestors, so a test can show which origin Chromium checks for the
+// opaque-origin proxy frame.
+func SetViewAncestors(h *Handler, origins []string) { h.viewAncestors = origins }
