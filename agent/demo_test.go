@@ -287,11 +287,45 @@ func TestAppsDisabledOffersEveryToolAndMakesNoView(t *testing.T) {
 	}
 }
 
+// metricValue is the value of one series of a counter.
+func metricValue(t *testing.T, reg *prometheus.Registry, name string, labels map[string]string) float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+	series:
+		for _, m := range mf.GetMetric() {
+			for _, lp := range m.GetLabel() {
+				if want, ok := labels[lp.GetName()]; ok && want != lp.GetValue() {
+					continue series
+				}
+			}
+			return m.GetCounter().GetValue()
+		}
+	}
+	return 0
+}
+
+// A resource that asks for the forms permission gets it on its view.
+func TestFeedbackFormViewAsksForForms(t *testing.T) {
+	s := newService(t, agent.DefaultConfig(), agent.Options{Store: openStore(t), AppsEnabled: true})
+	ans := run(t, s, "/feedback_form {}")
+	if len(ans.Views) != 1 || !ans.Views[0].Permissions.Forms {
+		t.Errorf("views = %+v", ans.Views)
+	}
+}
+
 // A view may call app tools of its own server; a model-only tool is refused
 // with ErrToolNotAllowed and audited.
 func TestCallFromViewOnDemo(t *testing.T) {
 	st := openStore(t)
-	s := newService(t, agent.DefaultConfig(), agent.Options{Store: st, AppsEnabled: true})
+	reg := prometheus.NewRegistry()
+	s := newService(t, agent.DefaultConfig(), agent.Options{Store: st, AppsEnabled: true, Registerer: reg})
 	v := run(t, s, "/sales_report {}").Views[0]
 	ctx := context.Background()
 
@@ -321,6 +355,15 @@ func TestCallFromViewOnDemo(t *testing.T) {
 	}
 	if why := field(recs[1], "why"); !strings.Contains(why, `lacks "app"`) {
 		t.Errorf("refusal why = %q", why)
+	}
+	for _, c := range []struct {
+		tool, result string
+		want         float64
+	}{{"refresh_sales", "ok", 1}, {"refresh_sales", "error", 1}, {"lookup_customer", "refused", 1}, {"sales_report", "ok", 0}} {
+		got := metricValue(t, reg, "teamsbot_agent_tool_calls_total", map[string]string{"server": "demo", "tool": c.tool, "caller": "app", "result": c.result})
+		if got != c.want {
+			t.Errorf("tool calls metric %s/%s from app = %v, want %v", c.tool, c.result, got, c.want)
+		}
 	}
 }
 
