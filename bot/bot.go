@@ -786,3 +786,31 @@ func (b *Bot) onInvoke(t *activity.TurnContext) (schema.Activity, error) {
 	}
 	return schema.Activity{Type: invokeResponseType, Value: map[string]interface{}{"invokeResponse": ir}}, nil
 }
+
+// ErrNoStore: the bot was built without a store, so it keeps no
+// conversation references.
+var ErrNoStore = errors.New("bot: no store configured")
+
+// SendProactive posts a card, unprompted, to a conversation the bot was
+// added to, using the reference stored at install (key is
+// ConversationKey(tenant, conversation id)), and returns the id the Bot
+// Connector gave the new activity, with which it can be updated later.
+// store.ErrNotFound (wrapped) means the bot is not, or no longer, in that
+// conversation.
+func (b *Bot) SendProactive(ctx context.Context, key string, c cards.Card) (string, error) {
+	if b.opts.Store == nil {
+		return "", ErrNoStore
+	}
+	ref, err := b.opts.Store.Conversation(ctx, key)
+	if err != nil {
+		return "", fmt.Errorf("bot: proactive send to %s: %w", key, err)
+	}
+	bot := schema.ChannelAccount{ID: ref.BotID}
+	conv := schema.ConversationAccount{ID: ref.ConversationID}
+	out := withCard(&outActivity{Type: schema.Message, From: &bot, Conversation: &conv}, c)
+	id, err := b.conn.Send(ctx, ref.ServiceURL, ref.ConversationID, "", out)
+	if err != nil {
+		return "", fmt.Errorf("bot: proactive send to %s: %w", key, err)
+	}
+	return id, nil
+}

@@ -17,6 +17,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"teamsbot/agent"
+	"teamsbot/cards"
 	"teamsbot/store"
 )
 
@@ -434,6 +435,25 @@ func TestInstallAndUninstall(t *testing.T) {
 		t.Errorf("ConversationReference JSON %s (%v)", ref.Reference, err)
 	}
 
+	// The stored reference is enough to write to the conversation later.
+	id, err := h.bot.SendProactive(ctx, key, cards.Welcome(cards.Options{}))
+	if err != nil || id == "" {
+		t.Fatalf("proactive send: %q, %v", id, err)
+	}
+	proactive := h.conn.waitFor(t, "the proactive message", func(c []received) bool {
+		for _, x := range c {
+			if x.AssignedID == id {
+				return true
+			}
+		}
+		return false
+	})
+	for _, x := range proactive {
+		if x.AssignedID == id && (x.ConversationID != "a:install" || x.ActivityID != "" || !strings.HasPrefix(x.Auth, "Bearer ")) {
+			t.Errorf("proactive message went to %q (reply to %q, auth %q)", x.ConversationID, x.ActivityID, x.Auth)
+		}
+	}
+
 	// Teams also sends conversationUpdate with the bot among membersAdded.
 	added := h.message("personal", "a:install", "", "")
 	delete(added, "text")
@@ -464,6 +484,9 @@ func TestInstallAndUninstall(t *testing.T) {
 	if _, err := h.store.Conversation(ctx, key); !errors.Is(err, store.ErrNotFound) {
 		t.Fatalf("reference after uninstall: %v, want ErrNotFound", err)
 	}
+	if _, err := h.bot.SendProactive(ctx, key, cards.Welcome(cards.Options{})); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("proactive send after uninstall: %v, want store.ErrNotFound", err)
+	}
 
 	// The bot added to a channel, then removed from it.
 	chAdd := h.message("channel", "19:general@thread.tacv2", "", "")
@@ -489,8 +512,8 @@ func TestInstallAndUninstall(t *testing.T) {
 			welcomes[c.ConversationID]++
 		}
 	}
-	if welcomes["a:install"] != 1 || welcomes["19:general@thread.tacv2"] != 1 || len(welcomes) != 2 {
-		t.Errorf("welcome cards per conversation %v, want one each for the install and the channel", welcomes)
+	if welcomes["a:install"] != 2 || welcomes["19:general@thread.tacv2"] != 1 || len(welcomes) != 2 {
+		t.Errorf("cards per conversation %v, want the install's welcome and the proactive card, and the channel's welcome", welcomes)
 	}
 }
 
