@@ -82,6 +82,17 @@ func TestMessageInEachConversationType(t *testing.T) {
 					} else if len(urls) != 0 {
 						t.Errorf("Open buttons %q with an http public base URL, want none", urls)
 					}
+					// The agent reads the question without the bot's @mention:
+					// "/tools" is only a command at the start of the text.
+					toolsID := actID + "-tools"
+					if status, body := h.send(h.message(convType, convID, toolsID, "/tools")); status != http.StatusAccepted {
+						t.Fatalf("POST /tools = %d %s", status, body)
+					}
+					toolsReply, _ := replyTo(h.conn.waitFor(t, "the tools list", hasReplyTo(toolsID)), toolsID)
+					if !strings.Contains(string(toolsReply.Raw), "Tools I can use") {
+						t.Errorf("the agent did not get /tools as a command (mention not stripped?): %s", toolsReply.Raw)
+					}
+
 					// The card names the view and its tool, and carries the answer text.
 					if !containsAll(string(reply.Raw), `"text":"Sales report"`, `"text":"sales_report"`, "total USD") {
 						t.Errorf("answer card does not name the view or lacks the answer: %s", reply.Raw)
@@ -760,5 +771,18 @@ func TestRetryAfter(t *testing.T) {
 		if got := retryAfter(h, now); got != want {
 			t.Errorf("retryAfter(%q) = %v, want %v", h, got, want)
 		}
+	}
+}
+
+func TestStripMentions(t *testing.T) {
+	ents := []entity{
+		{Type: "mention", Text: "<at>TicketIQ</at>"},
+		{Type: "mention", Text: "<at>Grace</at>"},
+	}
+	ents[0].Mentioned.ID = testBotMRI
+	ents[1].Mentioned.ID = "29:grace"
+	got := stripMentions("<at>TicketIQ</at>  ask <at>Grace</at>\n about sales ", ents, testBotMRI)
+	if want := "ask <at>Grace</at> about sales"; got != want {
+		t.Errorf("stripMentions = %q, want %q", got, want)
 	}
 }
