@@ -116,7 +116,10 @@ type ServerConfig struct {
 	Headers map[string]string `yaml:"headers" json:"headers,omitempty"`
 	// Command starts a stdio server: the program and its arguments.
 	Command []string `yaml:"command" json:"command,omitempty"`
-	// Env is added to the child's environment.
+	// Env is the child's environment, beside PATH, HOME, USER, LOGNAME,
+	// SHELL, TERM, LANG, LC_ALL, LC_CTYPE, TZ and TMPDIR taken from the
+	// service's: nothing else of the service's environment (its secrets)
+	// reaches a third-party server.
 	Env map[string]string `yaml:"env" json:"env,omitempty"`
 	// Dir is the child's working directory; empty means the service's.
 	Dir string `yaml:"dir" json:"dir,omitempty"`

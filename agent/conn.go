@@ -136,13 +136,30 @@ func (c *serverConn) transport(ctx context.Context) (mcp.Transport, error) {
 		// session is closed.
 		cmd := exec.Command(c.cfg.Command[0], c.cfg.Command[1:]...)
 		cmd.Dir = c.cfg.Dir
-		cmd.Env = os.Environ()
+		cmd.Env = childEnv(c.svc.getenv)
 		for k, v := range c.cfg.Env {
 			cmd.Env = append(cmd.Env, k+"="+v)
 		}
 		cmd.Stderr = &logWriter{c: c}
 		return &mcp.CommandTransport{Command: cmd, TerminateDuration: 2 * time.Second}, nil
 	}
+}
+
+// inheritedEnv are the only variables of the service's environment that a
+// stdio child gets (besides its configured env): what a program needs to
+// run, and none of the service's secrets.
+func inheritedEnv() []string {
+	return []string{"PATH", "HOME", "USER", "LOGNAME", "SHELL", "TERM", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "TMPDIR"}
+}
+
+func childEnv(getenv func(string) string) []string {
+	var env []string
+	for _, k := range inheritedEnv() {
+		if v := getenv(k); v != "" {
+			env = append(env, k+"="+v)
+		}
+	}
+	return env
 }
 
 // httpClient sends the configured headers on every request. Timeouts are

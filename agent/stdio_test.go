@@ -108,6 +108,9 @@ func serveStdio() error {
 		resource("ui://stdio/good.html", mcpapps.MIMEType, goodMeta, goodHTML)
 		return textResult("bumped")
 	})
+	tool("env", nil, func() *mcp.CallToolResult {
+		return textResult(fmt.Sprintf("secret=%q path-set=%t", os.Getenv("TICKETIQ_BOT_APP_PASSWORD"), os.Getenv("PATH") != ""))
+	})
 	tool("pid", nil, func() *mcp.CallToolResult { return textResult(fmt.Sprint(os.Getpid())) })
 	tool("crash", nil, func() *mcp.CallToolResult {
 		os.Exit(3)
@@ -234,5 +237,15 @@ func TestStdioCrashedServerIsReconnected(t *testing.T) {
 	}
 	if !hasNote(ans.Notes, "stdio", "reconnected") {
 		t.Errorf("notes do not say the server was reconnected: %q", ans.Notes)
+	}
+}
+
+// A stdio child gets what a program needs to run and its configured env,
+// never the service's secrets.
+func TestStdioChildDoesNotInheritSecrets(t *testing.T) {
+	env := map[string]string{"PATH": os.Getenv("PATH"), "TICKETIQ_BOT_APP_PASSWORD": "hunter2"}
+	s := newService(t, oneAgent(stdioConfig()), agent.Options{AppsEnabled: true, Getenv: getenv(env)})
+	if got := run(t, s, "/env {}").Text; !strings.Contains(got, `secret="" path-set=true`) {
+		t.Errorf("the child's environment: %q", got)
 	}
 }
