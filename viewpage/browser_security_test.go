@@ -1,0 +1,399 @@
+package viewpage_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"teamsbot/viewpage"
+)
+
+// js quotes s as a JavaScript string.
+func js(s string) string {
+	b, _ := json.Marshal(s)
+	return string(b)
+}
+
+// asMap decodes a value returned from the browser into a map.
+func asMap(t *testing.T, v any) map[string]any {
+	t.Helper()
+	m, ok := v.(map[string]any)
+	if !ok {
+		t.Fatalf("%T %v is not an object", v, v)
+	}
+	return m
+}
+
+// errorCode returns the JSON-RPC error code of an answer, or 0.
+func errorCode(v any) float64 {
+	m, _ := v.(map[string]any)
+	e, _ := m["error"].(map[string]any)
+	c, _ := e["code"].(float64)
+	return c
+}
+
+// The host bridge, driven from inside a view's own frame in Chromium: the
+// conversation of the MCP Apps specification as the product specification
+// narrows it, and each security rule of the page, the proxy and the frames.
+func TestBrowserBridge(t *testing.T) {
+	e := newLabEnv(t)
+	v := e.run(alice(), "/lab_view {}")
+	tb := newTab(t)
+	tb.open(e, alice(), v.ID)
+	tb.wait(viewFrame, `typeof window.rpc === "function"`, "the lab view's script")
+	rpc := func(method string, params any) any {
+		t.Helper()
+		p, _ := json.Marshal(params)
+		return tb.must(viewFrame, fmt.Sprintf(`rpc(%s, %s)`, js(method), p))
+	}
+	notify := func(method string, params any) {
+		t.Helper()
+		p, _ := json.Marshal(params)
+		tb.must(viewFrame, fmt.Sprintf(`notify(%s, %s); true`, js(method), p))
+	}
+	received := func() []any {
+		t.Helper()
+		v, _ := tb.must(viewFrame, `window.received`).([]any)
+		return v
+	}
+	methods := func() []string {
+		var out []string
+		for _, m := range received() {
+			if mm, ok := m.(map[string]any); ok {
+				if s, ok := mm["method"].(string); ok {
+					out = append(out, s)
+				}
+			}
+		}
+		return out
+	}
+
+	// "Nothing goes to the view before it [initialized]."
+	t.Run("nothing before initialized", func(t *testing.T) {
+		if got := errorCode(rpc("ping", nil)); got != -32601 {
+			t.Fatalf("ping answered with code %v, want -32601", got)
+		}
+		init := asMap(t, tb.must(viewFrame, `rpc("ui/initialize", {appInfo: {name: "lab", version: "1"}, appCapabilities: {}, protocolVersion: "2026-01-26"}, "init-1")`))
+		if init["id"] != "init-1" {
+			t.Errorf("initialize answered with id %#v, want the string \"init-1\"", init["id"])
+		}
+		res := asMap(t, init["result"])
+		if res["protocolVersion"] != "2026-01-26" {
+			t.Errorf("protocolVersion %v", res["protocolVersion"])
+		}
+		hi := asMap(t, res["hostInfo"])
+		if hi["name"] != viewpage.HostName || hi["version"] == "" || hi["version"] == nil {
+			t.Errorf("hostInfo %v", hi)
+		}
+		caps := asMap(t, res["hostCapabilities"])
+		perms := asMap(t, asMap(t, caps["sandbox"])["permissions"])
+		if len(perms) != 0 {
+			t.Errorf("sandbox permissions %v, want none granted", perms)
+		}
+		for _, k := range []string{"openLinks", "serverTools", "message"} {
+			if _, ok := caps[k]; !ok {
+				t.Errorf("hostCapabilities lacks %s: %v", k, caps)
+			}
+		}
+		hc := asMap(t, res["hostContext"])
+		if hc["theme"] != "light" && hc["theme"] != "dark" {
+			t.Errorf("theme %v", hc["theme"])
+		}
+		if hc["displayMode"] != "inline" || hc["platform"] != "web" || hc["locale"] == "" || hc["timeZone"] == "" {
+			t.Errorf("hostContext %v", hc)
+		}
+		if dims := asMap(t, hc["containerDimensions"]); dims["maxHeight"] == nil {
+			t.Errorf("containerDimensions %v", dims)
+		}
+		if vars := asMap(t, asMap(t, hc["styles"])["variables"]); vars["--color-background-primary"] == nil {
+			t.Errorf("styles.variables %v", vars)
+		}
+
+		// A second initialize is answered again, its numeric id echoed as
+		// a number.
+		again := asMap(t, tb.must(viewFrame, `rpc("ui/initialize", {appInfo: {name: "lab", version: "1"}, appCapabilities: {}, protocolVersion: "2026-01-26"}, 7)`))
+		if again["id"] != float64(7) || again["result"] == nil {
+			t.Errorf("second initialize: %v", again)
+		}
+		rpc("ping", nil) // a round trip: anything queued has arrived
+		if m := methods(); len(m) != 0 {
+			t.Fatalf("the view got %v before it sent initialized", m)
+		}
+
+		notify("ui/notifications/initialized", nil)
+		tb.wait(viewFrame, `window.received.filter(m => m.method === "ui/notifications/tool-result").length === 1`, "tool-result")
+		if m := methods(); len(m) != 2 || m[0] != "ui/notifications/tool-input" || m[1] != "ui/notifications/tool-result" {
+			t.Fatalf("after initialized the view got %v, want tool-input then tool-result", m)
+		}
+		var input, result map[string]any
+		for _, m := range received() {
+			mm, _ := m.(map[string]any)
+			switch mm["method"] {
+			case "ui/notifications/tool-input":
+				input = asMap(t, mm["params"])
+			case "ui/notifications/tool-result":
+				result = asMap(t, mm["params"])
+			}
+		}
+		if args, ok := input["arguments"].(map[string]any); !ok || len(args) != 0 {
+			t.Errorf("tool-input arguments %#v, want {}", input["arguments"])
+		}
+		content, ok := result["content"].([]any)
+		if !ok || len(content) != 1 || asMap(t, content[0])["text"] != "lab result" {
+			t.Errorf("tool-result %v", result)
+		}
+	})
+
+	// "Any other request gets -32601 (method not found)", at once.
+	t.Run("other requests get -32601", func(t *testing.T) {
+		for _, m := range []string{"ping", "resources/read", "ui/request-display-mode", "tools/list", "ui/update-model-context", "no/such-method"} {
+			if got := errorCode(rpc(m, map[string]any{})); got != -32601 {
+				t.Errorf("%s: code %v, want -32601", m, got)
+			}
+		}
+	})
+
+	t.Run("notifications get no answer", func(t *testing.T) {
+		before := len(received())
+		notify("ui/notifications/no-such-thing", map[string]any{})
+		notify("notifications/message", map[string]any{"level": "info", "data": "hello"})
+		notify("ui/notifications/request-teardown", nil)
+		rpc("ping", nil)
+		if got := len(received()) - before; got != 1 {
+			t.Errorf("%d messages came back, want only the ping's answer: %v", got, received()[before:])
+		}
+	})
+
+	// "Runs a tool from the same server, but only one whose visibility
+	// includes "app"." The model-only tool is refused and audited.
+	t.Run("tools/call", func(t *testing.T) {
+		ok := asMap(t, rpc("tools/call", map[string]any{"name": "lab_app", "arguments": map[string]any{}}))
+		content, _ := asMap(t, ok["result"])["content"].([]any)
+		if len(content) != 1 || asMap(t, content[0])["text"] != "app ok" {
+			t.Errorf("lab_app answered %v", ok)
+		}
+		bad := rpc("tools/call", map[string]any{"name": "lab_model", "arguments": map[string]any{}})
+		if errorCode(bad) == 0 {
+			t.Errorf("lab_model answered %v, want a JSON-RPC error", bad)
+		}
+		refused := false
+		for _, r := range e.callAudit(tenantA) {
+			if r.Fields["tool"] == "lab_model" && r.Fields["result"] == "refused" {
+				refused = true
+			}
+		}
+		if !refused {
+			t.Errorf("no refused audit record for lab_model: %+v", e.callAudit(tenantA))
+		}
+	})
+
+	// "Opens https:// links in a new tab. Other links are refused."
+	t.Run("open-link", func(t *testing.T) {
+		tb.must(mainFrame, `window.__opened = []; window.open = function (u, t, f) { window.__opened.push([u, t, f]); return null; }; true`)
+		for _, u := range []string{"http://example.com/", "javascript:alert(1)", "data:text/html,hi", "not a url"} {
+			if got := errorCode(rpc("ui/open-link", map[string]any{"url": u})); got == 0 {
+				t.Errorf("open-link %q was not refused", u)
+			}
+		}
+		if r := asMap(t, rpc("ui/open-link", map[string]any{"url": "https://example.com/docs"})); r["result"] == nil {
+			t.Errorf("https link: %v", r)
+		}
+		opened := tb.must(mainFrame, `window.__opened`).([]any)
+		if len(opened) != 1 {
+			t.Fatalf("window.open called %d times: %v", len(opened), opened)
+		}
+		if o := opened[0].([]any); o[0] != "https://example.com/docs" || o[1] != "_blank" || o[2] != "noopener,noreferrer" {
+			t.Errorf("window.open%v", o)
+		}
+	})
+
+	// "Hands the message to the page. It is never sent to the model." As
+	// text, never as HTML.
+	t.Run("ui/message shown as text", func(t *testing.T) {
+		text := `<img src=x onerror="window.__pwned=1"><b>bold</b> & more`
+		r := asMap(t, rpc("ui/message", map[string]any{"role": "user", "content": []any{map[string]any{"type": "text", "text": text}}}))
+		if r["result"] == nil {
+			t.Fatalf("ui/message: %v", r)
+		}
+		if got := tb.str(mainFrame, `document.querySelector("#message-list li:last-child").textContent`); got != text {
+			t.Errorf("message shown as %q", got)
+		}
+		if n := tb.must(mainFrame, `document.querySelectorAll("#message-list img, #message-list b").length`); n != float64(0) {
+			t.Errorf("the message made %v elements", n)
+		}
+	})
+
+	// "Resizes the frame, within limits."
+	t.Run("size-changed", func(t *testing.T) {
+		height := func() string { return tb.str(mainFrame, `document.getElementById("proxy").style.height`) }
+		notify("ui/notifications/size-changed", map[string]any{"width": 321, "height": 500})
+		tb.wait(mainFrame, `document.getElementById("proxy").style.height === "500px"`, "the frame to be 500px high")
+		for _, bad := range []string{`NaN`, `Infinity`, `-Infinity`, `-1`, `"700"`, `null`} {
+			tb.must(viewFrame, `notify("ui/notifications/size-changed", {height: `+bad+`}); true`)
+		}
+		rpc("ping", nil)
+		if h := height(); h != "500px" {
+			t.Errorf("after bad sizes the height is %q, want 500px", h)
+		}
+		notify("ui/notifications/size-changed", map[string]any{"height": 1e9})
+		tb.wait(mainFrame, `document.getElementById("proxy").style.height === "3000px"`, "the height to be clamped to 3000px")
+		notify("ui/notifications/size-changed", map[string]any{"height": 1})
+		tb.wait(mainFrame, `document.getElementById("proxy").style.height === "60px"`, "the height to be clamped to 60px")
+		if w := tb.str(mainFrame, `document.getElementById("proxy").style.width`); w != "" {
+			t.Errorf("the view pinned the frame's width to %q", w)
+		}
+	})
+
+	// "Liyagent trusts a message by the window it came from": a message
+	// the view posts straight to window.top has the wrong source.
+	t.Run("messages to window.top are ignored", func(t *testing.T) {
+		calls := len(e.callAudit(tenantA))
+		shown := tb.must(mainFrame, `document.querySelectorAll("#message-list li").length`)
+		tb.must(viewFrame, `notify("ui/message", undefined, window.top); true`)
+		tb.must(viewFrame, `window.top.postMessage({jsonrpc: "2.0", id: "top-1", method: "ui/message", params: {role: "user", content: [{type: "text", text: "via top"}]}}, "*");
+			window.top.postMessage({jsonrpc: "2.0", id: "top-2", method: "tools/call", params: {name: "lab_app", arguments: {}}}, "*");
+			window.top.postMessage({jsonrpc: "2.0", id: "top-3", method: "ui/open-link", params: {url: "https://example.com/top"}}, "*"); true`)
+		rpc("ping", nil)
+		rpc("ping", nil)
+		if got := tb.must(mainFrame, `document.querySelectorAll("#message-list li").length`); got != shown {
+			t.Errorf("a message posted to window.top was shown")
+		}
+		if got := tb.must(mainFrame, `window.__opened.length`); got != float64(1) {
+			t.Errorf("a link posted to window.top was opened")
+		}
+		if got := len(e.callAudit(tenantA)); got != calls {
+			t.Errorf("a tools/call posted to window.top reached the agent")
+		}
+		for _, m := range received() {
+			if mm, _ := m.(map[string]any); mm != nil {
+				if id, _ := mm["id"].(string); strings.HasPrefix(id, "top-") {
+					t.Errorf("answered a message posted to window.top: %v", mm)
+				}
+			}
+		}
+	})
+
+	// "Without allow-same-origin, the proxy has an opaque origin, so it has
+	// no cookies, no storage and no access to the console." The same holds
+	// for the view, which also cannot navigate the top window.
+	t.Run("frames cannot reach the page", func(t *testing.T) {
+		tb.must(mainFrame, `document.cookie = "probe=page-secret; path=/"; localStorage.setItem("probe", "page-secret"); true`)
+		pageURL := tb.str(mainFrame, `location.href`)
+		probe := `(() => {
+			const out = {};
+			const attempt = (k, f) => { try { out[k] = "read: " + String(f()); } catch (e) { out[k] = "refused: " + e.name; } };
+			attempt("origin", () => { if (self.origin !== "null") { throw { name: "not opaque: " + self.origin }; } return "null"; });
+			attempt("cookie", () => document.cookie);
+			attempt("localStorage", () => localStorage.getItem("probe"));
+			attempt("sessionStorage", () => sessionStorage.getItem("probe"));
+			attempt("topDocument", () => window.top.document.cookie);
+			attempt("topStorage", () => window.top.localStorage.getItem("probe"));
+			attempt("navigateTop", () => { window.top.location.href = "/signout"; return "no exception"; });
+			return out;
+		})()`
+		for _, f := range []string{viewFrame, proxyFrame} {
+			got := asMap(t, tb.must(f, probe))
+			for k, v := range got {
+				s := v.(string)
+				if k == "origin" {
+					if s != "read: null" {
+						t.Errorf("%s origin: %s", f, s)
+					}
+					continue
+				}
+				if strings.Contains(s, "page-secret") || !strings.HasPrefix(s, "refused") {
+					t.Errorf("%s %s: %s", f, k, s)
+				}
+			}
+		}
+		rpc("ping", nil)
+		if got := tb.str(mainFrame, `location.href`); got != pageURL {
+			t.Errorf("the top window navigated to %s", got)
+		}
+	})
+
+	// "By default the view cannot connect, frame or load anything outside
+	// itself": a fetch to our own API is blocked by the view's CSP.
+	t.Run("disallowed fetch fails", func(t *testing.T) {
+		got := tb.str(viewFrame, `fetch(`+js(e.base+"/api/mcp-apps/"+v.ID)+`).then(() => "fetched", (err) => "failed: " + err.name)`)
+		if !strings.HasPrefix(got, "failed") {
+			t.Fatalf("fetch from the view: %s", got)
+		}
+		tb.wait(viewFrame, `window.violations.some(v => v.startsWith("connect-src"))`, "a connect-src violation")
+		got = tb.str(viewFrame, `new Promise((resolve) => { const i = new Image(); i.onload = () => resolve("loaded"); i.onerror = () => resolve("blocked"); i.src = `+js(e.base+"/favicon.ico?x")+`; })`)
+		if got != "blocked" {
+			t.Errorf("image from outside the view: %s", got)
+		}
+		tb.wait(viewFrame, `window.violations.some(v => v.startsWith("img-src"))`, "an img-src violation")
+	})
+}
+
+// How Chromium checks frame-ancestors for a document framed by the
+// sandboxed proxy, worked out in the browser: the proxy's origin is opaque
+// and matches no source expression, neither the page's origin nor the
+// sandbox origin the proxy was loaded from. So a view document carrying
+// frame-ancestors with our origins is blocked inside our own proxy, which
+// is why view documents carry none (and the CSP sandbox directive instead).
+func TestFrameAncestorsOfSandboxedProxy(t *testing.T) {
+	e := newEnv(t, envOptions{})
+	viewpage.SetViewAncestors(e.handler, []string{e.base, e.sandbox})
+	v := e.run(alice(), "/sales_report {}")
+	tb := newTab(t)
+	e.oidc.QueueUser(alice())
+	tb.navigate(e.base + "/mcp-apps/" + v.ID)
+	tb.wait(mainFrame, `(() => { const f = document.getElementById("proxy"); return !!f; })()`, "the proxy frame")
+	deadline := 0
+	for ; deadline < 400; deadline++ {
+		tb.mu.Lock()
+		blocked := strings.Contains(strings.Join(tb.log, "\n"), "violates the following Content Security Policy directive: \"frame-ancestors "+e.base+" "+e.sandbox+"\"")
+		tb.mu.Unlock()
+		if blocked {
+			break
+		}
+		tb.must(mainFrame, `new Promise(r => setTimeout(r, 25))`)
+	}
+	if deadline == 400 {
+		t.Fatalf("Chromium did not block the view under frame-ancestors %s %s\n%s", e.base, e.sandbox, tb.dump())
+	}
+	if _, ok := tb.frame(viewFrame); ok {
+		t.Errorf("the view document loaded although frame-ancestors named only real origins:\n%s", tb.dump())
+	}
+	if !strings.Contains(tb.dump(), `unreachable "`+e.sandbox+"/sandbox/views/") {
+		t.Errorf("the view frame is not the blocked one:\n%s", tb.dump())
+	}
+}
+
+// A frame inherits its parent's sandbox flags: allow-forms on the view's
+// frame alone does not let a form be sent when the proxy frame lacks it.
+// This is why the page gives the proxy frame the view's sandbox value.
+func TestSandboxFlagsAreInherited(t *testing.T) {
+	mux := http.NewServeMux()
+	mux.HandleFunc("/outer/{sandbox}", func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprintf(w, `<!doctype html><iframe id="inner" sandbox="allow-scripts allow-forms" src="/form"></iframe>`)
+	})
+	mux.HandleFunc("/form", func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprint(w, `<!doctype html><form id="f" action="/sent"><button id="b">send</button></form>
+<script>window.submitted = false; document.getElementById("f").addEventListener("submit", (e) => { e.preventDefault(); window.submitted = true; });</script>`)
+	})
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprintf(w, `<!doctype html><iframe id="outer" sandbox="%s" src="/outer/x"></iframe>`, r.URL.Query().Get("sandbox"))
+	})
+	srv := httptest.NewServer(mux)
+	defer srv.Close()
+	tb := newTab(t)
+	for _, c := range []struct {
+		outer string
+		sent  bool
+	}{{"allow-scripts", false}, {"allow-scripts allow-forms", true}} {
+		tb.navigate(srv.URL + "/?sandbox=" + strings.ReplaceAll(c.outer, " ", "+"))
+		tb.wait("/form", `document.readyState === "complete" && typeof window.submitted === "boolean"`, "the form")
+		tb.must("/form", `document.getElementById("b").click(); true`)
+		tb.must(mainFrame, `new Promise(r => setTimeout(r, 100))`)
+		if got := tb.must("/form", `window.submitted`); got != c.sent {
+			t.Errorf("outer sandbox %q: form submitted = %v, want %v", c.outer, got, c.sent)
+		}
+	}
+}
