@@ -141,7 +141,8 @@ type RulesConfig struct {
 // DefaultServerTimeout bounds a tool call when a server sets no timeout.
 const DefaultServerTimeout = 30 * time.Second
 
-// Defaults of an openai model.
+// Defaults of a model: the openai request timeout, and the rounds of tool
+// calls in one run (any model).
 const (
 	DefaultModelTimeout  = 60 * time.Second
 	DefaultMaxToolRounds = 8
