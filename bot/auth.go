@@ -40,6 +40,9 @@ const (
 	keyFetchTimeout = 10 * time.Second
 	// maxKeyDocBytes bounds the metadata and JWKS documents.
 	maxKeyDocBytes = 1 << 20
+	// keyRetryAfterFailure keeps a failed fetch from being repeated on every
+	// request while the metadata endpoint is down.
+	keyRetryAfterFailure = 10 * time.Second
 	// maxTokenCache bounds the cache of tokens already verified.
 	maxTokenCache = 4096
 )
@@ -149,6 +152,8 @@ type Validator struct {
 	mu          sync.Mutex
 	inflight    *keyFetch
 	lastUnknown time.Time // last refresh caused by an unknown kid
+	failedAt    time.Time // last failed fetch
+	failErr     error     // its error
 	fetches     int       // number of completed fetches, for tests and logs
 
 	tokMu  sync.Mutex
@@ -227,12 +232,13 @@ func (v *Validator) AuthenticateRequest(ctx context.Context, act schema.Activity
 // serviceUrl and channelId are given, and returns the verified serviceurl
 // claim. Every failure is an *AuthError.
 func (v *Validator) Validate(ctx context.Context, authHeader, serviceURL, channelID string) (string, error) {
-	raw, ok := strings.CutPrefix(strings.TrimSpace(authHeader), "Bearer ")
-	raw = strings.TrimSpace(raw)
 	if authHeader == "" {
 		return "", authErr(ReasonMissingToken, "no Authorization header")
 	}
-	if !ok || raw == "" {
+	h := strings.TrimSpace(authHeader)
+	scheme, raw, _ := strings.Cut(h, " ")
+	raw = strings.TrimSpace(raw)
+	if !strings.EqualFold(scheme, "Bearer") || raw == "" {
 		return "", authErr(ReasonMissingToken, "Authorization header is not a bearer token")
 	}
 
@@ -377,6 +383,11 @@ var errRefreshTooSoon = errors.New("bot: key refresh for unknown kid happened le
 // refreshes are rate limited to one an hour.
 func (v *Validator) refresh(ctx context.Context, forUnknownKid bool) error {
 	v.mu.Lock()
+	if v.inflight == nil && !v.failedAt.IsZero() && v.now().Sub(v.failedAt) < keyRetryAfterFailure {
+		err := v.failErr
+		v.mu.Unlock()
+		return err
+	}
 	if forUnknownKid {
 		if ks := v.keys.Load(); ks != nil && v.inflight == nil {
 			now := v.now()
@@ -400,6 +411,10 @@ func (v *Validator) refresh(ctx context.Context, forUnknownKid bool) error {
 			v.mu.Lock()
 			if err == nil {
 				v.keys.Store(ks)
+				v.failedAt, v.failErr = time.Time{}, nil
+			} else {
+				v.failedAt, v.failErr = v.now(), err
+				v.logger.Error("bot: fetching Bot Framework signing keys failed", "metadata", v.metadataURL, "error", err)
 			}
 			v.fetches++
 			v.inflight = nil

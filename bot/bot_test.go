@@ -786,3 +786,63 @@ func TestStripMentions(t *testing.T) {
 		t.Errorf("stripMentions = %q, want %q", got, want)
 	}
 }
+
+// While the OpenID metadata cannot be fetched, activities are refused with
+// 503 and a clear log line, the endpoint is not asked again on every
+// request, and service resumes once it answers.
+func TestOpenIDMetadataUnavailable(t *testing.T) {
+	h := newHarness(t, setup{})
+	h.bf.mu.Lock()
+	h.bf.failMeta = true
+	h.bf.mu.Unlock()
+	ev := func(id string) int {
+		a := h.message("personal", "a:meta", id, "")
+		a["type"] = "event"
+		s, _ := h.send(a)
+		return s
+	}
+	for i := range 3 {
+		if s := ev(fmt.Sprint("m-", i)); s != http.StatusServiceUnavailable {
+			t.Fatalf("request %d with the metadata down: %d, want 503", i, s)
+		}
+	}
+	h.bf.mu.Lock()
+	gets := h.bf.metaGets
+	h.bf.failMeta = false
+	h.bf.mu.Unlock()
+	if gets != 1 {
+		t.Errorf("%d metadata fetches for 3 requests in a row, want 1", gets)
+	}
+	if !containsAll(h.logs.String(), "fetching Bot Framework signing keys failed", "status 503") {
+		t.Errorf("no clear log line:\n%s", h.logs.String())
+	}
+	h.clock.Advance(11 * time.Second)
+	if s := ev("m-ok"); s != http.StatusOK {
+		t.Fatalf("after the metadata came back: %d, want 200", s)
+	}
+}
+
+// A bot token is fetched once and shared by concurrent turns.
+func TestBotTokenSharedByConcurrentTurns(t *testing.T) {
+	h := newHarness(t, setup{})
+	var wg sync.WaitGroup
+	for i := range 10 {
+		wg.Go(func() {
+			h.send(h.message("personal", "a:tok", fmt.Sprint("tok-", i), "/sales_report {}"))
+		})
+	}
+	wg.Wait()
+	h.shutdown()
+	if n := h.tokens.callCount(); n != 1 {
+		t.Errorf("%d token fetches for 10 concurrent turns, want 1", n)
+	}
+	answers := 0
+	for _, c := range h.conn.snapshot() {
+		if c.Activity.Type == "message" {
+			answers++
+		}
+	}
+	if answers != 10 {
+		t.Errorf("%d answers, want 10", answers)
+	}
+}

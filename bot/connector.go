@@ -92,7 +92,12 @@ type tokenSource struct {
 	token    string
 	expires  time.Time
 	inflight *tokenFetch
+	failedAt time.Time // last failed fetch, so a dead endpoint is not asked on every send
+	failErr  error
 }
+
+// tokenRetryAfterFailure spaces fetches while the token endpoint fails.
+const tokenRetryAfterFailure = 5 * time.Second
 
 type tokenFetch struct {
 	done  chan struct{}
@@ -108,6 +113,11 @@ func (ts *tokenSource) Token(ctx context.Context) (string, error) {
 		ts.mu.Unlock()
 		return t, nil
 	}
+	if ts.inflight == nil && !ts.failedAt.IsZero() && ts.now().Sub(ts.failedAt) < tokenRetryAfterFailure {
+		err := ts.failErr
+		ts.mu.Unlock()
+		return "", err
+	}
 	f := ts.inflight
 	if f == nil {
 		f = &tokenFetch{done: make(chan struct{})}
@@ -119,6 +129,10 @@ func (ts *tokenSource) Token(ctx context.Context) (string, error) {
 			ts.mu.Lock()
 			if err == nil {
 				ts.token, ts.expires = tok, exp
+				ts.failedAt, ts.failErr = time.Time{}, nil
+			} else {
+				ts.failedAt, ts.failErr = ts.now(), err
+				ts.logger.Error("bot: getting the bot token failed", "token_url", ts.url, "error", err)
 			}
 			ts.inflight = nil
 			ts.mu.Unlock()
