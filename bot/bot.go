@@ -342,6 +342,12 @@ type invokeResponse struct {
 const invokeResponseType schema.ActivityTypes = "invokeResponse"
 
 // serve is POST /api/messages.
+//
+// It does not use the adapter's ParseRequest: that decodes into
+// schema.Activity, whose Entity type drops the @mention's id and text,
+// reads the body without a size limit, cannot tell a malformed body (400)
+// from a refused token (401), and demands a token even in local mode. The
+// token check itself goes through the adapter's TokenValidator field.
 func (b *Bot) serve(c echo.Context) error {
 	req := c.Request()
 	if b.local && !remoteIsLoopback(req.RemoteAddr) {
