@@ -2,8 +2,6 @@ package agent
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -502,7 +500,7 @@ func (c *serverConn) check(uri string, contents []*mcp.ResourceContents, listEnt
 	if err != nil {
 		var re *mcpapps.RefusedError
 		if !errors.As(err, &re) {
-			re = &mcpapps.RefusedError{Reason: "content", Detail: err.Error()}
+			re = &mcpapps.RefusedError{Reason: mcpapps.ReasonContent, Detail: err.Error()}
 		}
 		return &resourceEntry{refusal: re}
 	}
@@ -512,14 +510,7 @@ func (c *serverConn) check(uri string, contents []*mcp.ResourceContents, listEnt
 	}
 	ui, err := mcpapps.ReadResourceUI(itemMeta, listEntry)
 	if err != nil {
-		return &resourceEntry{refusal: &mcpapps.RefusedError{Reason: "content", Detail: "malformed _meta.ui: " + err.Error()}}
+		return &resourceEntry{refusal: &mcpapps.RefusedError{Reason: mcpapps.ReasonContent, Detail: "malformed _meta.ui: " + err.Error()}}
 	}
-	sum := sha256.Sum256(html)
-	return &resourceEntry{html: html, sha: hex.EncodeToString(sum[:]), ui: ui, csp: mcpapps.BuildCSP(ui.CSP)}
-}
-
-// uiScheme reports whether uri is a ui:// URI; anything else is refused
-// before it is read.
-func uiScheme(uri string) bool {
-	return len(uri) > len("ui://") && strings.EqualFold(uri[:len("ui://")], "ui://")
+	return &resourceEntry{html: html, sha: mcpapps.HTMLSHA256(html), ui: ui, csp: mcpapps.BuildCSP(ui.CSP)}
 }

@@ -332,13 +332,19 @@ func (r *runState) callForModel(ctx context.Context, call ToolCall) Message {
 func (r *runState) makeView(ctx context.Context, c *serverConn, cs *mcp.ClientSession, e *toolEntry, args json.RawMessage, res *mcp.CallToolResult) {
 	uri, tool := e.ui.ResourceURI, e.tool.Name
 	var entry *resourceEntry
-	if !uiScheme(uri) {
-		entry = &resourceEntry{refusal: &mcpapps.RefusedError{Reason: "scheme", Detail: fmt.Sprintf("%q is not a ui:// URI", uri)}}
+	if err := mcpapps.CheckURI(uri); err != nil {
+		// Refused before it is read: a server cannot make the host fetch
+		// anything but a ui:// resource.
+		var re *mcpapps.RefusedError
+		if !errors.As(err, &re) {
+			re = &mcpapps.RefusedError{Reason: mcpapps.ReasonScheme, Detail: err.Error()}
+		}
+		entry = &resourceEntry{refusal: re}
 	} else {
 		var err error
 		entry, err = c.resource(ctx, cs, uri)
 		if err != nil {
-			entry = &resourceEntry{refusal: &mcpapps.RefusedError{Reason: "read", Detail: err.Error()}}
+			entry = &resourceEntry{refusal: &mcpapps.RefusedError{Reason: mcpapps.ReasonRead, Detail: err.Error()}}
 		}
 	}
 	if entry.refusal != nil {
