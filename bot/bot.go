@@ -820,3 +820,22 @@ func (b *Bot) SendProactive(ctx context.Context, key string, c cards.Card) (stri
 	}
 	return id, nil
 }
+
+// UpdateProactive replaces an activity the bot sent to a conversation (its
+// id as SendProactive returned it) with another card.
+func (b *Bot) UpdateProactive(ctx context.Context, key, activityID string, c cards.Card) error {
+	if b.opts.Store == nil {
+		return ErrNoStore
+	}
+	ref, err := b.opts.Store.Conversation(ctx, key)
+	if err != nil {
+		return fmt.Errorf("bot: proactive update in %s: %w", key, err)
+	}
+	bot := schema.ChannelAccount{ID: ref.BotID}
+	conv := schema.ConversationAccount{ID: ref.ConversationID}
+	out := withCard(&outActivity{Type: schema.Message, From: &bot, Conversation: &conv}, c)
+	if err := b.conn.Update(ctx, ref.ServiceURL, ref.ConversationID, activityID, out); err != nil {
+		return fmt.Errorf("bot: proactive update in %s: %w", key, err)
+	}
+	return nil
+}

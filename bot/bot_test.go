@@ -464,6 +464,18 @@ func TestInstallAndUninstall(t *testing.T) {
 			t.Errorf("proactive message went to %q (reply to %q, auth %q)", x.ConversationID, x.ActivityID, x.Auth)
 		}
 	}
+	// And the id it returned is enough to update that card later.
+	if err := h.bot.UpdateProactive(ctx, key, id, cards.RunFailed("ref-1")); err != nil {
+		t.Fatalf("proactive update: %v", err)
+	}
+	h.conn.waitFor(t, "the proactive update", func(c []received) bool {
+		for _, x := range c {
+			if x.Method == http.MethodPut && x.ActivityID == id && x.ConversationID == "a:install" && strings.Contains(string(x.Raw), "ref-1") {
+				return true
+			}
+		}
+		return false
+	})
 
 	// Teams also sends conversationUpdate with the bot among membersAdded.
 	added := h.message("personal", "a:install", "", "")
@@ -519,7 +531,7 @@ func TestInstallAndUninstall(t *testing.T) {
 	h.shutdown()
 	welcomes := map[string]int{}
 	for _, c := range h.conn.snapshot() {
-		if c.Activity.Type == "message" && len(c.Activity.Attachments) > 0 {
+		if c.Method == http.MethodPost && c.Activity.Type == "message" && len(c.Activity.Attachments) > 0 {
 			welcomes[c.ConversationID]++
 		}
 	}
