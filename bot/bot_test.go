@@ -858,3 +858,28 @@ func TestBotTokenSharedByConcurrentTurns(t *testing.T) {
 		t.Errorf("%d answers, want 10", answers)
 	}
 }
+
+// The retry filter forgets after its TTL and never holds more than its
+// bound.
+func TestSeenSetTTLAndBound(t *testing.T) {
+	now := time.Date(2026, 12, 2, 10, 0, 0, 0, time.UTC)
+	s := newSeenSet(time.Minute, 3)
+	if !s.firstTime("a", now) || s.firstTime("a", now.Add(59*time.Second)) {
+		t.Fatal("a retry within the TTL was not caught")
+	}
+	if !s.firstTime("a", now.Add(61*time.Second)) {
+		t.Fatal("a key was remembered past its TTL")
+	}
+	for i := range 10 {
+		s.firstTime(fmt.Sprint("k", i), now.Add(62*time.Second))
+	}
+	if len(s.at) > 3 || len(s.order) > 3 {
+		t.Fatalf("holds %d keys (%d in order), bound is 3", len(s.at), len(s.order))
+	}
+	if s.firstTime("k9", now.Add(63*time.Second)) {
+		t.Error("the newest key was forgotten")
+	}
+	if !s.firstTime("k0", now.Add(63*time.Second)) {
+		t.Error("the oldest key was kept past the bound")
+	}
+}
