@@ -93,14 +93,22 @@ func TestBrowserOfficialDebugServer(t *testing.T) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	okCalls := 0
-	for _, r := range e.callAudit(tenantA) {
-		if r.Fields["tool"] == "debug-log" && r.Fields["result"] == "ok" {
-			okCalls++
+	// The server wrote the events before the agent audited the calls:
+	// wait for the records too.
+	for {
+		okCalls := 0
+		for _, r := range e.callAudit(tenantA) {
+			if r.Fields["tool"] == "debug-log" && r.Fields["result"] == "ok" {
+				okCalls++
+			}
 		}
-	}
-	if okCalls < len(want) {
-		t.Errorf("%d audited debug-log calls, want at least %d", okCalls, len(want))
+		if okCalls >= len(want) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d audited debug-log calls, want at least %d", okCalls, len(want))
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }
 

@@ -10,10 +10,12 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"teamsbot/agent"
 	"teamsbot/agent/demo"
 	"teamsbot/mcpapps"
+	"teamsbot/viewpage"
 )
 
 // "Only the person the run was for can open it": the page sends a person
@@ -409,4 +411,34 @@ func otherServer() *mcp.Server {
 		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "other"}}}, nil
 	})
 	return srv
+}
+
+// Refused frame tokens and view tool calls are counted for operators.
+func TestMetrics(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	e := newEnv(t, envOptions{mutate: func(o *viewpage.Options) { o.Registerer = reg }})
+	v := e.run(alice(), "/sales_report {}")
+	do(t, e.client(nil), http.MethodGet, e.sandbox+"/sandbox/views/"+v.ID, nil, "")
+	do(t, e.client(alice()), http.MethodPost, e.base+"/api/mcp-apps/"+v.ID+"/call",
+		map[string]string{"Content-Type": "application/json"}, `{"name":"refresh_sales","arguments":{}}`)
+	families, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]float64{}
+	for _, f := range families {
+		for _, m := range f.GetMetric() {
+			key := f.GetName()
+			for _, l := range m.GetLabel() {
+				key += " " + l.GetName() + "=" + l.GetValue()
+			}
+			got[key] = m.GetCounter().GetValue()
+		}
+	}
+	if got["teamsbot_viewpage_frame_token_refusals_total purpose=sandbox-view reason=missing"] != 1 {
+		t.Errorf("token refusal not counted: %v", got)
+	}
+	if got["teamsbot_viewpage_tool_calls_total result=ok"] != 1 {
+		t.Errorf("tool call not counted: %v", got)
+	}
 }
