@@ -354,6 +354,11 @@ func (v *Validator) key(ctx context.Context, kid string) (*signingKey, error) {
 	if ks == nil || v.now().Sub(ks.fetchedAt) > keysMaxAge {
 		if err := v.refresh(ctx, false); err != nil {
 			if ks == nil {
+				var ae *AuthError
+				if !errors.As(err, &ae) {
+					// The request ended while it waited for the keys.
+					err = authErr(ReasonKeysUnusable, "waiting for signing keys: %v", err)
+				}
 				return nil, err
 			}
 			// Keep using day-old keys rather than refusing every request
@@ -366,10 +371,15 @@ func (v *Validator) key(ctx context.Context, kid string) (*signingKey, error) {
 		return k, nil
 	}
 	if err := v.refresh(ctx, true); err != nil {
-		if errors.Is(err, errRefreshTooSoon) {
+		var ae *AuthError
+		switch {
+		case errors.Is(err, errRefreshTooSoon):
 			return nil, authErr(ReasonUnknownKey, "unknown key id %q", kid)
+		case errors.As(err, &ae):
+			return nil, err
+		default:
+			return nil, authErr(ReasonKeysUnusable, "waiting for signing keys: %v", err)
 		}
-		return nil, err
 	}
 	if k, ok := v.keys.Load().keys[kid]; ok {
 		return k, nil
