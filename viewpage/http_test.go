@@ -236,6 +236,19 @@ func TestFrameDocumentsNeedTheirToken(t *testing.T) {
 		}
 	}
 
+	// A browser asking for a frame document as anything but a frame (a
+	// top-level window, a fetch) is refused even with the token.
+	for _, dest := range []string{"document", "empty", "script"} {
+		for _, u := range []string{info.ProxyURL, info.ViewURL} {
+			if r := do(t, anon, http.MethodGet, u, map[string]string{"Sec-Fetch-Dest": dest}, ""); r.status != http.StatusForbidden {
+				t.Errorf("Sec-Fetch-Dest %s, %s: %d, want 403", dest, u, r.status)
+			}
+			if r := do(t, anon, http.MethodGet, u, map[string]string{"Sec-Fetch-Dest": "iframe"}, ""); r.status != http.StatusOK {
+				t.Errorf("Sec-Fetch-Dest iframe, %s: %d, want 200", u, r.status)
+			}
+		}
+	}
+
 	// Expired: ten minutes later, the same URLs are refused.
 	e.clock.Advance(10 * time.Minute)
 	for _, u := range []string{info.ProxyURL, info.ViewURL} {

@@ -178,6 +178,11 @@ func New(opts Options) (*Handler, error) {
 		sandboxOrigin: sandbox,
 		hostVersion:   opts.HostVersion,
 	}
+	// Behind a reverse proxy the Host header may not be the public one;
+	// the public origin is same-origin by definition.
+	if err := h.cop.AddTrustedOrigin(public); err != nil {
+		return nil, fmt.Errorf("viewpage: PublicBaseURL: %w", err)
+	}
 	if h.access == nil {
 		h.access = OwnerRule{}
 	}
