@@ -883,3 +883,39 @@ func TestSeenSetTTLAndBound(t *testing.T) {
 		t.Error("the oldest key was kept past the bound")
 	}
 }
+
+// Shutdown waits for turns in flight; when its deadline passes first it
+// cancels them and says so, and later messages get 503 so Teams retries
+// them elsewhere.
+func TestShutdownWaitsThenCancels(t *testing.T) {
+	started := make(chan struct{}, 1)
+	stuck := func() *mcp.Server {
+		s := mcp.NewServer(&mcp.Implementation{Name: "stuck", Version: "1.0.0"}, nil)
+		mcp.AddTool(s, &mcp.Tool{Name: "never_returns", Description: "blocks until cancelled"},
+			func(ctx context.Context, _ *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, any, error) {
+				started <- struct{}{}
+				<-ctx.Done()
+				return nil, nil, ctx.Err()
+			})
+		return s
+	}
+	h := newHarness(t, setup{
+		builtins: map[string]func() *mcp.Server{"stuck": stuck},
+		servers:  []agent.ServerConfig{{Name: "stuck", Builtin: "stuck"}},
+	})
+	if s, b := h.send(h.message("personal", "a:stuck", "st-1", "/never_returns {}")); s != http.StatusAccepted {
+		t.Fatalf("%d %s", s, b)
+	}
+	<-started
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	if err := h.bot.Shutdown(ctx); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Shutdown with a turn stuck: %v, want the deadline", err)
+	}
+	if s, _ := h.send(h.message("personal", "a:stuck", "st-2", "/sales_report {}")); s != http.StatusServiceUnavailable {
+		t.Errorf("message after shutdown: %d, want 503", s)
+	}
+	if !strings.Contains(h.logs.String(), "agent run failed") {
+		t.Error("the cancelled turn was not logged as failed")
+	}
+}
