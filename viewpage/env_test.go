@@ -9,6 +9,7 @@ import (
 	"net/http/cookiejar"
 	"net/url"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -113,6 +114,23 @@ type env struct {
 	base    string // public origin, http://127.0.0.1:port
 	sandbox string // sandbox origin
 	dataDir string
+
+	mu       sync.Mutex
+	requests []string // "METHOD /path" of every request the server got
+}
+
+// requestsSince returns the requests after the first n.
+func (e *env) requestsSince(n int) []string {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return slices.Clone(e.requests[min(n, len(e.requests)):])
+}
+
+// requestCount is how many requests the server got so far.
+func (e *env) requestCount() int {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return len(e.requests)
 }
 
 type envOptions struct {
@@ -191,6 +209,14 @@ func newEnv(t testing.TB, o envOptions) *env {
 	ec := echo.New()
 	ec.HideBanner, ec.HidePort = true, true
 	ec.HTTPErrorHandler = viewpage.ErrorHandler(nil)
+	ec.Use(func(next echo.HandlerFunc) echo.HandlerFunc {
+		return func(c echo.Context) error {
+			e.mu.Lock()
+			e.requests = append(e.requests, c.Request().Method+" "+c.Request().URL.Path)
+			e.mu.Unlock()
+			return next(c)
+		}
+	})
 	e.signin.Register(ec)
 	e.handler.Register(ec)
 	srv := &http.Server{Handler: ec, ReadHeaderTimeout: 10 * time.Second}

@@ -13,6 +13,25 @@
 // without one, neither document is served. Messages are trusted by the window
 // they come from, never by their origin.
 //
+// Routes added by Register:
+//
+//	GET  /mcp-apps/{id}            the page; sign-in first, then Access.CanRead
+//	GET  /api/mcp-apps/{id}        ViewInfo as JSON, with fresh frame tokens
+//	POST /api/mcp-apps/{id}/call   {name, arguments} → CallToolResult, same-origin JSON only
+//	GET  /sandbox/proxy?view=&token=   the proxy document (token of purpose "proxy")
+//	GET  /sandbox/views/{id}?token=    the view's HTML (token of purpose "view")
+//
+// Two browser facts shape the frames (each has a Chromium test). A frame
+// inherits its parent's sandbox flags, so when a view is granted forms the
+// proxy frame carries allow-forms too; otherwise both frames carry exactly
+// allow-scripts. And an opaque-origin ancestor matches no frame-ancestors
+// source (not even *), so the view document, whose parent is the opaque
+// proxy, cannot carry frame-ancestors; it carries the CSP sandbox
+// directive instead, which keeps it opaque wherever it is loaded, and both
+// frame documents are refused when a browser asks for them as anything but
+// an iframe (Sec-Fetch-Dest). The proxy, whose parent is the page, carries
+// frame-ancestors with the public origin.
+//
 // The package decides nothing about policy: who may open a view and call
 // its tools is asked of an Access (OwnerRule by default), and every tool call
 // goes through the agent's governed path (agent.Service.CallFromView), which
