@@ -3,6 +3,7 @@ package viewpage
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"html/template"
 	"log/slog"
 	"net/http"
@@ -25,6 +26,9 @@ var (
 	// ErrForbidden: the view is not the caller's, or the caller may not run
 	// its tools (403). Access implementations wrap it.
 	ErrForbidden = errors.New("viewpage: forbidden")
+	// ErrCallForbidden: the caller may open the view but not run its
+	// tools (403). It wraps ErrForbidden.
+	ErrCallForbidden = fmt.Errorf("%w: may not run this view's tools", ErrForbidden)
 	// ErrNoSession: nobody is signed in (401 for the API; the page
 	// redirects to sign-in instead).
 	ErrNoSession = errors.New("viewpage: not signed in")
@@ -87,6 +91,8 @@ func classify(err error) (int, string) {
 		return http.StatusGone, "This view has expired. Views are kept for 7 days; ask the agent again for a new one."
 	case errors.Is(err, ErrNotFound), errors.Is(err, store.ErrNotFound):
 		return http.StatusNotFound, "There is no such view. Check the link, or ask the agent again."
+	case errors.Is(err, ErrCallForbidden):
+		return http.StatusForbidden, "You may open this view but not run its tools."
 	case errors.Is(err, ErrForbidden):
 		return http.StatusForbidden, "This view is not yours. A view can be opened only by the person the agent answered or, for a run without a person, by the tenant's agent readers."
 	case errors.Is(err, ErrBadToken):

@@ -110,8 +110,9 @@ func TestPageAccess(t *testing.T) {
 	})
 }
 
-// "It needs agents.read" (for a view from a run with no person): the
-// tenant's agent readers may open it, others of the tenant may not.
+// "A view from a run that had no person (a trigger, for example) can be
+// opened by the tenant's agent readers" ("It needs agents.read"); others
+// of the tenant may not, and calls need agents.run.
 func TestNoPersonViewForReaders(t *testing.T) {
 	e := newEnv(t, envOptions{})
 	v := e.run(nil, "/sales_report {}")
@@ -125,6 +126,29 @@ func TestNoPersonViewForReaders(t *testing.T) {
 	}
 	if r := do(t, e.client(mallory()), http.MethodGet, e.base+"/api/mcp-apps/"+v.ID, nil, ""); r.status != http.StatusForbidden {
 		t.Errorf("reader of another tenant: %d, want 403", r.status)
+	}
+
+	// Calls need agents.run: a reader may look but not run, and the
+	// refusal is audited like the agent's own.
+	r := do(t, e.client(reader), http.MethodPost, e.base+"/api/mcp-apps/"+v.ID+"/call",
+		map[string]string{"Content-Type": "application/json"}, `{"name":"refresh_sales","arguments":{}}`)
+	if r.status != http.StatusForbidden || !strings.Contains(r.body, "not run its tools") {
+		t.Errorf("reader's call: %d %s, want 403", r.status, r.body)
+	}
+	audited := false
+	for _, rec := range e.callAudit(tenantA) {
+		if rec.Fields["tool"] == "refresh_sales" && rec.Fields["result"] == "refused" && rec.Actor == reader.OID {
+			audited = true
+		}
+	}
+	if !audited {
+		t.Errorf("the refused call was not audited: %+v", e.callAudit(tenantA))
+	}
+	runner := &person{TID: tenantA, OID: "eeeeeeee-0000-0000-0000-00000000000e", Name: "Erin", Roles: []string{"agents.read", "agents.run"}}
+	r = do(t, e.client(runner), http.MethodPost, e.base+"/api/mcp-apps/"+v.ID+"/call",
+		map[string]string{"Content-Type": "application/json"}, `{"name":"refresh_sales","arguments":{}}`)
+	if r.status != http.StatusOK {
+		t.Errorf("runner's call: %d %s, want 200", r.status, r.body)
 	}
 }
 

@@ -611,6 +611,9 @@ func (h *Handler) call(c echo.Context) error {
 		}
 		h.metrics.calls.WithLabelValues("refused").Inc()
 		h.auditRefusal(ctx, s, v, req.Name)
+		if !errors.Is(err, ErrCallForbidden) && h.access.CanRead(ctx, s, v) == nil {
+			return fmt.Errorf("tool %q: %w: %w", req.Name, ErrCallForbidden, err)
+		}
 		return fmt.Errorf("tool %q: %w", req.Name, err)
 	}
 	caller := agent.Person{TenantID: s.TenantID, UserID: s.UserID, Name: s.Name}
