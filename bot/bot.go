@@ -599,20 +599,12 @@ func (b *Bot) runTurn(a *schema.Activity, p agent.Person) {
 		b.logger.Error("bot: turn abandoned while waiting for a slot", "conversation", a.Conversation.ID, "activity", a.ID, "error", ctx.Err())
 		return
 	}
-	results := make(chan runResult, 1)
-	go func() {
-		defer func() { <-b.sem }()
-		ans, err := b.opts.Agent.Run(ctx, agent.Request{Person: p, AgentID: b.opts.AgentID, Text: a.Text})
-		results <- runResult{ans, err}
-	}()
-
-	var res runResult
-	workingID := ""
-	timer := time.NewTimer(b.opts.WorkingAfter)
-	select {
-	case res = <-results:
-		timer.Stop()
-	case <-timer.C:
+	// Once the run has taken WorkingAfter, a timer posts the working card;
+	// the run itself stays in this goroutine.
+	var workingID string
+	workingDone := make(chan struct{})
+	timer := time.AfterFunc(b.opts.WorkingAfter, func() {
+		defer close(workingDone)
 		<-typingDone
 		w := withCard(b.outgoing(a, schema.Message), cards.Working(a.Text))
 		id, err := b.conn.Send(ctx, a.ServiceURL, a.Conversation.ID, a.ID, w)
@@ -620,8 +612,13 @@ func (b *Bot) runTurn(a *schema.Activity, p agent.Person) {
 			b.logger.Warn("bot: working card not sent", "conversation", a.Conversation.ID, "error", err)
 		}
 		workingID = id
-		res = <-results
+	})
+	ans, runErr := b.opts.Agent.Run(ctx, agent.Request{Person: p, AgentID: b.opts.AgentID, Text: a.Text})
+	<-b.sem
+	if !timer.Stop() {
+		<-workingDone // workingID is read only after this
 	}
+	res := runResult{ans, runErr}
 
 	outcome := "answered"
 	var answer []cards.Card
