@@ -691,7 +691,7 @@ func (b *Bot) onConversationUpdate(t *activity.TurnContext) (schema.Activity, er
 	}
 	for _, m := range a.MembersAdded {
 		if m.ID == botID {
-			return schema.Activity{}, b.installed(ctx, &a)
+			return schema.Activity{}, b.installed(ctx, &a, true)
 		}
 	}
 	return schema.Activity{}, nil
@@ -703,8 +703,12 @@ func (b *Bot) onInstallationUpdate(reqCtx context.Context, a *schema.Activity) e
 	defer cancel()
 	var err error
 	switch a.Action {
-	case "add", "add-upgrade":
-		err = b.installed(ctx, a)
+	case "add":
+		err = b.installed(ctx, a, true)
+	case "add-upgrade":
+		// A new version of the app: keep the reference fresh, but the
+		// person has been welcomed already.
+		err = b.installed(ctx, a, false)
 	case "remove", "remove-upgrade":
 		err = b.forgetConversation(ctx, a)
 	}
@@ -725,7 +729,7 @@ func conversationTenant(a *schema.Activity) string {
 // installed stores the conversation reference for proactive sends and
 // sends the welcome card once per conversation (Teams announces an install
 // with both a conversationUpdate and an installationUpdate).
-func (b *Bot) installed(ctx context.Context, a *schema.Activity) error {
+func (b *Bot) installed(ctx context.Context, a *schema.Activity, welcome bool) error {
 	tenant := conversationTenant(a)
 	if tenant == "" {
 		b.logger.Warn("bot: bot added to a conversation without a tenant; reference not stored", "conversation", a.Conversation.ID)
@@ -748,7 +752,7 @@ func (b *Bot) installed(ctx context.Context, a *schema.Activity) error {
 		}
 		b.logger.Info("bot: added to conversation", "tenant", tenant, "conversation", a.Conversation.ID, "type", a.Conversation.ConversationType)
 	}
-	if b.seen.firstTime("welcome\x00"+a.Conversation.ID, b.now()) && b.begin() {
+	if welcome && b.seen.firstTime("welcome\x00"+a.Conversation.ID, b.now()) && b.begin() {
 		act := *a
 		go func() {
 			defer b.turns.Done()
