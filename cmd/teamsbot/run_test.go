@@ -108,6 +108,12 @@ func TestRunHealthReadinessMetricsAndOrderlyShutdown(t *testing.T) {
 	data := t.TempDir()
 	base, logs, stop := startService(t, map[string]string{"TICKETIQ_DATA": data})
 	c := &http.Client{Timeout: 10 * time.Second}
+	if code, body := get(t, c, base+"/"); code != 200 || !strings.Contains(body, "teamsbot is running") {
+		t.Errorf("/: %d %s", code, body)
+	}
+	if code, _ := get(t, c, base+"/no-such-page"); code != 404 {
+		t.Errorf("unknown path: %d, want 404", code)
+	}
 	if code, body := get(t, c, base+"/healthz"); code != 200 {
 		t.Errorf("/healthz: %d %s", code, body)
 	}

@@ -121,6 +121,12 @@ func serve(ctx context.Context, cfg config, logger *slog.Logger) (err error) {
 	e.HTTPErrorHandler = viewpage.ErrorHandler(logger)
 	e.Use(middleware.Recover())
 	e.Use(requestLog(logger))
+	e.GET("/", func(c echo.Context) error {
+		// People who reach the bare address learn what it is and where views
+		// come from; nothing here needs a session.
+		c.Response().Header().Set("Content-Security-Policy", "default-src 'none'")
+		return c.String(http.StatusOK, homeText)
+	})
 	e.GET("/healthz", func(c echo.Context) error { return c.String(http.StatusOK, "ok\n") })
 	e.GET("/readyz", func(c echo.Context) error {
 		rctx, cancel := context.WithTimeout(c.Request().Context(), 5*time.Second)
@@ -169,6 +175,13 @@ func serve(ctx context.Context, cfg config, logger *slog.Logger) (err error) {
 	logger.Info("stopped")
 	return nil
 }
+
+// homeText is the whole answer of GET /.
+const homeText = `teamsbot is running.
+
+This is the Microsoft Teams side of the agent: ask the bot in Teams, and open
+the views in its answers with the Open button on the card.
+`
 
 // requestLog logs one line per request. It logs the path without the query:
 // frame URLs carry tokens there.
