@@ -18,6 +18,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/oauth2-proxy/mockoidc"
+
 	"teamsbot/store"
 )
 
@@ -272,5 +274,38 @@ func TestRunFromTeamsMessageToOpenedView(t *testing.T) {
 	resp.Body.Close()
 	if code, _ := get(t, other, base+"/api/mcp-apps/"+viewID); code != http.StatusForbidden {
 		t.Errorf("another person's view API: %d, want 403", code)
+	}
+}
+
+// TestRunNeverLogsSecrets starts the service with every secret set (a real
+// OIDC provider on loopback for the sign-in) and looks for them in the logs.
+func TestRunNeverLogsSecrets(t *testing.T) {
+	m, err := mockoidc.Run()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Shutdown()
+	const botPassword = "bot-password-Zq81"
+	_, logs, stop := startService(t, map[string]string{
+		"TICKETIQ_BOT_APP_ID":         "00000000-0000-0000-0000-000000000001",
+		"TICKETIQ_BOT_APP_PASSWORD":   botPassword,
+		"TICKETIQ_BOT_TENANT_ID":      "00000000-0000-0000-0000-0000000000aa",
+		"TICKETIQ_OIDC_ISSUER":        m.Issuer(),
+		"TICKETIQ_OIDC_CLIENT_ID":     m.ClientID,
+		"TICKETIQ_OIDC_CLIENT_SECRET": m.ClientSecret,
+		"TICKETIQ_PUBLIC_BASE_URL":    "https://teams.example.test",
+		"TICKETIQ_LOG_LEVEL":          "debug",
+	})
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	out := logs.String()
+	if logs.logLine("starting") == nil {
+		t.Fatalf("no start line:\n%s", out)
+	}
+	for _, secret := range []string{botPassword, m.ClientSecret} {
+		if strings.Contains(out, secret) {
+			t.Errorf("a secret appears in the logs:\n%s", out)
+		}
 	}
 }
