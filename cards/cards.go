@@ -35,14 +35,16 @@ const SchemaVersion = "1.5"
 // SchemaURL is the Adaptive Card JSON schema, named in every card.
 const SchemaURL = "http://adaptivecards.io/schemas/adaptive-card.json"
 
-// SizeLimit is the most Teams accepts in one message, about 28 KB, counted
-// here in UTF-16 code units of the serialized JSON.
-const SizeLimit = 28 * 1024
+// SizeLimit is the most Teams accepts in one message, in UTF-16 code units of
+// the serialized activity. Teams measures "the entire message payload encoded
+// as UTF-16" (Format your bot messages, Teams platform documentation) against
+// 28 KB, and each code unit takes two bytes: 28 KB is 14,336 code units.
+const SizeLimit = 28 * 1024 / 2
 
 // MaxCardSize is the most one card takes (UTF-16 code units of its JSON), so
-// that the activity around it (summary, addresses, ids) still fits in
-// SizeLimit.
-const MaxCardSize = SizeLimit - 4*1024
+// that the activity around it (summary, addresses, ids: 4 KB in UTF-16 at
+// most) still fits in SizeLimit.
+const MaxCardSize = SizeLimit - 4*1024/2
 
 // Shortened marks text that was cut so the card fits in one message.
 const Shortened = "…(shortened)"
@@ -104,10 +106,11 @@ func (c Card) MarshalJSON() ([]byte, error) {
 	})
 }
 
-// Size is the length of the card's JSON in UTF-16 code units, which is how
-// Teams counts its message limit. It uses encoding/json's default escaping,
-// the same as any caller that marshals the card inside an activity (which
-// gives the same bytes as MarshalJSON).
+// Size is the length of the card's JSON in UTF-16 code units: half its size
+// in bytes encoded as UTF-16, which is how Teams measures its message limit.
+// It uses encoding/json's default escaping, the same as any caller that
+// marshals the card inside an activity (which gives the same bytes as
+// MarshalJSON).
 func (c Card) Size() int {
 	b, err := c.MarshalJSON()
 	if err != nil {

@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"strings"
 	"testing"
+	"unicode/utf16"
 	"unicode/utf8"
 
 	"teamsbot/mcpapps"
@@ -269,5 +270,46 @@ func TestLongTextAndManyViews(t *testing.T) {
 	}
 	if buttons != 60 {
 		t.Errorf("%d Open buttons for 60 views", buttons)
+	}
+}
+
+// utf16Bytes is the size of b encoded as UTF-16, which is how Teams measures
+// a message ("the entire message payload encoded as UTF-16", Format your bot
+// messages, Microsoft Teams platform documentation). It is computed here
+// independently of Card.Size.
+func utf16Bytes(b []byte) int { return 2 * len(utf16.Encode([]rune(string(b)))) }
+
+// TestMessagesFitTeamsLimit: every message the bot sends, a card inside a
+// Bot Framework activity (addresses, ids, summary), stays within 28 KB
+// encoded as UTF-16, for the golden answers and the hostile, oversized ones.
+func TestMessagesFitTeamsLimit(t *testing.T) {
+	var all [][]Card
+	for _, cs := range goldenCases() {
+		all = append(all, cs)
+	}
+	for _, a := range propertyAnswers(40) {
+		all = append(all, AnswerCards(a, Options{PublicBaseURL: httpsBase, Now: now}))
+	}
+	for _, cs := range all {
+		for _, c := range cs {
+			// The envelope the bot puts around a card, with ids as long as
+			// Teams makes them.
+			activity := map[string]any{
+				"type":         "message",
+				"from":         map[string]any{"id": "28:" + strings.Repeat("b", 36), "name": "TicketIQ"},
+				"recipient":    map[string]any{"id": "29:" + strings.Repeat("u", 120), "name": "Ada Lovelace"},
+				"conversation": map[string]any{"id": "19:" + strings.Repeat("c", 60) + "@thread.tacv2;messageid=1700000000000"},
+				"replyToId":    "1700000000000",
+				"summary":      c.Summary,
+				"attachments":  []any{c.Attachment()},
+			}
+			b, err := json.Marshal(activity)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if n := utf16Bytes(b); n > 28*1024 {
+				t.Fatalf("a message of %d bytes in UTF-16, over Teams' 28 KB (summary %q)", n, c.Summary)
+			}
+		}
 	}
 }
