@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"strings"
@@ -257,26 +258,41 @@ func composeAnswer(tools []ToolSpec, results []Message) string {
 			fmt.Fprintf(&b, "%s could not be used: %s", title, clip(strings.TrimSpace(r.Text), 500))
 			continue
 		}
-		text := readable(r.Text)
+		text := clip(readable(r.Text), maxAnswerBytes)
 		if text == "" {
 			fmt.Fprintf(&b, "%s returned nothing to show.", title)
 			continue
 		}
 		fmt.Fprintf(&b, "%s:\n%s", title, text)
 	}
-	return clip(b.String(), 8000)
+	return clip(b.String(), maxAnswerBytes)
 }
 
+// Bounds of readable. A tool's text comes from a server the service does
+// not control: without them, deeply nested JSON would recurse without limit
+// and indent each level further (memory quadratic in the depth), and a huge
+// document would be rendered in full only to be clipped to maxAnswerBytes.
+const (
+	maxReadableBytes = 64 << 10
+	maxReadableDepth = 16
+	maxAnswerBytes   = 8000
+)
+
+// errTooDeep stops decodeOrdered at maxReadableDepth.
+var errTooDeep = errors.New("JSON nested too deeply to render")
+
 // readable renders a tool's text for a person: JSON becomes indented
-// "key: value" lines, other text is kept as it is.
+// "key: value" lines, other text is kept as it is. JSON larger than
+// maxReadableBytes or nested deeper than maxReadableDepth is kept as it is
+// too.
 func readable(text string) string {
 	text = strings.TrimSpace(text)
-	if text == "" || (text[0] != '{' && text[0] != '[') {
+	if text == "" || (text[0] != '{' && text[0] != '[') || len(text) > maxReadableBytes {
 		return text
 	}
 	dec := json.NewDecoder(strings.NewReader(text))
 	dec.UseNumber()
-	v, err := decodeOrdered(dec)
+	v, err := decodeOrdered(dec, 0)
 	if err != nil {
 		return text
 	}
@@ -294,11 +310,15 @@ type field struct {
 	val any
 }
 
-// decodeOrdered decodes a JSON value keeping object keys in order.
-func decodeOrdered(dec *json.Decoder) (any, error) {
+// decodeOrdered decodes a JSON value keeping object keys in order; depth
+// is how many arrays and objects enclose it.
+func decodeOrdered(dec *json.Decoder, depth int) (any, error) {
 	tok, err := dec.Token()
 	if err != nil {
 		return nil, err
+	}
+	if d, ok := tok.(json.Delim); ok && (d == '{' || d == '[') && depth >= maxReadableDepth {
+		return nil, errTooDeep
 	}
 	switch tok {
 	case json.Delim('{'):
@@ -308,7 +328,7 @@ func decodeOrdered(dec *json.Decoder) (any, error) {
 			if err != nil {
 				return nil, err
 			}
-			v, err := decodeOrdered(dec)
+			v, err := decodeOrdered(dec, depth+1)
 			if err != nil {
 				return nil, err
 			}
@@ -319,7 +339,7 @@ func decodeOrdered(dec *json.Decoder) (any, error) {
 	case json.Delim('['):
 		var arr []any
 		for dec.More() {
-			v, err := decodeOrdered(dec)
+			v, err := decodeOrdered(dec, depth+1)
 			if err != nil {
 				return nil, err
 			}

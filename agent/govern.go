@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"regexp"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -524,9 +525,14 @@ func modelText(res *mcp.CallToolResult) string {
 	return b.String()
 }
 
+// clip cuts s to at most n bytes, at a character boundary, and marks the
+// cut with "…".
 func clip(s string, n int) string {
 	if len(s) <= n {
 		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
 	}
 	return s[:n] + "…"
 }
