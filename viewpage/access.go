@@ -33,25 +33,29 @@ const (
 )
 
 // OwnerRule is the default Access: the ownership rule of the product
-// specification and nothing more.
+// specification and the roles its API names ("GET /api/mcp-apps/{id} ...
+// needs agents.read"; "POST /api/mcp-apps/{id}/call ... needs agents.run").
 //
 //   - Nobody from another tenant, ever.
-//   - A view from a run for a person (UserID set) may be opened, and its
-//     tools called, by that person only (same tenant and same user id).
-//     Roles do not widen this: an admin of the tenant cannot open someone
-//     else's view.
+//   - A view from a run for a person (UserID set) may be opened by that
+//     person only (same tenant and same user id), and only while they hold
+//     one of ReaderRoles; its tools may be called by that person while they
+//     hold one of RunnerRoles. Roles do not widen this: an admin of the
+//     tenant cannot open someone else's view.
 //   - A view from a run with no person (a trigger) may be opened by the
 //     tenant's agent readers, which this rule takes to be sessions holding
 //     one of ReaderRoles; its tools may be called by sessions holding one
 //     of RunnerRoles.
 //
+// The Cedar invoke check on the agent is not made here: every call goes
+// through the agent's governed path, which makes it.
+//
 // The zero value uses the default roles below.
 type OwnerRule struct {
-	// ReaderRoles may open no-person views; nil means agents.read and
-	// agents.admin.
+	// ReaderRoles may open views; nil means agents.read and agents.admin.
 	ReaderRoles []string
-	// RunnerRoles may call tools from no-person views; nil means
-	// agents.run and agents.admin.
+	// RunnerRoles may call tools from views; nil means agents.run and
+	// agents.admin.
 	RunnerRoles []string
 }
 
@@ -77,16 +81,13 @@ func (OwnerRule) check(s signin.Session, v mcpapps.View, roles []string) error {
 	if s.TenantID == "" || v.TenantID == "" || s.TenantID != v.TenantID {
 		return fmt.Errorf("view %s: another tenant: %w", v.ID, ErrForbidden)
 	}
-	if v.UserID != "" {
-		if s.UserID == "" || s.UserID != v.UserID {
-			return fmt.Errorf("view %s: another person's view: %w", v.ID, ErrForbidden)
-		}
-		return nil
+	if v.UserID != "" && (s.UserID == "" || s.UserID != v.UserID) {
+		return fmt.Errorf("view %s: another person's view: %w", v.ID, ErrForbidden)
 	}
 	for _, role := range s.Roles {
 		if slices.Contains(roles, role) {
 			return nil
 		}
 	}
-	return fmt.Errorf("view %s: no-person view needs one of %v: %w", v.ID, roles, ErrForbidden)
+	return fmt.Errorf("view %s: needs one of %v: %w", v.ID, roles, ErrMissingRole)
 }

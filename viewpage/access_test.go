@@ -21,7 +21,12 @@ func TestOwnerRule(t *testing.T) {
 		v          mcpapps.View
 		read, call bool
 	}{
-		{"owner", signin.Session{TenantID: "t1", UserID: "alice"}, mine, true, true},
+		{"owner, reader and runner", signin.Session{TenantID: "t1", UserID: "alice", Roles: []string{RoleAgentsRead, RoleAgentsRun}}, mine, true, true},
+		// "It needs agents.read" and "It needs agents.run": the owner too.
+		{"owner without roles", signin.Session{TenantID: "t1", UserID: "alice"}, mine, false, false},
+		{"owner, reader only", signin.Session{TenantID: "t1", UserID: "alice", Roles: []string{RoleAgentsRead}}, mine, true, false},
+		{"owner, runner only", signin.Session{TenantID: "t1", UserID: "alice", Roles: []string{RoleAgentsRun}}, mine, false, true},
+		{"owner, admin", signin.Session{TenantID: "t1", UserID: "alice", Roles: []string{RoleAgentsAdmin}}, mine, true, true},
 		{"same user id, other tenant", signin.Session{TenantID: "t2", UserID: "alice", Roles: []string{RoleAgentsAdmin}}, mine, false, false},
 		{"other person, same tenant", signin.Session{TenantID: "t1", UserID: "bob", Roles: []string{RoleAgentsRead, RoleAgentsRun}}, mine, false, false},
 		{"tenant admin is not the owner", signin.Session{TenantID: "t1", UserID: "carol", Roles: []string{RoleAgentsAdmin}}, mine, false, false},
@@ -46,6 +51,9 @@ func TestOwnerRule(t *testing.T) {
 			err = OwnerRule{}.CanCall(ctx, c.s, c.v, "refresh_sales")
 			if (err == nil) != c.call {
 				t.Errorf("CanCall = %v, want allowed=%v", err, c.call)
+			}
+			if err != nil && !errors.Is(err, ErrForbidden) {
+				t.Errorf("CanCall refusal %v does not wrap ErrForbidden", err)
 			}
 		})
 	}

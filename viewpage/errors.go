@@ -29,6 +29,10 @@ var (
 	// ErrCallForbidden: the caller may open the view but not run its
 	// tools (403). It wraps ErrForbidden.
 	ErrCallForbidden = fmt.Errorf("%w: may not run this view's tools", ErrForbidden)
+	// ErrMissingRole: the caller may see that the view is theirs (or, for
+	// a run without a person, their tenant's) but lacks the app role
+	// needed (403). It wraps ErrForbidden.
+	ErrMissingRole = fmt.Errorf("%w: missing role", ErrForbidden)
 	// ErrNoSession: nobody is signed in (401 for the API; the page
 	// redirects to sign-in instead).
 	ErrNoSession = errors.New("viewpage: not signed in")
@@ -93,6 +97,8 @@ func classify(err error) (int, string) {
 		return http.StatusNotFound, "There is no such view. Check the link, or ask the agent again."
 	case errors.Is(err, ErrCallForbidden):
 		return http.StatusForbidden, "You may open this view but not run its tools."
+	case errors.Is(err, ErrMissingRole):
+		return http.StatusForbidden, "Your account lacks the role this needs (agents.read to open views, agents.run to run their tools). Ask your administrator."
 	case errors.Is(err, ErrForbidden):
 		return http.StatusForbidden, "This view is not yours. A view can be opened only by the person the agent answered or, for a run without a person, by the tenant's agent readers."
 	case errors.Is(err, ErrBadToken):

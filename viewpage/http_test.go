@@ -81,6 +81,21 @@ func TestPageAccess(t *testing.T) {
 		})
 	}
 
+	// "It needs agents.read" holds for the owner too; the page says which
+	// role is missing rather than that the view is someone else's.
+	t.Run("the owner without agents.read gets 403 naming the role", func(t *testing.T) {
+		noRoles := alice()
+		noRoles.Roles = nil
+		cl := e.client(noRoles)
+		r := do(t, cl, http.MethodGet, page, nil, "")
+		if r.status != http.StatusForbidden || !strings.Contains(r.body, "agents.read") || strings.Contains(r.body, "not yours") {
+			t.Errorf("page: %d %s, want 403 naming agents.read", r.status, r.body)
+		}
+		if api := do(t, cl, http.MethodGet, e.base+"/api/mcp-apps/"+v.ID, nil, ""); api.status != http.StatusForbidden {
+			t.Errorf("API: %d %s, want 403", api.status, api.body)
+		}
+	})
+
 	t.Run("unknown view is 404", func(t *testing.T) {
 		cl := e.client(alice())
 		for _, id := range []string{"no-such-view", "bad%20id"} {
@@ -143,6 +158,15 @@ func TestNoPersonViewForReaders(t *testing.T) {
 	}
 	if !audited {
 		t.Errorf("the refused call was not audited: %+v", e.callAudit(tenantA))
+	}
+	// The owner of a view needs agents.run too ("It needs agents.run").
+	own := alice()
+	own.Roles = []string{"agents.read"}
+	mine := e.run(own, "/sales_report {}")
+	r = do(t, e.client(own), http.MethodPost, e.base+"/api/mcp-apps/"+mine.ID+"/call",
+		map[string]string{"Content-Type": "application/json"}, `{"name":"refresh_sales","arguments":{}}`)
+	if r.status != http.StatusForbidden || !strings.Contains(r.body, "not run its tools") {
+		t.Errorf("owner without agents.run: %d %s, want 403", r.status, r.body)
 	}
 	runner := &person{TID: tenantA, OID: "eeeeeeee-0000-0000-0000-00000000000e", Name: "Erin", Roles: []string{"agents.read", "agents.run"}}
 	r = do(t, e.client(runner), http.MethodPost, e.base+"/api/mcp-apps/"+v.ID+"/call",
