@@ -195,8 +195,14 @@ func (s *Service) handleCallback(c echo.Context) error {
 
 	if code := q.Get("error"); code != "" {
 		s.log.Info("signin: provider refused sign-in", slog.String("error", clip(code, 64)))
-		return echo.NewHTTPError(http.StatusBadRequest,
-			"The identity provider did not sign you in ("+clip(code, 64)+": "+clip(q.Get("error_description"), 300)+").")
+		// The provider's words are shown only on the answer to a sign-in
+		// this browser started: anyone can craft a callback link, and its
+		// text must not speak with this service's voice.
+		if flowErr == nil && subtle.ConstantTimeCompare([]byte(q.Get("state")), []byte(flow.State)) == 1 {
+			return echo.NewHTTPError(http.StatusBadRequest,
+				"The identity provider did not sign you in ("+clip(code, 64)+": "+clip(q.Get("error_description"), 300)+").")
+		}
+		return echo.NewHTTPError(http.StatusBadRequest, "The identity provider did not sign you in. Please start again.")
 	}
 	// An expired flow still names where the person was going.
 	c.Set(returnKey, flow.Return)
@@ -210,7 +216,7 @@ func (s *Service) handleCallback(c echo.Context) error {
 		return echo.NewHTTPError(http.StatusBadRequest,
 			"This sign-in response does not belong to the sign-in started in this browser. Please start again.")
 	}
-	if !s.used.use(flow.State, time.Unix(flow.Exp, 0), s.now()) {
+	if s.used.seen(flow.State, s.now()) {
 		s.log.Warn("signin: sign-in state used twice")
 		return echo.NewHTTPError(http.StatusBadRequest, "This sign-in response was already used. Please start again.")
 	}
@@ -242,6 +248,12 @@ func (s *Service) handleCallback(c echo.Context) error {
 			msg = "Your organisation is not set up to use this service. Ask your administrator to onboard it."
 		}
 		return echo.NewHTTPError(status, msg)
+	}
+	// Spent only now: recording states before the provider has vouched for
+	// the code would let anyone fill the record with flows of their own.
+	if !s.used.use(flow.State, time.Unix(flow.Exp, 0), s.now()) {
+		s.log.Warn("signin: sign-in state used twice")
+		return echo.NewHTTPError(http.StatusBadRequest, "This sign-in response was already used. Please start again.")
 	}
 	if _, err := s.startSession(c, p); err != nil {
 		return err

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/http/cookiejar"
 	"net/url"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -226,6 +227,27 @@ func TestCallbackShowsProviderError(t *testing.T) {
 	if resp, _ := e.finish(f); resp.StatusCode != http.StatusBadRequest {
 		t.Errorf("callback after the error: status %d, want 400", resp.StatusCode)
 	}
+
+	// A crafted error link (no sign-in started here, or another state)
+	// gets the service's own words, never the link's.
+	m.QueueUser(alice())
+	f = e.begin("/x")
+	for _, state := range []string{"", "state-from-an-attacker"} {
+		crafted := url.Values{
+			"error":             {"access_denied"},
+			"error_description": {"Your account is locked. Call +1 555 0100 to unlock it."},
+			"state":             {state},
+		}
+		for _, c := range []*http.Client{e.noFollow(), &http.Client{}} {
+			resp, body := e.get(c, e.srv.URL+"/signin/callback?"+crafted.Encode())
+			if resp.StatusCode != http.StatusBadRequest || !strings.Contains(body, "did not sign you in") {
+				t.Errorf("crafted error link: status %d, want 400 saying sign-in failed: %s", resp.StatusCode, body)
+			}
+			if strings.Contains(body, "555 0100") || strings.Contains(body, "access_denied") {
+				t.Errorf("crafted error link: the page repeats the link's text: %s", body)
+			}
+		}
+	}
 }
 
 // When the token endpoint refuses the code, or cannot be reached, the
@@ -304,5 +326,38 @@ func TestNewRefusesIncompleteOIDCConfig(t *testing.T) {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("error does not mention %q: %v", want, err)
 		}
+	}
+}
+
+// Only a sign-in whose ID token verified spends its state: callbacks that
+// carry a valid flow cookie but a code the provider refuses, sent as often
+// as anyone likes, leave nothing behind in the service's memory, and the
+// real sign-in still goes through.
+func TestRefusedCallbacksRecordNoState(t *testing.T) {
+	m := startMock(t)
+	e := newOIDCEnv(t, m, false, nil)
+	m.QueueUser(alice())
+	f := e.begin("/x")
+	flowCookie := e.cookie("teamsbot-signin")
+	if flowCookie == nil {
+		t.Fatal("no sign-in cookie after GET /signin")
+	}
+	for i := range 20 {
+		jar, _ := cookiejar.New(nil)
+		jar.SetCookies(mustURL(e.srv.URL), []*http.Cookie{{Name: flowCookie.Name, Value: flowCookie.Value, Path: "/"}})
+		c := &http.Client{Jar: jar, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+		q := url.Values{"state": {f.callback.Query().Get("state")}, "code": {"made-up-code-" + strconv.Itoa(i)}}
+		if resp, body := e.get(c, e.srv.URL+"/signin/callback?"+q.Encode()); resp.StatusCode != http.StatusBadRequest {
+			t.Fatalf("made-up code: status %d, want 400: %s", resp.StatusCode, body)
+		}
+	}
+	if n := signin.UsedStates(e.svc); n != 0 {
+		t.Errorf("%d states recorded after refused callbacks, want 0", n)
+	}
+	if resp, body := e.finish(f); resp.StatusCode != http.StatusSeeOther {
+		t.Fatalf("the real callback: status %d: %s", resp.StatusCode, body)
+	}
+	if n := signin.UsedStates(e.svc); n != 1 {
+		t.Errorf("%d states recorded after one sign-in, want 1", n)
 	}
 }

@@ -373,24 +373,41 @@ func (s *Service) cookie(name, value string, maxAge time.Duration) *http.Cookie 
 	return c
 }
 
-// usedStates remembers the states of finished callbacks until their flow
+// usedStates remembers the states of finished sign-ins until their flow
 // cookie would have expired, so that a copied flow cookie cannot be used a
-// second time even though the browser was told to delete it.
+// second time even though the browser was told to delete it. Only states
+// whose ID token verified are recorded, so its size follows real sign-ins.
 type usedStates struct {
-	mu sync.Mutex
-	m  map[string]time.Time
+	mu     sync.Mutex
+	m      map[string]time.Time
+	pruned time.Time
+}
+
+// pruneEvery spaces out the sweeps of expired states, so that a burst of
+// sign-ins costs one sweep, not one per sign-in.
+const pruneEvery = time.Minute
+
+// seen reports whether state was recorded and has not expired.
+func (u *usedStates) seen(state string, now time.Time) bool {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	t, ok := u.m[state]
+	return ok && now.Before(t)
 }
 
 // use records state and reports whether it was unused.
 func (u *usedStates) use(state string, until, now time.Time) bool {
 	u.mu.Lock()
 	defer u.mu.Unlock()
-	for k, t := range u.m {
-		if !now.Before(t) {
-			delete(u.m, k)
+	if now.Sub(u.pruned) >= pruneEvery || now.Before(u.pruned) {
+		for k, t := range u.m {
+			if !now.Before(t) {
+				delete(u.m, k)
+			}
 		}
+		u.pruned = now
 	}
-	if _, ok := u.m[state]; ok {
+	if t, ok := u.m[state]; ok && now.Before(t) {
 		return false
 	}
 	u.m[state] = until
