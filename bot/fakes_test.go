@@ -142,6 +142,7 @@ type fakeTokenEndpoint struct {
 	mu     sync.Mutex
 	calls  int
 	issued []string
+	gate   chan struct{} // when set, requests wait for it to close
 }
 
 func newFakeTokenEndpoint(t testing.TB, tenant, clientID, secret string) *fakeTokenEndpoint {
@@ -156,8 +157,14 @@ func newFakeTokenEndpoint(t testing.TB, tenant, clientID, secret string) *fakeTo
 			return
 		}
 		f.mu.Lock()
-		defer f.mu.Unlock()
 		f.calls++
+		gate := f.gate
+		f.mu.Unlock()
+		if gate != nil {
+			<-gate
+		}
+		f.mu.Lock()
+		defer f.mu.Unlock()
 		switch {
 		case r.PostForm.Get("grant_type") != "client_credentials":
 			writeJSON(w, http.StatusBadRequest, map[string]any{"error": "unsupported_grant_type"})
@@ -188,6 +195,14 @@ func (f *fakeTokenEndpoint) valid(tok string) bool {
 		}
 	}
 	return false
+}
+
+// revoke makes every token issued so far invalid, as when the app's secret
+// is rotated: the connector answers 401 to them.
+func (f *fakeTokenEndpoint) revoke() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.issued = nil
 }
 
 func (f *fakeTokenEndpoint) callCount() int {
