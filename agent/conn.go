@@ -57,10 +57,54 @@ type serverConn struct {
 // toolList is one server's tools, read once per tools/list.
 type toolList struct {
 	byName map[string]*toolEntry
-	// specs are the tools offered to the model, hidden the notes on those
-	// that are not.
-	specs  []ToolSpec
-	hidden []string
+	// specs are the tools offered to the model, notes the run notes on
+	// those that are not (at most maxToolNotes of them, then a count).
+	specs []ToolSpec
+	notes []string
+	more  int // notes left out
+}
+
+// Bounds on what one server's tools/list can make the service hold. The
+// list comes from a server the service does not control: it could page
+// forever, list thousands of tools, or fill every run's notes.
+const (
+	// maxTools is how many tools of one server are read; the rest are
+	// not offered, and the notes say so.
+	maxTools = 1000
+	// maxToolPages is how many tools/list pages are read.
+	maxToolPages = 100
+	// maxToolNotes is how many notes about one server's tools each run
+	// gets; the rest are counted in one more note.
+	maxToolNotes = 20
+	// maxToolNameBytes is the longest tool name the MCP specification
+	// allows.
+	maxToolNameBytes = 128
+)
+
+func (tl *toolList) note(format string, args ...any) {
+	if len(tl.notes) < maxToolNotes {
+		tl.notes = append(tl.notes, fmt.Sprintf(format, args...))
+		return
+	}
+	tl.more++
+}
+
+// validToolName reports whether name follows the MCP specification's rule
+// for tool names: 1 to 128 of A-Z, a-z, 0-9, '_', '-' and '.'. Anything
+// else (control characters, '/', spaces) is not offered: the name reaches
+// the model, the run notes and the audit log, and "server/tool" must split
+// one way only.
+func validToolName(name string) bool {
+	if name == "" || len(name) > maxToolNameBytes {
+		return false
+	}
+	for i := 0; i < len(name); i++ {
+		c := name[i]
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-' || c == '.') {
+			return false
+		}
+	}
+	return true
 }
 
 // toolEntry is one tool with what its _meta.ui says.
@@ -380,16 +424,31 @@ func (c *serverConn) toolList(ctx context.Context, cs *mcp.ClientSession) (*tool
 	ctx, cancel := context.WithTimeout(ctx, c.timeout)
 	defer cancel()
 	var tools []*mcp.Tool
-	for t, err := range cs.Tools(ctx, nil) {
+	params := &mcp.ListToolsParams{}
+	more := false // the server has tools beyond what was read
+	for page := 0; ; page++ {
+		if page == maxToolPages {
+			more = true
+			break
+		}
+		res, err := cs.ListTools(ctx, params)
 		if err != nil {
 			if sessionBroken(err) {
 				c.markDead(cs)
 			}
 			return nil, fmt.Errorf("%w: %s: tools/list: %v", ErrUnavailable, c.name, err)
 		}
-		tools = append(tools, t)
+		tools = append(tools, res.Tools...)
+		if len(tools) > maxTools {
+			tools, more = tools[:maxTools], true
+			break
+		}
+		if res.NextCursor == "" {
+			break
+		}
+		params.Cursor = res.NextCursor
 	}
-	tl = c.buildToolList(tools)
+	tl = c.buildToolList(tools, more)
 	c.cmu.Lock()
 	if c.toolGen == gen {
 		c.tools = tl
@@ -398,10 +457,25 @@ func (c *serverConn) toolList(ctx context.Context, cs *mcp.ClientSession) (*tool
 	return tl, nil
 }
 
-func (c *serverConn) buildToolList(tools []*mcp.Tool) *toolList {
+// buildToolList reads what each tool's _meta.ui says and decides what the
+// model is offered; more says the server listed more tools than were read.
+func (c *serverConn) buildToolList(tools []*mcp.Tool, more bool) *toolList {
 	apps := c.svc.opts.AppsEnabled
 	tl := &toolList{byName: make(map[string]*toolEntry, len(tools))}
+	if more {
+		tl.note("server %s lists more tools than the %d (or %d pages) read; the rest are not offered", c.name, maxTools, maxToolPages)
+	}
 	for _, t := range tools {
+		switch {
+		case t == nil:
+			continue
+		case !validToolName(t.Name):
+			tl.note("a tool of server %s named %.64q is not offered: a tool name is 1 to %d of A-Z, a-z, 0-9, '_', '-' and '.'", c.name, t.Name, maxToolNameBytes)
+			continue
+		case tl.byName[t.Name] != nil:
+			tl.note("server %s lists tool %s twice; only the first is used", c.name, t.Name)
+			continue
+		}
 		e := &toolEntry{tool: t}
 		e.ui, e.uiErr = mcpapps.ReadToolUI(t.Meta)
 		switch {
@@ -414,7 +488,7 @@ func (c *serverConn) buildToolList(tools []*mcp.Tool) *toolList {
 			// view, and let no view call it.
 			e.ui = mcpapps.ToolUI{}
 			e.toModel, e.toApp = true, false
-			tl.hidden = append(tl.hidden, fmt.Sprintf("tool %s/%s: its _meta.ui is malformed (%v); offered without a view", c.name, t.Name, e.uiErr))
+			tl.note("tool %s/%s: its _meta.ui is malformed (%v); offered without a view", c.name, t.Name, e.uiErr)
 		default:
 			e.toModel = e.ui.VisibleTo(mcpapps.VisibilityModel)
 			e.toApp = e.ui.VisibleTo(mcpapps.VisibilityApp)
@@ -430,8 +504,11 @@ func (c *serverConn) buildToolList(tools []*mcp.Tool) *toolList {
 				InputSchema: t.InputSchema,
 			})
 		} else {
-			tl.hidden = append(tl.hidden, fmt.Sprintf("tool %s/%s is not offered to the model: its _meta.ui.visibility %q lacks \"model\"", c.name, t.Name, e.ui.Visibility))
+			tl.note("tool %s/%s is not offered to the model: its _meta.ui.visibility %q lacks \"model\"", c.name, t.Name, e.ui.Visibility)
 		}
+	}
+	if tl.more > 0 {
+		tl.notes = append(tl.notes, fmt.Sprintf("server %s: %d more notes about its tools are left out", c.name, tl.more))
 	}
 	return tl
 }

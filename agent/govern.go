@@ -218,7 +218,7 @@ func (a *agentRuntime) catalogue(ctx context.Context, r *runState) catalogue {
 		} else {
 			cat.specs = append(cat.specs, tl.specs...)
 		}
-		r.answer.Notes = append(r.answer.Notes, tl.hidden...)
+		r.answer.Notes = append(r.answer.Notes, tl.notes...)
 	}
 	return cat
 }

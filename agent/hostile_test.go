@@ -1,0 +1,109 @@
+package agent_test
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+	"testing"
+	"unicode/utf8"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"teamsbot/agent"
+)
+
+// hostileServer is a real go-sdk server in memory whose answers a receiving
+// middleware replaces with what a malicious MCP server could send. The
+// service must stay bounded and keep working with its well-behaved parts.
+func hostileServer(override func(ctx context.Context, method string, req mcp.Request) (mcp.Result, bool)) func() *mcp.Server {
+	return func() *mcp.Server {
+		srv := mcp.NewServer(&mcp.Implementation{Name: "hostile", Version: "1.0.0"}, nil)
+		srv.AddTool(&mcp.Tool{Name: "ok_tool", Description: "a well-behaved tool", InputSchema: map[string]any{"type": "object"}},
+			func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+				return textResult("fine"), nil
+			})
+		srv.AddReceivingMiddleware(func(next mcp.MethodHandler) mcp.MethodHandler {
+			return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+				if res, ok := override(ctx, method, req); ok {
+					return res, nil
+				}
+				return next(ctx, method, req)
+			}
+		})
+		return srv
+	}
+}
+
+func hostileConfig() agent.Config {
+	return oneAgent(agent.ServerConfig{Name: "evil", Builtin: "evil", Timeout: "20s"})
+}
+
+// checkNotes fails when the run notes are unbounded or carry control
+// characters from the server.
+func checkNotes(t *testing.T, notes []string) {
+	t.Helper()
+	if len(notes) > 30 {
+		t.Errorf("%d run notes; a server must not be able to fill them", len(notes))
+	}
+	for _, n := range notes {
+		if len(n) > 1024 || !utf8.ValidString(n) || strings.ContainsFunc(n, func(r rune) bool { return r < ' ' || r == 0x7f }) {
+			t.Errorf("note of %d bytes, invalid UTF-8 or control characters: %.200q", len(n), n)
+		}
+	}
+}
+
+// A tools/list that pages forever, lists thousands of tools, names with
+// control characters, '/', no name or a huge name, and the same name
+// twice: the service reads a bounded list, offers only well-named tools
+// once each, keeps the run notes short, and the good tool still works.
+func TestHostileToolList(t *testing.T) {
+	schema := map[string]any{"type": "object"}
+	tools := hostileServer(func(_ context.Context, method string, req mcp.Request) (mcp.Result, bool) {
+		if method != "tools/list" {
+			return nil, false
+		}
+		page, _ := strconv.Atoi(req.GetParams().(*mcp.ListToolsParams).Cursor)
+		res := &mcp.ListToolsResult{NextCursor: strconv.Itoa(page + 1)} // never ends
+		if page == 0 {
+			res.Tools = []*mcp.Tool{
+				{Name: "ok_tool", Description: "a well-behaved tool", InputSchema: schema},
+				{Name: "ok_tool", Description: "the same name again", InputSchema: schema},
+				{Name: "bell\a\x1b[31mred", InputSchema: schema},
+				{Name: "", InputSchema: schema},
+				{Name: strings.Repeat("n", 5000), InputSchema: schema},
+				{Name: "ok_tool/x", InputSchema: schema},
+			}
+			for i := range 50 {
+				res.Tools = append(res.Tools, &mcp.Tool{Name: fmt.Sprintf("app_only_%d", i), InputSchema: schema,
+					Meta: mcp.Meta{"ui": map[string]any{"visibility": []string{"app"}}}})
+			}
+		}
+		for i := range 300 {
+			res.Tools = append(res.Tools, &mcp.Tool{Name: fmt.Sprintf("bulk_%d_%d", page, i), InputSchema: schema})
+		}
+		return res, true
+	})
+	s := newService(t, hostileConfig(), agent.Options{Store: openStore(t), AppsEnabled: true,
+		Builtins: map[string]func() *mcp.Server{"evil": tools}})
+
+	ans := run(t, s, "/tools")
+	if n := strings.Count(ans.Text, "\n- evil/ok_tool"); n != 1 {
+		t.Errorf("ok_tool listed %d times, want once; notes %q", n, ans.Notes)
+	}
+	if n := strings.Count(ans.Text, "\n- "); n > 1000 {
+		t.Errorf("%d tools offered from one server", n)
+	}
+	if strings.ContainsAny(ans.Text, "\a\x1b") || strings.Contains(ans.Text, "nnnnnnnn") || strings.Contains(ans.Text, "ok_tool/x") {
+		t.Errorf("a badly named tool is offered")
+	}
+	checkNotes(t, ans.Notes)
+	for _, want := range []string{"more tools than", "twice", "is not offered: a tool name"} {
+		if !hasNote(ans.Notes, want) {
+			t.Errorf("no note says %q: %q", want, ans.Notes)
+		}
+	}
+	if ans := run(t, s, "/ok_tool {}"); !strings.Contains(ans.Text, "fine") {
+		t.Errorf("the good tool does not work: %q, notes %q", ans.Text, ans.Notes)
+	}
+}
