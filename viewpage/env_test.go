@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/http/cookiejar"
@@ -117,6 +118,21 @@ type env struct {
 
 	mu       sync.Mutex
 	requests []string // "METHOD /path" of every request the server got
+	logs     strings.Builder
+}
+
+// Write collects the log of the view page and the error handler.
+func (e *env) Write(p []byte) (int, error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.logs.Write(p)
+}
+
+// logText is everything logged so far.
+func (e *env) logText() string {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.logs.String()
 }
 
 // requestsSince returns the requests after the first n.
@@ -191,9 +207,10 @@ func newEnv(t testing.TB, o envOptions) *env {
 		t.Fatalf("signin.New: %v", err)
 	}
 
+	logger := slog.New(slog.NewTextHandler(e, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	opts := viewpage.Options{
 		Store: e.store, Agent: e.agent, SignIn: e.signin,
-		PublicBaseURL: e.base, DataDir: e.dataDir, Now: e.clock.Now,
+		PublicBaseURL: e.base, DataDir: e.dataDir, Now: e.clock.Now, Logger: logger,
 	}
 	if !o.sameOrigin {
 		opts.SandboxBaseURL = e.sandbox
@@ -208,7 +225,7 @@ func newEnv(t testing.TB, o envOptions) *env {
 
 	ec := echo.New()
 	ec.HideBanner, ec.HidePort = true, true
-	ec.HTTPErrorHandler = viewpage.ErrorHandler(nil)
+	ec.HTTPErrorHandler = viewpage.ErrorHandler(logger)
 	ec.Use(func(next echo.HandlerFunc) echo.HandlerFunc {
 		return func(c echo.Context) error {
 			e.mu.Lock()

@@ -47,6 +47,11 @@ var (
 	ErrUnsupportedMediaType = errors.New("viewpage: content type must be application/json")
 	// ErrTooLarge: the call body exceeds MaxCallBodyBytes (413).
 	ErrTooLarge = errors.New("viewpage: request body too large")
+	// ErrToolUnavailable: the view's MCP server cannot be reached (502).
+	ErrToolUnavailable = errors.New("viewpage: the view's server cannot be reached")
+	// ErrToolFailed: the view's MCP server answered the call with an error
+	// rather than a result (502). The agent's audit record says why.
+	ErrToolFailed = errors.New("viewpage: the view's server failed the call")
 	// ErrBadRequest: the call body is malformed (400).
 	ErrBadRequest = errors.New("viewpage: bad request")
 )
@@ -111,6 +116,12 @@ func classify(err error) (int, string) {
 		return http.StatusForbidden, "This view may not call that tool: only tools of its own server made for views can be called."
 	case errors.Is(err, agent.ErrDenied):
 		return http.StatusForbidden, "A policy denied this tool call."
+	case errors.Is(err, ErrToolUnavailable):
+		return http.StatusBadGateway, "The view's server cannot be reached right now. Try again in a moment."
+	case errors.Is(err, ErrToolFailed):
+		return http.StatusBadGateway, "The view's server could not run the tool."
+	case errors.Is(err, agent.ErrBadRequest):
+		return http.StatusBadRequest, "The tool call is not valid."
 	case errors.Is(err, agent.ErrNotFound):
 		return http.StatusNotFound, "There is no such tool."
 	case errors.Is(err, ErrNoSession), errors.Is(err, signin.ErrNoSession):

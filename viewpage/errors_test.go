@@ -37,6 +37,9 @@ func TestErrorHandler(t *testing.T) {
 		{fmt.Errorf("call: %w", agent.ErrToolNotAllowed), 403, "may not call that tool"},
 		{fmt.Errorf("call: %w", agent.ErrDenied), 403, "policy denied"},
 		{viewpage.ErrUnsupportedMediaType, 415, "application/json"},
+		{fmt.Errorf("call: %w", viewpage.ErrToolUnavailable), 502, "cannot be reached"},
+		{fmt.Errorf("call: %w", viewpage.ErrToolFailed), 502, "could not run the tool"},
+		{fmt.Errorf("call: %w", agent.ErrBadRequest), 400, "not valid"},
 		{echo.NewHTTPError(http.StatusMethodNotAllowed, "Method Not Allowed"), 405, "Method Not Allowed"},
 		{fmt.Errorf("load: %w", secret), 500, "went wrong on our side"},
 	}

@@ -503,3 +503,49 @@ func TestMetrics(t *testing.T) {
 		t.Errorf("tool call not counted: %v", got)
 	}
 }
+
+// A tool call the view's server fails is a 502 for the view, audited as
+// error; what the server said, which may repeat the arguments, never
+// reaches the log ("never log tokens, cookies, tool arguments or
+// results"). An absurd tool name is refused before anything is written.
+func TestCallFailureKeepsArgumentsOutOfTheLog(t *testing.T) {
+	e := newLabEnv(t)
+	v := e.run(alice(), "/lab_view {}")
+	cl := e.client(alice())
+	callURL := e.base + "/api/mcp-apps/" + v.ID + "/call"
+	jsonCT := map[string]string{"Content-Type": "application/json"}
+	const secret = "S3CR3T-argument-value"
+
+	r := do(t, cl, http.MethodPost, callURL, jsonCT, `{"name":"lab_fail","arguments":{"account":"`+secret+`"}}`)
+	if r.status != http.StatusBadGateway || !strings.Contains(r.body, `"error"`) {
+		t.Errorf("failing tool: %d %s, want 502 JSON", r.status, r.body)
+	}
+	if strings.Contains(r.body, secret) {
+		t.Errorf("the answer repeats the arguments: %s", r.body)
+	}
+	logs := e.logText()
+	if !strings.Contains(logs, "lab_fail") {
+		t.Errorf("the failure was not logged: %q", logs)
+	}
+	if strings.Contains(logs, secret) {
+		t.Errorf("the log shows the tool's arguments: %s", logs)
+	}
+	audited := false
+	for _, rec := range e.callAudit(tenantA) {
+		if rec.Fields["tool"] == "lab_fail" && rec.Fields["result"] == "error" {
+			audited = true
+		}
+	}
+	if !audited {
+		t.Errorf("no error audit record for lab_fail: %+v", e.callAudit(tenantA))
+	}
+
+	before := len(e.callAudit(tenantA))
+	long := strings.Repeat("n", viewpage.MaxToolNameBytes+1)
+	if r := do(t, cl, http.MethodPost, callURL, jsonCT, `{"name":"`+long+`"}`); r.status != http.StatusBadRequest {
+		t.Errorf("tool name of %d bytes: %d %s, want 400", len(long), r.status, r.body)
+	}
+	if got := len(e.callAudit(tenantA)); got != before {
+		t.Errorf("a refused tool name of %d bytes was audited", len(long))
+	}
+}

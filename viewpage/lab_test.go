@@ -2,6 +2,7 @@ package viewpage_test
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"testing"
 
@@ -15,7 +16,8 @@ const labViewURI = "ui://lab/view.html"
 
 // labServer is an MCP server made for the host's security tests: lab_view
 // has a view that the test drives from inside its frame, lab_app is
-// app-only and lab_model is model-only.
+// app-only, lab_model is model-only, and lab_fail (app-only) fails with a
+// JSON-RPC error that repeats its arguments, as a careless server might.
 func labServer(t testing.TB) func() *mcp.Server {
 	html, err := os.ReadFile("testdata/lab-view.html")
 	if err != nil {
@@ -34,6 +36,11 @@ func labServer(t testing.TB) func() *mcp.Server {
 			Meta: mcp.Meta{"ui": map[string]any{"visibility": []string{"app"}}}}, text("app ok"))
 		srv.AddTool(&mcp.Tool{Name: "lab_model", InputSchema: map[string]any{"type": "object"},
 			Meta: mcp.Meta{"ui": map[string]any{"visibility": []string{"model"}}}}, text("model ok"))
+		srv.AddTool(&mcp.Tool{Name: "lab_fail", InputSchema: map[string]any{"type": "object"},
+			Meta: mcp.Meta{"ui": map[string]any{"visibility": []string{"app"}}}},
+			func(_ context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+				return nil, fmt.Errorf("lab_fail cannot handle %s", req.Params.Arguments)
+			})
 		srv.AddResource(&mcp.Resource{URI: labViewURI, Name: "lab view", MIMEType: mcpapps.MIMEType},
 			func(context.Context, *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
 				return &mcp.ReadResourceResult{Contents: []*mcp.ResourceContents{{

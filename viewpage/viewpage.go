@@ -86,6 +86,10 @@ var (
 // MaxCallBodyBytes bounds the body of POST /api/mcp-apps/{id}/call.
 const MaxCallBodyBytes = 1 << 20
 
+// MaxToolNameBytes bounds the tool name of a call: MCP tool names are 1 to
+// 128 characters, and the name is written to the audit log.
+const MaxToolNameBytes = 128
+
 // HostName is the hostInfo.name the page gives views in ui/initialize.
 const HostName = "teamsbot"
 
@@ -598,6 +602,9 @@ func (h *Handler) call(c echo.Context) error {
 	if req.Name == "" {
 		return badRequest("name is required", nil)
 	}
+	if len(req.Name) > MaxToolNameBytes {
+		return badRequest(fmt.Sprintf("name is longer than %d bytes", MaxToolNameBytes), nil)
+	}
 	args := bytes.TrimSpace(req.Arguments)
 	switch {
 	case len(args) == 0 || string(args) == "null":
@@ -618,13 +625,20 @@ func (h *Handler) call(c echo.Context) error {
 	}
 	caller := agent.Person{TenantID: s.TenantID, UserID: s.UserID, Name: s.Name}
 	res, err := h.agent.CallFromView(ctx, v, caller, req.Name, json.RawMessage(args))
-	if err != nil {
-		if errors.Is(err, agent.ErrToolNotAllowed) || errors.Is(err, agent.ErrDenied) {
-			h.metrics.calls.WithLabelValues("refused").Inc()
-		} else {
-			h.metrics.calls.WithLabelValues("error").Inc()
-		}
+	switch {
+	case err == nil:
+	case errors.Is(err, agent.ErrToolNotAllowed), errors.Is(err, agent.ErrDenied), errors.Is(err, agent.ErrBadRequest):
+		h.metrics.calls.WithLabelValues("refused").Inc()
 		return fmt.Errorf("view %s: tool %q: %w", v.ID, req.Name, err)
+	case errors.Is(err, agent.ErrUnavailable):
+		h.metrics.calls.WithLabelValues("error").Inc()
+		return fmt.Errorf("view %s: tool %q: %w", v.ID, req.Name, ErrToolUnavailable)
+	default:
+		// What the server said (a JSON-RPC error, which may repeat the
+		// arguments) stays in the agent's audit record; the error that
+		// reaches the log says only where the call failed.
+		h.metrics.calls.WithLabelValues("error").Inc()
+		return fmt.Errorf("view %s: tool %q: %w", v.ID, req.Name, ErrToolFailed)
 	}
 	h.metrics.calls.WithLabelValues("ok").Inc()
 	if res == nil {
