@@ -333,7 +333,8 @@ func (c *connector) Update(ctx context.Context, serviceURL, conversationID, acti
 	return c.do(ctx, http.MethodPut, target, a, nil)
 }
 
-// do sends one call with retries on 429 and 5xx, honouring Retry-After.
+// do sends one call with retries on 429 and 5xx, honouring Retry-After,
+// and never waits past ctx's deadline.
 func (c *connector) do(ctx context.Context, method, target string, body any, out any) error {
 	var payload []byte
 	if body != nil {
@@ -395,6 +396,11 @@ func (c *connector) do(ctx context.Context, method, target string, body any, out
 			}
 			if wait > maxRetryWait {
 				wait = maxRetryWait
+			}
+			// A retry after the caller's deadline could never be made:
+			// fail now rather than hold a turn slot until then.
+			if dl, ok := ctx.Deadline(); ok && time.Until(dl) < wait {
+				return fmt.Errorf("%w: %s %s: status %d; its Retry-After or backoff of %v ends after the call's deadline", ErrConnector, method, redactPath(target), resp.StatusCode, wait)
 			}
 			c.metrics.connectorRetries.Inc()
 			c.logger.Info("bot: connector asked to retry", "status", resp.StatusCode, "wait", wait, "attempt", attempt+1)

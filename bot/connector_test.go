@@ -2,7 +2,10 @@ package bot
 
 import (
 	"context"
+	"errors"
+	"log/slog"
 	"net/http"
+	"net/http/httptest"
 	"runtime"
 	"strings"
 	"sync"
@@ -93,5 +96,158 @@ func TestRevokedBotTokenRenewedOnce(t *testing.T) {
 	}
 	if strings.Contains(h.logs.String(), "bot-token-") {
 		t.Error("a bot token appears in the logs")
+	}
+}
+
+// scriptedConnector answers the Bot Connector's send-to-conversation route
+// with the statuses and Retry-After headers it is given, in order, then 201
+// with a ResourceResponse ("Bot Framework REST API reference:
+// Conversations"); the last entry repeats when the script runs out.
+type scriptedConnector struct {
+	srv    *httptest.Server
+	mu     sync.Mutex
+	script []scripted
+	calls  int
+}
+
+type scripted struct {
+	status     int
+	retryAfter string
+}
+
+func newScriptedConnector(t *testing.T, script ...scripted) *scriptedConnector {
+	s := &scriptedConnector{script: script}
+	s.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		s.mu.Lock()
+		step := scripted{status: http.StatusCreated}
+		if len(s.script) > 0 {
+			step = s.script[min(s.calls, len(s.script)-1)]
+		}
+		s.calls++
+		s.mu.Unlock()
+		if step.retryAfter != "" {
+			w.Header().Set("Retry-After", step.retryAfter)
+		}
+		if step.status == http.StatusCreated {
+			writeJSON(w, step.status, map[string]any{"id": "1:sent"})
+			return
+		}
+		writeJSON(w, step.status, map[string]any{"error": map[string]any{"code": "ServiceError", "message": "try later"}})
+	}))
+	t.Cleanup(s.srv.Close)
+	return s
+}
+
+func (s *scriptedConnector) callCount() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.calls
+}
+
+// testConnector is the bot's connector client in local mode (no token),
+// with its waits recorded instead of slept.
+func testConnector(t *testing.T) (*connector, *[]time.Duration) {
+	m, err := newMetrics(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var waits []time.Duration
+	c := &connector{
+		client: newHTTPClient(), allowLoopback: true, metrics: m,
+		logger: slog.New(slog.DiscardHandler),
+		sleep: func(ctx context.Context, d time.Duration) error {
+			waits = append(waits, d)
+			return ctx.Err()
+		},
+	}
+	return c, &waits
+}
+
+func sendOne(c *connector, ctx context.Context, serviceURL string) (string, error) {
+	return c.Send(ctx, serviceURL, "a:conv", "", &outActivity{Type: "message", Text: "hi"})
+}
+
+// 5xx answers are retried like 429: after the Retry-After the connector
+// gives, in seconds or as a date, or else after an exponential backoff with
+// jitter.
+func TestConnectorRetriesServerErrors(t *testing.T) {
+	s := newScriptedConnector(t,
+		scripted{status: 503},
+		scripted{status: 500, retryAfter: "2"},
+		scripted{status: 502, retryAfter: time.Now().Add(time.Hour).UTC().Format(http.TimeFormat)},
+		scripted{status: 429},
+		scripted{status: http.StatusCreated},
+	)
+	c, waits := testConnector(t)
+	id, err := sendOne(c, context.Background(), s.srv.URL)
+	if err != nil || id != "1:sent" {
+		t.Fatalf("Send = %q, %v; want 1:sent", id, err)
+	}
+	if n := s.callCount(); n != 5 {
+		t.Errorf("%d calls, want 5", n)
+	}
+	w := *waits
+	if len(w) != 4 {
+		t.Fatalf("waits %v, want 4", w)
+	}
+	if w[0] < firstBackoff/2 || w[0] > firstBackoff {
+		t.Errorf("first backoff %v, want within [%v, %v]", w[0], firstBackoff/2, firstBackoff)
+	}
+	if w[1] != 2*time.Second {
+		t.Errorf("wait after Retry-After: 2 is %v", w[1])
+	}
+	if w[2] != maxRetryWait {
+		t.Errorf("wait after a Retry-After an hour ahead is %v, want the cap %v", w[2], maxRetryWait)
+	}
+	if d := firstBackoff << 3; w[3] < d/2 || w[3] > d {
+		t.Errorf("fourth backoff %v, want within [%v, %v]", w[3], d/2, d)
+	}
+}
+
+// A connector that keeps failing is given up on after maxRetries retries;
+// a 4xx other than 429 is not retried at all.
+func TestConnectorRetriesAreBounded(t *testing.T) {
+	s := newScriptedConnector(t, scripted{status: 503})
+	c, waits := testConnector(t)
+	if _, err := sendOne(c, context.Background(), s.srv.URL); !errors.Is(err, ErrConnector) || !strings.Contains(err.Error(), "status 503") {
+		t.Fatalf("Send = %v, want ErrConnector with status 503", err)
+	}
+	if n := s.callCount(); n != maxRetries+1 {
+		t.Errorf("%d calls, want %d", n, maxRetries+1)
+	}
+	if len(*waits) != maxRetries {
+		t.Errorf("waits %v, want %d", *waits, maxRetries)
+	}
+
+	bad := newScriptedConnector(t, scripted{status: http.StatusBadRequest})
+	c, waits = testConnector(t)
+	if _, err := sendOne(c, context.Background(), bad.srv.URL); !errors.Is(err, ErrConnector) {
+		t.Fatalf("Send = %v, want ErrConnector", err)
+	}
+	if n := bad.callCount(); n != 1 || len(*waits) != 0 {
+		t.Errorf("400: %d calls, waits %v; want 1 call, no wait", n, *waits)
+	}
+}
+
+// A wait the connector asks for that would outlast the caller's deadline is
+// not slept: the call fails at once and says why.
+func TestConnectorBackoffBoundedByContext(t *testing.T) {
+	s := newScriptedConnector(t, scripted{status: 429, retryAfter: "5"}, scripted{status: http.StatusCreated})
+	c, waits := testConnector(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	_, err := sendOne(c, ctx, s.srv.URL)
+	if !errors.Is(err, ErrConnector) || !strings.Contains(err.Error(), "Retry-After") {
+		t.Fatalf("Send = %v, want ErrConnector saying the wait outlasts the deadline", err)
+	}
+	if len(*waits) != 0 || s.callCount() != 1 {
+		t.Errorf("waits %v, %d calls; want no wait and 1 call", *waits, s.callCount())
+	}
+
+	// The real sleep ends with its context.
+	cctx, ccancel := context.WithCancel(context.Background())
+	ccancel()
+	if err := sleepCtx(cctx, time.Hour); !errors.Is(err, context.Canceled) {
+		t.Errorf("sleepCtx on a cancelled context = %v", err)
 	}
 }
