@@ -432,15 +432,31 @@ func TestCall(t *testing.T) {
 		}
 	}
 
-	// The agent audited the refused model-only call.
+	// The agent audited the refused model-only call and the call of
+	// another server's tool ("a tool of another server is refused with
+	// 403 and audited").
+	for _, tool := range []string{"lookup_customer", "other_tool"} {
+		found := false
+		for _, rec := range e.callAudit(tenantA) {
+			if rec.Fields["tool"] == tool && rec.Fields["result"] == "refused" && rec.Actor == alice().OID {
+				found = true
+			}
+		}
+		if !found {
+			t.Errorf("no agent.mcp_app.call record with result refused for %s: %+v", tool, e.callAudit(tenantA))
+		}
+	}
+	// A refusal of someone of another tenant names their tenant, so the
+	// record is not read as one of the owner's (Mallory has Alice's user
+	// id in her own tenant).
 	found := false
 	for _, rec := range e.callAudit(tenantA) {
-		if rec.Fields["tool"] == "lookup_customer" && rec.Fields["result"] == "refused" {
+		if rec.Fields["result"] == "refused" && rec.Fields["caller_tenant"] == tenantB && rec.Fields["agent"] == v.AgentID {
 			found = true
 		}
 	}
 	if !found {
-		t.Errorf("no agent.mcp_app.call record with result refused for lookup_customer: %+v", e.callAudit(tenantA))
+		t.Errorf("no refused record naming the caller's tenant %s: %+v", tenantB, e.callAudit(tenantA))
 	}
 }
 

@@ -653,7 +653,8 @@ func (h *Handler) call(c echo.Context) error {
 
 // auditRefusal records a call that Access refused before it reached the
 // agent, with the same action and fields the agent writes for its own
-// refusals.
+// refusals, plus the caller's tenant: the caller may be of another tenant
+// than the view, and a user id alone would then name the wrong person.
 func (h *Handler) auditRefusal(ctx context.Context, s signin.Session, v mcpapps.View, tool string) {
 	rec := store.AuditRecord{
 		Time:     h.now().UTC(),
@@ -661,12 +662,14 @@ func (h *Handler) auditRefusal(ctx context.Context, s signin.Session, v mcpapps.
 		Action:   "agent.mcp_app.call",
 		Actor:    s.UserID,
 		Fields: map[string]any{
-			"view":   v.ID,
-			"server": v.Server,
-			"tool":   tool,
-			"caller": s.UserID,
-			"result": "refused",
-			"why":    "access: the caller may not run this view's tools",
+			"view":          v.ID,
+			"server":        v.Server,
+			"tool":          tool,
+			"caller":        s.UserID,
+			"caller_tenant": s.TenantID,
+			"agent":         v.AgentID,
+			"result":        "refused",
+			"why":           "access: the caller may not run this view's tools",
 		},
 	}
 	if err := h.store.Append(ctx, rec); err != nil {
