@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -918,4 +919,64 @@ func TestShutdownWaitsThenCancels(t *testing.T) {
 	if !strings.Contains(h.logs.String(), "agent run failed") {
 		t.Error("the cancelled turn was not logged as failed")
 	}
+}
+
+// Past MaxPendingTurns a message is answered 503 with Retry-After, so Teams
+// retries it; that retry is not taken for a duplicate once there is room.
+func TestBusyAsksTeamsToRetry(t *testing.T) {
+	release := make(chan struct{})
+	started := make(chan struct{}, 1)
+	blocking := func() *mcp.Server {
+		s := mcp.NewServer(&mcp.Implementation{Name: "blocking", Version: "1.0.0"}, nil)
+		mcp.AddTool(s, &mcp.Tool{Name: "hold", Description: "waits until the test lets it finish"},
+			func(ctx context.Context, _ *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, any, error) {
+				started <- struct{}{}
+				select {
+				case <-release:
+				case <-ctx.Done():
+					return nil, nil, ctx.Err()
+				}
+				return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "released"}}}, nil, nil
+			})
+		return s
+	}
+	h := newHarness(t, setup{
+		maxPending: 1,
+		builtins:   map[string]func() *mcp.Server{"blocking": blocking},
+		servers:    []agent.ServerConfig{{Name: "blocking", Builtin: "blocking"}},
+	})
+	if s, b := h.send(h.message("personal", "a:busy", "busy-1", "/hold {}")); s != http.StatusAccepted {
+		t.Fatalf("first message: %d %s", s, b)
+	}
+	<-started
+	second := h.message("personal", "a:busy", "busy-2", "/sales_report {}")
+	data, _ := json.Marshal(second)
+	req, _ := http.NewRequest(http.MethodPost, h.url+Path, strings.NewReader(string(data)))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Authorization", "Bearer "+h.token(h.claims()))
+	resp, err := h.client.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusServiceUnavailable || resp.Header.Get("Retry-After") == "" {
+		t.Fatalf("second message with one turn pending: %d, Retry-After %q; want 503 with Retry-After", resp.StatusCode, resp.Header.Get("Retry-After"))
+	}
+	if n := counterValue(t, h.reg, "teamsbot_bot_turns_total", map[string]string{"outcome": "busy"}); n != 1 {
+		t.Errorf("turns{outcome=busy} = %v, want 1", n)
+	}
+	close(release)
+	h.conn.waitFor(t, "the first answer", hasReplyTo("busy-1"))
+	// Teams retries the refused message: now there is room, and it runs.
+	for {
+		s, _ := h.send(second)
+		if s == http.StatusAccepted {
+			break
+		}
+		if s != http.StatusServiceUnavailable {
+			t.Fatalf("retry of the refused message: %d", s)
+		}
+		runtime.Gosched() // the first turn is still finishing
+	}
+	h.conn.waitFor(t, "the answer to the retried message", hasReplyTo("busy-2"))
 }

@@ -77,6 +77,7 @@ type setup struct {
 	servers      []agent.ServerConfig
 	realClock    bool
 	quietLogs    bool
+	maxPending   int
 }
 
 // harness is the whole bot on loopback: an Echo server with the bot, the
@@ -141,6 +142,8 @@ func newHarness(t testing.TB, s setup) *harness {
 		Now:           h.now,
 		Registerer:    h.reg,
 		WorkingAfter:  s.workingAfter,
+		// MaxPendingTurns zero means the default.
+		MaxPendingTurns: s.maxPending,
 	}
 	if opts.PublicBaseURL == "" {
 		opts.PublicBaseURL = httpsBaseURL
