@@ -49,10 +49,25 @@ type serverConn struct {
 	cmu       sync.RWMutex
 	tools     *toolList
 	toolGen   uint64
-	resources map[string]*resourceEntry
-	listMeta  map[string]mcp.Meta // resources/list entries' _meta, by URI
+	resources map[string]*resourceEntry // at most maxCachedResources
+	resBytes  int                       // HTML held in resources
+	listMeta  map[string]mcp.Meta       // resources/list entries' _meta, by URI
 	resGen    uint64
 }
+
+// Bounds of the resource cache. Its keys are URIs a server chose, so
+// without them a server naming a new ui:// resource on every tools/list
+// would grow it for as long as the service runs.
+const (
+	// maxCachedResources is how many checked resources of one server are
+	// kept; a new one beyond it pushes an old one out.
+	maxCachedResources = 32
+	// maxCachedHTMLBytes bounds the HTML kept for one server.
+	maxCachedHTMLBytes = 16 << 20
+	// maxListedResources is how many resources/list entries are read for
+	// their _meta.ui, over at most maxListPages pages.
+	maxListedResources = 1000
+)
 
 // toolList is one server's tools, read once per tools/list.
 type toolList struct {
@@ -71,8 +86,9 @@ const (
 	// maxTools is how many tools of one server are read; the rest are
 	// not offered, and the notes say so.
 	maxTools = 1000
-	// maxToolPages is how many tools/list pages are read.
-	maxToolPages = 100
+	// maxListPages is how many pages of tools/list (or resources/list)
+	// are read.
+	maxListPages = 100
 	// maxToolNotes is how many notes about one server's tools each run
 	// gets; the rest are counted in one more note.
 	maxToolNotes = 20
@@ -407,7 +423,7 @@ func (c *serverConn) invalidateTools() {
 
 func (c *serverConn) invalidateResources() {
 	c.cmu.Lock()
-	c.resources = nil
+	c.resources, c.resBytes = nil, 0
 	c.listMeta = nil
 	c.resGen++
 	c.cmu.Unlock()
@@ -427,7 +443,7 @@ func (c *serverConn) toolList(ctx context.Context, cs *mcp.ClientSession) (*tool
 	params := &mcp.ListToolsParams{}
 	more := false // the server has tools beyond what was read
 	for page := 0; ; page++ {
-		if page == maxToolPages {
+		if page == maxListPages {
 			more = true
 			break
 		}
@@ -463,7 +479,7 @@ func (c *serverConn) buildToolList(tools []*mcp.Tool, more bool) *toolList {
 	apps := c.svc.opts.AppsEnabled
 	tl := &toolList{byName: make(map[string]*toolEntry, len(tools))}
 	if more {
-		tl.note("server %s lists more tools than the %d (or %d pages) read; the rest are not offered", c.name, maxTools, maxToolPages)
+		tl.note("server %s lists more tools than the %d (or %d pages) read; the rest are not offered", c.name, maxTools, maxListPages)
 	}
 	for _, t := range tools {
 		switch {
@@ -538,17 +554,7 @@ func (c *serverConn) resource(ctx context.Context, cs *mcp.ClientSession, uri st
 	ctx, cancel := context.WithTimeout(ctx, c.timeout)
 	defer cancel()
 	if !haveMeta {
-		meta = map[string]mcp.Meta{}
-		// A server without resources/list still serves resources/read;
-		// the list only adds _meta.ui that the content may lack.
-		for r, err := range cs.Resources(ctx, nil) {
-			if err != nil {
-				break
-			}
-			if r.Meta != nil {
-				meta[r.URI] = r.Meta
-			}
-		}
+		meta = listedUIMeta(ctx, cs)
 	}
 	res, err := cs.ReadResource(ctx, &mcp.ReadResourceParams{URI: uri})
 	if err != nil {
@@ -560,14 +566,60 @@ func (c *serverConn) resource(ctx context.Context, cs *mcp.ClientSession, uri st
 	e = c.check(uri, res.Contents, meta[uri])
 	c.cmu.Lock()
 	if c.resGen == gen {
-		if c.resources == nil {
-			c.resources = map[string]*resourceEntry{}
-		}
-		c.resources[uri] = e
+		c.cache(uri, e)
 		c.listMeta = meta
 	}
 	c.cmu.Unlock()
 	return e, nil
+}
+
+// listedUIMeta reads resources/list for the _meta of entries that have
+// _meta.ui. A server without resources/list still serves resources/read;
+// the list only adds _meta.ui that the content may lack, so an error ends
+// the reading without failing the view.
+func listedUIMeta(ctx context.Context, cs *mcp.ClientSession) map[string]mcp.Meta {
+	meta := map[string]mcp.Meta{}
+	params := &mcp.ListResourcesParams{}
+	for page, read := 0, 0; page < maxListPages && read < maxListedResources; page++ {
+		res, err := cs.ListResources(ctx, params)
+		if err != nil {
+			break
+		}
+		for _, r := range res.Resources {
+			if read++; read > maxListedResources {
+				break
+			}
+			if r != nil && r.Meta["ui"] != nil {
+				meta[r.URI] = r.Meta
+			}
+		}
+		if res.NextCursor == "" {
+			break
+		}
+		params.Cursor = res.NextCursor
+	}
+	return meta
+}
+
+// cache keeps e as the checked resource uri, pushing out other entries
+// while the cache is over its bounds. c.cmu must be held.
+func (c *serverConn) cache(uri string, e *resourceEntry) {
+	if old := c.resources[uri]; old != nil {
+		c.resBytes -= len(old.html)
+		delete(c.resources, uri)
+	}
+	if c.resources == nil {
+		c.resources = map[string]*resourceEntry{}
+	}
+	for k, old := range c.resources {
+		if len(c.resources) < maxCachedResources && c.resBytes+len(e.html) <= maxCachedHTMLBytes {
+			break
+		}
+		c.resBytes -= len(old.html)
+		delete(c.resources, k)
+	}
+	c.resources[uri] = e
+	c.resBytes += len(e.html)
 }
 
 // check runs mcpapps' checks on a resource and prepares what each view of

@@ -11,6 +11,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"teamsbot/agent"
+	"teamsbot/mcpapps"
 )
 
 // hostileServer is a real go-sdk server in memory whose answers a receiving
@@ -23,6 +24,17 @@ func hostileServer(override func(ctx context.Context, method string, req mcp.Req
 			func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 				return textResult("fine"), nil
 			})
+		srv.AddTool(&mcp.Tool{Name: "view_tool", InputSchema: map[string]any{"type": "object"},
+			Meta: mcp.Meta{"ui": map[string]any{"resourceUri": hostileViewURI}}},
+			func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+				return textResult("a view"), nil
+			})
+		srv.AddResource(&mcp.Resource{URI: hostileViewURI, Name: "view", MIMEType: mcpapps.MIMEType},
+			func(context.Context, *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
+				return &mcp.ReadResourceResult{Contents: []*mcp.ResourceContents{{
+					URI: hostileViewURI, MIMEType: mcpapps.MIMEType, Text: htmlPage("view"),
+				}}}, nil
+			})
 		srv.AddReceivingMiddleware(func(next mcp.MethodHandler) mcp.MethodHandler {
 			return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
 				if res, ok := override(ctx, method, req); ok {
@@ -34,6 +46,8 @@ func hostileServer(override func(ctx context.Context, method string, req mcp.Req
 		return srv
 	}
 }
+
+const hostileViewURI = "ui://evil/view.html"
 
 func hostileConfig() agent.Config {
 	return oneAgent(agent.ServerConfig{Name: "evil", Builtin: "evil", Timeout: "20s"})
@@ -106,4 +120,29 @@ func TestHostileToolList(t *testing.T) {
 	if ans := run(t, s, "/ok_tool {}"); !strings.Contains(ans.Text, "fine") {
 		t.Errorf("the good tool does not work: %q, notes %q", ans.Text, ans.Notes)
 	}
+}
+
+// A resources/list that pages forever, each page full: the view is still
+// made from resources/read, after a bounded read of the list.
+func TestHostileResourceList(t *testing.T) {
+	resources := hostileServer(func(_ context.Context, method string, req mcp.Request) (mcp.Result, bool) {
+		if method != "resources/list" {
+			return nil, false
+		}
+		page, _ := strconv.Atoi(req.GetParams().(*mcp.ListResourcesParams).Cursor)
+		res := &mcp.ListResourcesResult{NextCursor: strconv.Itoa(page + 1)} // never ends
+		for i := range 500 {
+			uri := fmt.Sprintf("ui://evil/%d/%d.html", page, i)
+			res.Resources = append(res.Resources, &mcp.Resource{URI: uri, Name: uri,
+				Meta: mcp.Meta{"ui": map[string]any{"csp": map[string]any{"connectDomains": []string{"https://x.example.com"}}}}})
+		}
+		return res, true
+	})
+	s := newService(t, hostileConfig(), agent.Options{Store: openStore(t), AppsEnabled: true,
+		Builtins: map[string]func() *mcp.Server{"evil": resources}})
+	ans := run(t, s, "/view_tool {}")
+	if len(ans.Views) != 1 {
+		t.Errorf("views = %d, refusals %+v", len(ans.Views), ans.Refusals)
+	}
+	checkNotes(t, ans.Notes)
 }
