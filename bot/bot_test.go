@@ -60,6 +60,22 @@ func TestMessageInEachConversationType(t *testing.T) {
 					if !typing {
 						t.Error("no typing indicator was sent")
 					}
+					// The typing indicator comes first: the answer waits for it.
+					typingAt, replyAt := -1, -1
+					for i, c := range calls {
+						if c.Activity.Type == "typing" && c.ConversationID == convID && typingAt < 0 {
+							typingAt = i
+						}
+						if c.AssignedID == reply.AssignedID {
+							replyAt = i
+						}
+					}
+					if typingAt > replyAt {
+						t.Errorf("the typing indicator (call %d) arrived after the answer (call %d)", typingAt, replyAt)
+					}
+					if reply.Activity.Summary == "" {
+						t.Errorf("the answer has no summary for notifications: %s", reply.Raw)
+					}
 					if len(reply.Activity.Attachments) == 0 || reply.Activity.Attachments[0].ContentType != "application/vnd.microsoft.card.adaptive" {
 						t.Fatalf("answer has no Adaptive Card: %s", reply.Raw)
 					}
@@ -979,4 +995,37 @@ func TestBusyAsksTeamsToRetry(t *testing.T) {
 		runtime.Gosched() // the first turn is still finishing
 	}
 	h.conn.waitFor(t, "the answer to the retried message", hasReplyTo("busy-2"))
+}
+
+// An answer far larger than one Teams message still reaches the person:
+// the fake connector refuses a message over 28 KB in UTF-16 as Teams does,
+// so the card must be shortened to fit. The tool's text is made of
+// characters that JSON escapes to six each. Nothing of the question, the
+// tool's result or the bot token is logged.
+func TestLongAnswerFitsOneTeamsMessage(t *testing.T) {
+	const piece = "<b>&amp;</b> "
+	wide := func() *mcp.Server {
+		s := mcp.NewServer(&mcp.Implementation{Name: "wide", Version: "1.0.0"}, nil)
+		mcp.AddTool(s, &mcp.Tool{Name: "angle_report", Description: "a long text of markup"},
+			func(ctx context.Context, _ *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, any, error) {
+				return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: strings.Repeat(piece, 5000)}}}, nil, nil
+			})
+		return s
+	}
+	h := newHarness(t, setup{
+		builtins: map[string]func() *mcp.Server{"wide": wide},
+		servers:  []agent.ServerConfig{{Name: "wide", Builtin: "wide"}},
+	})
+	if s, b := h.send(h.message("groupChat", "a:long", "long-1", "/angle_report {}")); s != http.StatusAccepted {
+		t.Fatalf("%d %s", s, b)
+	}
+	calls := h.conn.waitFor(t, "the long answer", hasReplyTo("long-1"))
+	h.shutdown()
+	reply, _ := replyTo(calls, "long-1")
+	if !strings.Contains(string(reply.Raw), cards.Shortened) {
+		t.Errorf("the answer was not marked as shortened")
+	}
+	if logs := h.logs.String(); strings.Contains(logs, "angle_report {}") || strings.Contains(logs, "&amp;") || strings.Contains(logs, "bot-token-") {
+		t.Errorf("the logs carry the question, the tool's result or the bot token:\n%s", logs)
+	}
 }

@@ -19,6 +19,7 @@ import (
 	"sync"
 	"testing"
 	"time"
+	"unicode/utf16"
 
 	"github.com/golang-jwt/jwt/v4"
 )
@@ -227,6 +228,7 @@ type sentActivity struct {
 	Type        string `json:"type"`
 	ReplyToID   string `json:"replyToId"`
 	Text        string `json:"text"`
+	Summary     string `json:"summary"`
 	Attachments []struct {
 		ContentType string          `json:"contentType"`
 		Content     json.RawMessage `json:"content"`
@@ -242,7 +244,8 @@ type sentActivity struct {
 // conversation), POST .../activities/{activityId} (reply to activity), PUT
 // .../activities/{activityId} (update activity), each answered with a
 // ResourceResponse {"id": ...}; 401 without a valid bearer token when a
-// token endpoint is set; 429 with Retry-After when told to throttle.
+// token endpoint is set; 413 for a message over Teams' size limit; 429 with
+// Retry-After when told to throttle.
 type fakeConnector struct {
 	srv    *httptest.Server
 	tokens *fakeTokenEndpoint // nil: no Authorization expected (local mode)
@@ -292,6 +295,13 @@ func (f *fakeConnector) serve(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	rc.Raw = raw
+	// "The bot message size limit is 28 KB ... includes the entire message
+	// payload encoded as UTF-16" (Format your bot messages): Teams answers
+	// 413 MessageSizeTooBig past it.
+	if n := 2 * len(utf16.Encode([]rune(string(raw)))); n > 28*1024 {
+		writeJSON(w, http.StatusRequestEntityTooLarge, map[string]any{"error": map[string]any{"code": "MessageSizeTooBig", "message": fmt.Sprintf("%d bytes in UTF-16", n)}})
+		return
+	}
 	if err := json.Unmarshal(raw, &rc.Activity); err != nil || rc.Activity.Type == "" {
 		writeJSON(w, http.StatusBadRequest, map[string]any{"error": map[string]any{"code": "BadArgument", "message": "no activity type"}})
 		return
