@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"testing"
 
@@ -193,20 +194,42 @@ func TestBrowserBridge(t *testing.T) {
 	// "Opens https:// links in a new tab. Other links are refused."
 	t.Run("open-link", func(t *testing.T) {
 		tb.must(mainFrame, `window.__opened = []; window.open = function (u, t, f) { window.__opened.push([u, t, f]); return null; }; true`)
-		for _, u := range []string{"http://example.com/", "javascript:alert(1)", "data:text/html,hi", "not a url"} {
+		refused := []any{
+			"http://example.com/", "javascript:alert(1)", "data:text/html,hi", "not a url",
+			" javascript:alert(1)", "\tjavascript:alert(1)", "java\nscript:alert(1)", "JaVaScRiPt:alert(1)",
+			"vbscript:msgbox(1)", "file:///etc/passwd", "ftp://example.com/", "blob:https://example.com/0",
+			"//example.com/", "/relative", "https//example.com", "", 42, nil, map[string]any{"href": "https://example.com/"},
+		}
+		for _, u := range refused {
 			if got := errorCode(rpc("ui/open-link", map[string]any{"url": u})); got == 0 {
 				t.Errorf("open-link %q was not refused", u)
 			}
 		}
-		if r := asMap(t, rpc("ui/open-link", map[string]any{"url": "https://example.com/docs"})); r["result"] == nil {
-			t.Errorf("https link: %v", r)
+		// What the URL parser reads as https opens, as the URL it reads:
+		// never anything else.
+		opens := map[string]string{
+			"https://example.com/docs":   "https://example.com/docs",
+			"HTTPS://example.com/upper":  "https://example.com/upper",
+			" https://example.com/space": "https://example.com/space",
+			"https:/\\example.com/bs":  "https://example.com/bs",
+			"https://example.com/\nnl":  "https://example.com/nl",
+		}
+		var want []string
+		for in, out := range opens {
+			if r := asMap(t, rpc("ui/open-link", map[string]any{"url": in})); r["result"] == nil {
+				t.Errorf("open-link %q: %v", in, r)
+			}
+			want = append(want, out)
 		}
 		opened := tb.must(mainFrame, `window.__opened`).([]any)
-		if len(opened) != 1 {
-			t.Fatalf("window.open called %d times: %v", len(opened), opened)
+		if len(opened) != len(want) {
+			t.Fatalf("window.open called %d times, want %d: %v", len(opened), len(want), opened)
 		}
-		if o := opened[0].([]any); o[0] != "https://example.com/docs" || o[1] != "_blank" || o[2] != "noopener,noreferrer" {
-			t.Errorf("window.open%v", o)
+		for _, o := range opened {
+			o := o.([]any)
+			if u, _ := o[0].(string); !slices.Contains(want, u) || o[1] != "_blank" || o[2] != "noopener,noreferrer" {
+				t.Errorf("window.open%v", o)
+			}
 		}
 	})
 
@@ -223,6 +246,19 @@ func TestBrowserBridge(t *testing.T) {
 		}
 		if n := tb.must(mainFrame, `document.querySelectorAll("#message-list img, #message-list b").length`); n != float64(0) {
 			t.Errorf("the message made %v elements", n)
+		}
+		// A view that talks without end cannot grow the page without
+		// bound: the latest 50 messages stay, each cut to 4000 characters.
+		tb.must(viewFrame, `for (let i = 0; i < 120; i++) { window.parent.postMessage({jsonrpc: "2.0", id: "flood-" + i, method: "ui/message", params: {role: "user", content: [{type: "text", text: "flood " + i + " " + "x".repeat(100000)}]}}, "*"); } true`)
+		rpc("ping", nil)
+		if n := tb.must(mainFrame, `document.querySelectorAll("#message-list li").length`); n != float64(50) {
+			t.Errorf("%v messages on the page after a flood, want the latest 50", n)
+		}
+		if got := tb.str(mainFrame, `document.querySelector("#message-list li:last-child").textContent.slice(0, 10)`); got != "flood 119 " {
+			t.Errorf("the last message shown starts %q, want the latest", got)
+		}
+		if n := tb.must(mainFrame, `Math.max(...Array.from(document.querySelectorAll("#message-list li"), li => li.textContent.length))`); n != float64(4001) {
+			t.Errorf("the longest message shown has %v characters, want 4000 and an ellipsis", n)
 		}
 	})
 
@@ -252,6 +288,12 @@ func TestBrowserBridge(t *testing.T) {
 	t.Run("messages to window.top are ignored", func(t *testing.T) {
 		calls := len(e.callAudit(tenantA))
 		shown := tb.must(mainFrame, `document.querySelectorAll("#message-list li").length`)
+		opened := tb.must(mainFrame, `if (!window.__opened) { window.__opened = []; window.open = function (u, t, f) { window.__opened.push([u, t, f]); return null; }; } window.__opened.length`)
+		// Record every fetch the page starts, at the moment it starts it,
+		// so that a tools/call the page forwarded is seen even before it
+		// reaches the server.
+		tb.must(mainFrame, `window.__fetched = []; window.__realFetch = window.__realFetch || window.fetch;
+			window.fetch = function (u, o) { window.__fetched.push(String(u)); return window.__realFetch.apply(this, arguments); }; true`)
 		tb.must(viewFrame, `notify("ui/message", undefined, window.top); true`)
 		tb.must(viewFrame, `window.top.postMessage({jsonrpc: "2.0", id: "top-1", method: "ui/message", params: {role: "user", content: [{type: "text", text: "via top"}]}}, "*");
 			window.top.postMessage({jsonrpc: "2.0", id: "top-2", method: "tools/call", params: {name: "lab_app", arguments: {}}}, "*");
@@ -261,8 +303,11 @@ func TestBrowserBridge(t *testing.T) {
 		if got := tb.must(mainFrame, `document.querySelectorAll("#message-list li").length`); got != shown {
 			t.Errorf("a message posted to window.top was shown")
 		}
-		if got := tb.must(mainFrame, `window.__opened.length`); got != float64(1) {
+		if got := tb.must(mainFrame, `window.__opened.length`); got != opened {
 			t.Errorf("a link posted to window.top was opened")
+		}
+		if got := tb.must(mainFrame, `window.__fetched`).([]any); len(got) != 0 {
+			t.Errorf("a tools/call posted to window.top made the page fetch %v", got)
 		}
 		if got := len(e.callAudit(tenantA)); got != calls {
 			t.Errorf("a tools/call posted to window.top reached the agent")

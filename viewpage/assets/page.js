@@ -14,6 +14,11 @@
   // from its width cannot start a feedback loop.
   var MIN_HEIGHT = 60;
   var MAX_HEIGHT = 3000;
+  // Limits of what ui/message may put on the page: a view that talks
+  // without end keeps only its latest messages, each cut to a readable
+  // length, and cannot grow the page without bound.
+  var MAX_MESSAGES = 50;
+  var MAX_MESSAGE_CHARS = 4000;
 
   // JSON-RPC error codes.
   var METHOD_NOT_FOUND = -32601;
@@ -184,9 +189,16 @@
         parts.push("[" + c.type + "]");
       }
     }
+    var text = parts.join("\n");
+    if (text.length > MAX_MESSAGE_CHARS) {
+      text = text.slice(0, MAX_MESSAGE_CHARS) + "\u2026";
+    }
     // textContent, never innerHTML: what a view says is shown as text.
-    li.textContent = parts.join("\n");
+    li.textContent = text;
     messageList.appendChild(li);
+    while (messageList.children.length > MAX_MESSAGES) {
+      messageList.removeChild(messageList.firstElementChild);
+    }
     messages.hidden = false;
     reply(id, {});
   }
