@@ -312,8 +312,10 @@ type runState struct {
 	cat    catalogue
 }
 
+// note adds a run note: one line, at most maxNoteBytes, whatever a server
+// or the model put into the arguments.
 func (r *runState) note(format string, args ...any) {
-	r.answer.Notes = append(r.answer.Notes, fmt.Sprintf(format, args...))
+	r.answer.Notes = append(r.answer.Notes, oneLine(clip(fmt.Sprintf(format, args...), maxNoteBytes)))
 }
 
 // Run runs an agent for a person and stores what it made. When the model

@@ -35,6 +35,30 @@ const (
 	ResultRefused = "refused"
 )
 
+// Bounds on text from outside (a server's error message, a URI it
+// declared, a tool name the model or a view made up) on its way into run
+// notes, answers, errors and audit records: no server, model or view may
+// make those arbitrarily large.
+const (
+	maxReasonBytes = 512
+	maxNoteBytes   = 1024
+	// maxURIBytes is mcpapps' own bound on a ui:// URI: a longer one is
+	// refused, and shown only this far.
+	maxURIBytes = 2048
+)
+
+// oneLine replaces control characters (line breaks, escapes) with spaces,
+// so that a server's text cannot forge further lines or terminal escapes
+// in a note.
+func oneLine(s string) string {
+	return strings.Map(func(r rune) rune {
+		if r < ' ' || r == 0x7f {
+			return ' '
+		}
+		return r
+	}, s)
+}
+
 // dataRules are an agent's compiled data rules.
 type dataRules struct {
 	deny   []string
@@ -182,7 +206,7 @@ func outcome(res *mcp.CallToolResult, err error) string {
 // why is the reason recorded for a call that did not succeed.
 func why(res *mcp.CallToolResult, err error) string {
 	if err != nil {
-		return err.Error()
+		return clip(err.Error(), maxReasonBytes)
 	}
 	if res != nil && res.IsError {
 		return "the tool reported an error: " + clip(resultText(res), 200)
@@ -229,7 +253,7 @@ func (a *agentRuntime) resolve(ctx context.Context, name string) (*serverConn, s
 	if server, tool, ok := strings.Cut(name, "/"); ok {
 		c := a.byName[server]
 		if c == nil {
-			return nil, "", fmt.Errorf("%w: no server %q", ErrNotFound, server)
+			return nil, "", fmt.Errorf("%w: no server %.64q", ErrNotFound, server)
 		}
 		return c, tool, nil
 	}
@@ -245,11 +269,11 @@ func (a *agentRuntime) resolve(ctx context.Context, name string) (*serverConn, s
 	}
 	switch len(found) {
 	case 0:
-		return nil, "", fmt.Errorf("%w: no tool %q", ErrNotFound, name)
+		return nil, "", fmt.Errorf("%w: no tool %.128q", ErrNotFound, name)
 	case 1:
 		return found[0], name, nil
 	default:
-		return nil, "", fmt.Errorf("%w: tool %q is on several servers; name it as server/tool", ErrNotFound, name)
+		return nil, "", fmt.Errorf("%w: tool %.128q is on several servers; name it as server/tool", ErrNotFound, name)
 	}
 }
 
@@ -259,8 +283,9 @@ func (a *agentRuntime) resolve(ctx context.Context, name string) (*serverConn, s
 func (r *runState) callForModel(ctx context.Context, call ToolCall) Message {
 	msg := Message{Role: RoleTool, ToolCallID: call.ID, ToolName: call.Name}
 	svc := r.svc
-	server, tool := "", call.Name
+	server, tool := "", clip(call.Name, maxToolNameBytes)
 	refuse := func(result, reason string) Message {
+		reason = clip(reason, maxReasonBytes)
 		r.audit = append(r.audit, r.auditRecord(AuditToolCall, map[string]any{
 			"server": server, "tool": tool, "caller": "model", "result": result, "why": reason,
 		}))
@@ -273,26 +298,28 @@ func (r *runState) callForModel(ctx context.Context, call ToolCall) Message {
 	if err != nil {
 		// Empty labels: a model's made-up names must not grow the metrics.
 		svc.metrics.call("", "", false, ResultRefused)
-		r.note("the model asked for %q: %v", call.Name, err)
+		r.note("the model asked for %.128q: %v", call.Name, err)
 		return refuse(ResultRefused, err.Error())
 	}
-	server, tool = c.name, name
+	// Until the tool is found in the server's list, its name is the
+	// model's and goes into the metrics as "", like a made-up server.
+	server, tool = c.name, clip(name, maxToolNameBytes)
 	cs, reconnected, err := c.sessionFor(ctx, false)
 	if reconnected {
 		r.note("server %s had stopped; it was reconnected", c.name)
 	}
 	if err != nil {
-		svc.metrics.call(server, tool, false, ResultError)
+		svc.metrics.call(server, "", false, ResultError)
 		return refuse(ResultError, err.Error())
 	}
 	tl, err := c.toolList(ctx, cs)
 	if err != nil {
-		svc.metrics.call(server, tool, false, ResultError)
+		svc.metrics.call(server, "", false, ResultError)
 		return refuse(ResultError, err.Error())
 	}
-	e := tl.byName[tool]
+	e := tl.byName[name]
 	if e == nil {
-		svc.metrics.call(server, tool, false, ResultRefused)
+		svc.metrics.call(server, "", false, ResultRefused)
 		return refuse(ResultRefused, fmt.Sprintf("server %s has no tool %q", server, tool))
 	}
 	if !e.toModel {
@@ -349,10 +376,10 @@ func (r *runState) makeView(ctx context.Context, c *serverConn, cs *mcp.ClientSe
 		}
 	}
 	if entry.refusal != nil {
-		rf := Refusal{Server: c.name, Tool: tool, ResourceURI: uri, Reason: entry.refusal.Reason, Detail: entry.refusal.Detail}
+		rf := Refusal{Server: c.name, Tool: tool, ResourceURI: clip(uri, maxURIBytes), Reason: entry.refusal.Reason, Detail: clip(entry.refusal.Detail, maxReasonBytes)}
 		r.answer.Refusals = append(r.answer.Refusals, rf)
 		r.audit = append(r.audit, r.auditRecord(AuditRefused, map[string]any{
-			"server": c.name, "tool": tool, "uri": uri, "reason": rf.Reason, "why": rf.Detail,
+			"server": c.name, "tool": tool, "uri": rf.ResourceURI, "reason": rf.Reason, "why": rf.Detail,
 		}))
 		r.svc.metrics.refused(c.name, rf.Reason)
 		r.note("no view for %s/%s: %s: %s", c.name, tool, rf.Reason, rf.Detail)
@@ -404,6 +431,8 @@ func (r *runState) makeView(ctx context.Context, c *serverConn, cs *mcp.ClientSe
 // audited (agent.mcp_app.call: tool, server, caller, result, why). A tool's
 // own failure is a result with IsError, not an error.
 func (s *Service) CallFromView(ctx context.Context, v mcpapps.View, caller Person, name string, args json.RawMessage) (*mcp.CallToolResult, error) {
+	// name comes from the view: it is clipped wherever it is written, and
+	// goes into the metrics only once it is found in the server's list.
 	rec := func(result, reason string) error {
 		return s.appendAudit(ctx, store.AuditRecord{
 			Time:     s.now(),
@@ -411,13 +440,15 @@ func (s *Service) CallFromView(ctx context.Context, v mcpapps.View, caller Perso
 			Action:   AuditAppCall,
 			Actor:    caller.UserID,
 			Fields: map[string]any{
-				"tool": name, "server": v.Server, "caller": caller.UserID, "result": result, "why": reason,
-				"view": v.ID, "agent": v.AgentID,
+				"tool": clip(name, maxToolNameBytes), "server": v.Server, "caller": caller.UserID, "result": result,
+				"why": clip(reason, maxReasonBytes), "view": v.ID, "agent": v.AgentID,
 			},
 		})
 	}
-	refuse := func(sentinel error, reason string) (*mcp.CallToolResult, error) {
-		s.metrics.call(v.Server, name, true, ResultRefused)
+	// refuse refuses the call; label is the tool's metrics label.
+	refuse := func(sentinel error, label, reason string) (*mcp.CallToolResult, error) {
+		s.metrics.call(v.Server, label, true, ResultRefused)
+		reason = clip(reason, maxReasonBytes)
 		err := fmt.Errorf("%w: %s", sentinel, reason)
 		if aerr := rec(ResultRefused, reason); aerr != nil {
 			return nil, errors.Join(err, aerr)
@@ -427,34 +458,34 @@ func (s *Service) CallFromView(ctx context.Context, v mcpapps.View, caller Perso
 
 	a, ok := s.byID[v.AgentID]
 	if !ok {
-		return refuse(ErrToolNotAllowed, fmt.Sprintf("the view's agent %q is no longer configured", v.AgentID))
+		return refuse(ErrToolNotAllowed, "", fmt.Sprintf("the view's agent %q is no longer configured", v.AgentID))
 	}
 	c := a.byName[v.Server]
 	if c == nil {
-		return refuse(ErrToolNotAllowed, fmt.Sprintf("the view's server %q is no longer configured", v.Server))
+		return refuse(ErrToolNotAllowed, "", fmt.Sprintf("the view's server %q is no longer configured", v.Server))
 	}
 	if !s.opts.AppsEnabled {
-		return refuse(ErrToolNotAllowed, "MCP Apps are turned off")
+		return refuse(ErrToolNotAllowed, "", "MCP Apps are turned off")
 	}
 	if strings.Contains(name, "/") {
-		return refuse(ErrToolNotAllowed, fmt.Sprintf("a view calls tools of its own server (%s) by name", v.Server))
+		return refuse(ErrToolNotAllowed, "", fmt.Sprintf("a view calls tools of its own server (%s) by name", v.Server))
 	}
 	cs, _, err := c.sessionFor(ctx, false)
 	if err != nil {
-		s.metrics.call(v.Server, name, true, ResultError)
+		s.metrics.call(v.Server, "", true, ResultError)
 		return nil, errors.Join(err, rec(ResultError, err.Error()))
 	}
 	tl, err := c.toolList(ctx, cs)
 	if err != nil {
-		s.metrics.call(v.Server, name, true, ResultError)
+		s.metrics.call(v.Server, "", true, ResultError)
 		return nil, errors.Join(err, rec(ResultError, err.Error()))
 	}
 	e := tl.byName[name]
 	if e == nil {
-		return refuse(ErrToolNotAllowed, fmt.Sprintf("server %s has no tool %q", v.Server, name))
+		return refuse(ErrToolNotAllowed, "", fmt.Sprintf("server %s has no tool %q", v.Server, name))
 	}
 	if !e.toApp {
-		return refuse(ErrToolNotAllowed, fmt.Sprintf("tool %s/%s: its visibility %q lacks \"app\"", v.Server, name, e.ui.Visibility))
+		return refuse(ErrToolNotAllowed, name, fmt.Sprintf("tool %s/%s: its visibility %q lacks \"app\"", v.Server, name, e.ui.Visibility))
 	}
 	res, err := s.govern(ctx, a, c, cs, name, args, Decision{
 		Person: caller, AgentID: v.AgentID, Action: ActionInvoke, Server: v.Server, Tool: name, FromView: true,

@@ -2,6 +2,8 @@ package agent_test
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -9,9 +11,11 @@ import (
 	"unicode/utf8"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"teamsbot/agent"
 	"teamsbot/mcpapps"
+	"teamsbot/store"
 )
 
 // hostileServer is a real go-sdk server in memory whose answers a receiving
@@ -34,6 +38,27 @@ func hostileServer(override func(ctx context.Context, method string, req mcp.Req
 				return &mcp.ReadResourceResult{Contents: []*mcp.ResourceContents{{
 					URI: hostileViewURI, MIMEType: mcpapps.MIMEType, Text: htmlPage("view"),
 				}}}, nil
+			})
+		// A URI of a megabyte, a resource whose read fails with a megabyte
+		// of error message, and a call that fails the same way.
+		huge := strings.Repeat("\n\x1b[2Jhostile ", 1<<16)
+		srv.AddTool(&mcp.Tool{Name: "huge_uri", InputSchema: map[string]any{"type": "object"},
+			Meta: mcp.Meta{"ui": map[string]any{"resourceUri": "ui://" + strings.Repeat("u", 1<<20)}}},
+			func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+				return textResult("huge uri"), nil
+			})
+		srv.AddTool(&mcp.Tool{Name: "read_fails", InputSchema: map[string]any{"type": "object"},
+			Meta: mcp.Meta{"ui": map[string]any{"resourceUri": "ui://evil/broken.html"}}},
+			func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+				return textResult("read fails"), nil
+			})
+		srv.AddResource(&mcp.Resource{URI: "ui://evil/broken.html", Name: "broken", MIMEType: mcpapps.MIMEType},
+			func(context.Context, *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
+				return nil, errors.New(huge)
+			})
+		srv.AddTool(&mcp.Tool{Name: "call_fails", InputSchema: map[string]any{"type": "object"}},
+			func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+				return nil, errors.New(huge)
 			})
 		srv.AddReceivingMiddleware(func(next mcp.MethodHandler) mcp.MethodHandler {
 			return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
@@ -61,7 +86,7 @@ func checkNotes(t *testing.T, notes []string) {
 		t.Errorf("%d run notes; a server must not be able to fill them", len(notes))
 	}
 	for _, n := range notes {
-		if len(n) > 1024 || !utf8.ValidString(n) || strings.ContainsFunc(n, func(r rune) bool { return r < ' ' || r == 0x7f }) {
+		if len(n) > 1100 || !utf8.ValidString(n) || strings.ContainsFunc(n, func(r rune) bool { return r < ' ' || r == 0x7f }) {
 			t.Errorf("note of %d bytes, invalid UTF-8 or control characters: %.200q", len(n), n)
 		}
 	}
@@ -145,4 +170,64 @@ func TestHostileResourceList(t *testing.T) {
 		t.Errorf("views = %d, refusals %+v", len(ans.Views), ans.Refusals)
 	}
 	checkNotes(t, ans.Notes)
+}
+
+// What a server, the model or a view sends reaches the answer, the notes,
+// the audit log and the metrics only in bounded form: a megabyte URI, a
+// megabyte error message, a made-up tool name of 100 KB, and a view
+// calling hundreds of made-up tools.
+func TestHostileTextIsBounded(t *testing.T) {
+	st := openStore(t)
+	reg := prometheus.NewRegistry()
+	none := func(context.Context, string, mcp.Request) (mcp.Result, bool) { return nil, false }
+	s := newService(t, hostileConfig(), agent.Options{Store: st, AppsEnabled: true, Registerer: reg,
+		Builtins: map[string]func() *mcp.Server{"evil": hostileServer(none)}})
+
+	long := strings.Repeat("x", 100<<10)
+	for _, text := range []string{"/huge_uri {}", "/read_fails {}", "/call_fails {}", "/" + long + " {}", "/evil/" + long + " {}"} {
+		ans := run(t, s, text)
+		checkNotes(t, ans.Notes)
+		for _, rf := range ans.Refusals {
+			if len(rf.ResourceURI) > 2100 || len(rf.Detail) > 600 {
+				t.Errorf("%.20s: refusal with a %d-byte URI and a %d-byte detail", text, len(rf.ResourceURI), len(rf.Detail))
+			}
+		}
+		for _, te := range ans.ToolErrors {
+			if len(te.Tool) > 200 || len(te.Message) > 600 {
+				t.Errorf("%.20s: tool error with a %d-byte tool and a %d-byte message", text, len(te.Tool), len(te.Message))
+			}
+		}
+		if len(ans.Refusals)+len(ans.ToolErrors) != 1 {
+			t.Errorf("%.20s: refusals %d, tool errors %d, want one of them", text, len(ans.Refusals), len(ans.ToolErrors))
+		}
+	}
+
+	v := run(t, s, "/view_tool {}").Views[0]
+	for i := range 200 {
+		name := fmt.Sprintf("made_up_%d_%s", i, strings.Repeat("y", 10<<10))
+		if _, err := s.CallFromView(context.Background(), v, alice, name, nil); !errors.Is(err, agent.ErrToolNotAllowed) {
+			t.Fatalf("a made-up tool: err = %v", err)
+		} else if len(err.Error()) > 1024 {
+			t.Fatalf("the refusal of a made-up tool is %d bytes long", len(err.Error()))
+		}
+	}
+
+	recs, err := st.Audit(context.Background(), store.AuditQuery{TenantID: alice.TenantID})
+	if err != nil || len(recs) < 200 {
+		t.Fatalf("audit: %d records, %v", len(recs), err)
+	}
+	for _, r := range recs {
+		if b, _ := json.Marshal(r); len(b) > 4096 {
+			t.Errorf("%s record is %d bytes: %.300s", r.Action, len(b), b)
+		}
+	}
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if n := len(mf.GetMetric()); n > 20 {
+			t.Errorf("metric %s has %d series: made-up names became labels", mf.GetName(), n)
+		}
+	}
 }
