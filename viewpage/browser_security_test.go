@@ -211,8 +211,8 @@ func TestBrowserBridge(t *testing.T) {
 			"https://example.com/docs":   "https://example.com/docs",
 			"HTTPS://example.com/upper":  "https://example.com/upper",
 			" https://example.com/space": "https://example.com/space",
-			"https:/\\example.com/bs":  "https://example.com/bs",
-			"https://example.com/\nnl":  "https://example.com/nl",
+			"https:/\\example.com/bs":    "https://example.com/bs",
+			"https://example.com/\nnl":   "https://example.com/nl",
 		}
 		var want []string
 		for in, out := range opens {

@@ -565,3 +565,25 @@ func TestCallFailureKeepsArgumentsOutOfTheLog(t *testing.T) {
 		t.Errorf("a refused tool name of %d bytes was audited", len(long))
 	}
 }
+
+// "A view is kept for 7 days": a view that expires while its frame tokens
+// are still good is refused all the same, by its document and its call.
+func TestExpiredViewRefusedBehindGoodTokens(t *testing.T) {
+	e := newEnv(t, envOptions{})
+	v := e.run(alice(), "/sales_report {}")
+	cl := e.client(alice())
+	e.clock.Advance(mcpapps.Lifetime - time.Minute)
+	info := e.viewInfo(cl, v.ID)
+	if r := do(t, e.client(nil), http.MethodGet, info.ViewURL, nil, ""); r.status != http.StatusOK {
+		t.Fatalf("view document a minute before expiry: %d", r.status)
+	}
+	e.clock.Advance(2 * time.Minute)
+	if r := do(t, e.client(nil), http.MethodGet, info.ViewURL, nil, ""); r.status != http.StatusGone {
+		t.Errorf("view document after expiry, token still good: %d, want 410", r.status)
+	}
+	r := do(t, cl, http.MethodPost, e.base+"/api/mcp-apps/"+v.ID+"/call",
+		map[string]string{"Content-Type": "application/json"}, `{"name":"refresh_sales","arguments":{}}`)
+	if r.status != http.StatusGone {
+		t.Errorf("call after expiry: %d %s, want 410", r.status, r.body)
+	}
+}
