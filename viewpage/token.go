@@ -10,6 +10,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -78,8 +79,10 @@ type tokenKeys struct {
 }
 
 // loadTokenKeys reads the key file under dir, creating it with one fresh key
-// when it does not exist.
-func loadTokenKeys(dir string, now time.Time) (*tokenKeys, error) {
+// when it does not exist. A file that others may read is used, with a
+// warning on log: a mounted secret may come with wider modes, but whoever
+// reads it can mint frame tokens.
+func loadTokenKeys(dir string, now time.Time, log *slog.Logger) (*tokenKeys, error) {
 	if dir == "" {
 		return nil, errors.New("viewpage: DataDir is required (frame token keys are kept there)")
 	}
@@ -87,6 +90,9 @@ func loadTokenKeys(dir string, now time.Time) (*tokenKeys, error) {
 	b, err := os.ReadFile(path)
 	if errors.Is(err, os.ErrNotExist) {
 		b, err = createKeyFile(dir, path, now)
+	} else if fi, serr := os.Stat(path); err == nil && serr == nil && fi.Mode().Perm()&0o077 != 0 {
+		log.Warn("viewpage: frame token key file is readable by others; it should be mode 0600",
+			slog.String("path", path), slog.String("mode", fi.Mode().Perm().String()))
 	}
 	if err != nil {
 		return nil, fmt.Errorf("viewpage: frame token keys %s: %w", path, err)

@@ -3,6 +3,7 @@ package viewpage
 import (
 	"encoding/json"
 	"errors"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -11,10 +12,13 @@ import (
 	"time"
 )
 
+// discard is the logger of tests that do not read the log.
+var discard = slog.New(slog.DiscardHandler)
+
 func newTestKeys(t *testing.T) (*tokenKeys, string) {
 	t.Helper()
 	dir := filepath.Join(t.TempDir(), "data")
-	k, err := loadTokenKeys(dir, time.Now())
+	k, err := loadTokenKeys(dir, time.Now(), discard)
 	if err != nil {
 		t.Fatalf("loadTokenKeys: %v", err)
 	}
@@ -113,7 +117,7 @@ func TestFrameTokenKeysPersistAndRotate(t *testing.T) {
 	now := time.Now()
 	tok := k1.mint(purposeView, "v", now)
 
-	k2, err := loadTokenKeys(dir, now)
+	k2, err := loadTokenKeys(dir, now, discard)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -131,7 +135,7 @@ func TestFrameTokenKeysPersistAndRotate(t *testing.T) {
 	if err := os.WriteFile(path, b, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	k3, err := loadTokenKeys(dir, now)
+	k3, err := loadTokenKeys(dir, now, discard)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -143,22 +147,54 @@ func TestFrameTokenKeysPersistAndRotate(t *testing.T) {
 	}
 }
 
+// A key file that others may read still works, and the log says so
+// without showing the key.
+func TestFrameTokenKeysReadableByOthersWarned(t *testing.T) {
+	_, dir := newTestKeys(t)
+	path := filepath.Join(dir, keyFileName)
+	if err := os.Chmod(path, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var logs strings.Builder
+	if _, err := loadTokenKeys(dir, time.Now(), slog.New(slog.NewTextHandler(&logs, nil))); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(logs.String(), "readable by others") || !strings.Contains(logs.String(), keyFileName) {
+		t.Errorf("no warning about a key file of mode 0644: %q", logs.String())
+	}
+	var kf keyFile
+	b, _ := os.ReadFile(path)
+	if err := json.Unmarshal(b, &kf); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(logs.String(), kf.Keys[0].Secret) {
+		t.Error("the log shows the key")
+	}
+	logs.Reset()
+	if err := os.Chmod(path, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := loadTokenKeys(dir, time.Now(), slog.New(slog.NewTextHandler(&logs, nil))); err != nil || logs.Len() != 0 {
+		t.Errorf("mode 0600: %v, log %q, want no warning", err, logs.String())
+	}
+}
+
 func TestFrameTokenKeysBadFile(t *testing.T) {
 	dir := t.TempDir()
 	if err := os.WriteFile(filepath.Join(dir, keyFileName), []byte(`{"keys":[{"id":"a","secret":"c2hvcnQ="}]}`), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := loadTokenKeys(dir, time.Now()); err == nil {
+	if _, err := loadTokenKeys(dir, time.Now(), discard); err == nil {
 		t.Fatal("a 5-byte key was accepted")
 	}
-	if _, err := loadTokenKeys("", time.Now()); err == nil {
+	if _, err := loadTokenKeys("", time.Now(), discard); err == nil {
 		t.Fatal("an empty DataDir was accepted")
 	}
 }
 
 // No string but the minted token verifies, and none makes verify panic.
 func FuzzFrameTokenVerify(f *testing.F) {
-	k, err := loadTokenKeys(f.TempDir(), time.Now())
+	k, err := loadTokenKeys(f.TempDir(), time.Now(), discard)
 	if err != nil {
 		f.Fatal(err)
 	}

@@ -218,7 +218,7 @@ func New(opts Options) (*Handler, error) {
 	if h.hostVersion == "" {
 		h.hostVersion = "dev"
 	}
-	if h.keys, err = loadTokenKeys(opts.DataDir, h.now()); err != nil {
+	if h.keys, err = loadTokenKeys(opts.DataDir, h.now(), h.logger); err != nil {
 		return nil, err
 	}
 	if err := h.buildDocuments(); err != nil {
