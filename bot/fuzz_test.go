@@ -1,12 +1,16 @@
 package bot
 
 import (
+	"context"
+	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
 
+	"github.com/golang-jwt/jwt/v4"
 	"github.com/labstack/echo/v4"
 )
 
@@ -34,6 +38,44 @@ func FuzzActivity(f *testing.F) {
 		case http.StatusOK, http.StatusAccepted, http.StatusBadRequest, http.StatusServiceUnavailable:
 		default:
 			t.Fatalf("status %d for %q: %s", rec.Code, body, rec.Body)
+		}
+	})
+}
+
+// Whatever an authenticated endpoint is sent as a token, signed by a
+// published key or not, the validator answers with an *AuthError or
+// accepts it for the serviceUrl it was given, and never panics.
+// FuzzActivity runs in local mode and never reaches the validator.
+func FuzzToken(f *testing.F) {
+	h := newHarness(f, setup{quietLogs: true})
+	key := h.bf.key("key-1")
+	serviceURL := h.conn.srv.URL
+	valid, _ := json.Marshal(h.claims())
+	f.Add(`{"alg":"RS256","kid":"key-1","typ":"JWT"}`, string(valid), true)
+	f.Add(`{"alg":"RS256","kid":"key-1"}`, `{"iss":"https://api.botframework.com","aud":{"x":1},"exp":1e300,"serviceurl":["a"]}`, true)
+	f.Add(`{"alg":"RS256","kid":"key-1"}`, `{"iss":"https://api.botframework.com","aud":[null,1],"exp":-1,"nbf":"x"}`, true)
+	f.Add(`{"alg":"none","kid":"key-1"}`, string(valid), false)
+	f.Add(`{"alg":"RS256","kid":7}`, string(valid), true)
+	f.Add(`{"alg":"RS256","kid":"key-1","crit":["exp"]}`, `null`, true)
+	f.Add(`[]`, `[]`, false)
+	f.Fuzz(func(t *testing.T, header, claims string, signed bool) {
+		enc := base64.RawURLEncoding
+		signing := enc.EncodeToString([]byte(header)) + "." + enc.EncodeToString([]byte(claims))
+		sig := "c2ln"
+		if signed {
+			s, err := jwt.SigningMethodRS256.Sign(signing, key)
+			if err != nil {
+				t.Fatal(err)
+			}
+			sig = s
+		}
+		got, err := h.bot.validator.Validate(context.Background(), "Bearer "+signing+"."+sig, serviceURL, "msteams")
+		var ae *AuthError
+		switch {
+		case err == nil && got != serviceURL:
+			t.Fatalf("accepted for serviceurl %q, the activity's is %q", got, serviceURL)
+		case err != nil && !errors.As(err, &ae):
+			t.Fatalf("error %v is not an *AuthError", err)
 		}
 	})
 }
