@@ -436,16 +436,22 @@ func (s ServerConfig) validate(where string, known func(string) bool) error {
 	return errors.Join(errs...)
 }
 
+// checkHTTPURL checks an http(s) URL. Its errors never quote the URL: by
+// now ${VAR} is expanded, and a token in the URL would reach the log.
 func checkHTTPURL(raw string) error {
 	u, err := url.Parse(raw)
 	if err != nil {
+		var uerr *url.Error
+		if errors.As(err, &uerr) {
+			err = uerr.Err // without the URL
+		}
 		return fmt.Errorf("bad URL: %w", err)
 	}
 	if u.Scheme != "http" && u.Scheme != "https" {
-		return fmt.Errorf("bad URL %q: the scheme must be http or https", raw)
+		return errors.New("bad URL: the scheme must be http or https")
 	}
 	if u.Host == "" {
-		return fmt.Errorf("bad URL %q: no host", raw)
+		return errors.New("bad URL: no host")
 	}
 	return nil
 }
@@ -465,20 +471,42 @@ func parseTimeout(s string, def time.Duration) (time.Duration, error) {
 	return d, nil
 }
 
-// Redacted returns a copy safe to print: header and env values are hidden,
-// since they usually carry secrets.
+// Redacted returns a copy safe to print: header and env values, and the
+// password and query values of URLs, are hidden, since they usually carry
+// secrets.
 func (c Config) Redacted() Config {
 	out := Config{Agents: make([]AgentConfig, len(c.Agents))}
 	for i, a := range c.Agents {
+		a.Model.BaseURL = hideURLSecrets(a.Model.BaseURL)
 		a.Servers = append([]ServerConfig(nil), a.Servers...)
 		for j := range a.Servers {
 			s := &a.Servers[j]
+			s.URL = hideURLSecrets(s.URL)
 			s.Headers = hideValues(s.Headers)
 			s.Env = hideValues(s.Env)
 		}
 		out.Agents[i] = a
 	}
 	return out
+}
+
+// hideURLSecrets hides a URL's password and query values; a URL that does
+// not parse is hidden whole.
+func hideURLSecrets(raw string) string {
+	if raw == "" {
+		return ""
+	}
+	u, err := url.Parse(raw)
+	if err != nil {
+		return "[redacted]"
+	}
+	if q := u.Query(); len(q) > 0 {
+		for k := range q {
+			q[k] = []string{"[redacted]"}
+		}
+		u.RawQuery = q.Encode()
+	}
+	return u.Redacted()
 }
 
 func hideValues(m map[string]string) map[string]string {

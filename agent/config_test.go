@@ -169,3 +169,43 @@ agents:
 		}
 	}
 }
+
+// A URL may carry a secret once ${VAR} is expanded (a token in its query, a
+// password): a mistake in it is reported without the URL, and Redacted
+// hides it.
+func TestConfigNeverShowsURLSecrets(t *testing.T) {
+	env := getenv(map[string]string{"TOKEN": "s3cret"})
+	for _, url := range []string{"ftp://crm.example.com/mcp?key=${TOKEN}", "https://user:${TOKEN}@/mcp", "https://a b.example/%zz?k=${TOKEN}"} {
+		data := "agents:\n  - id: a\n    servers:\n      - name: crm\n        url: \"" + url + "\"\n"
+		_, err := agent.LoadConfig([]byte(data), env)
+		if err == nil || !strings.Contains(err.Error(), "bad URL") {
+			t.Errorf("%s: err = %v, want a bad URL", url, err)
+		} else if strings.Contains(err.Error(), "s3cret") {
+			t.Errorf("%s: the error shows the secret: %v", url, err)
+		}
+	}
+
+	data := `
+agents:
+  - id: a
+    model: {kind: openai, model: m, baseURL: "https://llm.example.com/v1?api-key=s3cret"}
+    servers:
+      - name: crm
+        url: "https://user:${TOKEN}@crm.example.com/mcp?key=${TOKEN}&tenant=t1"
+`
+	cfg, err := agent.LoadConfig([]byte(data), env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	red := cfg.Redacted()
+	printed, _ := yaml.Marshal(red)
+	if strings.Contains(string(printed), "s3cret") {
+		t.Errorf("Redacted shows the secret:\n%s", printed)
+	}
+	if u := red.Agents[0].Servers[0].URL; !strings.HasPrefix(u, "https://user:") || !strings.Contains(u, "crm.example.com/mcp?") {
+		t.Errorf("Redacted URL = %q, want it still readable", u)
+	}
+	if !strings.Contains(cfg.Agents[0].Servers[0].URL, "s3cret") {
+		t.Errorf("Redacted changed the original")
+	}
+}
