@@ -549,6 +549,9 @@ func TestInstallAndUninstall(t *testing.T) {
 	welcomes := map[string]int{}
 	for _, c := range h.conn.snapshot() {
 		if c.Method == http.MethodPost && c.Activity.Type == "message" && len(c.Activity.Attachments) > 0 {
+			if !strings.Contains(string(c.Raw), "Hi, I'm Assistant.") || !strings.Contains(string(c.Raw), "/tools") {
+				t.Errorf("a card sent to %s is not the welcome card: %s", c.ConversationID, c.Raw)
+			}
 			welcomes[c.ConversationID]++
 		}
 	}
@@ -640,8 +643,9 @@ func TestMessageWithoutPersonIsRefused(t *testing.T) {
 		if !ok {
 			t.Fatalf("no refusal card for %s", id)
 		}
-		if len(c.Activity.Attachments) != 1 || len(openURLs(t, c.Activity.Attachments[0].Content)) != 0 {
-			t.Errorf("refusal for %s: %s", id, c.Raw)
+		if len(c.Activity.Attachments) != 1 || len(openURLs(t, c.Activity.Attachments[0].Content)) != 0 ||
+			!strings.Contains(string(c.Raw), "Sorry, I can't answer this message") || !strings.Contains(string(c.Raw), "work or school account") {
+			t.Errorf("refusal for %s is not the polite refusal card: %s", id, c.Raw)
 		}
 	}
 	audit, _ := h.store.Audit(context.Background(), store.AuditQuery{})
