@@ -9,6 +9,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/chromedp/cdproto/emulation"
+	"github.com/chromedp/chromedp"
+
 	"teamsbot/viewpage"
 )
 
@@ -74,6 +77,10 @@ func TestBrowserBridge(t *testing.T) {
 
 	// "Nothing goes to the view before it [initialized]."
 	t.Run("nothing before initialized", func(t *testing.T) {
+		if _, err := chromedp.Call(tb.ctx, emulation.SetEmulatedMedia, emulation.SetEmulatedMediaParams{
+			Features: []*emulation.MediaFeature{{Name: "prefers-color-scheme", Value: "light"}}}); err != nil {
+			t.Fatalf("emulate a light scheme: %v", err)
+		}
 		if got := errorCode(rpc("ping", nil)); got != -32601 {
 			t.Fatalf("ping answered with code %v, want -32601", got)
 		}
@@ -100,8 +107,8 @@ func TestBrowserBridge(t *testing.T) {
 			}
 		}
 		hc := asMap(t, res["hostContext"])
-		if hc["theme"] != "light" && hc["theme"] != "dark" {
-			t.Errorf("theme %v", hc["theme"])
+		if hc["theme"] != "light" {
+			t.Errorf("theme %v under a light scheme", hc["theme"])
 		}
 		if hc["displayMode"] != "inline" || hc["platform"] != "web" || hc["locale"] == "" || hc["timeZone"] == "" {
 			t.Errorf("hostContext %v", hc)
@@ -114,10 +121,42 @@ func TestBrowserBridge(t *testing.T) {
 		}
 
 		// A second initialize is answered again, its numeric id echoed as
-		// a number.
+		// a number. Its context follows the browser: the theme and the
+		// style variables from prefers-color-scheme, the locale and the
+		// time zone. (The first answer came under the default light scheme.)
+		for _, c := range []struct {
+			cmd  func() error
+			what string
+		}{
+			{func() error {
+				_, err := chromedp.Call(tb.ctx, emulation.SetEmulatedMedia, emulation.SetEmulatedMediaParams{
+					Features: []*emulation.MediaFeature{{Name: "prefers-color-scheme", Value: "dark"}}})
+				return err
+			}, "dark scheme"},
+			{func() error {
+				_, err := chromedp.Call(tb.ctx, emulation.SetTimezoneOverride, emulation.SetTimezoneOverrideParams{TimezoneID: "Asia/Tokyo"})
+				return err
+			}, "time zone"},
+		} {
+			if err := c.cmd(); err != nil {
+				t.Fatalf("emulate the %s: %v", c.what, err)
+			}
+		}
 		again := asMap(t, tb.must(viewFrame, `rpc("ui/initialize", {appInfo: {name: "lab", version: "1"}, appCapabilities: {}, protocolVersion: "2026-01-26"}, 7)`))
 		if again["id"] != float64(7) || again["result"] == nil {
-			t.Errorf("second initialize: %v", again)
+			t.Fatalf("second initialize: %v", again)
+		}
+		hc2 := asMap(t, asMap(t, again["result"])["hostContext"])
+		if hc2["theme"] != "dark" || hc2["timeZone"] != "Asia/Tokyo" {
+			t.Errorf("hostContext under a dark scheme in Tokyo: theme %v, timeZone %v", hc2["theme"], hc2["timeZone"])
+		}
+		if lang := tb.must(mainFrame, `navigator.language`); hc2["locale"] != lang {
+			t.Errorf("hostContext locale %v, want the browser's %v", hc2["locale"], lang)
+		}
+		vars1 := asMap(t, asMap(t, hc["styles"])["variables"])
+		vars2 := asMap(t, asMap(t, hc2["styles"])["variables"])
+		if vars1["--color-background-primary"] == vars2["--color-background-primary"] {
+			t.Errorf("style variables did not follow the dark scheme: %v", vars2)
 		}
 		rpc("ping", nil) // a round trip: anything queued has arrived
 		if m := methods(); len(m) != 0 {
