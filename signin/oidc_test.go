@@ -1,13 +1,16 @@
 package signin_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"log/slog"
 	"net/http"
 	"net/http/cookiejar"
 	"net/url"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -361,3 +364,59 @@ func TestRefusedCallbacksRecordNoState(t *testing.T) {
 		t.Errorf("%d states recorded after one sign-in, want 1", n)
 	}
 }
+
+// Nothing secret reaches the log in OIDC mode, at debug level, through a
+// sign-in, a refused one and a forged cookie: not the code, the state, the
+// nonce, an ID token, the client secret or a cookie.
+func TestOIDCLogsNoSecrets(t *testing.T) {
+	m := startMock(t)
+	var logs bytes.Buffer
+	var mu sync.Mutex
+	logger := slog.New(slog.NewTextHandler(writerFunc(func(p []byte) (int, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		return logs.Write(p)
+	}), &slog.HandlerOptions{Level: slog.LevelDebug}))
+	e := newOIDCEnv(t, m, false, func(o *signin.Options) { o.Logger = logger })
+
+	var secrets []string
+	m.QueueUser(alice())
+	f := e.begin("/x")
+	authz, _ := f.start.Location()
+	secrets = append(secrets, f.callback.Query().Get("code"), f.callback.Query().Get("state"),
+		authz.Query().Get("nonce"), authz.Query().Get("code_challenge"), setCookie(f.start, "teamsbot-signin").Value)
+	resp, _ := e.finish(f)
+	session := setCookie(resp, "teamsbot-session")
+	if session == nil {
+		t.Fatal("no session cookie")
+	}
+	secrets = append(secrets, session.Value)
+	e.whoami()
+
+	u := alice()
+	bad := "another-nonce"
+	u.Nonce = &bad
+	m.QueueUser(u)
+	f = e.begin("/x")
+	secrets = append(secrets, f.callback.Query().Get("code"), f.callback.Query().Get("state"))
+	e.finish(f)
+	forged := session.Value[:len(session.Value)-4] + "AAAA"
+	e.svc.Session(requestWith(session.Name, forged))
+
+	mu.Lock()
+	out := logs.String()
+	mu.Unlock()
+	if !strings.Contains(out, "signed in") || !strings.Contains(out, "nonce does not match") {
+		t.Fatalf("the log lacks the sign-in or the refusal: %s", out)
+	}
+	for _, s := range append(secrets, m.ClientSecret, forged, "eyJ") {
+		if s != "" && strings.Contains(out, s) {
+			t.Errorf("the log shows %.12q…", s)
+		}
+	}
+}
+
+// writerFunc is an io.Writer made of a function.
+type writerFunc func([]byte) (int, error)
+
+func (f writerFunc) Write(p []byte) (int, error) { return f(p) }
