@@ -487,14 +487,30 @@ func checkActivity(in *inbound) error {
 
 // stripMentions removes the bot's own @mention (an entity of type mention
 // whose mentioned.id is the recipient), which Teams puts in the text of
-// channel and group chat messages as "<at>Name</at>".
+// channel and group chat messages as "<at>Name</at>". Only the mention and
+// one space beside it go: the rest of the text, its line breaks and the
+// spaces inside a tool's JSON arguments, reaches the agent as written.
 func stripMentions(text string, entities []entity, botID string) string {
 	for _, e := range entities {
-		if e.Type == "mention" && e.Mentioned.ID == botID && e.Text != "" {
-			text = strings.ReplaceAll(text, e.Text, "")
+		if e.Type != "mention" || e.Mentioned.ID != botID || e.Text == "" {
+			continue
 		}
+		var b strings.Builder
+		for {
+			before, after, found := strings.Cut(text, e.Text)
+			if !found {
+				b.WriteString(text)
+				break
+			}
+			if strings.HasSuffix(before, " ") && strings.HasPrefix(after, " ") {
+				after = after[1:]
+			}
+			b.WriteString(before)
+			text = after
+		}
+		text = b.String()
 	}
-	return strings.Join(strings.Fields(text), " ")
+	return strings.TrimSpace(text)
 }
 
 // channelTenant returns channelData.tenant.id.

@@ -814,9 +814,17 @@ func TestStripMentions(t *testing.T) {
 	}
 	ents[0].Mentioned.ID = testBotMRI
 	ents[1].Mentioned.ID = "29:grace"
-	got := stripMentions("<at>TicketIQ</at>  ask <at>Grace</at>\n about sales ", ents, testBotMRI)
-	if want := "ask <at>Grace</at> about sales"; got != want {
-		t.Errorf("stripMentions = %q, want %q", got, want)
+	for in, want := range map[string]string{
+		"<at>TicketIQ</at>  ask <at>Grace</at>\n about sales ":             "ask <at>Grace</at>\n about sales",
+		"ask <at>TicketIQ</at> about sales":                                "ask about sales",
+		"<at>TicketIQ</at> first line\nsecond line":                        "first line\nsecond line",
+		"<at>TicketIQ</at> /lookup_customer {\"name\": \"Ada  Lovelace\"}": "/lookup_customer {\"name\": \"Ada  Lovelace\"}",
+		"no mention\n\n  indented":                                         "no mention\n\n  indented",
+		"<at>TicketIQ</at>":                                                "",
+	} {
+		if got := stripMentions(in, ents, testBotMRI); got != want {
+			t.Errorf("stripMentions(%q) = %q, want %q", in, got, want)
+		}
 	}
 }
 
