@@ -124,7 +124,8 @@ type Options struct {
 	// app-only tools kept from the model, views made. Off: not advertised,
 	// every tool offered, no views.
 	AppsEnabled bool
-	// MaxResourceBytes bounds a view's HTML; <= 0 means
+	// MaxResourceBytes bounds a view's HTML, and separately its tool
+	// arguments and result together; <= 0 means
 	// mcpapps.DefaultMaxResourceBytes.
 	MaxResourceBytes int
 	// HTTPClient is the base for Streamable HTTP servers and the openai
@@ -289,6 +290,14 @@ func (s *Service) Close() error {
 		wg.Wait()
 	})
 	return errors.Join(errs...)
+}
+
+// maxResourceBytes is Options.MaxResourceBytes with its default.
+func (s *Service) maxResourceBytes() int {
+	if s.opts.MaxResourceBytes > 0 {
+		return s.opts.MaxResourceBytes
+	}
+	return mcpapps.DefaultMaxResourceBytes
 }
 
 // newID returns a random 128-bit id, URL-safe.

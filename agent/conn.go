@@ -529,15 +529,21 @@ func (c *serverConn) buildToolList(tools []*mcp.Tool, more bool) *toolList {
 	return tl
 }
 
-// toolTitle is a tool's display name: title, annotations.title, name.
+// maxTitleBytes bounds a tool's title as shown to the model, in views and
+// on cards.
+const maxTitleBytes = 256
+
+// toolTitle is a tool's display name: title, annotations.title, name; one
+// line, at most maxTitleBytes.
 func toolTitle(t *mcp.Tool) string {
-	if t.Title != "" {
-		return t.Title
+	title := t.Name
+	switch {
+	case t.Title != "":
+		title = t.Title
+	case t.Annotations != nil && t.Annotations.Title != "":
+		title = t.Annotations.Title
 	}
-	if t.Annotations != nil && t.Annotations.Title != "" {
-		return t.Annotations.Title
-	}
-	return t.Name
+	return oneLine(clip(title, maxTitleBytes))
 }
 
 // resource returns the checked resource uri, reading it when not cached. A

@@ -359,24 +359,27 @@ func (r *runState) callForModel(ctx context.Context, call ToolCall) Message {
 // the call, or refuses it; either way the answer stands.
 func (r *runState) makeView(ctx context.Context, c *serverConn, cs *mcp.ClientSession, e *toolEntry, args json.RawMessage, res *mcp.CallToolResult) {
 	uri, tool := e.ui.ResourceURI, e.tool.Name
-	var entry *resourceEntry
-	if err := mcpapps.CheckURI(uri); err != nil {
-		// Refused before it is read: a server cannot make the host fetch
-		// anything but a ui:// resource.
-		var re *mcpapps.RefusedError
-		if !errors.As(err, &re) {
-			re = &mcpapps.RefusedError{Reason: mcpapps.ReasonScheme, Detail: err.Error()}
-		}
-		entry = &resourceEntry{refusal: re}
-	} else {
+	entry := viewResource(ctx, c, cs, uri)
+	refusal := entry.refusal
+	var result json.RawMessage
+	if refusal == nil {
 		var err error
-		entry, err = c.resource(ctx, cs, uri)
-		if err != nil {
-			entry = &resourceEntry{refusal: &mcpapps.RefusedError{Reason: mcpapps.ReasonRead, Detail: err.Error()}}
+		if result, err = resultJSON(res); err != nil {
+			r.note("no view for %s/%s: %v", c.name, tool, err)
+			return
+		}
+		if args, err = objectArgs(args); err != nil {
+			args = json.RawMessage("{}")
+		}
+		// The view keeps the arguments and the result for 7 days and
+		// sends them to the browser: they are bounded like its HTML.
+		if n, limit := len(args)+len(result), r.svc.maxResourceBytes(); n > limit {
+			refusal = &mcpapps.RefusedError{Reason: mcpapps.ReasonSize,
+				Detail: fmt.Sprintf("the tool's arguments and result are %d bytes, more than the limit of %d", n, limit)}
 		}
 	}
-	if entry.refusal != nil {
-		rf := Refusal{Server: c.name, Tool: tool, ResourceURI: clip(uri, maxURIBytes), Reason: entry.refusal.Reason, Detail: clip(entry.refusal.Detail, maxReasonBytes)}
+	if refusal != nil {
+		rf := Refusal{Server: c.name, Tool: tool, ResourceURI: clip(uri, maxURIBytes), Reason: refusal.Reason, Detail: clip(refusal.Detail, maxReasonBytes)}
 		r.answer.Refusals = append(r.answer.Refusals, rf)
 		r.audit = append(r.audit, r.auditRecord(AuditRefused, map[string]any{
 			"server": c.name, "tool": tool, "uri": rf.ResourceURI, "reason": rf.Reason, "why": rf.Detail,
@@ -384,15 +387,6 @@ func (r *runState) makeView(ctx context.Context, c *serverConn, cs *mcp.ClientSe
 		r.svc.metrics.refused(c.name, rf.Reason)
 		r.note("no view for %s/%s: %s: %s", c.name, tool, rf.Reason, rf.Detail)
 		return
-	}
-	result, err := resultJSON(res)
-	if err != nil {
-		r.note("no view for %s/%s: %v", c.name, tool, err)
-		return
-	}
-	args, err = objectArgs(args)
-	if err != nil {
-		args = json.RawMessage("{}")
 	}
 	now := r.svc.now()
 	v := mcpapps.View{
@@ -423,6 +417,24 @@ func (r *runState) makeView(ctx context.Context, c *serverConn, cs *mcp.ClientSe
 		"sha256": entry.sha, "csp": entry.csp.Header, "cspDropped": entry.csp.Dropped,
 	}))
 	r.svc.metrics.view(c.name)
+}
+
+// viewResource returns the checked resource uri of a view, or its refusal.
+// A URI that is not ui:// is refused before anything is read: a server
+// cannot make the host fetch anything but a ui:// resource.
+func viewResource(ctx context.Context, c *serverConn, cs *mcp.ClientSession, uri string) *resourceEntry {
+	if err := mcpapps.CheckURI(uri); err != nil {
+		var re *mcpapps.RefusedError
+		if !errors.As(err, &re) {
+			re = &mcpapps.RefusedError{Reason: mcpapps.ReasonScheme, Detail: err.Error()}
+		}
+		return &resourceEntry{refusal: re}
+	}
+	entry, err := c.resource(ctx, cs, uri)
+	if err != nil {
+		return &resourceEntry{refusal: &mcpapps.RefusedError{Reason: mcpapps.ReasonRead, Detail: err.Error()}}
+	}
+	return entry
 }
 
 // CallFromView calls a tool for a view through the governed path. Only a

@@ -60,6 +60,11 @@ func hostileServer(override func(ctx context.Context, method string, req mcp.Req
 			func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 				return nil, errors.New(huge)
 			})
+		srv.AddTool(&mcp.Tool{Name: "huge_result", Title: "Huge\nresult " + strings.Repeat("t", 1<<16), InputSchema: map[string]any{"type": "object"},
+			Meta: mcp.Meta{"ui": map[string]any{"resourceUri": hostileViewURI}}},
+			func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+				return textResult("start " + strings.Repeat("r", 3<<20)), nil
+			})
 		srv.AddReceivingMiddleware(func(next mcp.MethodHandler) mcp.MethodHandler {
 			return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
 				if res, ok := override(ctx, method, req); ok {
@@ -229,5 +234,31 @@ func TestHostileTextIsBounded(t *testing.T) {
 		if n := len(mf.GetMetric()); n > 20 {
 			t.Errorf("metric %s has %d series: made-up names became labels", mf.GetName(), n)
 		}
+	}
+}
+
+// A view keeps its tool's arguments and result for 7 days and sends them to
+// the browser: a result larger than the view limit makes no view (refused
+// as "size", audited), the answer still stands, and a title of 64 KB is
+// shown on one short line.
+func TestHugeResultMakesNoView(t *testing.T) {
+	st := openStore(t)
+	none := func(context.Context, string, mcp.Request) (mcp.Result, bool) { return nil, false }
+	s := newService(t, hostileConfig(), agent.Options{Store: st, AppsEnabled: true,
+		Builtins: map[string]func() *mcp.Server{"evil": hostileServer(none)}})
+	ans := run(t, s, "/huge_result {}")
+	if len(ans.Views) != 0 || len(ans.Refusals) != 1 || ans.Refusals[0].Reason != mcpapps.ReasonSize {
+		t.Fatalf("views %d, refusals %+v", len(ans.Views), ans.Refusals)
+	}
+	if !strings.Contains(ans.Text, "start rrrr") {
+		t.Errorf("the answer does not stand: %.100q", ans.Text)
+	}
+	if recs := audit(t, st, agent.AuditRefused); len(recs) != 1 || field(recs[0], "reason") != mcpapps.ReasonSize {
+		t.Errorf("refusal audit = %+v", recs)
+	}
+	checkNotes(t, ans.Notes)
+	title, _, _ := strings.Cut(ans.Text, ":")
+	if len(title) > 300 || strings.Contains(title, "\n") {
+		t.Errorf("title as answered: %d bytes, %.60q", len(title), title)
 	}
 }

@@ -16,7 +16,7 @@ import (
 const (
 	ReasonScheme  = "scheme"  // the URI is not a well-formed ui:// URI
 	ReasonMIME    = "mime"    // the MIME type is not exactly MIMEType
-	ReasonSize    = "size"    // the HTML is larger than the limit
+	ReasonSize    = "size"    // the HTML (or, as the agent also applies it, the view's arguments and result) is larger than the limit
 	ReasonContent = "content" // not exactly one item, another URI, both or neither of text and blob, empty HTML
 	ReasonRead    = "read"    // resources/read failed; set by the caller, which does the I/O
 )
