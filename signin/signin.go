@@ -61,12 +61,19 @@ const flowLifetime = 10 * time.Minute
 
 // Session is the signed-in person, as kept in the session cookie.
 type Session struct {
-	TenantID string    `json:"tid"`
-	UserID   string    `json:"oid"`
-	Name     string    `json:"name,omitempty"`
-	Username string    `json:"upn,omitempty"`
-	Roles    []string  `json:"roles,omitempty"`
-	Expires  time.Time `json:"exp"`
+	// TenantID is the Entra tenant (tid); with UserID, the identity.
+	TenantID string `json:"tid"`
+	// UserID is the person's immutable object id (oid), the same as the
+	// Graph user id and Teams' from.aadObjectId.
+	UserID string `json:"oid"`
+	// Name is the display name (name), for display only.
+	Name string `json:"name,omitempty"`
+	// Username is preferred_username, for display only: it can change.
+	Username string `json:"upn,omitempty"`
+	// Roles are the app roles of the ID token (roles), read at sign-in.
+	Roles []string `json:"roles,omitempty"`
+	// Expires ends the session, however the browser keeps the cookie.
+	Expires time.Time `json:"exp"`
 	// Local is true for the local development sign-in.
 	Local bool `json:"local,omitempty"`
 }

@@ -452,23 +452,38 @@ func (h *Handler) refusal(err error) error {
 // ViewInfo is the answer of GET /api/mcp-apps/{id}: what the page needs to
 // frame the view and answer its messages. The two URLs carry fresh tokens.
 type ViewInfo struct {
-	ID          string              `json:"id"`
-	Server      string              `json:"server"`
-	Tool        string              `json:"tool"`
-	ToolTitle   string              `json:"toolTitle,omitempty"`
-	ResourceURI string              `json:"resourceUri"`
-	ProxyURL    string              `json:"proxyUrl"`
-	ViewURL     string              `json:"viewUrl"`
-	Arguments   json.RawMessage     `json:"arguments"`
-	Result      json.RawMessage     `json:"result"`
-	ExpiresAt   time.Time           `json:"expiresAt"`
+	// ID is the view's id.
+	ID string `json:"id"`
+	// Server is the name of the MCP server the view came from.
+	Server string `json:"server"`
+	// Tool is the name of the tool whose call made the view.
+	Tool string `json:"tool"`
+	// ToolTitle is the tool's title, when it has one.
+	ToolTitle string `json:"toolTitle,omitempty"`
+	// ResourceURI is the ui:// resource the view's HTML was read from.
+	ResourceURI string `json:"resourceUri"`
+	// ProxyURL is the sandbox proxy's URL with a fresh token.
+	ProxyURL string `json:"proxyUrl"`
+	// ViewURL is the view document's URL with a fresh token.
+	ViewURL string `json:"viewUrl"`
+	// Arguments are the tool call's arguments, a JSON object ({} when
+	// there were none): the view's tool-input.
+	Arguments json.RawMessage `json:"arguments"`
+	// Result is the tool's CallToolResult, its content always an array:
+	// the view's tool-result.
+	Result json.RawMessage `json:"result"`
+	// ExpiresAt is when the view stops being served.
+	ExpiresAt time.Time `json:"expiresAt"`
+	// Permissions are what the view's server asked for; only forms is
+	// ever granted (see Sandbox).
 	Permissions mcpapps.Permissions `json:"permissions"`
 	// Sandbox is the sandbox attribute of both frames: "allow-scripts",
 	// plus "allow-forms" only when the server asked for forms. The proxy
 	// frame carries it too because a frame inherits its parent's sandbox
 	// flags (TestSandboxFlagsAreInherited).
-	Sandbox       string `json:"sandbox"`
-	PrefersBorder *bool  `json:"prefersBorder,omitempty"`
+	Sandbox string `json:"sandbox"`
+	// PrefersBorder is the resource's prefersBorder, when it said.
+	PrefersBorder *bool `json:"prefersBorder,omitempty"`
 }
 
 // viewAPI serves GET /api/mcp-apps/{id}.
