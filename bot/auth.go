@@ -48,22 +48,41 @@ const (
 )
 
 // Reasons an inbound request is refused; they label the auth failure metric
-// and the log line.
+// (teamsbot_bot_auth_failures_total) and the log line.
 const (
-	ReasonMissingToken  = "missing_token"
-	ReasonMalformed     = "malformed"
-	ReasonAlgorithm     = "algorithm"
-	ReasonUnknownKey    = "unknown_key"
-	ReasonSignature     = "signature"
-	ReasonIssuer        = "issuer"
-	ReasonAudience      = "audience"
-	ReasonExpired       = "expired"
-	ReasonNotYetValid   = "not_yet_valid"
+	// ReasonMissingToken is a request without a bearer token.
+	ReasonMissingToken = "missing_token"
+	// ReasonMalformed is a token that is not a JWT, or has claims of the
+	// wrong JSON type.
+	ReasonMalformed = "malformed"
+	// ReasonAlgorithm is a token signed with anything but RS256.
+	ReasonAlgorithm = "algorithm"
+	// ReasonUnknownKey is a token without a kid, or with a kid the OpenID
+	// keys do not hold.
+	ReasonUnknownKey = "unknown_key"
+	// ReasonSignature is a signature that does not verify with the key.
+	ReasonSignature = "signature"
+	// ReasonIssuer is an iss other than Issuer.
+	ReasonIssuer = "issuer"
+	// ReasonAudience is an aud that does not hold the bot's app id.
+	ReasonAudience = "audience"
+	// ReasonExpired is an exp more than 5 minutes past.
+	ReasonExpired = "expired"
+	// ReasonNotYetValid is an nbf more than 5 minutes ahead.
+	ReasonNotYetValid = "not_yet_valid"
+	// ReasonMissingExpiry is a token without exp.
 	ReasonMissingExpiry = "missing_exp"
-	ReasonServiceURL    = "service_url"
-	ReasonEndorsement   = "endorsement"
-	ReasonKeysUnusable  = "keys_unavailable"
-	ReasonNotLoopback   = "not_loopback"
+	// ReasonServiceURL is a serviceurl claim that is missing or is not the
+	// activity's serviceUrl.
+	ReasonServiceURL = "service_url"
+	// ReasonEndorsement is a signing key not endorsed for the activity's
+	// channelId (403).
+	ReasonEndorsement = "endorsement"
+	// ReasonKeysUnusable is OpenID metadata or keys that could not be
+	// fetched (503: the caller is not at fault).
+	ReasonKeysUnusable = "keys_unavailable"
+	// ReasonNotLoopback is a caller not on loopback in local mode (403).
+	ReasonNotLoopback = "not_loopback"
 )
 
 // ErrUnauthorized is wrapped by every AuthError.
@@ -72,11 +91,16 @@ var ErrUnauthorized = errors.New("bot: unauthorized")
 // AuthError says why an inbound request was refused. Status is the HTTP
 // status to answer with.
 type AuthError struct {
+	// Reason is one of the Reason constants.
 	Reason string
+	// Status is 401, 403 or 503.
 	Status int
+	// Detail says what exactly was wrong, for the log; it never holds the
+	// token.
 	Detail string
 }
 
+// Error says why the request was refused.
 func (e *AuthError) Error() string {
 	return "bot: unauthorized: " + e.Reason + ": " + e.Detail
 }
@@ -162,11 +186,17 @@ type Validator struct {
 
 // ValidatorOptions configures NewValidator.
 type ValidatorOptions struct {
-	AppID       string
-	MetadataURL string // empty: DefaultOpenIDMetadataURL
-	HTTPClient  *http.Client
-	Now         func() time.Time
-	Logger      *slog.Logger
+	// AppID is the bot's app id, the audience tokens must name. Required.
+	AppID string
+	// MetadataURL is the OpenID metadata; empty means DefaultOpenIDMetadataURL.
+	MetadataURL string
+	// HTTPClient fetches the metadata and keys; nil means a client with
+	// timeouts.
+	HTTPClient *http.Client
+	// Now is the clock for exp, nbf and key ages; nil means time.Now.
+	Now func() time.Time
+	// Logger; nil discards.
+	Logger *slog.Logger
 }
 
 // NewValidator returns a validator for tokens addressed to opts.AppID. It

@@ -58,11 +58,20 @@ const Path = "/api/messages"
 
 // Defaults of Options.
 const (
-	DefaultWorkingAfter       = 2 * time.Second
+	// DefaultWorkingAfter is how long a run may take before the "working on
+	// it" card: "a couple of seconds", well inside Teams' patience.
+	DefaultWorkingAfter = 2 * time.Second
+	// DefaultMaxConcurrentTurns bounds agent runs at once; more wait for a
+	// slot, so a burst cannot exhaust MCP servers or the model.
 	DefaultMaxConcurrentTurns = 64
-	DefaultMaxPendingTurns    = 2048
-	DefaultMaxBodyBytes       = 256 << 10
-	DefaultTurnTimeout        = 2 * time.Minute
+	// DefaultMaxPendingTurns bounds turns accepted but not finished, and so
+	// the goroutines and memory they hold; past it Teams is asked to retry.
+	DefaultMaxPendingTurns = 2048
+	// DefaultMaxBodyBytes bounds a request body: Teams' activities are far
+	// smaller than 256 KB.
+	DefaultMaxBodyBytes = 256 << 10
+	// DefaultTurnTimeout bounds one turn, run and sends included.
+	DefaultTurnTimeout = 2 * time.Minute
 	// dedupTTL outlasts every retry Teams makes of one activity.
 	dedupTTL = 15 * time.Minute
 	// dedupMax bounds the memory the retry filter takes.
@@ -73,11 +82,13 @@ const (
 
 // Errors of the endpoint.
 var (
-	// ErrBadActivity: the request body is not an activity we can read.
+	// ErrBadActivity means the request body is not an activity the bot can
+	// read or answer (400).
 	ErrBadActivity = errors.New("bot: bad activity")
-	// ErrBusy: too many turns are waiting; Teams will retry.
+	// ErrBusy means too many turns are waiting; the endpoint answers 503 and
+	// Teams retries.
 	ErrBusy = errors.New("bot: too many turns in flight")
-	// ErrClosed: the bot is shutting down.
+	// ErrClosed means the bot is shutting down and takes no new turns (503).
 	ErrClosed = errors.New("bot: shutting down")
 )
 
@@ -810,8 +821,8 @@ func (b *Bot) onInvoke(t *activity.TurnContext) (schema.Activity, error) {
 	return schema.Activity{Type: invokeResponseType, Value: map[string]interface{}{"invokeResponse": ir}}, nil
 }
 
-// ErrNoStore: the bot was built without a store, so it keeps no
-// conversation references.
+// ErrNoStore means the bot was built without a store, so it keeps no
+// conversation references and cannot send proactively.
 var ErrNoStore = errors.New("bot: no store configured")
 
 // SendProactive posts a card, unprompted, to a conversation the bot was

@@ -41,11 +41,12 @@ const (
 
 // Errors of outbound calls.
 var (
-	// ErrServiceURL: the activity's serviceUrl is not one we send to.
+	// ErrServiceURL means the activity's serviceUrl is not one the bot
+	// sends to (and so sends its token to).
 	ErrServiceURL = errors.New("bot: serviceUrl refused")
-	// ErrToken: no bot token could be had from the token endpoint.
+	// ErrToken means no bot token could be had from the token endpoint.
 	ErrToken = errors.New("bot: bot token unavailable")
-	// ErrConnector: the Bot Connector refused or failed a call.
+	// ErrConnector means the Bot Connector refused or failed a call.
 	ErrConnector = errors.New("bot: connector call failed")
 )
 

@@ -27,6 +27,7 @@ type Answer struct {
 
 // Refusal is a view that was not made, and why.
 type Refusal struct {
+	// Server, Tool and ResourceURI name the view that was refused.
 	Server, Tool, ResourceURI string
 	// Reason is one of mcpapps.RefusedError's reasons: scheme, mime, size,
 	// content, read.
@@ -37,6 +38,7 @@ type Refusal struct {
 
 // ToolError is a tool call that failed.
 type ToolError struct {
+	// Server and Tool name the call; Message is what it failed with.
 	Server, Tool, Message string
 }
 

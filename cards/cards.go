@@ -65,8 +65,10 @@ type Card struct {
 // Attachment is a Bot Framework attachment carrying an Adaptive Card, shaped
 // like the attachments of a message activity.
 type Attachment struct {
+	// ContentType is always ContentType.
 	ContentType string `json:"contentType"`
-	Content     Card   `json:"content"`
+	// Content is the card.
+	Content Card `json:"content"`
 }
 
 // Attachment wraps the card for a Bot Framework message activity.
