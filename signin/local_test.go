@@ -6,6 +6,7 @@ import (
 	"encoding/base64"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"net/url"
@@ -113,6 +114,34 @@ func TestLocalSignInRefusesCrossSiteAndBadInput(t *testing.T) {
 	resp, _ := e.postLocal(localForm("//evil.example"), nil)
 	if loc := resp.Header.Get("Location"); loc != "/" {
 		t.Errorf("hostile return in the form: redirected to %q, want /", loc)
+	}
+}
+
+// A session that would not fit in a cookie (browsers keep about 4 KiB)
+// is refused at sign-in with a clear page, instead of a cookie the browser
+// drops and a sign-in that starts over and over.
+func TestSessionTooLargeForACookie(t *testing.T) {
+	e := newEnv(t, signin.Options{Loopback: true}, false)
+	f := localForm("/x")
+	var roles []string
+	for i := range 64 {
+		roles = append(roles, fmt.Sprintf("role-%03d-%s", i, strings.Repeat("r", 100)))
+	}
+	f.Set("roles", strings.Join(roles, " "))
+	resp, body := e.postLocal(f, nil)
+	if resp.StatusCode != http.StatusBadRequest || !strings.Contains(body, "more than a session can hold") {
+		t.Errorf("POST with 64 long roles: %d, want 400 saying why: %s", resp.StatusCode, body)
+	}
+	if c := setCookie(resp, "teamsbot-session"); c != nil && c.MaxAge >= 0 {
+		t.Errorf("a session cookie of %d bytes was set", len(c.Value))
+	}
+	// A handful of roles fits.
+	f.Set("roles", strings.Join(roles[:8], " "))
+	if resp, body := e.postLocal(f, nil); resp.StatusCode != http.StatusSeeOther {
+		t.Errorf("POST with 8 roles: %d: %s", resp.StatusCode, body)
+	}
+	if _, code := e.whoami(); code != http.StatusOK {
+		t.Errorf("whoami after signing in with 8 roles: %d", code)
 	}
 }
 

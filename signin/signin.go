@@ -354,7 +354,16 @@ func (s *Service) startSession(c echo.Context, p sessionPayload) (time.Time, err
 	if err != nil {
 		return time.Time{}, fmt.Errorf("signin: encode session: %w", err)
 	}
-	c.SetCookie(s.cookie(s.sessionCookie, s.seal.seal(s.sessionCookie, plain), s.lifetime))
+	value := s.seal.seal(s.sessionCookie, plain)
+	if len(value) > maxCookieValue {
+		// A browser would drop the cookie without a word and the person
+		// would be sent to sign in again and again.
+		s.log.Warn("signin: session too large for a cookie",
+			slog.String("tenant", p.TID), slog.String("user", p.OID), slog.Int("roles", len(p.Roles)), slog.Int("bytes", len(value)))
+		return time.Time{}, echo.NewHTTPError(http.StatusBadRequest,
+			"Your sign-in carries more than a session can hold (too many app roles, or very long names). Ask your administrator.")
+	}
+	c.SetCookie(s.cookie(s.sessionCookie, value, s.lifetime))
 	return exp, nil
 }
 
