@@ -407,67 +407,58 @@ func (p *prepared) viewFallback(v viewInfo) string {
 
 // refusalBlock lists the views that were not made.
 func (p *prepared) refusalBlock(s shape) (container, bool) {
-	if len(p.refusals) == 0 {
-		return container{}, false
-	}
-	items := []element{boldText(plural(len(p.refusals), "view could not be shown", "views could not be shown"))}
-	for i, r := range p.refusals {
-		if i >= s.issues {
-			items = append(items, subtleText(fmt.Sprintf("%s: %s not listed.", Shortened, plural(len(p.refusals)-i, "more", "more"))))
-			break
-		}
-		name := r.name
-		if name == "" {
-			name = "A view"
-		}
-		runs := []textRun{bold(name)}
-		if r.server != "" {
-			runs = append(runs, run(" from "), run(r.server))
-		}
-		runs = append(runs, run(": "+r.reason+"."))
+	head := boldText(plural(len(p.refusals), "view could not be shown", "views could not be shown"))
+	return issueBlock("warning", head, p.refusals, s.issues, "A view", func(r issue) []textRun {
+		runs := []textRun{run(": " + r.reason + ".")}
 		// Details are technical; they are the first thing to go.
 		if s.issueCap >= maxMessage && r.message != "" {
 			runs = append(runs, subtle(" ("+r.message+")"))
 		}
-		items = append(items, rich(runs...))
-	}
-	items = append(items, subtleText("The answer above does not depend on them."))
-	b := box("warning", items...)
-	b.Spacing = "Medium"
-	return b, true
+		return runs
+	}, "The answer above does not depend on them.")
 }
 
 // toolErrorBlock shows failed tool calls as errors.
 func (p *prepared) toolErrorBlock(s shape) (container, bool) {
-	if len(p.toolErrors) == 0 {
-		return container{}, false
-	}
 	head := boldText(plural(len(p.toolErrors), "tool call failed", "tool calls failed"))
 	head.Color = "Attention"
-	items := []element{head}
-	for i, e := range p.toolErrors {
-		if i >= s.issues {
-			items = append(items, subtleText(fmt.Sprintf("%s: %s not listed.", Shortened, plural(len(p.toolErrors)-i, "more", "more"))))
-			break
-		}
-		name := e.name
-		if name == "" {
-			name = "A tool"
-		}
-		runs := []textRun{bold(name)}
-		if e.server != "" {
-			runs = append(runs, run(" from "), run(e.server))
-		}
+	return issueBlock("attention", head, p.toolErrors, s.issues, "A tool", func(e issue) []textRun {
 		msg := shorten(e.message, s.issueCap)
 		if msg == "" {
 			msg = "it returned an error"
 		}
 		m := run(": " + msg)
 		m.Color = "Attention"
-		items = append(items, rich(append(runs, m)...))
+		return []textRun{m}
+	}, "The answer may be incomplete.")
+}
+
+// issueBlock is a box of the given style listing refusals or tool errors:
+// the heading, one line per issue for the first shown (its name, or
+// unnamed when it has none, its server, then what why adds), a count of
+// the rest, and a closing line. It is false when there is nothing to list.
+func issueBlock(style string, head textBlock, list []issue, shown int, unnamed string, why func(issue) []textRun, closing string) (container, bool) {
+	if len(list) == 0 {
+		return container{}, false
 	}
-	items = append(items, subtleText("The answer may be incomplete."))
-	b := box("attention", items...)
+	items := []element{head}
+	for i, is := range list {
+		if i >= shown {
+			items = append(items, subtleText(fmt.Sprintf("%s: %s not listed.", Shortened, plural(len(list)-i, "more", "more"))))
+			break
+		}
+		name := is.name
+		if name == "" {
+			name = unnamed
+		}
+		runs := []textRun{bold(name)}
+		if is.server != "" {
+			runs = append(runs, run(" from "), run(is.server))
+		}
+		items = append(items, rich(append(runs, why(is)...)...))
+	}
+	items = append(items, subtleText(closing))
+	b := box(style, items...)
 	b.Spacing = "Medium"
 	return b, true
 }
