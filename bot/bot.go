@@ -832,16 +832,10 @@ var ErrNoStore = errors.New("bot: no store configured")
 // store.ErrNotFound (wrapped) means the bot is not, or no longer, in that
 // conversation.
 func (b *Bot) SendProactive(ctx context.Context, key string, c cards.Card) (string, error) {
-	if b.opts.Store == nil {
-		return "", ErrNoStore
-	}
-	ref, err := b.opts.Store.Conversation(ctx, key)
+	ref, out, err := b.proactive(ctx, key, c)
 	if err != nil {
 		return "", fmt.Errorf("bot: proactive send to %s: %w", key, err)
 	}
-	bot := schema.ChannelAccount{ID: ref.BotID}
-	conv := schema.ConversationAccount{ID: ref.ConversationID}
-	out := withCard(&outActivity{Type: schema.Message, From: &bot, Conversation: &conv}, c)
 	id, err := b.conn.Send(ctx, ref.ServiceURL, ref.ConversationID, "", out)
 	if err != nil {
 		return "", fmt.Errorf("bot: proactive send to %s: %w", key, err)
@@ -852,18 +846,27 @@ func (b *Bot) SendProactive(ctx context.Context, key string, c cards.Card) (stri
 // UpdateProactive replaces an activity the bot sent to a conversation (its
 // id as SendProactive returned it) with another card.
 func (b *Bot) UpdateProactive(ctx context.Context, key, activityID string, c cards.Card) error {
-	if b.opts.Store == nil {
-		return ErrNoStore
+	ref, out, err := b.proactive(ctx, key, c)
+	if err == nil {
+		err = b.conn.Update(ctx, ref.ServiceURL, ref.ConversationID, activityID, out)
 	}
-	ref, err := b.opts.Store.Conversation(ctx, key)
 	if err != nil {
 		return fmt.Errorf("bot: proactive update in %s: %w", key, err)
 	}
+	return nil
+}
+
+// proactive reads a stored conversation reference and builds a message
+// carrying c from the bot to that conversation.
+func (b *Bot) proactive(ctx context.Context, key string, c cards.Card) (store.ConversationRef, *outActivity, error) {
+	if b.opts.Store == nil {
+		return store.ConversationRef{}, nil, ErrNoStore
+	}
+	ref, err := b.opts.Store.Conversation(ctx, key)
+	if err != nil {
+		return store.ConversationRef{}, nil, err
+	}
 	bot := schema.ChannelAccount{ID: ref.BotID}
 	conv := schema.ConversationAccount{ID: ref.ConversationID}
-	out := withCard(&outActivity{Type: schema.Message, From: &bot, Conversation: &conv}, c)
-	if err := b.conn.Update(ctx, ref.ServiceURL, ref.ConversationID, activityID, out); err != nil {
-		return fmt.Errorf("bot: proactive update in %s: %w", key, err)
-	}
-	return nil
+	return ref, withCard(&outActivity{Type: schema.Message, From: &bot, Conversation: &conv}, c), nil
 }
