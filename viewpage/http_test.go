@@ -15,6 +15,7 @@ import (
 	"teamsbot/agent"
 	"teamsbot/agent/demo"
 	"teamsbot/mcpapps"
+	"teamsbot/store"
 	"teamsbot/viewpage"
 )
 
@@ -320,7 +321,7 @@ func TestFrameDocumentHeaders(t *testing.T) {
 	view := do(t, anon, http.MethodGet, info.ViewURL, nil, "")
 	// No frame-ancestors (see TestFrameAncestorsOfSandboxedProxy); the
 	// sandbox directive keeps the document opaque wherever it is loaded.
-	wantCSP := v.CSP + "; sandbox allow-scripts"
+	wantCSP := "sandbox allow-scripts; " + v.CSP
 	if got := view.header.Get("Content-Security-Policy"); got != wantCSP {
 		t.Errorf("view CSP\n got %q\nwant %q", got, wantCSP)
 	}
@@ -585,5 +586,41 @@ func TestExpiredViewRefusedBehindGoodTokens(t *testing.T) {
 		map[string]string{"Content-Type": "application/json"}, `{"name":"refresh_sales","arguments":{}}`)
 	if r.status != http.StatusGone {
 		t.Errorf("call after expiry: %d %s, want 410", r.status, r.body)
+	}
+}
+
+// The sandbox directive of a view document cannot be loosened by what is
+// stored as the view's CSP: a browser keeps the first of two directives of
+// one name, and the service's own comes first. (The stored CSP is built by
+// mcpapps, which drops stray directives; this holds even if one got in.)
+func TestViewSandboxDirectiveComesFirst(t *testing.T) {
+	e := newEnv(t, envOptions{})
+	now := e.clock.Now()
+	v := mcpapps.View{
+		ID: "hostile-csp-view", AgentID: "default", TenantID: tenantA, UserID: alice().OID,
+		Server: "demo", Tool: demo.ToolSalesReport, ResourceURI: demo.SalesReportURI,
+		CSP:       mcpapps.DefaultCSP + "; sandbox allow-scripts allow-same-origin allow-top-navigation allow-popups",
+		Arguments: json.RawMessage(`{}`), Result: json.RawMessage(`{"content":[]}`),
+		CreatedAt: now, ExpiresAt: now.Add(mcpapps.Lifetime),
+	}
+	err := e.store.SaveRun(context.Background(), store.Run{ID: "hostile-run", AgentID: "default", TenantID: tenantA, UserID: alice().OID, CreatedAt: now},
+		[]store.NewView{{View: v, HTML: []byte("<!doctype html><p>hostile</p>")}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	info := e.viewInfo(e.client(alice()), v.ID)
+	r := do(t, e.client(nil), http.MethodGet, info.ViewURL, nil, "")
+	if r.status != http.StatusOK {
+		t.Fatalf("view document: %d %s", r.status, r.body)
+	}
+	var first string
+	for d := range strings.SplitSeq(r.header.Get("Content-Security-Policy"), ";") {
+		if d = strings.TrimSpace(d); strings.HasPrefix(d, "sandbox") {
+			first = d
+			break
+		}
+	}
+	if first != "sandbox allow-scripts" {
+		t.Errorf("the first sandbox directive is %q, want \"sandbox allow-scripts\": %s", first, r.header.Get("Content-Security-Policy"))
 	}
 }

@@ -736,8 +736,10 @@ func (h *Handler) viewDocument(c echo.Context) error {
 	}
 	// The sandbox directive keeps the document in an opaque origin even
 	// if it is ever loaded outside our frames (a top-level window, another
-	// site's frame), so third-party HTML never runs with our origin.
-	csp += "; sandbox " + sandboxFor(v.Permissions)
+	// site's frame), so third-party HTML never runs with our origin. It
+	// comes first: of two directives of one name a browser keeps the
+	// first, so nothing in the stored policy can loosen it.
+	csp = "sandbox " + sandboxFor(v.Permissions) + "; " + csp
 	if h.viewAncestors != nil {
 		if csp, err = mcpapps.AppendFrameAncestors(csp, h.viewAncestors); err != nil {
 			return fmt.Errorf("view %s: csp: %w", id, err)
