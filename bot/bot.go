@@ -649,7 +649,19 @@ func (b *Bot) runTurn(a *schema.Activity, p agent.Person) {
 
 	outcome := "answered"
 	var answer []cards.Card
-	if res.err != nil {
+	switch {
+	case res.err == nil:
+		answer = b.answerCards(res.ans)
+	case errors.Is(res.err, agent.ErrModel) && len(res.ans.Views) > 0:
+		// The model failed after tools made views, which are stored and
+		// the person's: the card names them beside the agent's own words
+		// that the model could not answer. The run notes stay out, as they
+		// quote the model's error.
+		outcome = "failed"
+		b.logger.Error("bot: agent run failed after making views", "tenant", p.TenantID, "conversation", a.Conversation.ID, "activity", a.ID, "reference", res.ans.RunID, "views", len(res.ans.Views), "error", res.err)
+		res.ans.Notes = nil
+		answer = b.answerCards(res.ans)
+	default:
 		outcome = "failed"
 		// The card gives a reference, never the cause, which may carry
 		// internal detail; the log line has both.
@@ -659,8 +671,6 @@ func (b *Bot) runTurn(a *schema.Activity, p agent.Person) {
 		}
 		b.logger.Error("bot: agent run failed", "tenant", p.TenantID, "conversation", a.Conversation.ID, "activity", a.ID, "reference", ref, "error", res.err)
 		answer = []cards.Card{cards.RunFailed(ref)}
-	} else {
-		answer = b.answerCards(res.ans)
 	}
 
 	<-typingDone

@@ -1041,3 +1041,77 @@ func TestLongAnswerFitsOneTeamsMessage(t *testing.T) {
 		t.Errorf("the logs carry the question, the tool's result or the bot token:\n%s", logs)
 	}
 }
+
+// failingModel is an OpenAI-compatible model as the Chat Completions API
+// reference ("Create chat completion", POST {base}/chat/completions)
+// defines it: its first answer calls the demo server's sales_report tool,
+// every later one fails with a 500 error object whose message must never
+// reach the person.
+func failingModel(t *testing.T) *agent.ModelConfig {
+	var mu sync.Mutex
+	calls := 0
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var req struct {
+			Tools []struct {
+				Function struct {
+					Name string `json:"name"`
+				} `json:"function"`
+			} `json:"tools"`
+		}
+		if r.URL.Path != "/v1/chat/completions" || json.NewDecoder(r.Body).Decode(&req) != nil {
+			writeJSON(w, http.StatusNotFound, map[string]any{"error": map[string]any{"message": "not found"}})
+			return
+		}
+		mu.Lock()
+		calls++
+		first := calls == 1
+		mu.Unlock()
+		if !first {
+			writeJSON(w, http.StatusInternalServerError, map[string]any{"error": map[string]any{"message": "upstream overloaded, key sk-internal-detail", "type": "server_error"}})
+			return
+		}
+		name := ""
+		for _, tl := range req.Tools {
+			if strings.HasSuffix(tl.Function.Name, "sales_report") {
+				name = tl.Function.Name
+			}
+		}
+		writeJSON(w, http.StatusOK, map[string]any{"choices": []any{map[string]any{
+			"finish_reason": "tool_calls",
+			"message": map[string]any{"role": "assistant", "content": nil, "tool_calls": []any{map[string]any{
+				"id": "call_1", "type": "function", "function": map[string]any{"name": name, "arguments": "{}"},
+			}}},
+		}}})
+	}))
+	t.Cleanup(srv.Close)
+	return &agent.ModelConfig{Kind: agent.ModelOpenAI, BaseURL: srv.URL + "/v1", Model: "test-model"}
+}
+
+// When the model fails after a tool made a view, the view is stored for the
+// person, so the card still names it with its Open button; it says the
+// model could not answer and shows nothing of the model's error.
+func TestModelFailureStillShowsTheViewsMade(t *testing.T) {
+	h := newHarness(t, setup{model: failingModel(t)})
+	if s, b := h.send(h.message("personal", "a:model-down", "md-1", "show me the sales report")); s != http.StatusAccepted {
+		t.Fatalf("%d %s", s, b)
+	}
+	calls := h.conn.waitFor(t, "the answer", hasReplyTo("md-1"))
+	h.shutdown()
+	reply, _ := replyTo(calls, "md-1")
+	urls := openURLs(t, reply.Activity.Attachments[0].Content)
+	if len(urls) != 1 || !strings.HasPrefix(urls[0], httpsBaseURL+"/mcp-apps/") {
+		t.Fatalf("Open buttons %q, want the view the tool made: %s", urls, reply.Raw)
+	}
+	if _, err := h.store.View(context.Background(), strings.TrimPrefix(urls[0], httpsBaseURL+"/mcp-apps/")); err != nil {
+		t.Errorf("the view behind the button: %v", err)
+	}
+	if !strings.Contains(string(reply.Raw), "could not answer") {
+		t.Errorf("the card does not say the model could not answer: %s", reply.Raw)
+	}
+	if strings.Contains(string(reply.Raw), "sk-internal-detail") || strings.Contains(string(reply.Raw), "overloaded") {
+		t.Errorf("the card shows the model's error: %s", reply.Raw)
+	}
+	if !strings.Contains(h.logs.String(), "agent run failed") {
+		t.Error("the model failure was not logged")
+	}
+}

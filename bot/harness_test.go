@@ -78,6 +78,7 @@ type setup struct {
 	realClock    bool
 	quietLogs    bool
 	maxPending   int
+	model        *agent.ModelConfig // nil: the built-in model
 }
 
 // harness is the whole bot on loopback: an Echo server with the bot, the
@@ -126,6 +127,9 @@ func newHarness(t testing.TB, s setup) *harness {
 	h.store = st
 	cfg := agent.DefaultConfig()
 	cfg.Agents[0].Servers = append(cfg.Agents[0].Servers, s.servers...)
+	if s.model != nil {
+		cfg.Agents[0].Model = *s.model
+	}
 	ag, err := agent.New(ctx, cfg, agent.Options{Store: st, AppsEnabled: true, Builtins: s.builtins})
 	if err != nil {
 		t.Fatal(err)
