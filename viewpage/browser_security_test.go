@@ -196,6 +196,40 @@ func TestBrowserBridge(t *testing.T) {
 		}
 	})
 
+	// JSON-RPC garbage from the view gets no answer and breaks nothing:
+	// the next request is answered as before.
+	t.Run("garbage is ignored", func(t *testing.T) {
+		before := len(received())
+		tb.must(viewFrame, `[
+			"ping", 42, null, true, [1, 2], {}, {jsonrpc: "1.0", id: 1, method: "ping"},
+			{jsonrpc: "2.0", id: 2, method: 5}, {jsonrpc: "2.0", id: {}, method: "ping"},
+			{jsonrpc: "2.0", id: null, method: "ping"}, {jsonrpc: "2.0", id: [3], method: "ui/initialize"},
+			{jsonrpc: "2.0", id: 4, result: {}}, {jsonrpc: "2.0", id: 5, error: {code: 1, message: "x"}},
+			{jsonrpc: "2.0", id: 6, method: "tools/call", params: "not an object"},
+			{jsonrpc: "2.0", id: 7, method: "ui/notifications/sandbox-resource-ready", params: {url: "https://evil.example/", sandbox: "allow-scripts allow-same-origin"}}
+		].forEach(m => window.parent.postMessage(m, "*")); true`)
+		if got := errorCode(rpc("ping", nil)); got != -32601 {
+			t.Fatalf("ping after garbage: code %v, want -32601", got)
+		}
+		var answers []any
+		for _, m := range received()[before:] {
+			if mm, _ := m.(map[string]any); mm != nil && mm["id"] != nil {
+				if id, _ := mm["id"].(string); !strings.HasPrefix(id, "lab-") {
+					answers = append(answers, mm)
+				}
+			}
+		}
+		// Only the request with a proper id and a bad tools/call (id 6,
+		// answered with invalid params) and the proxy-only method (id 7,
+		// which the proxy drops) are requests at all.
+		if len(answers) != 1 || asMap(t, answers[0])["id"] != float64(6) || errorCode(answers[0]) != -32602 {
+			t.Errorf("answers to garbage: %v, want only id 6 with -32602", answers)
+		}
+		if n := tb.must(proxyFrame, `document.querySelectorAll("iframe").length`); n != float64(1) {
+			t.Errorf("the proxy has %v frames after a forged resource-ready, want 1", n)
+		}
+	})
+
 	t.Run("notifications get no answer", func(t *testing.T) {
 		before := len(received())
 		notify("ui/notifications/no-such-thing", map[string]any{})
