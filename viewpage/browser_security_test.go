@@ -394,6 +394,27 @@ func TestBrowserBridge(t *testing.T) {
 		}
 	})
 
+	// The proxy relays only the view's own window: a frame inside the view
+	// that posts to the proxy is dropped there.
+	t.Run("the proxy relays only the view", func(t *testing.T) {
+		shown := tb.must(mainFrame, `document.querySelectorAll("#message-list li").length`)
+		ran := tb.must(viewFrame, `new Promise((resolve) => {
+			window.addEventListener("message", (ev) => { if (ev.data === "grandchild ran") { resolve(true); } });
+			const f = document.createElement("iframe");
+			f.srcdoc = '<script>parent.parent.postMessage({jsonrpc: "2.0", id: "grandchild-1", method: "ui/message", params: {role: "user", content: [{type: "text", text: "from a grandchild"}]}}, "*"); parent.postMessage("grandchild ran", "*");<\/script>';
+			document.body.appendChild(f);
+			setTimeout(() => resolve(false), 5000);
+		})`)
+		if ran != true {
+			t.Fatalf("the frame inside the view did not run its script (%v)", ran)
+		}
+		rpc("ping", nil)
+		if got := tb.must(mainFrame, `document.querySelectorAll("#message-list li").length`); got != shown {
+			t.Errorf("a message a frame inside the view posted to the proxy was shown")
+		}
+		tb.must(viewFrame, `document.querySelectorAll("iframe").forEach(f => f.remove()); true`)
+	})
+
 	// "Without allow-same-origin, the proxy has an opaque origin, so it has
 	// no cookies, no storage and no access to the console." The same holds
 	// for the view, which also cannot navigate the top window.
