@@ -154,6 +154,7 @@ type Bot struct {
 	adapter   *core.BotFrameworkAdapter
 	conn      *connector
 	validator *Validator // nil in local mode
+	own       bool       // opts.HTTPClient was made here, so Shutdown closes it
 	handlers  activity.HandlerFuncs
 	metrics   *metrics
 	seen      *seenSet
@@ -185,7 +186,8 @@ func New(opts Options) (*Bot, error) {
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
-	if opts.HTTPClient == nil {
+	ownClient := opts.HTTPClient == nil
+	if ownClient {
 		opts.HTTPClient = newHTTPClient()
 	}
 	if opts.WorkingAfter <= 0 {
@@ -220,6 +222,7 @@ func New(opts Options) (*Bot, error) {
 		logger:  opts.Logger,
 		now:     opts.Now,
 		metrics: m,
+		own:     ownClient,
 		seen:    newSeenSet(dedupTTL, dedupMax),
 		sem:     make(chan struct{}, opts.MaxConcurrentTurns),
 	}
@@ -241,7 +244,7 @@ func New(opts Options) (*Bot, error) {
 	if !b.local {
 		b.conn.tokens = &tokenSource{
 			url: opts.TokenURL, appID: opts.AppID, password: opts.AppPassword,
-			client: opts.HTTPClient, now: opts.Now, logger: opts.Logger,
+			client: opts.HTTPClient, now: opts.Now, logger: opts.Logger, life: b.ctx,
 		}
 		b.validator, err = NewValidator(ValidatorOptions{
 			AppID: opts.AppID, MetadataURL: opts.OpenIDMetadataURL,
@@ -297,7 +300,9 @@ func (b *Bot) Register(e *echo.Echo) {
 }
 
 // Shutdown refuses new turns and waits for those in flight. When ctx ends
-// first, it cancels them and returns ctx's error.
+// first, it cancels them and returns ctx's error. Either way it then ends a
+// bot token fetch in flight and closes the idle connections of the bot's
+// own HTTP client.
 func (b *Bot) Shutdown(ctx context.Context) error {
 	b.mu.Lock()
 	b.closing = true
@@ -307,15 +312,18 @@ func (b *Bot) Shutdown(ctx context.Context) error {
 		b.turns.Wait()
 		close(done)
 	}()
+	var err error
 	select {
 	case <-done:
-		b.cancel()
-		return nil
 	case <-ctx.Done():
-		b.cancel()
-		<-done
-		return fmt.Errorf("bot: shutdown: %w", ctx.Err())
+		err = fmt.Errorf("bot: shutdown: %w", ctx.Err())
 	}
+	b.cancel()
+	<-done
+	if b.own {
+		b.opts.HTTPClient.CloseIdleConnections()
+	}
+	return err
 }
 
 // ConversationKey is the store key of a conversation reference.

@@ -88,6 +88,10 @@ type tokenSource struct {
 	client               *http.Client
 	now                  func() time.Time
 	logger               *slog.Logger
+	// life bounds fetches, which outlive the caller that started them (the
+	// other callers wait for them too) but not the bot; nil means
+	// context.Background().
+	life context.Context
 
 	mu       sync.Mutex
 	token    string
@@ -124,7 +128,11 @@ func (ts *tokenSource) Token(ctx context.Context) (string, error) {
 		f = &tokenFetch{done: make(chan struct{})}
 		ts.inflight = f
 		go func() {
-			fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 20*time.Second)
+			life := ts.life
+			if life == nil {
+				life = context.Background()
+			}
+			fctx, cancel := context.WithTimeout(life, 20*time.Second)
 			defer cancel()
 			tok, exp, err := ts.fetch(fctx)
 			ts.mu.Lock()

@@ -251,3 +251,50 @@ func TestConnectorBackoffBoundedByContext(t *testing.T) {
 		t.Errorf("sleepCtx on a cancelled context = %v", err)
 	}
 }
+
+// Shutdown leaves nothing of the bot behind: a bot token fetch in flight is
+// abandoned (the endpoint sees its caller go) and the bot's idle keep-alive
+// connections to the Bot Connector are closed.
+func TestShutdownEndsFetchesAndConnections(t *testing.T) {
+	h := newHarness(t, setup{})
+	if s, b := h.send(h.message("personal", "a:bye", "bye-1", "/sales_report {}")); s != http.StatusAccepted {
+		t.Fatalf("%d %s", s, b)
+	}
+	h.conn.waitFor(t, "the answer", hasReplyTo("bye-1"))
+
+	// The next token fetch hangs at the endpoint.
+	gone := make(chan struct{})
+	h.tokens.mu.Lock()
+	h.tokens.gate, h.tokens.gone = make(chan struct{}), gone
+	h.tokens.mu.Unlock()
+	h.clock.Advance(time.Hour) // the cached token is past renewal
+	if s, b := h.send(h.message("personal", "a:bye", "bye-2", "/sales_report {}")); s != http.StatusAccepted {
+		t.Fatalf("%d %s", s, b)
+	}
+	for h.tokens.callCount() < 2 {
+		runtime.Gosched()
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel() // do not wait for the stuck turn
+	if err := h.bot.Shutdown(ctx); !errors.Is(err, context.Canceled) {
+		t.Errorf("Shutdown = %v, want context.Canceled", err)
+	}
+	select {
+	case <-gone:
+	case <-time.After(10 * time.Second): // the fetch's own timeout is 20s
+		t.Fatal("the token fetch in flight outlived Shutdown")
+	}
+	// The server sees a closed connection a moment after the client closes
+	// it; idle connections would otherwise stay open for 90 seconds.
+	for limit := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) {
+		h.conn.mu.Lock()
+		open := h.conn.open
+		h.conn.mu.Unlock()
+		if open == 0 {
+			break
+		}
+		if time.Now().After(limit) {
+			t.Fatalf("%d connections to the Bot Connector still open after Shutdown", open)
+		}
+	}
+}

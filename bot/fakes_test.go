@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"io"
 	"math/big"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
@@ -144,6 +145,7 @@ type fakeTokenEndpoint struct {
 	calls  int
 	issued []string
 	gate   chan struct{} // when set, requests wait for it to close
+	gone   chan struct{} // closed when a caller gives up on a request held at the gate
 }
 
 func newFakeTokenEndpoint(t testing.TB, tenant, clientID, secret string) *fakeTokenEndpoint {
@@ -162,7 +164,17 @@ func newFakeTokenEndpoint(t testing.TB, tenant, clientID, secret string) *fakeTo
 		gate := f.gate
 		f.mu.Unlock()
 		if gate != nil {
-			<-gate
+			select {
+			case <-gate:
+			case <-r.Context().Done():
+				f.mu.Lock()
+				if f.gone != nil {
+					close(f.gone)
+					f.gone = nil
+				}
+				f.mu.Unlock()
+				return
+			}
 		}
 		f.mu.Lock()
 		defer f.mu.Unlock()
@@ -251,6 +263,7 @@ type fakeConnector struct {
 	tokens *fakeTokenEndpoint // nil: no Authorization expected (local mode)
 
 	mu        sync.Mutex
+	open      int // TCP connections from the bot that are not closed
 	calls     []received
 	next      int
 	throttle  int // answer this many upcoming message posts with 429
@@ -261,7 +274,18 @@ type fakeConnector struct {
 
 func newFakeConnector(t testing.TB, tokens *fakeTokenEndpoint) *fakeConnector {
 	f := &fakeConnector{tokens: tokens, changed: make(chan struct{}), waiters: map[string]chan struct{}{}, recordAll: true}
-	f.srv = httptest.NewServer(http.HandlerFunc(f.serve))
+	f.srv = httptest.NewUnstartedServer(http.HandlerFunc(f.serve))
+	f.srv.Config.ConnState = func(_ net.Conn, s http.ConnState) {
+		f.mu.Lock()
+		switch s {
+		case http.StateNew:
+			f.open++
+		case http.StateClosed, http.StateHijacked:
+			f.open--
+		}
+		f.mu.Unlock()
+	}
+	f.srv.Start()
 	t.Cleanup(f.srv.Close)
 	return f
 }
