@@ -320,6 +320,10 @@ func TestBrowserBridge(t *testing.T) {
 		if n := tb.must(mainFrame, `document.querySelectorAll("#message-list img, #message-list b").length`); n != float64(0) {
 			t.Errorf("the message made %v elements", n)
 		}
+		// And the page's CSP would stop a future script that tried.
+		if got := tb.str(mainFrame, `(() => { try { document.createElement("div").innerHTML = "<b>x</b>"; return "written"; } catch (e) { return "refused: " + e.name; } })()`); got != "refused: TypeError" {
+			t.Errorf("innerHTML on the page: %s, want refused by Trusted Types", got)
+		}
 		// A view that talks without end cannot grow the page without
 		// bound: the latest 50 messages stay, each cut to 4000 characters.
 		tb.must(viewFrame, `for (let i = 0; i < 120; i++) { window.parent.postMessage({jsonrpc: "2.0", id: "flood-" + i, method: "ui/message", params: {role: "user", content: [{type: "text", text: "flood " + i + " " + "x".repeat(100000)}]}}, "*"); } true`)

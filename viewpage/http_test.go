@@ -333,7 +333,7 @@ func TestFrameDocumentHeaders(t *testing.T) {
 	}
 	proxy := do(t, anon, http.MethodGet, info.ProxyURL, nil, "")
 	pcsp := proxy.header.Get("Content-Security-Policy")
-	for _, want := range []string{"default-src 'none'", "script-src 'sha256-", "frame-src " + e.sandbox + ";", "frame-ancestors " + e.base} {
+	for _, want := range []string{"default-src 'none'", "script-src 'sha256-", "frame-src " + e.sandbox + ";", "frame-ancestors " + e.base, "require-trusted-types-for 'script'"} {
 		if !strings.Contains(pcsp, want) {
 			t.Errorf("proxy CSP lacks %q: %s", want, pcsp)
 		}
@@ -359,7 +359,7 @@ func TestFrameDocumentHeaders(t *testing.T) {
 
 	page := do(t, e.client(alice()), http.MethodGet, e.base+"/mcp-apps/"+v.ID, nil, "")
 	csp := page.header.Get("Content-Security-Policy")
-	for _, want := range []string{"default-src 'none'", "script-src 'sha256-", "frame-src " + e.sandbox + ";", "connect-src 'self'", "frame-ancestors 'none'"} {
+	for _, want := range []string{"default-src 'none'", "script-src 'sha256-", "frame-src " + e.sandbox + ";", "connect-src 'self'", "frame-ancestors 'none'", "require-trusted-types-for 'script'"} {
 		if !strings.Contains(csp, want) {
 			t.Errorf("page CSP lacks %q: %s", want, csp)
 		}

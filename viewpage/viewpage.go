@@ -267,6 +267,12 @@ func hashSource(s string) string {
 	return "'sha256-" + base64.StdEncoding.EncodeToString(sum[:]) + "'"
 }
 
+// trustedTypes makes the browser refuse any string written into an HTML
+// or script sink (innerHTML, eval and the like) on the page and the proxy:
+// their scripts put what views say on the page as text only, and this
+// keeps it so.
+const trustedTypes = "require-trusted-types-for 'script'; trusted-types 'none'"
+
 // buildDocuments parses the templates and fixes the CSP of the page, the
 // proxy and the error pages, all of which are the same for every request.
 func (h *Handler) buildDocuments() error {
@@ -297,7 +303,7 @@ func (h *Handler) buildDocuments() error {
 		"connect-src 'self'; " +
 		"frame-src " + h.sandboxOrigin + "; " +
 		"base-uri 'none'; form-action 'none'; object-src 'none'; " +
-		"frame-ancestors 'none'"
+		trustedTypes + "; frame-ancestors 'none'"
 
 	// The proxy: its own script and style only; it loads nothing, connects
 	// nowhere and frames only view documents of the sandbox origin.
@@ -306,7 +312,7 @@ func (h *Handler) buildDocuments() error {
 		"script-src " + hashSource(proxyJS) + "; " +
 		"style-src " + hashSource(proxyCSS) + "; " +
 		"frame-src " + h.sandboxOrigin + "; " +
-		"base-uri 'none'; form-action 'none'; object-src 'none'"
+		"base-uri 'none'; form-action 'none'; object-src 'none'; " + trustedTypes
 	if h.proxyCSP, err = mcpapps.AppendFrameAncestors(proxyCSP, []string{h.publicOrigin}); err != nil {
 		return fmt.Errorf("viewpage: proxy CSP: %w", err)
 	}
