@@ -106,8 +106,8 @@ func loadTokenKeys(dir string, now time.Time, log *slog.Logger) (*tokenKeys, err
 	}
 	k := &tokenKeys{derived: make(map[string]map[string][]byte, len(kf.Keys))}
 	for _, e := range kf.Keys {
-		if e.ID == "" || strings.ContainsAny(e.ID, ".") {
-			return nil, fmt.Errorf("viewpage: frame token keys %s: bad key id %q", path, e.ID)
+		if !validKeyID(e.ID) {
+			return nil, fmt.Errorf("viewpage: frame token keys %s: key id %q must be 1 to %d letters, digits, '-' or '_' (it is part of every frame URL)", path, e.ID, maxKeyIDLen)
 		}
 		master, err := base64.StdEncoding.DecodeString(e.Secret)
 		if err != nil || len(master) < 32 {
@@ -127,6 +127,24 @@ func loadTokenKeys(dir string, now time.Time, log *slog.Logger) (*tokenKeys, err
 		k.current = e.ID
 	}
 	return k, nil
+}
+
+// maxKeyIDLen bounds a key id, which every token carries: with the expiry
+// and the MAC a token stays well under the length verify accepts.
+const maxKeyIDLen = 64
+
+// validKeyID reports whether id can be put in a URL's query as it is and
+// told apart from the rest of a token.
+func validKeyID(id string) bool {
+	if id == "" || len(id) > maxKeyIDLen {
+		return false
+	}
+	for _, c := range []byte(id) {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_') {
+			return false
+		}
+	}
+	return true
 }
 
 // createKeyFile writes a new key file atomically: a temporary file in the

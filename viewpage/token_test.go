@@ -190,6 +190,32 @@ func TestFrameTokenKeysBadFile(t *testing.T) {
 	if _, err := loadTokenKeys("", time.Now(), discard); err == nil {
 		t.Fatal("an empty DataDir was accepted")
 	}
+	// A key id goes into every frame URL as it is: one that a URL or the
+	// token format would read otherwise, or too long for a token, is
+	// refused at start rather than making every frame a 403.
+	secret := strings.Repeat("QUJD", 11)
+	for _, id := range []string{"", "a.b", "a&b", "a+b", "key 2", "a#b", "ключ", strings.Repeat("k", maxKeyIDLen+1)} {
+		b, _ := json.Marshal(keyFile{Keys: []keyEntry{{ID: id, Secret: secret}}})
+		if err := os.WriteFile(filepath.Join(dir, keyFileName), b, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := loadTokenKeys(dir, time.Now(), discard); err == nil || !strings.Contains(err.Error(), "key id") {
+			t.Errorf("key id %q: %v, want a clear refusal", id, err)
+		}
+	}
+	longest := strings.Repeat("k", maxKeyIDLen)
+	b, _ := json.Marshal(keyFile{Keys: []keyEntry{{ID: longest, Secret: secret}}})
+	if err := os.WriteFile(filepath.Join(dir, keyFileName), b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	k, err := loadTokenKeys(dir, time.Now(), discard)
+	if err != nil {
+		t.Fatalf("key id of %d characters: %v", len(longest), err)
+	}
+	now := time.Now()
+	if err := k.verify(k.mint(purposeView, "v", now), purposeView, "v", now); err != nil {
+		t.Errorf("a token signed with the longest key id: %v", err)
+	}
 }
 
 // No string but the minted token verifies, and none makes verify panic.
