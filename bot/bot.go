@@ -119,7 +119,8 @@ type Options struct {
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
 	// HTTPClient is used for the OpenID metadata, the token endpoint and
-	// the Bot Connector; nil means a client with timeouts on every step.
+	// the Bot Connector (for the last two without following redirects);
+	// nil means a client with timeouts on every step.
 	HTTPClient *http.Client
 	// Registerer receives the bot's metrics; nil registers none.
 	Registerer prometheus.Registerer
@@ -234,8 +235,14 @@ func New(opts Options) (*Bot, error) {
 		}
 	}
 	b.ctx, b.cancel = context.WithCancel(context.Background())
+	// The bot token and the app password go only where they are addressed:
+	// a redirect is an error, not followed. (Go's client would follow one
+	// to another port or a subdomain of the same host with the
+	// Authorization header, and re-post the token request's form on 307.)
+	direct := *opts.HTTPClient
+	direct.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
 	b.conn = &connector{
-		client:        opts.HTTPClient,
+		client:        &direct,
 		allowLoopback: b.local || opts.AllowLoopbackServiceURL,
 		logger:        opts.Logger,
 		metrics:       m,
@@ -244,7 +251,7 @@ func New(opts Options) (*Bot, error) {
 	if !b.local {
 		b.conn.tokens = &tokenSource{
 			url: opts.TokenURL, appID: opts.AppID, password: opts.AppPassword,
-			client: opts.HTTPClient, now: opts.Now, logger: opts.Logger, life: b.ctx,
+			client: &direct, now: opts.Now, logger: opts.Logger, life: b.ctx,
 		}
 		b.validator, err = NewValidator(ValidatorOptions{
 			AppID: opts.AppID, MetadataURL: opts.OpenIDMetadataURL,

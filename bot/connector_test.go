@@ -298,3 +298,33 @@ func TestShutdownEndsFetchesAndConnections(t *testing.T) {
 		}
 	}
 }
+
+// The bot token goes only to the serviceUrl: a connector that answers with
+// a redirect (here to another port of the same host, where Go's client
+// would forward the Authorization header) is not followed.
+func TestBotTokenNotSentThroughRedirects(t *testing.T) {
+	h := newHarness(t, setup{})
+	var mu sync.Mutex
+	var leaked []string
+	elsewhere := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		leaked = append(leaked, r.Header.Get("Authorization"))
+		mu.Unlock()
+		writeJSON(w, http.StatusCreated, map[string]any{"id": "1:elsewhere"})
+	}))
+	defer elsewhere.Close()
+	redirector := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, elsewhere.URL+r.URL.Path, http.StatusTemporaryRedirect)
+	}))
+	defer redirector.Close()
+
+	_, err := h.bot.conn.Send(context.Background(), redirector.URL, "a:conv", "", &outActivity{Type: "message", Text: "hi"})
+	if !errors.Is(err, ErrConnector) {
+		t.Errorf("Send through a redirect = %v, want ErrConnector", err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(leaked) != 0 {
+		t.Errorf("the redirect was followed, with Authorization %q", leaked)
+	}
+}
