@@ -328,3 +328,18 @@ func TestBotTokenNotSentThroughRedirects(t *testing.T) {
 		t.Errorf("the redirect was followed, with Authorization %q", leaked)
 	}
 }
+
+// The client the bot makes for itself, used for the keys, the token
+// endpoint and the Bot Connector, has a timeout at every step, so a peer
+// that stops answering cannot hold a turn or a key fetch forever.
+func TestDefaultClientHasTimeouts(t *testing.T) {
+	h := newHarness(t, setup{})
+	for name, c := range map[string]*http.Client{
+		"connector": h.bot.conn.client, "token": h.bot.conn.tokens.client, "keys": h.bot.validator.client,
+	} {
+		tr, ok := c.Transport.(*http.Transport)
+		if !ok || c.Timeout <= 0 || tr.ResponseHeaderTimeout <= 0 || tr.TLSHandshakeTimeout <= 0 || tr.DialContext == nil {
+			t.Errorf("%s client: timeout %v, transport %#v", name, c.Timeout, c.Transport)
+		}
+	}
+}
