@@ -2,6 +2,7 @@ package signin
 
 import (
 	"log/slog"
+	"net"
 	"net/http"
 	"strings"
 
@@ -41,6 +42,9 @@ func (s *Service) handleLocal(c echo.Context) error {
 	if err := s.cop.Check(c.Request()); err != nil {
 		return errCrossSite
 	}
+	if !s.loopbackHost(c.Request().Host) {
+		return errNotLoopbackHost
+	}
 	r := c.Request()
 	ret := LocalPath(r.PostFormValue("return"))
 	c.Set(returnKey, ret)
@@ -68,6 +72,32 @@ func (s *Service) handleLocal(c echo.Context) error {
 	}
 	s.log.Info("signin: signed in (local development)", slog.String("tenant", p.TID), slog.String("user", p.OID))
 	return c.Redirect(http.StatusSeeOther, ret)
+}
+
+// errNotLoopbackHost refuses the local sign-in under a name that is not a
+// loopback one. A web page whose host name an attacker re-points at
+// 127.0.0.1 (DNS rebinding) reaches the service as the same origin, so the
+// cross-origin check passes; its Host header still carries the attacker's
+// name, and without a session it can run nothing.
+var errNotLoopbackHost = echo.NewHTTPError(http.StatusForbidden,
+	"The development sign-in answers only at a loopback address such as http://localhost or http://127.0.0.1.")
+
+// loopbackHost reports whether host (a Host header) names this service on
+// loopback: localhost, a loopback IP, or the public base URL's host.
+func (s *Service) loopbackHost(host string) bool {
+	if s.origin != "" && strings.EqualFold(host, strings.TrimPrefix(strings.TrimPrefix(s.origin, "https://"), "http://")) {
+		return true
+	}
+	name := host
+	if h, _, err := net.SplitHostPort(host); err == nil {
+		name = h
+	}
+	name = strings.TrimSuffix(strings.TrimPrefix(name, "["), "]")
+	if strings.EqualFold(name, "localhost") {
+		return true
+	}
+	ip := net.ParseIP(name)
+	return ip != nil && ip.IsLoopback()
 }
 
 // errCrossSite refuses a state-changing request sent from another site.

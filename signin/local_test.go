@@ -145,6 +145,36 @@ func TestSessionTooLargeForACookie(t *testing.T) {
 	}
 }
 
+// DNS rebinding: a page whose host name an attacker points at 127.0.0.1
+// posts the local form as "same origin", but under its own Host; it gets
+// no session. Loopback names and the public base URL's host are served.
+func TestLocalSignInRefusesOtherHostNames(t *testing.T) {
+	e := newEnv(t, signin.Options{Loopback: true, PublicBaseURL: "http://dev.localtest.example:3978"}, false)
+	port := mustURL(e.srv.URL).Port()
+	post := func(host string) (*http.Response, string) {
+		req, _ := http.NewRequest(http.MethodPost, e.srv.URL+"/signin/local", strings.NewReader(localForm("/").Encode()))
+		req.Host = host
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		req.Header.Set("Sec-Fetch-Site", "same-origin")
+		req.Header.Set("Origin", "http://"+host)
+		return do(t, e.noFollow(), req)
+	}
+	for _, host := range []string{"rebound.attacker.example:" + port, "rebound.attacker.example", "127.0.0.1.attacker.example:" + port, "localhost.attacker.example"} {
+		resp, body := post(host)
+		if resp.StatusCode != http.StatusForbidden || !strings.Contains(body, "loopback address") {
+			t.Errorf("Host %s: %d, want 403 saying why: %s", host, resp.StatusCode, body)
+		}
+		if c := setCookie(resp, "teamsbot-session"); c != nil && c.MaxAge >= 0 {
+			t.Errorf("Host %s: a session cookie was set", host)
+		}
+	}
+	for _, host := range []string{"127.0.0.1:" + port, "localhost:" + port, "LOCALHOST", "[::1]:" + port, "127.0.0.2", "dev.localtest.example:3978"} {
+		if resp, body := post(host); resp.StatusCode != http.StatusSeeOther {
+			t.Errorf("Host %s: %d, want 303: %s", host, resp.StatusCode, body)
+		}
+	}
+}
+
 // Without an issuer, only a loopback service may offer the local sign-in.
 func TestLocalSignInRefusedWhenNotLoopback(t *testing.T) {
 	_, err := signin.New(context.Background(), signin.Options{DataDir: t.TempDir(), PublicBaseURL: "https://bot.example.com"})
