@@ -155,7 +155,6 @@ type Bot struct {
 	adapter   *core.BotFrameworkAdapter
 	conn      *connector
 	validator *Validator // nil in local mode
-	own       bool       // opts.HTTPClient was made here, so Shutdown closes it
 	handlers  activity.HandlerFuncs
 	metrics   *metrics
 	seen      *seenSet
@@ -187,8 +186,7 @@ func New(opts Options) (*Bot, error) {
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
-	ownClient := opts.HTTPClient == nil
-	if ownClient {
+	if opts.HTTPClient == nil {
 		opts.HTTPClient = newHTTPClient()
 	}
 	if opts.WorkingAfter <= 0 {
@@ -223,7 +221,6 @@ func New(opts Options) (*Bot, error) {
 		logger:  opts.Logger,
 		now:     opts.Now,
 		metrics: m,
-		own:     ownClient,
 		seen:    newSeenSet(dedupTTL, dedupMax),
 		sem:     make(chan struct{}, opts.MaxConcurrentTurns),
 	}
@@ -308,8 +305,8 @@ func (b *Bot) Register(e *echo.Echo) {
 
 // Shutdown refuses new turns and waits for those in flight. When ctx ends
 // first, it cancels them and returns ctx's error. Either way it then ends a
-// bot token fetch in flight and closes the idle connections of the bot's
-// own HTTP client.
+// bot token fetch in flight and closes the idle connections of its HTTP
+// client (only idle ones, so a client shared with others loses nothing).
 func (b *Bot) Shutdown(ctx context.Context) error {
 	b.mu.Lock()
 	b.closing = true
@@ -327,9 +324,7 @@ func (b *Bot) Shutdown(ctx context.Context) error {
 	}
 	b.cancel()
 	<-done
-	if b.own {
-		b.opts.HTTPClient.CloseIdleConnections()
-	}
+	b.opts.HTTPClient.CloseIdleConnections()
 	return err
 }
 

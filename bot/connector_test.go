@@ -333,7 +333,7 @@ func TestBotTokenNotSentThroughRedirects(t *testing.T) {
 // endpoint and the Bot Connector, has a timeout at every step, so a peer
 // that stops answering cannot hold a turn or a key fetch forever.
 func TestDefaultClientHasTimeouts(t *testing.T) {
-	h := newHarness(t, setup{})
+	h := newHarness(t, setup{defaultClient: true})
 	for name, c := range map[string]*http.Client{
 		"connector": h.bot.conn.client, "token": h.bot.conn.tokens.client, "keys": h.bot.validator.client,
 	} {

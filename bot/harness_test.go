@@ -4,8 +4,10 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
@@ -79,6 +81,29 @@ type setup struct {
 	quietLogs    bool
 	maxPending   int
 	model        *agent.ModelConfig // nil: the built-in model
+	// defaultClient leaves Options.HTTPClient nil, so the bot makes its
+	// own; otherwise it gets loopbackClient.
+	defaultClient bool
+}
+
+// loopbackClient is the bot's default client, except that it refuses to
+// dial (or resolve) anything outside loopback: activities in tests, fuzzed
+// ones above all, name serviceUrls such as https://x that must not reach
+// the network.
+func loopbackClient() *http.Client {
+	c := newHTTPClient()
+	tr := c.Transport.(*http.Transport).Clone()
+	tr.Proxy = nil
+	dial := tr.DialContext
+	tr.DialContext = func(ctx context.Context, network, addr string) (net.Conn, error) {
+		host, _, err := net.SplitHostPort(addr)
+		if ip := net.ParseIP(host); err != nil || ip == nil || !ip.IsLoopback() {
+			return nil, fmt.Errorf("test: refusing to dial %s outside loopback", addr)
+		}
+		return dial(ctx, network, addr)
+	}
+	c.Transport = tr
+	return c
 }
 
 // harness is the whole bot on loopback: an Echo server with the bot, the
@@ -148,6 +173,9 @@ func newHarness(t testing.TB, s setup) *harness {
 		WorkingAfter:  s.workingAfter,
 		// MaxPendingTurns zero means the default.
 		MaxPendingTurns: s.maxPending,
+	}
+	if !s.defaultClient {
+		opts.HTTPClient = loopbackClient()
 	}
 	if opts.PublicBaseURL == "" {
 		opts.PublicBaseURL = httpsBaseURL
