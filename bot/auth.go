@@ -144,6 +144,11 @@ type keySet struct {
 type keyFetch struct {
 	done chan struct{}
 	err  error
+	// forUnknown is set when an unknown key id started the fetch, which
+	// then used the hourly allowance; prevUnknown is the allowance's
+	// previous start, given back when the fetch fails.
+	forUnknown  bool
+	prevUnknown time.Time
 }
 
 // verifiedToken is what is remembered of a token whose signature, issuer
@@ -428,19 +433,22 @@ func (v *Validator) refresh(ctx context.Context, forUnknownKid bool) error {
 		v.mu.Unlock()
 		return err
 	}
+	f := v.inflight
 	if forUnknownKid {
-		if ks := v.keys.Load(); ks != nil && v.inflight == nil {
+		if ks := v.keys.Load(); ks != nil && f == nil {
 			now := v.now()
 			if !v.lastUnknown.IsZero() && now.Sub(v.lastUnknown) < unknownKeyRefreshEvery {
 				v.mu.Unlock()
 				return errRefreshTooSoon
 			}
+			f = &keyFetch{done: make(chan struct{}), forUnknown: true, prevUnknown: v.lastUnknown}
 			v.lastUnknown = now
 		}
 	}
-	f := v.inflight
-	if f == nil {
-		f = &keyFetch{done: make(chan struct{})}
+	if v.inflight == nil {
+		if f == nil {
+			f = &keyFetch{done: make(chan struct{})}
+		}
 		v.inflight = f
 		// The fetch outlives the request that started it: other requests
 		// wait for it too.
@@ -454,6 +462,11 @@ func (v *Validator) refresh(ctx context.Context, forUnknownKid bool) error {
 				v.failedAt, v.failErr = time.Time{}, nil
 			} else {
 				v.failedAt, v.failErr = v.now(), err
+				if f.forUnknown {
+					// A failed fetch found no key: the next unknown key
+					// id may try again once the failure backoff ends.
+					v.lastUnknown = f.prevUnknown
+				}
 				v.logger.Error("bot: fetching Bot Framework signing keys failed", "metadata", v.metadataURL, "error", err)
 			}
 			v.fetches++

@@ -82,3 +82,29 @@ func TestVerifiedTokenIsCheckedAgainPerActivity(t *testing.T) {
 		t.Errorf("%d key fetches, want 1", n)
 	}
 }
+
+// A refresh for an unknown key id that fails (the metadata endpoint is
+// down just as Microsoft rolls its keys) does not use up the hourly
+// allowance: once the endpoint answers again, the next token signed with
+// the new key is accepted, without waiting an hour.
+func TestFailedRolloverRefreshIsRetried(t *testing.T) {
+	h := newHarness(t, setup{})
+	if s := h.event("fr-1", "Bearer "+h.token(h.claims()), nil); s != http.StatusOK {
+		t.Fatalf("first activity: %d", s)
+	}
+	h.bf.addKey(t, "key-2", "msteams")
+	rolled := "Bearer " + sign(t, jwt.SigningMethodRS256, "key-2", h.bf.key("key-2"), h.claims())
+	h.bf.mu.Lock()
+	h.bf.failMeta = true
+	h.bf.mu.Unlock()
+	if s := h.event("fr-2", rolled, nil); s != http.StatusServiceUnavailable {
+		t.Fatalf("new key while the metadata is down: %d, want 503", s)
+	}
+	h.bf.mu.Lock()
+	h.bf.failMeta = false
+	h.bf.mu.Unlock()
+	h.clock.Advance(keyRetryAfterFailure + time.Second)
+	if s := h.event("fr-3", rolled, nil); s != http.StatusOK {
+		t.Fatalf("new key once the metadata is back: %d, want 200", s)
+	}
+}
