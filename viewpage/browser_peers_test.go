@@ -16,6 +16,7 @@ import (
 
 	"teamsbot/agent"
 	"teamsbot/mcpapps"
+	"teamsbot/viewpage"
 )
 
 // nodeTool returns the absolute path of a program in the project's
@@ -42,13 +43,18 @@ func nodeTool(t *testing.T, name string) string {
 // as a stdio subprocess of the agent, completes the handshake inside the
 // page's two sandboxed frames, receives tool-input and tool-result, and its
 // debug-log calls go through the page and the governed path to the server,
-// which writes them to DEBUG_LOG_FILE. The frames come from the public
-// origin here (no SandboxBaseURL), the default configuration.
+// which writes them to DEBUG_LOG_FILE. The frames come from the page's own
+// origin here (no SandboxBaseURL), the default configuration, and the page
+// is opened under another host name than the public base URL's
+// (127.0.0.1 for localhost), as the README's local walk-through does.
 func TestBrowserOfficialDebugServer(t *testing.T) {
 	bin := nodeTool(t, "mcp-server-debug")
 	logFile := filepath.Join(t.TempDir(), "debug-log.jsonl")
 	e := newEnv(t, envOptions{
 		sameOrigin: true,
+		mutate: func(o *viewpage.Options) {
+			o.PublicBaseURL = strings.Replace(o.PublicBaseURL, "127.0.0.1", "localhost", 1)
+		},
 		servers: []agent.ServerConfig{{
 			Name: "debug", Command: []string{bin, "--stdio"},
 			Env: map[string]string{"DEBUG_LOG_FILE": logFile}, Timeout: "20s",

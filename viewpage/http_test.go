@@ -624,3 +624,32 @@ func TestViewSandboxDirectiveComesFirst(t *testing.T) {
 		t.Errorf("the first sandbox directive is %q, want \"sandbox allow-scripts\": %s", first, r.header.Get("Content-Security-Policy"))
 	}
 }
+
+// Without a separate sandbox origin the frame URLs are paths and the
+// frame headers say 'self', so the frames load under whatever host name
+// the page was opened (TestBrowserOfficialDebugServer opens it under
+// another name than the public base URL's).
+func TestSameOriginFramesArePaths(t *testing.T) {
+	e := newEnv(t, envOptions{sameOrigin: true})
+	v := e.run(alice(), "/sales_report {}")
+	cl := e.client(alice())
+	info := e.viewInfo(cl, v.ID)
+	if !strings.HasPrefix(info.ProxyURL, "/sandbox/proxy?view="+v.ID+"&token=") || !strings.HasPrefix(info.ViewURL, "/sandbox/views/"+v.ID+"?token=") {
+		t.Errorf("frame URLs %q %q, want paths", info.ProxyURL, info.ViewURL)
+	}
+	proxy := do(t, e.client(nil), http.MethodGet, e.base+info.ProxyURL, nil, "")
+	if proxy.status != http.StatusOK {
+		t.Fatalf("proxy: %d", proxy.status)
+	}
+	pcsp := proxy.header.Get("Content-Security-Policy")
+	if !strings.HasSuffix(pcsp, "; frame-ancestors 'self'") || !strings.Contains(pcsp, "frame-src 'self';") {
+		t.Errorf("proxy CSP %q, want frame-src and frame-ancestors 'self'", pcsp)
+	}
+	if r := do(t, e.client(nil), http.MethodGet, e.base+info.ViewURL, nil, ""); r.status != http.StatusOK {
+		t.Errorf("view document: %d", r.status)
+	}
+	page := do(t, cl, http.MethodGet, e.base+"/mcp-apps/"+v.ID, nil, "")
+	if csp := page.header.Get("Content-Security-Policy"); !strings.Contains(csp, "frame-src 'self';") || !strings.Contains(csp, "frame-ancestors 'none'") {
+		t.Errorf("page CSP %q, want frame-src 'self'", csp)
+	}
+}

@@ -30,7 +30,9 @@
 // directive instead, which keeps it opaque wherever it is loaded, and both
 // frame documents are refused when a browser asks for them as anything but
 // an iframe (Sec-Fetch-Dest). The proxy, whose parent is the page, carries
-// frame-ancestors with the public origin.
+// frame-ancestors with the public origin, or 'self' when there is no
+// separate sandbox origin: then the frame URLs are paths, and the frames
+// come from whatever host name the page was opened under.
 //
 // The package decides nothing about policy: who may open a view and call
 // its tools is asked of an Access (OwnerRule by default), and every tool call
@@ -105,12 +107,13 @@ type Options struct {
 	// OwnerRule{}.
 	Access Access
 	// PublicBaseURL is where people reach the service, such as
-	// https://bot.example.com. Required. Its origin is the only one allowed
-	// to frame the sandbox proxy.
+	// https://bot.example.com. Required. With a SandboxBaseURL, its origin
+	// is the only one allowed to frame the sandbox proxy.
 	PublicBaseURL string
 	// SandboxBaseURL is an optional separate origin that serves the two
-	// frame documents; empty means PublicBaseURL. The page's CSP lets it
-	// frame only this origin.
+	// frame documents; the page's CSP lets it frame only this origin. Empty
+	// (or equal to PublicBaseURL) means the page's own origin, whatever host
+	// name it was opened under.
 	SandboxBaseURL string
 	// DataDir is where the frame token keys are kept (generated on first
 	// start, mode 0600). Required.
@@ -294,6 +297,14 @@ func (h *Handler) buildDocuments() error {
 	}
 	h.proxyDoc = b.Bytes()
 
+	// Without a separate sandbox origin the frames come from wherever the
+	// page was opened ('self'), which need not be the public base URL's
+	// host name (127.0.0.1 for localhost, an internal name behind a proxy).
+	frameSrc := h.sandboxOrigin
+	if h.sameOrigin() {
+		frameSrc = "'self'"
+	}
+
 	// The page: its own script and style only, talks to its own API,
 	// frames only the sandbox origin, and is framed by nobody.
 	h.pageCSP = "default-src 'none'; " +
@@ -301,7 +312,7 @@ func (h *Handler) buildDocuments() error {
 		"style-src " + hashSource(pageCSS) + "; " +
 		"img-src 'self' data:; " +
 		"connect-src 'self'; " +
-		"frame-src " + h.sandboxOrigin + "; " +
+		"frame-src " + frameSrc + "; " +
 		"base-uri 'none'; form-action 'none'; object-src 'none'; " +
 		trustedTypes + "; frame-ancestors 'none'"
 
@@ -311,12 +322,28 @@ func (h *Handler) buildDocuments() error {
 	proxyCSP := "default-src 'none'; " +
 		"script-src " + hashSource(proxyJS) + "; " +
 		"style-src " + hashSource(proxyCSS) + "; " +
-		"frame-src " + h.sandboxOrigin + "; " +
+		"frame-src " + frameSrc + "; " +
 		"base-uri 'none'; form-action 'none'; object-src 'none'; " + trustedTypes
-	if h.proxyCSP, err = mcpapps.AppendFrameAncestors(proxyCSP, []string{h.publicOrigin}); err != nil {
+	if h.sameOrigin() {
+		h.proxyCSP = proxyCSP + "; frame-ancestors 'self'"
+	} else if h.proxyCSP, err = mcpapps.AppendFrameAncestors(proxyCSP, []string{h.publicOrigin}); err != nil {
 		return fmt.Errorf("viewpage: proxy CSP: %w", err)
 	}
 	return nil
+}
+
+// sameOrigin reports whether the frame documents are served from the
+// page's own origin (no separate TICKETIQ_SANDBOX_BASE_URL).
+func (h *Handler) sameOrigin() bool { return h.sandboxOrigin == h.publicOrigin }
+
+// frameBase is what the frame URLs start with: nothing (a path the browser
+// resolves against the page) when they share the page's origin, else the
+// sandbox origin.
+func (h *Handler) frameBase() string {
+	if h.sameOrigin() {
+		return ""
+	}
+	return h.sandboxOrigin
 }
 
 // Register adds the page, the API and the frame documents to e.
@@ -468,9 +495,11 @@ type ViewInfo struct {
 	ToolTitle string `json:"toolTitle,omitempty"`
 	// ResourceURI is the ui:// resource the view's HTML was read from.
 	ResourceURI string `json:"resourceUri"`
-	// ProxyURL is the sandbox proxy's URL with a fresh token.
+	// ProxyURL is the sandbox proxy's URL with a fresh token: on the
+	// sandbox origin, or a path when the frames share the page's origin.
 	ProxyURL string `json:"proxyUrl"`
-	// ViewURL is the view document's URL with a fresh token.
+	// ViewURL is the view document's URL with a fresh token, on the same
+	// origin as ProxyURL.
 	ViewURL string `json:"viewUrl"`
 	// Arguments are the tool call's arguments, a JSON object ({} when
 	// there were none): the view's tool-input.
@@ -513,9 +542,9 @@ func (h *Handler) viewAPI(c echo.Context) error {
 		Tool:        v.Tool,
 		ToolTitle:   v.ToolTitle,
 		ResourceURI: v.ResourceURI,
-		ProxyURL: h.sandboxOrigin + "/sandbox/proxy?view=" + url.QueryEscape(v.ID) +
+		ProxyURL: h.frameBase() + "/sandbox/proxy?view=" + url.QueryEscape(v.ID) +
 			"&token=" + h.keys.mint(purposeProxy, v.ID, now),
-		ViewURL: h.sandboxOrigin + "/sandbox/views/" + url.PathEscape(v.ID) +
+		ViewURL: h.frameBase() + "/sandbox/views/" + url.PathEscape(v.ID) +
 			"?token=" + h.keys.mint(purposeView, v.ID, now),
 		Arguments:     jsonObjectOr(v.Arguments, `{}`),
 		Result:        toolResultJSON(v.Result),

@@ -26,7 +26,9 @@
     }
     var url;
     try {
-      url = new URL(String(params.url));
+      // A path is resolved against this document: without a separate
+      // sandbox origin the page hands over paths, not whole URLs.
+      url = new URL(String(params.url), here.href);
     } catch (e) {
       return;
     }
