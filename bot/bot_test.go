@@ -15,7 +15,6 @@ import (
 
 	"github.com/golang-jwt/jwt/v4"
 	"github.com/labstack/echo/v4"
-	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"teamsbot/agent"
 	"teamsbot/cards"
@@ -564,24 +563,7 @@ func TestInstallAndUninstall(t *testing.T) {
 // the answer then replaces (PUT on the same activity id).
 func TestSlowRunPostsWorkingCardThenUpdatesIt(t *testing.T) {
 	release := make(chan struct{})
-	slow := func() *mcp.Server {
-		s := mcp.NewServer(&mcp.Implementation{Name: "slow", Version: "1.0.0"}, nil)
-		mcp.AddTool(s, &mcp.Tool{Name: "wait_for_release", Description: "waits until the test lets it finish"},
-			func(ctx context.Context, _ *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, any, error) {
-				select {
-				case <-release:
-				case <-ctx.Done():
-					return nil, nil, ctx.Err()
-				}
-				return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "done waiting"}}}, nil, nil
-			})
-		return s
-	}
-	h := newHarness(t, setup{
-		workingAfter: time.Millisecond,
-		builtins:     map[string]func() *mcp.Server{"slow": slow},
-		servers:      []agent.ServerConfig{{Name: "slow", Builtin: "slow"}},
-	})
+	h := newHarness(t, setup{workingAfter: time.Millisecond}.withTool("slow", "wait_for_release", held(nil, release, "done waiting")))
 	if s, b := h.send(h.message("personal", "a:slow", "s-1", "/wait_for_release {}")); s != http.StatusAccepted {
 		t.Fatalf("%d %s", s, b)
 	}
@@ -918,20 +900,7 @@ func TestSeenSetTTLAndBound(t *testing.T) {
 // them elsewhere.
 func TestShutdownWaitsThenCancels(t *testing.T) {
 	started := make(chan struct{}, 1)
-	stuck := func() *mcp.Server {
-		s := mcp.NewServer(&mcp.Implementation{Name: "stuck", Version: "1.0.0"}, nil)
-		mcp.AddTool(s, &mcp.Tool{Name: "never_returns", Description: "blocks until cancelled"},
-			func(ctx context.Context, _ *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, any, error) {
-				started <- struct{}{}
-				<-ctx.Done()
-				return nil, nil, ctx.Err()
-			})
-		return s
-	}
-	h := newHarness(t, setup{
-		builtins: map[string]func() *mcp.Server{"stuck": stuck},
-		servers:  []agent.ServerConfig{{Name: "stuck", Builtin: "stuck"}},
-	})
+	h := newHarness(t, setup{}.withTool("stuck", "never_returns", held(started, nil, "")))
 	if s, b := h.send(h.message("personal", "a:stuck", "st-1", "/never_returns {}")); s != http.StatusAccepted {
 		t.Fatalf("%d %s", s, b)
 	}
@@ -954,25 +923,7 @@ func TestShutdownWaitsThenCancels(t *testing.T) {
 func TestBusyAsksTeamsToRetry(t *testing.T) {
 	release := make(chan struct{})
 	started := make(chan struct{}, 1)
-	blocking := func() *mcp.Server {
-		s := mcp.NewServer(&mcp.Implementation{Name: "blocking", Version: "1.0.0"}, nil)
-		mcp.AddTool(s, &mcp.Tool{Name: "hold", Description: "waits until the test lets it finish"},
-			func(ctx context.Context, _ *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, any, error) {
-				started <- struct{}{}
-				select {
-				case <-release:
-				case <-ctx.Done():
-					return nil, nil, ctx.Err()
-				}
-				return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "released"}}}, nil, nil
-			})
-		return s
-	}
-	h := newHarness(t, setup{
-		maxPending: 1,
-		builtins:   map[string]func() *mcp.Server{"blocking": blocking},
-		servers:    []agent.ServerConfig{{Name: "blocking", Builtin: "blocking"}},
-	})
+	h := newHarness(t, setup{maxPending: 1}.withTool("blocking", "hold", held(started, release, "released")))
 	if s, b := h.send(h.message("personal", "a:busy", "busy-1", "/hold {}")); s != http.StatusAccepted {
 		t.Fatalf("first message: %d %s", s, b)
 	}
@@ -1016,18 +967,9 @@ func TestBusyAsksTeamsToRetry(t *testing.T) {
 // tool's result or the bot token is logged.
 func TestLongAnswerFitsOneTeamsMessage(t *testing.T) {
 	const piece = "<b>&amp;</b> "
-	wide := func() *mcp.Server {
-		s := mcp.NewServer(&mcp.Implementation{Name: "wide", Version: "1.0.0"}, nil)
-		mcp.AddTool(s, &mcp.Tool{Name: "angle_report", Description: "a long text of markup"},
-			func(ctx context.Context, _ *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, any, error) {
-				return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: strings.Repeat(piece, 5000)}}}, nil, nil
-			})
-		return s
-	}
-	h := newHarness(t, setup{
-		builtins: map[string]func() *mcp.Server{"wide": wide},
-		servers:  []agent.ServerConfig{{Name: "wide", Builtin: "wide"}},
-	})
+	h := newHarness(t, setup{}.withTool("wide", "angle_report", func(context.Context) (string, error) {
+		return strings.Repeat(piece, 5000), nil
+	}))
 	if s, b := h.send(h.message("groupChat", "a:long", "long-1", "/angle_report {}")); s != http.StatusAccepted {
 		t.Fatalf("%d %s", s, b)
 	}

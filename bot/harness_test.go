@@ -106,6 +106,44 @@ func loopbackClient() *http.Client {
 	return c
 }
 
+// withTool adds to the agent a built-in MCP server, in memory, named
+// server, with one tool whose result is the text fn returns (or its error).
+func (s setup) withTool(server, tool string, fn func(ctx context.Context) (string, error)) setup {
+	if s.builtins == nil {
+		s.builtins = map[string]func() *mcp.Server{}
+	}
+	s.builtins[server] = func() *mcp.Server {
+		srv := mcp.NewServer(&mcp.Implementation{Name: server, Version: "1.0.0"}, nil)
+		mcp.AddTool(srv, &mcp.Tool{Name: tool, Description: "a tool of the bot's tests"},
+			func(ctx context.Context, _ *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, any, error) {
+				text, err := fn(ctx)
+				if err != nil {
+					return nil, nil, err
+				}
+				return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: text}}}, nil, nil
+			})
+		return srv
+	}
+	s.servers = append(s.servers, agent.ServerConfig{Name: server, Builtin: server})
+	return s
+}
+
+// held is a tool body that says it started (when started is not nil),
+// waits for release (nil: never) or its context, and then answers text.
+func held(started chan<- struct{}, release <-chan struct{}, text string) func(context.Context) (string, error) {
+	return func(ctx context.Context) (string, error) {
+		if started != nil {
+			started <- struct{}{}
+		}
+		select {
+		case <-release:
+			return text, nil
+		case <-ctx.Done():
+			return "", ctx.Err()
+		}
+	}
+}
+
 // harness is the whole bot on loopback: an Echo server with the bot, the
 // real agent with the built-in model and demo server, a real bbolt file,
 // and the fakes for the Bot Framework.
