@@ -33,6 +33,8 @@ func TestErrorHandler(t *testing.T) {
 		{fmt.Errorf("view x: %w", viewpage.ErrNotFound), 404, "no such view"},
 		{fmt.Errorf("view x: %w", viewpage.ErrExpired), 410, "expired"},
 		{fmt.Errorf("view x: %w", viewpage.ErrForbidden), 403, "not yours"},
+		{fmt.Errorf("view x: %w", viewpage.ErrMissingRole), 403, "agents.read"},
+		{fmt.Errorf("tool x: %w: %w", viewpage.ErrCallForbidden, viewpage.ErrMissingRole), 403, "not run its tools"},
 		{fmt.Errorf("proxy: %w", viewpage.ErrBadToken), 403, "token"},
 		{fmt.Errorf("call: %w", agent.ErrToolNotAllowed), 403, "may not call that tool"},
 		{fmt.Errorf("call: %w", agent.ErrDenied), 403, "policy denied"},
