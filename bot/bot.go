@@ -7,8 +7,9 @@
 // sends the answer as Adaptive Cards through the Bot Connector REST API. It
 // keeps each conversation's reference in the store for later proactive sends.
 //
-// It owns neither card layout (package cards), nor runs (package agent), nor
-// storage (package store). It uses the msbotbuilder-go schema types, its
+// It owns neither card layout (package cards), nor runs and their MCP
+// servers (package agent), nor storage (package store): it chooses which
+// card to send and to whom, and keeps only the retry filter in memory. It uses the msbotbuilder-go schema types, its
 // activity dispatch (activity.HandlerFuncs and TurnContext) and its
 // core.BotFrameworkAdapter struct, with this package's own token validator
 // and connector client plugged into the adapter's fields, because the
