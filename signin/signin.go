@@ -355,9 +355,10 @@ func (s *Service) startSession(c echo.Context, p sessionPayload) (time.Time, err
 		return time.Time{}, fmt.Errorf("signin: encode session: %w", err)
 	}
 	value := s.seal.seal(s.sessionCookie, plain)
-	if len(value) > maxCookieValue {
-		// A browser would drop the cookie without a word and the person
-		// would be sent to sign in again and again.
+	if len(s.sessionCookie)+len(value) > maxCookieValue {
+		// A browser would drop the cookie without a word (Chromium keeps
+		// name and value up to 4096 bytes together) and the person would
+		// be sent to sign in again and again.
 		s.log.Warn("signin: session too large for a cookie",
 			slog.String("tenant", p.TID), slog.String("user", p.OID), slog.Int("roles", len(p.Roles)), slog.Int("bytes", len(value)))
 		return time.Time{}, echo.NewHTTPError(http.StatusBadRequest,
