@@ -913,7 +913,13 @@ func TestShutdownWaitsThenCancels(t *testing.T) {
 	if s, _ := h.send(h.message("personal", "a:stuck", "st-2", "/sales_report {}")); s != http.StatusServiceUnavailable {
 		t.Errorf("message after shutdown: %d, want 503", s)
 	}
-	if !strings.Contains(h.logs.String(), "agent run failed") {
+	// Cancelled, the run either fails or ends with nothing deliverable,
+	// depending on where the cancellation finds it; either way the turn
+	// ends as failed, and says so, before Shutdown returns.
+	if f := counterValue(t, h.reg, "teamsbot_bot_turns_total", map[string]string{"outcome": "failed"}); f != 1 {
+		t.Errorf("turns{outcome=failed} = %v, want 1", f)
+	}
+	if logs := h.logs.String(); !strings.Contains(logs, "agent run failed") && !strings.Contains(logs, "answer not delivered") {
 		t.Error("the cancelled turn was not logged as failed")
 	}
 }
