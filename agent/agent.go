@@ -329,7 +329,9 @@ func (r *runState) note(format string, args ...any) {
 
 // Run runs an agent for a person and stores what it made. When the model
 // fails, the run is still stored and the error wraps ErrModel; the Answer
-// then holds what was made before the failure and a Text that says so.
+// then holds what was made before the failure and a Text that says so. A
+// ctx that ends during the run stops it the same way (the error wraps
+// ctx's cause), and what the run did is still stored and audited.
 func (s *Service) Run(ctx context.Context, req Request) (Answer, error) {
 	a, err := s.agent(req.AgentID)
 	if err != nil {
@@ -346,6 +348,14 @@ func (s *Service) Run(ctx context.Context, req Request) (Answer, error) {
 	msgs := []Message{{Role: RoleUser, Text: req.Text}}
 	var runErr error
 	for round := 0; ; round++ {
+		if err := ctx.Err(); err != nil {
+			// Whatever the model would say now, the calls it made were
+			// cut short: the run stops and says so.
+			runErr = fmt.Errorf("agent %s: the run was stopped: %w", a.cfg.ID, context.Cause(ctx))
+			r.note("the run was stopped before it finished: %v", context.Cause(ctx))
+			r.answer.Text = "Sorry, the run was stopped before it finished."
+			break
+		}
 		turn := Turn{AgentName: a.cfg.DisplayName(), Tools: r.cat.specs, Messages: msgs}
 		last := round >= a.maxRounds
 		turn.Final = last
@@ -370,8 +380,10 @@ func (s *Service) Run(ctx context.Context, req Request) (Answer, error) {
 		}
 	}
 
-	if err := s.save(ctx, r); err != nil {
-		return r.answer, err
+	// The run is recorded even when ctx ended during it: the tool calls it
+	// made happened, and the audit log must say so.
+	if err := s.save(context.WithoutCancel(ctx), r); err != nil {
+		return r.answer, errors.Join(runErr, err)
 	}
 	return r.answer, runErr
 }

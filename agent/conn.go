@@ -305,7 +305,7 @@ func (c *serverConn) sessionFor(ctx context.Context, force bool) (*mcp.ClientSes
 	}
 	wasDead := c.session != nil && c.dead
 	if c.session == nil && !wasDead && !force && c.lastErr != nil && c.svc.now().Sub(c.lastTry) < c.svc.opts.RetryInterval {
-		return nil, false, fmt.Errorf("%w: %s: %v", ErrUnavailable, c.name, c.lastErr)
+		return nil, false, fmt.Errorf("%w: %s: %w", ErrUnavailable, c.name, c.lastErr)
 	}
 	if c.session != nil {
 		_ = c.session.Close()
@@ -315,7 +315,7 @@ func (c *serverConn) sessionFor(ctx context.Context, force bool) (*mcp.ClientSes
 	cs, err := c.connect(ctx)
 	if err != nil {
 		c.lastErr = err
-		return nil, false, fmt.Errorf("%w: %s: %v", ErrUnavailable, c.name, err)
+		return nil, false, fmt.Errorf("%w: %s: %w", ErrUnavailable, c.name, err)
 	}
 	c.lastErr = nil
 	c.session, c.dead = cs, false
@@ -380,7 +380,7 @@ func (c *serverConn) ping(ctx context.Context) error {
 		if sessionBroken(err) {
 			c.markDead(cs)
 		}
-		return fmt.Errorf("%w: %s: ping: %v", ErrUnavailable, c.name, err)
+		return fmt.Errorf("%w: %s: ping: %w", ErrUnavailable, c.name, err)
 	}
 	return nil
 }
@@ -452,7 +452,7 @@ func (c *serverConn) toolList(ctx context.Context, cs *mcp.ClientSession) (*tool
 			if sessionBroken(err) {
 				c.markDead(cs)
 			}
-			return nil, fmt.Errorf("%w: %s: tools/list: %v", ErrUnavailable, c.name, err)
+			return nil, fmt.Errorf("%w: %s: tools/list: %w", ErrUnavailable, c.name, err)
 		}
 		tools = append(tools, res.Tools...)
 		if len(tools) > maxTools {

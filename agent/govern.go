@@ -180,10 +180,10 @@ func (s *Service) governCall(ctx context.Context, a *agentRuntime, c *serverConn
 	if err != nil {
 		if sessionBroken(err) {
 			c.markDead(cs)
-			return nil, fmt.Errorf("%w: %s: the connection broke during %s: %v", ErrUnavailable, c.name, tool, err)
+			return nil, fmt.Errorf("%w: %s: the connection broke during %s: %w", ErrUnavailable, c.name, tool, err)
 		}
 		if cctx.Err() != nil && ctx.Err() == nil {
-			return nil, fmt.Errorf("%s/%s: timed out after %s", c.name, tool, c.timeout)
+			return nil, fmt.Errorf("%s/%s: timed out after %s: %w", c.name, tool, c.timeout, cctx.Err())
 		}
 		return nil, fmt.Errorf("%s/%s: %w", c.name, tool, err)
 	}
@@ -446,7 +446,8 @@ func (s *Service) CallFromView(ctx context.Context, v mcpapps.View, caller Perso
 	// name comes from the view: it is clipped wherever it is written, and
 	// goes into the metrics only once it is found in the server's list.
 	rec := func(result, reason string) error {
-		return s.appendAudit(ctx, store.AuditRecord{
+		// Recorded even when the caller went away during the call.
+		return s.appendAudit(context.WithoutCancel(ctx), store.AuditRecord{
 			Time:     s.now(),
 			TenantID: v.TenantID,
 			Action:   AuditAppCall,

@@ -8,6 +8,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -234,7 +235,52 @@ func TestServerTimeoutStopsSlowTool(t *testing.T) {
 		t.Errorf("audit = %+v", recs)
 	}
 	// The server is still usable afterwards.
-	if ans := run(t, s, "/secret {}"); len(ans.Views) != 1 {
-		t.Errorf("after the timeout: %+v", ans.ToolErrors)
+	ans = run(t, s, "/secret {}")
+	if len(ans.Views) != 1 {
+		t.Fatalf("after the timeout: %+v", ans.ToolErrors)
+	}
+	// A view's call times out the same way, and the error says it is a
+	// timeout to a caller that asks (a 504 rather than a 502).
+	_, err := s.CallFromView(context.Background(), ans.Views[0], alice, "slow", nil)
+	if !errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), "timed out after 200ms") {
+		t.Errorf("a view's slow call: err = %v, want a timeout wrapping context.DeadlineExceeded", err)
+	}
+}
+
+// A view's call is audited even when its caller goes away during the call
+// (the browser closed, the request's deadline passed).
+func TestViewCallAuditedWhenCallerLeaves(t *testing.T) {
+	var g govServer
+	st := openStore(t)
+	s := newService(t, govConfig("20s"), agent.Options{Store: st, AppsEnabled: true, Builtins: map[string]func() *mcp.Server{"gov": g.new}})
+	v := run(t, s, "/secret {}").Views[0]
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	if _, err := s.CallFromView(ctx, v, alice, "slow", nil); err == nil {
+		t.Fatal("the slow call succeeded")
+	}
+	recs := audit(t, st, agent.AuditAppCall)
+	if len(recs) != 1 || field(recs[0], "tool") != "slow" || field(recs[0], "result") != agent.ResultError {
+		t.Errorf("agent.mcp_app.call records = %+v, want the slow call as an error", recs)
+	}
+}
+
+// A run whose ctx ends during a tool call stops there and says so, and what
+// it did is still stored and audited.
+func TestRunStoppedWhenContextEnds(t *testing.T) {
+	var g govServer
+	st := openStore(t)
+	s := newService(t, govConfig("20s"), agent.Options{Store: st, AppsEnabled: true, Builtins: map[string]func() *mcp.Server{"gov": g.new}})
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	ans, err := s.Run(ctx, agent.Request{Person: alice, Text: "/slow {}"})
+	if !errors.Is(err, context.DeadlineExceeded) || !hasNote(ans.Notes, "stopped before it finished") {
+		t.Errorf("err = %v, notes %q; want the run stopped by its deadline", err, ans.Notes)
+	}
+	if _, err := st.GetRun(context.Background(), ans.RunID); err != nil {
+		t.Errorf("the stopped run was not stored: %v", err)
+	}
+	if recs := audit(t, st, agent.AuditToolCall); len(recs) != 1 || field(recs[0], "tool") != "slow" {
+		t.Errorf("the cut-short call is not audited: %+v", recs)
 	}
 }

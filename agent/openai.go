@@ -234,11 +234,11 @@ func systemPrompt(agent string) string {
 func (m *OpenAIModel) post(ctx context.Context, body chatRequest) (*chatResponse, error) {
 	b, err := json.Marshal(body)
 	if err != nil {
-		return nil, fmt.Errorf("%w: encoding the request: %v", ErrModel, err)
+		return nil, fmt.Errorf("%w: encoding the request: %w", ErrModel, err)
 	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, m.endpoint, bytes.NewReader(b))
 	if err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrModel, err)
+		return nil, fmt.Errorf("%w: %w", ErrModel, err)
 	}
 	req.Header.Set("Content-Type", "application/json")
 	if m.key != "" {
@@ -255,12 +255,12 @@ func (m *OpenAIModel) post(ctx context.Context, body chatRequest) (*chatResponse
 		if errors.As(err, &uerr) && uerr.Timeout() {
 			return nil, fmt.Errorf("%w: no answer from %s within %s", ErrModel, req.URL.Host, time.Since(start).Round(time.Millisecond))
 		}
-		return nil, fmt.Errorf("%w: %v", ErrModel, err)
+		return nil, fmt.Errorf("%w: %w", ErrModel, err)
 	}
 	defer resp.Body.Close()
 	data, err := io.ReadAll(io.LimitReader(resp.Body, 8<<20))
 	if err != nil {
-		return nil, fmt.Errorf("%w: reading the response: %v", ErrModel, err)
+		return nil, fmt.Errorf("%w: reading the response: %w", ErrModel, err)
 	}
 	if resp.StatusCode/100 != 2 {
 		msg := strings.TrimSpace(string(data))
@@ -275,7 +275,7 @@ func (m *OpenAIModel) post(ctx context.Context, body chatRequest) (*chatResponse
 	}
 	var out chatResponse
 	if err := json.Unmarshal(data, &out); err != nil {
-		return nil, fmt.Errorf("%w: the response is not Chat Completions JSON: %v", ErrModel, err)
+		return nil, fmt.Errorf("%w: the response is not Chat Completions JSON: %w", ErrModel, err)
 	}
 	return &out, nil
 }

@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 
 	"teamsbot/agent"
@@ -235,5 +236,45 @@ func TestOpenAIModelToolRoundsAreBounded(t *testing.T) {
 	}
 	if cs.bodies[2]["tool_choice"] != "none" || cs.bodies[1]["tool_choice"] != "auto" {
 		t.Errorf("tool_choice: %v, %v", cs.bodies[1]["tool_choice"], cs.bodies[2]["tool_choice"])
+	}
+}
+
+// A run cancelled while the model is answering (the bot shutting down, the
+// person gone) ends with an error that says both: the model failed, and
+// the context was cancelled. What the run did before is still recorded:
+// the tool call it made is in the audit log, and the run is stored.
+func TestOpenAIModelCancelledRun(t *testing.T) {
+	arrived := make(chan struct{})
+	var requests atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.ReadAll(r.Body) // the server notices a closed connection only after the body
+		if requests.Add(1) == 1 {
+			w.Header().Set("Content-Type", "application/json")
+			_ = json.NewEncoder(w).Encode(map[string]any{"choices": []any{map[string]any{"message": map[string]any{
+				"role": "assistant", "tool_calls": []any{map[string]any{"id": "c", "type": "function",
+					"function": map[string]any{"name": "demo__lookup_customer", "arguments": `{"customer":"C-1002"}`}}},
+			}}}})
+			return
+		}
+		close(arrived)
+		<-r.Context().Done()
+	}))
+	t.Cleanup(srv.Close)
+	st := openStore(t)
+	s := newService(t, openaiConfig(srv.URL, agent.ModelConfig{}), agent.Options{Store: st, AppsEnabled: true})
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() {
+		<-arrived
+		cancel()
+	}()
+	ans, err := s.Run(ctx, agent.Request{Person: alice, Text: "hi"})
+	if !errors.Is(err, agent.ErrModel) || !errors.Is(err, context.Canceled) {
+		t.Errorf("err = %v, want ErrModel and context.Canceled", err)
+	}
+	if _, err := st.GetRun(context.Background(), ans.RunID); err != nil {
+		t.Errorf("the cancelled run was not stored: %v", err)
+	}
+	if recs := audit(t, st, agent.AuditToolCall); len(recs) != 1 || field(recs[0], "tool") != "lookup_customer" {
+		t.Errorf("the tool call of the cancelled run is not audited: %+v", recs)
 	}
 }
