@@ -57,9 +57,9 @@ var (
 // Person is who a run is for. UserID empty means a run with no person (a
 // trigger); TenantID is always set.
 type Person struct {
-	TenantID string
-	UserID   string
-	Name     string
+	TenantID string // Entra tenant id (tid)
+	UserID   string // Entra object id (oid), Teams' from.aadObjectId
+	Name     string // for display only, never for decisions
 }
 
 // Request asks for one run.
@@ -69,11 +69,11 @@ type Request struct {
 	Text    string
 }
 
-// Refusal is a view that was not made.
+// Refusal is a view that was not made; the answer stands without it.
 type Refusal struct {
 	Server, Tool, ResourceURI string
-	Reason                    string // scheme, mime, size, content, read
-	Detail                    string
+	Reason                    string // scheme, mime, size, content, read (mcpapps.Reason*)
+	Detail                    string // for people; at most a few hundred bytes
 }
 
 // ToolError is a tool call that failed (IsError result or transport error).
@@ -83,13 +83,18 @@ type ToolError struct {
 
 // Answer is the outcome of a run.
 type Answer struct {
-	RunID      string
-	AgentID    string
-	Text       string
+	RunID   string
+	AgentID string
+	// Text is the model's answer; it never holds a view's HTML.
+	Text string
+	// Views are the views made, already stored; Refusals the views not
+	// made; ToolErrors the calls that failed or were refused.
 	Views      []mcpapps.View
 	Refusals   []Refusal
 	ToolErrors []ToolError
-	Notes      []string
+	// Notes say what the run left out and why (tools not offered to the
+	// model, servers unavailable, rounds used up), one line each.
+	Notes []string
 }
 
 // Decision is what a Policy is asked.

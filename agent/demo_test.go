@@ -6,6 +6,7 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -51,8 +52,9 @@ func TestViewFromDemoSalesReportHasStrictCSPAndIsAudited(t *testing.T) {
 	if v.UserID != alice.UserID || v.TenantID != alice.TenantID || v.AgentID != "default" || v.RunID != ans.RunID {
 		t.Errorf("view owner fields: %+v", v)
 	}
-	if got := v.ExpiresAt.Sub(v.CreatedAt); got != mcpapps.Lifetime {
-		t.Errorf("view lives %s, want %s", got, mcpapps.Lifetime)
+	// "A view is kept for 7 days."
+	if got := v.ExpiresAt.Sub(v.CreatedAt); got != 7*24*time.Hour {
+		t.Errorf("view lives %s, want 7 days", got)
 	}
 	if string(v.Arguments) != "{}" {
 		t.Errorf("arguments = %s", v.Arguments)

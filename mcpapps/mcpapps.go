@@ -4,7 +4,10 @@
 // builds the Content Security Policy a view is served under.
 //
 // It does no I/O: callers hand it what an MCP server returned and get back
-// plain values, so the rules can be tested and fuzzed on their own.
+// plain values, so the rules can be tested and fuzzed on their own. It does
+// not read resources or call tools (agent does), keep views (store does),
+// or decide who may open a view (viewpage does); the View record it
+// defines is what those packages pass between them.
 package mcpapps
 
 import (
@@ -92,10 +95,10 @@ type View struct {
 	Tool          string          `json:"tool"`
 	ToolTitle     string          `json:"toolTitle,omitempty"`
 	ResourceURI   string          `json:"resourceUri"`
-	HTMLSHA256    string          `json:"htmlSha256"`
-	CSP           string          `json:"csp"`
+	HTMLSHA256    string          `json:"htmlSha256"` // lower-case hex; the store's key of the HTML
+	CSP           string          `json:"csp"`        // the header value the view is served under (BuildCSP)
 	CSPDropped    []DroppedEntry  `json:"cspDropped,omitempty"`
-	Permissions   Permissions     `json:"permissions"`
+	Permissions   Permissions     `json:"permissions"` // as asked; only Forms is granted
 	PrefersBorder *bool           `json:"prefersBorder,omitempty"`
 	Arguments     json.RawMessage `json:"arguments"`
 	Result        json.RawMessage `json:"result"` // a CallToolResult as JSON

@@ -29,9 +29,12 @@ const maxURIBytes = 2048
 type RefusedError struct {
 	// Reason is one of "scheme", "mime", "size", "content", "read".
 	Reason string
+	// Detail says what was wrong, for people; parts quoted from the
+	// resource are cut short.
 	Detail string
 }
 
+// Error implements error.
 func (e *RefusedError) Error() string { return "mcp app refused: " + e.Reason + ": " + e.Detail }
 
 func refused(reason, format string, args ...any) *RefusedError {
