@@ -107,6 +107,12 @@ type Decision struct {
 	FromView bool
 }
 
+// MaxToolCallsPerRound bounds the tool calls run for one reply of the
+// model, so that a model (or a tool result that steers it) cannot make one
+// run call tools, and keep views, without end; the rounds are bounded by
+// ModelConfig.MaxToolRounds.
+const MaxToolCallsPerRound = 16
+
 // ActionInvoke is the Decision.Action of a tool call.
 const ActionInvoke = "invoke"
 
@@ -380,8 +386,18 @@ func (s *Service) Run(ctx context.Context, req Request) (Answer, error) {
 			r.answer.Text = reply.Text
 			break
 		}
-		for _, call := range reply.ToolCalls {
+		for i, call := range reply.ToolCalls {
+			if i >= MaxToolCallsPerRound {
+				// Every call still gets its tool message: the Chat
+				// Completions API wants an answer to each call id.
+				msgs = append(msgs, Message{Role: RoleTool, ToolCallID: call.ID, ToolName: call.Name, IsError: true,
+					Text: fmt.Sprintf("not run: at most %d tool calls are run per round", MaxToolCallsPerRound)})
+				continue
+			}
 			msgs = append(msgs, r.callForModel(ctx, call))
+		}
+		if n := len(reply.ToolCalls); n > MaxToolCallsPerRound {
+			r.note("the model asked for %d tool calls at once; only the first %d were run", n, MaxToolCallsPerRound)
 		}
 	}
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -276,5 +277,44 @@ func TestOpenAIModelCancelledRun(t *testing.T) {
 	}
 	if recs := audit(t, st, agent.AuditToolCall); len(recs) != 1 || field(recs[0], "tool") != "lookup_customer" {
 		t.Errorf("the tool call of the cancelled run is not audited: %+v", recs)
+	}
+}
+
+// A reply asking for many tool calls at once runs only the first
+// MaxToolCallsPerRound; every call still gets its tool message, as the API
+// requires, and the notes say so.
+func TestOpenAIModelToolCallsPerRoundAreBounded(t *testing.T) {
+	const asked = agent.MaxToolCallsPerRound + 9
+	cs := &chatServer{t: t}
+	cs.reply = func(body map[string]any) (int, any) {
+		msgs := messages(body)
+		if msgs[len(msgs)-1]["role"] == "user" {
+			var calls []any
+			for i := range asked {
+				calls = append(calls, map[string]any{"id": fmt.Sprintf("call_%d", i), "type": "function",
+					"function": map[string]any{"name": "demo__lookup_customer", "arguments": `{"customer":"C-1002"}`}})
+			}
+			return 200, map[string]any{"choices": []any{map[string]any{"message": map[string]any{"role": "assistant", "tool_calls": calls}}}}
+		}
+		answered := 0
+		for _, m := range msgs {
+			if m["role"] == "tool" {
+				answered++
+			}
+		}
+		if answered != asked {
+			t.Errorf("%d tool messages for %d calls", answered, asked)
+		}
+		return 200, map[string]any{"choices": []any{map[string]any{"message": map[string]any{"role": "assistant", "content": "done"}}}}
+	}
+	srv := cs.start()
+	st := openStore(t)
+	s := newService(t, openaiConfig(srv.URL, agent.ModelConfig{}), agent.Options{Store: st, AppsEnabled: true})
+	ans := run(t, s, "everything")
+	if ans.Text != "done" || !hasNote(ans.Notes, "only the first") {
+		t.Errorf("answer %q, notes %q", ans.Text, ans.Notes)
+	}
+	if n := len(audit(t, st, agent.AuditToolCall)); n != agent.MaxToolCallsPerRound {
+		t.Errorf("%d tool calls run, want %d", n, agent.MaxToolCallsPerRound)
 	}
 }
