@@ -376,6 +376,12 @@ func (b *Bot) serve(c echo.Context) error {
 		b.refuse(authErr(ReasonNotLoopback, "local mode takes activities from loopback only, not %s", req.RemoteAddr), req)
 		return echo.NewHTTPError(http.StatusForbidden, "bot: local mode accepts activities from loopback addresses only")
 	}
+	if b.local {
+		if why := fromBrowserPage(req); why != "" {
+			b.refuse(authErr(ReasonNotLoopback, "local mode: %s", why), req)
+			return echo.NewHTTPError(http.StatusForbidden, "bot: local mode accepts activities from local tools only, not from web pages")
+		}
+	}
 	if !b.local && req.Header.Get("Authorization") == "" {
 		// Refused before the body is read: no work for anonymous callers.
 		ae := authErr(ReasonMissingToken, "no Authorization header")
@@ -481,6 +487,31 @@ func remoteIsLoopback(remoteAddr string) bool {
 	}
 	ip := net.ParseIP(host)
 	return ip != nil && ip.IsLoopback()
+}
+
+// fromBrowserPage says why a local-mode request looks like it was sent by a
+// web page, or "" when it does not. Without a token, the loopback check is
+// the only guard, and a page can pass it: any site can POST to 127.0.0.1
+// from the person's browser, and a site whose name an attacker points at
+// 127.0.0.1 (DNS rebinding) even reads the answers. The Bot Framework
+// Emulator, curl and the Bot Connector send none of the headers browsers add
+// to such requests, and they address the service by a loopback name.
+func fromBrowserPage(req *http.Request) string {
+	if req.Header.Get("Origin") != "" || req.Header.Get("Sec-Fetch-Site") != "" || req.Header.Get("Sec-Fetch-Mode") != "" {
+		return "the request comes from a web page (Origin or Sec-Fetch headers)"
+	}
+	host := req.Host
+	if h, _, err := net.SplitHostPort(host); err == nil {
+		host = h
+	}
+	host = strings.TrimSuffix(strings.Trim(host, "[]"), ".")
+	if strings.EqualFold(host, "localhost") {
+		return ""
+	}
+	if ip := net.ParseIP(host); ip != nil && ip.IsLoopback() {
+		return ""
+	}
+	return fmt.Sprintf("Host %.100q is not a loopback name", req.Host)
 }
 
 // checkActivity refuses activities without the fields every reply needs.

@@ -739,6 +739,42 @@ func TestLocalModeLoopbackOnly(t *testing.T) {
 	if rec.Code != http.StatusForbidden {
 		t.Fatalf("non-loopback peer in local mode: %d %s, want 403", rec.Code, rec.Body)
 	}
+
+	// A web page in the person's browser reaches loopback too: a plain
+	// cross-site POST, or a page on a name rebound to 127.0.0.1. Each is
+	// refused, and the agent does not run.
+	for name, mod := range map[string]func(*http.Request){
+		"cross-site form post": func(r *http.Request) {
+			r.Header.Set("Origin", "https://evil.example")
+			r.Header.Set("Sec-Fetch-Site", "cross-site")
+			r.Header.Set("Content-Type", "text/plain")
+		},
+		"fetch without Origin": func(r *http.Request) { r.Header.Set("Sec-Fetch-Mode", "no-cors") },
+		"rebound host name":    func(r *http.Request) { r.Host = "evil.example:3978" },
+	} {
+		data, _ := json.Marshal(h.message("personal", "a:local", "l-"+name, "/sales_report {}"))
+		req := httptest.NewRequest(http.MethodPost, Path, strings.NewReader(string(data)))
+		req.RemoteAddr = "127.0.0.1:51234"
+		req.Host = "127.0.0.1:3978"
+		req.Header.Set("Content-Type", "application/json")
+		mod(req)
+		rec := httptest.NewRecorder()
+		e.ServeHTTP(rec, req)
+		if rec.Code != http.StatusForbidden {
+			t.Errorf("%s in local mode: %d %s, want 403", name, rec.Code, rec.Body)
+		}
+	}
+	// The same request from a local tool addressing localhost is taken.
+	data, _ = json.Marshal(h.message("personal", "a:local", "l-3", "/sales_report {}"))
+	req = httptest.NewRequest(http.MethodPost, Path, strings.NewReader(string(data)))
+	req.RemoteAddr = "[::1]:51234"
+	req.Host = "localhost:3978"
+	req.Header.Set("Content-Type", "application/json")
+	rec = httptest.NewRecorder()
+	e.ServeHTTP(rec, req)
+	if rec.Code != http.StatusAccepted {
+		t.Errorf("local tool on localhost: %d %s, want 202", rec.Code, rec.Body)
+	}
 }
 
 // serviceUrl checks: the bot token only goes to https, or to loopback http

@@ -32,6 +32,7 @@ func FuzzActivity(f *testing.F) {
 	f.Fuzz(func(t *testing.T, body string) {
 		req := httptest.NewRequest(http.MethodPost, Path, strings.NewReader(body))
 		req.RemoteAddr = "127.0.0.1:40000"
+		req.Host = "127.0.0.1:3978" // a local tool, as local mode requires
 		rec := httptest.NewRecorder()
 		e.ServeHTTP(rec, req)
 		switch rec.Code {
