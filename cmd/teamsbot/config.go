@@ -11,6 +11,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"time"
 
 	"go.yaml.in/yaml/v3"
 
@@ -226,6 +227,21 @@ func absoluteHTTPURL(s string) error {
 		return fmt.Errorf("%q: credentials do not belong in a URL", s)
 	}
 	return nil
+}
+
+// writeTimeout bounds writing one response. A view's tool call answers
+// only when the tool does, so it must outlast the longest tool timeout of
+// any configured server.
+func (c config) writeTimeout() time.Duration {
+	longest := agent.DefaultServerTimeout
+	for _, a := range c.Agents.Agents {
+		for _, s := range a.Servers {
+			if d, err := time.ParseDuration(s.Timeout); err == nil && d > longest {
+				longest = d
+			}
+		}
+	}
+	return max(60*time.Second, longest+15*time.Second)
 }
 
 // openButtons reports whether cards may carry Open buttons: Teams opens only

@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 func envOf(m map[string]string) func(string) string {
@@ -157,5 +158,26 @@ func TestConfigFileJSONAndEnvironmentExpansion(t *testing.T) {
 	}
 	if _, err := loadConfig(envOf(map[string]string{"TICKETIQ_CONFIG": path})); err == nil || !strings.Contains(err.Error(), "CRM_TOKEN") {
 		t.Errorf("an unset variable must be named: %v", err)
+	}
+}
+
+func TestWriteTimeoutOutlastsToolTimeouts(t *testing.T) {
+	cfg, err := loadConfig(envOf(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := cfg.writeTimeout(); got != time.Minute {
+		t.Errorf("default write timeout %v, want 1m", got)
+	}
+	path := filepath.Join(t.TempDir(), "teamsbot.yaml")
+	doc := "agents:\n  - id: slow\n    servers:\n      - {name: demo, builtin: demo}\n      - {name: batch, url: 'https://batch.example.com/mcp', timeout: 5m}\n"
+	if err := os.WriteFile(path, []byte(doc), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if cfg, err = loadConfig(envOf(map[string]string{"TICKETIQ_CONFIG": path})); err != nil {
+		t.Fatal(err)
+	}
+	if got := cfg.writeTimeout(); got <= 5*time.Minute {
+		t.Errorf("write timeout %v does not outlast a 5m tool timeout", got)
 	}
 }
