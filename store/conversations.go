@@ -49,21 +49,7 @@ func (s *Store) PutConversation(ctx context.Context, ref ConversationRef) error 
 
 // Conversation returns a conversation reference.
 func (s *Store) Conversation(ctx context.Context, key string) (ConversationRef, error) {
-	if err := ctx.Err(); err != nil {
-		return ConversationRef{}, err
-	}
-	var ref ConversationRef
-	err := s.read(func(tx *bbolt.Tx) error {
-		data := tx.Bucket([]byte(bucketConversations)).Get([]byte(key))
-		if data == nil {
-			return ErrNotFound
-		}
-		return json.Unmarshal(data, &ref)
-	})
-	if err != nil {
-		return ConversationRef{}, fmt.Errorf("conversation %s: %w", key, err)
-	}
-	return ref, nil
+	return getJSON[ConversationRef](ctx, s, bucketConversations, "conversation", key)
 }
 
 // DeleteConversation removes a conversation reference; unknown keys are not an error.

@@ -241,21 +241,9 @@ func dropHTMLRef(tx *bbolt.Tx, sha []byte) (bool, error) {
 // for a view whose ExpiresAt is at or before now, even if no sweep has
 // deleted it yet.
 func (s *Store) View(ctx context.Context, id string) (mcpapps.View, error) {
-	if err := ctx.Err(); err != nil {
-		return mcpapps.View{}, err
-	}
-	var v mcpapps.View
-	err := s.read(func(tx *bbolt.Tx) error {
-		data := tx.Bucket([]byte(bucketViews)).Get([]byte(id))
-		if data == nil {
-			return ErrNotFound
-		}
-		// Unmarshal copies every string and raw message out of the
-		// mapped page, so nothing of the transaction outlives it.
-		return json.Unmarshal(data, &v)
-	})
+	v, err := getJSON[mcpapps.View](ctx, s, bucketViews, "view", id)
 	if err != nil {
-		return mcpapps.View{}, fmt.Errorf("view %s: %w", id, err)
+		return mcpapps.View{}, err
 	}
 	if v.Expired(s.now()) {
 		return mcpapps.View{}, fmt.Errorf("view %s expired at %s: %w", id, v.ExpiresAt.UTC().Format(time.RFC3339), ErrExpired)
@@ -287,19 +275,28 @@ func (s *Store) ViewHTML(ctx context.Context, sha256hex string) ([]byte, error) 
 
 // GetRun returns a run.
 func (s *Store) GetRun(ctx context.Context, id string) (Run, error) {
+	return getJSON[Run](ctx, s, bucketRuns, "run", id)
+}
+
+// getJSON reads and decodes the record key of bucket; an unknown key gives
+// ErrNotFound. what names the record in errors. Unmarshal copies every
+// string and raw message out of the mapped page, so nothing of the
+// transaction outlives it.
+func getJSON[T any](ctx context.Context, s *Store, bucket, what, key string) (T, error) {
+	var v T
 	if err := ctx.Err(); err != nil {
-		return Run{}, err
+		return v, err
 	}
-	var r Run
 	err := s.read(func(tx *bbolt.Tx) error {
-		data := tx.Bucket([]byte(bucketRuns)).Get([]byte(id))
+		data := tx.Bucket([]byte(bucket)).Get([]byte(key))
 		if data == nil {
 			return ErrNotFound
 		}
-		return json.Unmarshal(data, &r)
+		return json.Unmarshal(data, &v)
 	})
 	if err != nil {
-		return Run{}, fmt.Errorf("run %s: %w", id, err)
+		var zero T
+		return zero, fmt.Errorf("%s %s: %w", what, key, err)
 	}
-	return r, nil
+	return v, nil
 }
