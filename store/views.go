@@ -3,9 +3,7 @@ package store
 import (
 	"bytes"
 	"context"
-	"crypto/sha256"
 	"encoding/binary"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"slices"
@@ -113,8 +111,7 @@ func (s *Store) prepareRun(run Run, views []NewView, audit []AuditRecord) (*prep
 		if v.ExpiresAt.IsZero() {
 			return nil, fmt.Errorf("view %s: no expiry: %w", v.ID, ErrInvalid)
 		}
-		sum := sha256.Sum256(nv.HTML)
-		sha := hex.EncodeToString(sum[:])
+		sha := mcpapps.HTMLSHA256(nv.HTML)
 		if v.HTMLSHA256 != "" && !strings.EqualFold(v.HTMLSHA256, sha) {
 			return nil, fmt.Errorf("view %s: HTML SHA-256 is %s, the view says %s: %w", v.ID, sha, v.HTMLSHA256, ErrInvalid)
 		}
