@@ -127,9 +127,10 @@ func validToolName(name string) bool {
 type toolEntry struct {
 	tool    *mcp.Tool
 	ui      mcpapps.ToolUI
-	uiErr   error
 	toModel bool
 	toApp   bool
+	// notOffered says why the model is not offered the tool; "" when it is.
+	notOffered string
 }
 
 // resourceEntry is a ui:// resource, read and checked once.
@@ -492,36 +493,39 @@ func (c *serverConn) buildToolList(tools []*mcp.Tool, more bool) *toolList {
 			tl.note("server %s lists tool %s twice; only the first is used", c.name, t.Name)
 			continue
 		}
-		e := &toolEntry{tool: t}
-		e.ui, e.uiErr = mcpapps.ReadToolUI(t.Meta)
+		ui, err := mcpapps.ReadToolUI(t.Meta)
+		e := &toolEntry{tool: t, ui: ui}
 		switch {
 		case !apps:
 			// The extension is off: the server's _meta.ui means nothing here.
 			e.ui = mcpapps.ToolUI{}
-			e.toModel, e.toApp = true, false
-		case e.uiErr != nil:
-			// A malformed _meta.ui: offer the tool as a plain tool, make no
-			// view, and let no view call it.
-			e.ui = mcpapps.ToolUI{}
-			e.toModel, e.toApp = true, false
-			tl.note("tool %s/%s: its _meta.ui is malformed (%v); offered without a view", c.name, t.Name, e.uiErr)
+			e.toModel = true
+		case err != nil:
+			// A malformed _meta.ui: who may call the tool is unknown, so
+			// nobody may (ReadToolUI fails closed the same way), and it
+			// has no view. Offering it to the model could hand it a tool
+			// its server meant for views only.
+			e.notOffered = fmt.Sprintf("its _meta.ui is malformed (%v)", err)
 		default:
-			e.toModel = e.ui.VisibleTo(mcpapps.VisibilityModel)
-			e.toApp = e.ui.VisibleTo(mcpapps.VisibilityApp)
+			e.toModel = ui.VisibleTo(mcpapps.VisibilityModel)
+			e.toApp = ui.VisibleTo(mcpapps.VisibilityApp)
+			if !e.toModel {
+				e.notOffered = fmt.Sprintf("its _meta.ui.visibility %q lacks \"model\"", ui.Visibility)
+			}
 		}
 		tl.byName[t.Name] = e
-		if e.toModel {
-			tl.specs = append(tl.specs, ToolSpec{
-				Name:        c.name + "/" + t.Name,
-				Server:      c.name,
-				Tool:        t.Name,
-				Title:       toolTitle(t),
-				Description: t.Description,
-				InputSchema: t.InputSchema,
-			})
-		} else {
-			tl.note("tool %s/%s is not offered to the model: its _meta.ui.visibility %q lacks \"model\"", c.name, t.Name, e.ui.Visibility)
+		if !e.toModel {
+			tl.note("tool %s/%s is not offered to the model: %s", c.name, t.Name, e.notOffered)
+			continue
 		}
+		tl.specs = append(tl.specs, ToolSpec{
+			Name:        c.name + "/" + t.Name,
+			Server:      c.name,
+			Tool:        t.Name,
+			Title:       toolTitle(t),
+			Description: t.Description,
+			InputSchema: t.InputSchema,
+		})
 	}
 	if tl.more > 0 {
 		tl.notes = append(tl.notes, fmt.Sprintf("server %s: %d more notes about its tools are left out", c.name, tl.more))

@@ -324,7 +324,7 @@ func (r *runState) callForModel(ctx context.Context, call ToolCall) Message {
 	}
 	if !e.toModel {
 		svc.metrics.call(server, tool, false, ResultRefused)
-		reason := fmt.Sprintf("tool %s/%s is not offered to the model: its visibility %q lacks \"model\"", server, tool, e.ui.Visibility)
+		reason := fmt.Sprintf("tool %s/%s is not offered to the model: %s", server, tool, e.notOffered)
 		r.note("refused the model's call: %s", reason)
 		return refuse(ResultRefused, reason)
 	}

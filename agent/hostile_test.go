@@ -262,3 +262,48 @@ func TestHugeResultMakesNoView(t *testing.T) {
 		t.Errorf("title as answered: %d bytes, %.60q", len(title), title)
 	}
 }
+
+// A tool whose _meta.ui is malformed cannot say who may call it, so
+// nobody may: it is not offered to the model (even when its list names
+// "app" beside an unknown value), the model's call is refused, and the
+// notes say why. With the extension off, _meta.ui means nothing and the
+// tool is offered like any other.
+func TestMalformedToolUIFailsClosed(t *testing.T) {
+	newServer := func() *mcp.Server {
+		srv := mcp.NewServer(&mcp.Implementation{Name: "odd", Version: "1.0.0"}, nil)
+		add := func(name string, ui any) {
+			srv.AddTool(&mcp.Tool{Name: name, InputSchema: map[string]any{"type": "object"}, Meta: mcp.Meta{"ui": ui}},
+				func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+					return textResult(name + " ran"), nil
+				})
+		}
+		add("app_and_unknown", map[string]any{"visibility": []string{"app", "admin"}})
+		add("visibility_string", map[string]any{"visibility": "app"})
+		add("uri_number", map[string]any{"resourceUri": 7})
+		add("plain", map[string]any{})
+		return srv
+	}
+	malformed := []string{"app_and_unknown", "visibility_string", "uri_number"}
+	for _, apps := range []bool{true, false} {
+		st := openStore(t)
+		s := newService(t, oneAgent(agent.ServerConfig{Name: "odd", Builtin: "odd"}), agent.Options{Store: st, AppsEnabled: apps,
+			Builtins: map[string]func() *mcp.Server{"odd": newServer}})
+		ans := run(t, s, "/tools")
+		if !strings.Contains(ans.Text, "odd/plain") {
+			t.Errorf("apps %v: plain tool not offered:\n%s", apps, ans.Text)
+		}
+		for _, name := range malformed {
+			offered := strings.Contains(ans.Text, "odd/"+name)
+			if offered == apps {
+				t.Errorf("apps %v: %s offered = %v:\n%s", apps, name, offered, ans.Text)
+			}
+			if apps && !hasNote(ans.Notes, name, "not offered to the model", "malformed") {
+				t.Errorf("no note says why %s is not offered: %q", name, ans.Notes)
+			}
+		}
+		ans = run(t, s, "/app_and_unknown {}")
+		if ran := strings.Contains(ans.Text, "app_and_unknown ran"); ran == apps {
+			t.Errorf("apps %v: the model's call of app_and_unknown ran = %v: %q", apps, ran, ans.Text)
+		}
+	}
+}
