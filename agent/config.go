@@ -471,8 +471,8 @@ func parseTimeout(s string, def time.Duration) (time.Duration, error) {
 	return d, nil
 }
 
-// Redacted returns a copy safe to print: header and env values, and the
-// password and query values of URLs, are hidden, since they usually carry
+// Redacted returns a copy safe to print: header and env values, and all
+// of a URL but its scheme and host, are hidden, since they often carry
 // secrets.
 func (c Config) Redacted() Config {
 	out := Config{Agents: make([]AgentConfig, len(c.Agents))}
@@ -490,23 +490,23 @@ func (c Config) Redacted() Config {
 	return out
 }
 
-// hideURLSecrets hides a URL's password and query values; a URL that does
+// hideURLSecrets shows a URL's scheme and host only: its user info, path
+// and query are hidden, since a password, a token in the query or a secret
+// path (some services put the key there) are all common. A URL that does
 // not parse is hidden whole.
 func hideURLSecrets(raw string) string {
 	if raw == "" {
 		return ""
 	}
 	u, err := url.Parse(raw)
-	if err != nil {
+	if err != nil || u.Host == "" {
 		return "[redacted]"
 	}
-	if q := u.Query(); len(q) > 0 {
-		for k := range q {
-			q[k] = []string{"[redacted]"}
-		}
-		u.RawQuery = q.Encode()
+	shown := u.Scheme + "://" + u.Host
+	if u.User != nil || (u.Path != "" && u.Path != "/") || u.RawQuery != "" || u.Fragment != "" {
+		shown += "/[redacted]"
 	}
-	return u.Redacted()
+	return shown
 }
 
 func hideValues(m map[string]string) map[string]string {

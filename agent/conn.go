@@ -6,9 +6,11 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"os"
 	"os/exec"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -354,10 +356,45 @@ func (c *serverConn) connect(ctx context.Context) (*mcp.ClientSession, error) {
 	}
 	cs, err := c.client().Connect(ctx, t, so)
 	if err != nil {
-		return nil, err
+		return nil, c.scrub(err)
 	}
 	return cs, nil
 }
+
+// scrub hides the server's URL in err's text. A URL often carries a
+// secret (a token in its query, a secret path), and the transport's errors
+// quote it ("Post \"https://...\": ..."); they reach the log, the run notes
+// and the audit log. The result still wraps err.
+func (c *serverConn) scrub(err error) error {
+	if err == nil || c.cfg.URL == "" {
+		return err
+	}
+	forms := []string{c.cfg.URL}
+	if u, perr := url.Parse(c.cfg.URL); perr == nil {
+		forms = append(forms, u.String())
+	}
+	for _, f := range forms[:len(forms):len(forms)] {
+		forms = append(forms, strings.Trim(strconv.Quote(f), `"`))
+	}
+	msg := err.Error()
+	shown := msg
+	for _, f := range forms {
+		shown = strings.ReplaceAll(shown, f, hideURLSecrets(c.cfg.URL))
+	}
+	if shown == msg {
+		return err
+	}
+	return &scrubbedError{msg: shown, err: err}
+}
+
+// scrubbedError is an error whose text has a secret taken out.
+type scrubbedError struct {
+	msg string
+	err error
+}
+
+func (e *scrubbedError) Error() string { return e.msg }
+func (e *scrubbedError) Unwrap() error { return e.err }
 
 // markDead records that a call found the session broken, so that the next
 // use reconnects.
@@ -381,7 +418,7 @@ func (c *serverConn) ping(ctx context.Context) error {
 		if sessionBroken(err) {
 			c.markDead(cs)
 		}
-		return fmt.Errorf("%w: %s: ping: %w", ErrUnavailable, c.name, err)
+		return fmt.Errorf("%w: %s: ping: %w", ErrUnavailable, c.name, c.scrub(err))
 	}
 	return nil
 }
@@ -396,7 +433,7 @@ func (c *serverConn) close() error {
 	err := c.session.Close()
 	c.session = nil
 	if err != nil && !errors.Is(err, mcp.ErrConnectionClosed) && !isExitError(err) {
-		return fmt.Errorf("closing %s: %w", c.name, err)
+		return fmt.Errorf("closing %s: %w", c.name, c.scrub(err))
 	}
 	return nil
 }
@@ -453,7 +490,7 @@ func (c *serverConn) toolList(ctx context.Context, cs *mcp.ClientSession) (*tool
 			if sessionBroken(err) {
 				c.markDead(cs)
 			}
-			return nil, fmt.Errorf("%w: %s: tools/list: %w", ErrUnavailable, c.name, err)
+			return nil, fmt.Errorf("%w: %s: tools/list: %w", ErrUnavailable, c.name, c.scrub(err))
 		}
 		tools = append(tools, res.Tools...)
 		if len(tools) > maxTools {
@@ -571,7 +608,7 @@ func (c *serverConn) resource(ctx context.Context, cs *mcp.ClientSession, uri st
 		if sessionBroken(err) {
 			c.markDead(cs)
 		}
-		return nil, err
+		return nil, c.scrub(err)
 	}
 	e = c.check(uri, res.Contents, meta[uri])
 	c.cmu.Lock()

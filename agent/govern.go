@@ -178,6 +178,7 @@ func (s *Service) governCall(ctx context.Context, a *agentRuntime, c *serverConn
 	defer cancel()
 	res, err := cs.CallTool(cctx, &mcp.CallToolParams{Name: tool, Arguments: args})
 	if err != nil {
+		err = c.scrub(err)
 		if sessionBroken(err) {
 			c.markDead(cs)
 			return nil, fmt.Errorf("%w: %s: the connection broke during %s: %w", ErrUnavailable, c.name, tool, err)

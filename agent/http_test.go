@@ -1,8 +1,12 @@
 package agent_test
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
@@ -16,6 +20,7 @@ import (
 
 	"teamsbot/agent"
 	"teamsbot/agent/demo"
+	"teamsbot/store"
 )
 
 // streamableDemo serves the demo server over Streamable HTTP on loopback,
@@ -144,5 +149,45 @@ func TestCloseTerminatesStdioChild(t *testing.T) {
 	}
 	if _, err := s.Run(context.Background(), agent.Request{Person: alice, Text: "/pid {}"}); err != nil {
 		t.Errorf("Run after Close: %v", err)
+	}
+}
+
+// A server URL may carry a secret (some services put the key in the path,
+// others in the query): when the server cannot be reached, the log, the run
+// notes, the audit log and Ready's error name the server and its host, never
+// the secret.
+func TestServerURLSecretsStayOutOfLogsAndNotes(t *testing.T) {
+	var logs bytes.Buffer
+	hs := streamableDemo(t, "tok", nil)
+	url := hs.URL + "/mcp/s3cret-path?key=s3cret-query"
+	hs.Close() // nothing answers there now
+	st := openStore(t)
+	cfg := oneAgent(agent.ServerConfig{Name: "crm", URL: url})
+	s := newService(t, cfg, agent.Options{Store: st, AppsEnabled: true, ConnectTimeout: 5 * time.Second, RetryInterval: time.Nanosecond,
+		Logger: slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))})
+	err := s.Ready(context.Background())
+	if !errors.Is(err, agent.ErrUnavailable) {
+		t.Fatalf("Ready = %v, want ErrUnavailable", err)
+	}
+	ans := run(t, s, "/crm/lookup_customer {}")
+	recs, aerr := st.Audit(context.Background(), store.AuditQuery{})
+	if aerr != nil {
+		t.Fatal(aerr)
+	}
+	var audited bytes.Buffer
+	for _, r := range recs {
+		b, _ := json.Marshal(r)
+		audited.Write(b)
+	}
+	for what, text := range map[string]string{
+		"Ready's error": err.Error(), "the log": logs.String(), "the notes": strings.Join(ans.Notes, "\n"),
+		"the tool errors": fmt.Sprint(ans.ToolErrors), "the audit log": audited.String(),
+	} {
+		if strings.Contains(text, "s3cret") {
+			t.Errorf("%s shows the URL's secret: %s", what, text)
+		}
+	}
+	if !strings.Contains(err.Error(), strings.TrimPrefix(hs.URL, "http://")) {
+		t.Errorf("Ready's error does not name the host: %v", err)
 	}
 }
