@@ -15,6 +15,13 @@
 //
 // The model never sees a view's HTML: it reads the ordinary tool result,
 // after the data rules have redacted it.
+//
+// An MCP server is not trusted. What it sends is bounded before the service
+// keeps or shows it: its tool list (count, pages, names), the resources
+// cached from it, a view's HTML and data, and its text (error messages,
+// URIs, titles) in notes, answers, audit records and metric labels. A tool
+// whose _meta.ui is malformed is offered to nobody, and a server's URL is
+// shown by its host only, as it may carry a secret.
 package agent
 
 import (
