@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -384,5 +385,44 @@ func TestRunWithoutPersonMakesTenantView(t *testing.T) {
 	}
 	if _, err := s.Run(context.Background(), agent.Request{Person: alice, AgentID: "nope"}); !errors.Is(err, agent.ErrNotFound) {
 		t.Errorf("unknown agent: %v", err)
+	}
+}
+
+// "A server without UI resources works exactly as before": a plain server
+// gives the same answer with the extension on as with it off, with no
+// views, refusals or notes, and its server never sees a resources/read.
+func TestServerWithoutUIWorksAsBefore(t *testing.T) {
+	var reads atomic.Int32
+	newServer := func() *mcp.Server {
+		srv := mcp.NewServer(&mcp.Implementation{Name: "plain", Version: "1.0.0"}, nil)
+		srv.AddTool(&mcp.Tool{Name: "weather", Description: "today's weather", InputSchema: map[string]any{"type": "object"}},
+			func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+				return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: `{"sky":"clear","high":21}`}}}, nil
+			})
+		srv.AddReceivingMiddleware(func(next mcp.MethodHandler) mcp.MethodHandler {
+			return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+				if method == "resources/read" {
+					reads.Add(1)
+				}
+				return next(ctx, method, req)
+			}
+		})
+		return srv
+	}
+	var answers []agent.Answer
+	for _, apps := range []bool{true, false} {
+		s := newService(t, oneAgent(agent.ServerConfig{Name: "plain", Builtin: "plain"}),
+			agent.Options{Store: openStore(t), AppsEnabled: apps, Builtins: map[string]func() *mcp.Server{"plain": newServer}})
+		ans := run(t, s, "/weather {}")
+		if len(ans.Views)+len(ans.Refusals)+len(ans.ToolErrors)+len(ans.Notes) != 0 {
+			t.Errorf("apps %v: views %d, refusals %+v, tool errors %+v, notes %q", apps, len(ans.Views), ans.Refusals, ans.ToolErrors, ans.Notes)
+		}
+		answers = append(answers, ans)
+	}
+	if answers[0].Text != answers[1].Text || !strings.Contains(answers[0].Text, "sky: clear") {
+		t.Errorf("answers differ or miss the result:\non:  %q\noff: %q", answers[0].Text, answers[1].Text)
+	}
+	if n := reads.Load(); n != 0 {
+		t.Errorf("%d resources/read sent to a server without UI resources", n)
 	}
 }
