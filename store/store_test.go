@@ -299,7 +299,23 @@ func TestExpiredViewIsNeverReturned(t *testing.T) {
 	if !errors.Is(err, store.ErrNotFound) || errors.Is(err, store.ErrExpired) {
 		t.Errorf("View(unknown) = %v, want ErrNotFound and not ErrExpired", err)
 	}
+	// An id comes from a URL: a huge one is not found, and the error (which
+	// callers log) does not repeat it whole.
+	huge := strings.Repeat("x", 1<<20)
+	for what, err := range map[string]error{
+		"View":         second(s.View(ctx, huge)),
+		"ViewHTML":     second(s.ViewHTML(ctx, huge)),
+		"GetRun":       second(s.GetRun(ctx, huge)),
+		"Conversation": second(s.Conversation(ctx, huge)),
+	} {
+		if !errors.Is(err, store.ErrNotFound) || len(err.Error()) > 300 {
+			t.Errorf("%s(1 MiB id): not ErrNotFound, or a %d-byte error", what, len(err.Error()))
+		}
+	}
 }
+
+// second is the error of a (value, error) pair.
+func second[T any](_ T, err error) error { return err }
 
 func TestSharedHTMLKeptUntilItsLastViewIsSwept(t *testing.T) {
 	clk := newClock()

@@ -265,7 +265,7 @@ func (s *Store) ViewHTML(ctx context.Context, sha256hex string) ([]byte, error) 
 		return nil
 	})
 	if err != nil {
-		return nil, fmt.Errorf("view HTML %s: %w", sha256hex, err)
+		return nil, fmt.Errorf("view HTML %.128s: %w", sha256hex, err)
 	}
 	return html, nil
 }
@@ -293,7 +293,7 @@ func getJSON[T any](ctx context.Context, s *Store, bucket, what, key string) (T,
 	})
 	if err != nil {
 		var zero T
-		return zero, fmt.Errorf("%s %s: %w", what, key, err)
+		return zero, fmt.Errorf("%s %.128s: %w", what, key, err)
 	}
 	return v, nil
 }
