@@ -370,21 +370,21 @@ func (c *serverConn) scrub(err error) error {
 		return err
 	}
 	forms := []string{c.cfg.URL}
-	if u, perr := url.Parse(c.cfg.URL); perr == nil {
+	if u, perr := url.Parse(c.cfg.URL); perr == nil && u.String() != c.cfg.URL {
 		forms = append(forms, u.String())
 	}
-	for _, f := range forms[:len(forms):len(forms)] {
-		forms = append(forms, strings.Trim(strconv.Quote(f), `"`))
-	}
+	shown := hideURLSecrets(c.cfg.URL)
 	msg := err.Error()
-	shown := msg
+	out := msg
 	for _, f := range forms {
-		shown = strings.ReplaceAll(shown, f, hideURLSecrets(c.cfg.URL))
+		// As written, and as %q writes it (url.Error quotes the URL).
+		out = strings.ReplaceAll(out, f, shown)
+		out = strings.ReplaceAll(out, strings.Trim(strconv.Quote(f), `"`), shown)
 	}
-	if shown == msg {
+	if out == msg {
 		return err
 	}
-	return &scrubbedError{msg: shown, err: err}
+	return &scrubbedError{msg: out, err: err}
 }
 
 // scrubbedError is an error whose text has a secret taken out.
