@@ -361,33 +361,36 @@ func (c *serverConn) connect(ctx context.Context) (*mcp.ClientSession, error) {
 	return cs, nil
 }
 
-// scrub hides the server's URL in err's text. A URL often carries a
-// secret (a token in its query, a secret path), and the transport's errors
-// quote it ("Post \"https://...\": ..."); they reach the log, the run notes
-// and the audit log. The result still wraps err.
+// scrub makes an error of the server's session fit to log and show. The
+// server's URL is hidden: it often carries a secret (a token in its query,
+// a secret path), and the transport's errors quote it ("Post
+// \"https://...\": ..."). The text is cut to maxReasonBytes: a server's
+// error message may be of any size. The result still wraps err.
 func (c *serverConn) scrub(err error) error {
-	if err == nil || c.cfg.URL == "" {
-		return err
+	if err == nil {
+		return nil
 	}
-	forms := []string{c.cfg.URL}
-	if u, perr := url.Parse(c.cfg.URL); perr == nil && u.String() != c.cfg.URL {
-		forms = append(forms, u.String())
-	}
-	shown := hideURLSecrets(c.cfg.URL)
 	msg := err.Error()
 	out := msg
-	for _, f := range forms {
-		// As written, and as %q writes it (url.Error quotes the URL).
-		out = strings.ReplaceAll(out, f, shown)
-		out = strings.ReplaceAll(out, strings.Trim(strconv.Quote(f), `"`), shown)
+	if c.cfg.URL != "" {
+		forms := []string{c.cfg.URL}
+		if u, perr := url.Parse(c.cfg.URL); perr == nil && u.String() != c.cfg.URL {
+			forms = append(forms, u.String())
+		}
+		shown := hideURLSecrets(c.cfg.URL)
+		for _, f := range forms {
+			// As written, and as %q writes it (url.Error quotes the URL).
+			out = strings.ReplaceAll(out, f, shown)
+			out = strings.ReplaceAll(out, strings.Trim(strconv.Quote(f), `"`), shown)
+		}
 	}
-	if out == msg {
+	if out = clip(out, maxReasonBytes); out == msg {
 		return err
 	}
 	return &scrubbedError{msg: out, err: err}
 }
 
-// scrubbedError is an error whose text has a secret taken out.
+// scrubbedError is an error whose text was scrubbed.
 type scrubbedError struct {
 	msg string
 	err error

@@ -208,6 +208,9 @@ func TestHostileTextIsBounded(t *testing.T) {
 	}
 
 	v := run(t, s, "/view_tool {}").Views[0]
+	if _, err := s.CallFromView(context.Background(), v, alice, "call_fails", nil); err == nil || len(err.Error()) > 1024 {
+		t.Errorf("a view's failing call: %d-byte error, want a short one", len(fmt.Sprint(err)))
+	}
 	for i := range 200 {
 		name := fmt.Sprintf("made_up_%d_%s", i, strings.Repeat("y", 10<<10))
 		if _, err := s.CallFromView(context.Background(), v, alice, name, nil); !errors.Is(err, agent.ErrToolNotAllowed) {
