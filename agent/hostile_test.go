@@ -65,6 +65,16 @@ func hostileServer(override func(ctx context.Context, method string, req mcp.Req
 			func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 				return textResult("start " + strings.Repeat("r", 3<<20)), nil
 			})
+		srv.AddTool(&mcp.Tool{Name: "mute_view", InputSchema: map[string]any{"type": "object"},
+			Meta: mcp.Meta{"ui": map[string]any{"resourceUri": "ui://evil/mute.html"}}},
+			func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+				return textResult("the answer"), nil
+			})
+		srv.AddResource(&mcp.Resource{URI: "ui://evil/mute.html", Name: "mute", MIMEType: mcpapps.MIMEType},
+			func(ctx context.Context, _ *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
+				<-ctx.Done() // never answers; the client's cancellation ends it
+				return nil, ctx.Err()
+			})
 		srv.AddReceivingMiddleware(func(next mcp.MethodHandler) mcp.MethodHandler {
 			return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
 				if res, ok := override(ctx, method, req); ok {
@@ -308,5 +318,29 @@ func TestMalformedToolUIFailsClosed(t *testing.T) {
 		if ran := strings.Contains(ans.Text, "app_and_unknown ran"); ran == apps {
 			t.Errorf("apps %v: the model's call of app_and_unknown ran = %v: %q", apps, ran, ans.Text)
 		}
+	}
+}
+
+// A resource that never answers is given up after the server's timeout:
+// the view is refused as a read error, and the answer stands.
+func TestResourceThatNeverAnswers(t *testing.T) {
+	st := openStore(t)
+	none := func(context.Context, string, mcp.Request) (mcp.Result, bool) { return nil, false }
+	cfg := oneAgent(agent.ServerConfig{Name: "evil", Builtin: "evil", Timeout: "300ms"})
+	s := newService(t, cfg, agent.Options{Store: st, AppsEnabled: true,
+		Builtins: map[string]func() *mcp.Server{"evil": hostileServer(none)}})
+	ans := run(t, s, "/mute_view {}")
+	if len(ans.Views) != 0 || len(ans.Refusals) != 1 || ans.Refusals[0].Reason != mcpapps.ReasonRead {
+		t.Fatalf("views %d, refusals %+v", len(ans.Views), ans.Refusals)
+	}
+	if !strings.Contains(ans.Text, "the answer") {
+		t.Errorf("the answer does not stand: %q", ans.Text)
+	}
+	if recs := audit(t, st, agent.AuditRefused); len(recs) != 1 || field(recs[0], "reason") != mcpapps.ReasonRead {
+		t.Errorf("refusal audit = %+v", recs)
+	}
+	// The server is still usable.
+	if ans := run(t, s, "/view_tool {}"); len(ans.Views) != 1 {
+		t.Errorf("after the mute resource: views %d, refusals %+v", len(ans.Views), ans.Refusals)
 	}
 }
