@@ -716,6 +716,25 @@ func TestRunSweeperSweepsLogsAndStops(t *testing.T) {
 	}
 }
 
+// RunSweeper also returns when the store is closed, without waiting for
+// its next tick: a sweeper whose ctx outlives the store does not linger.
+func TestRunSweeperStopsWhenStoreCloses(t *testing.T) {
+	s, _ := openTemp(t, newClock())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		s.RunSweeper(context.Background(), 24*time.Hour)
+	}()
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-done:
+	case <-time.After(30 * time.Second):
+		t.Fatal("RunSweeper still runs after Close")
+	}
+}
+
 func TestPing(t *testing.T) {
 	s, _ := openTemp(t, newClock())
 	if err := s.Ping(context.Background()); err != nil {

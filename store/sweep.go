@@ -131,6 +131,8 @@ func (s *Store) RunSweeper(ctx context.Context, interval time.Duration) {
 		select {
 		case <-ctx.Done():
 			return
+		case <-s.stopped: // closed
+			return
 		case <-t.C:
 		}
 	}
