@@ -326,7 +326,7 @@ func TestMalformedToolUIFailsClosed(t *testing.T) {
 func TestResourceThatNeverAnswers(t *testing.T) {
 	st := openStore(t)
 	none := func(context.Context, string, mcp.Request) (mcp.Result, bool) { return nil, false }
-	cfg := oneAgent(agent.ServerConfig{Name: "evil", Builtin: "evil", Timeout: "300ms"})
+	cfg := oneAgent(agent.ServerConfig{Name: "evil", Builtin: "evil", Timeout: "1s"})
 	s := newService(t, cfg, agent.Options{Store: st, AppsEnabled: true,
 		Builtins: map[string]func() *mcp.Server{"evil": hostileServer(none)}})
 	ans := run(t, s, "/mute_view {}")
