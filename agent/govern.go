@@ -537,13 +537,21 @@ func resultText(res *mcp.CallToolResult) string {
 	return b.String()
 }
 
+// maxModelTextBytes bounds what the model reads of one result: a server's
+// result may be of any size, and a request far beyond the model's context
+// would fail the whole run rather than this one result.
+const maxModelTextBytes = 256 << 10
+
 // modelText is what the model reads of a result: its ordinary content, as
 // text. Images and resources are named, never inlined, so no view HTML
 // ever reaches the model; structuredContent is used only when there is no
-// text.
+// text. Beyond maxModelTextBytes the text is cut, and says so.
 func modelText(res *mcp.CallToolResult) string {
 	var b strings.Builder
 	for _, c := range res.Content {
+		if b.Len() > maxModelTextBytes {
+			break
+		}
 		if b.Len() > 0 {
 			b.WriteByte('\n')
 		}
@@ -566,6 +574,9 @@ func modelText(res *mcp.CallToolResult) string {
 		if j, err := json.Marshal(res.StructuredContent); err == nil {
 			b.Write(j)
 		}
+	}
+	if b.Len() > maxModelTextBytes {
+		return clip(b.String(), maxModelTextBytes) + fmt.Sprintf(" [the result was cut here: only its first %d KiB are shown]", maxModelTextBytes>>10)
 	}
 	return b.String()
 }

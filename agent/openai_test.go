@@ -15,6 +15,8 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
 	"teamsbot/agent"
 )
 
@@ -316,5 +318,36 @@ func TestOpenAIModelToolCallsPerRoundAreBounded(t *testing.T) {
 	}
 	if n := len(audit(t, st, agent.AuditToolCall)); n != agent.MaxToolCallsPerRound {
 		t.Errorf("%d tool calls run, want %d", n, agent.MaxToolCallsPerRound)
+	}
+}
+
+// A result of megabytes reaches the model cut to a bounded size that says
+// so, rather than making a request the model cannot take.
+func TestOpenAIModelReadsABoundedResult(t *testing.T) {
+	var toolMsg string
+	cs := &chatServer{t: t}
+	cs.reply = func(body map[string]any) (int, any) {
+		msgs := messages(body)
+		last := msgs[len(msgs)-1]
+		if last["role"] == "user" {
+			return 200, map[string]any{"choices": []any{map[string]any{"message": map[string]any{
+				"role": "assistant", "tool_calls": []any{map[string]any{"id": "c", "type": "function",
+					"function": map[string]any{"name": "evil__huge_result", "arguments": `{}`}}},
+			}}}}
+		}
+		toolMsg, _ = last["content"].(string)
+		return 200, map[string]any{"choices": []any{map[string]any{"message": map[string]any{"role": "assistant", "content": "read"}}}}
+	}
+	srv := cs.start()
+	cfg := hostileConfig()
+	cfg.Agents[0].Model = agent.ModelConfig{Kind: agent.ModelOpenAI, BaseURL: srv.URL + "/v1", Model: "gpt-test"}
+	none := func(context.Context, string, mcp.Request) (mcp.Result, bool) { return nil, false }
+	s := newService(t, cfg, agent.Options{Store: openStore(t), AppsEnabled: true,
+		Builtins: map[string]func() *mcp.Server{"evil": hostileServer(none)}})
+	if ans := run(t, s, "go"); ans.Text != "read" {
+		t.Fatalf("answer %q, notes %q", ans.Text, ans.Notes)
+	}
+	if !strings.HasPrefix(toolMsg, "start rrr") || len(toolMsg) > 300<<10 || !strings.Contains(toolMsg, "cut") {
+		t.Errorf("the model read %d bytes: %.40q … %.80q", len(toolMsg), toolMsg, toolMsg[max(0, len(toolMsg)-80):])
 	}
 }
