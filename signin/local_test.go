@@ -7,8 +7,10 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -17,6 +19,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
+	"github.com/labstack/echo/v4"
 
 	"teamsbot/signin"
 )
@@ -177,9 +180,48 @@ func TestLocalSignInRefusesOtherHostNames(t *testing.T) {
 
 // Without an issuer, only a loopback service may offer the local sign-in.
 func TestLocalSignInRefusedWhenNotLoopback(t *testing.T) {
-	_, err := signin.New(context.Background(), signin.Options{DataDir: t.TempDir(), PublicBaseURL: "https://bot.example.com"})
-	if !errors.Is(err, signin.ErrConfig) || !strings.Contains(err.Error(), "OIDC issuer must be configured") {
-		t.Fatalf("New: %v, want an error saying an issuer must be configured", err)
+	// Without an issuer, off loopback, the service still starts (the bot and
+	// the agent work), but nobody can sign in, and the page says how to fix it.
+	var logs bytes.Buffer
+	svc, err := signin.New(context.Background(), signin.Options{
+		DataDir: t.TempDir(), PublicBaseURL: "https://bot.example.com",
+		Logger: slog.New(slog.NewTextHandler(&logs, nil)),
+	})
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
+	if !svc.Off() || svc.Local() {
+		t.Fatalf("Off %v Local %v, want sign-in off and no local sign-in", svc.Off(), svc.Local())
+	}
+	if !strings.Contains(logs.String(), "sign-in is off") || !strings.Contains(logs.String(), "TICKETIQ_OIDC_ISSUER") {
+		t.Errorf("no start-up warning saying how to turn sign-in on:\n%s", logs.String())
+	}
+	e := echo.New()
+	svc.Register(e)
+	srv := httptest.NewServer(e)
+	defer srv.Close()
+
+	resp, err := http.Get(srv.URL + "/signin?return=/mcp-apps/x")
+	if err != nil {
+		t.Fatal(err)
+	}
+	page, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusServiceUnavailable || !strings.Contains(string(page), "TICKETIQ_OIDC_ISSUER") {
+		t.Errorf("/signin with sign-in off: %d\n%s", resp.StatusCode, page)
+	}
+	resp, err = http.PostForm(srv.URL+"/signin/local", url.Values{"tenant": {"t"}, "user": {"u"}, "return": {"/"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode == http.StatusOK || resp.StatusCode == http.StatusSeeOther || len(resp.Cookies()) > 0 {
+		t.Errorf("local sign-in answered off loopback: %d, cookies %v", resp.StatusCode, resp.Cookies())
+	}
+	req := httptest.NewRequest(http.MethodGet, "/", nil)
+	req.AddCookie(&http.Cookie{Name: "teamsbot-session", Value: "anything"})
+	if _, err := svc.Session(req); !errors.Is(err, signin.ErrNoSession) {
+		t.Errorf("Session with sign-in off: %v", err)
 	}
 }
 

@@ -125,6 +125,8 @@ type Service struct {
 
 	oidc *oidcFlow // nil in local mode
 	used *usedStates
+	// off: no issuer, and not on loopback either, so no sign-in at all.
+	off bool
 }
 
 // New prepares sign-in: it loads or creates the cookie key and, when an
@@ -166,7 +168,10 @@ func New(ctx context.Context, opts Options) (*Service, error) {
 		s.secure = strings.HasPrefix(origin, "https://")
 	}
 	if opts.Issuer == "" && !opts.Loopback {
-		bad("an OIDC issuer must be configured (TICKETIQ_OIDC_ISSUER, TICKETIQ_OIDC_CLIENT_ID, TICKETIQ_OIDC_CLIENT_SECRET): the local development sign-in is offered only while the service listens on loopback")
+		// The rest of the service (the bot, the agent) still runs; only
+		// opening views waits for a configured sign-in.
+		s.off = true
+		s.log.Warn("signin: sign-in is off: no OIDC issuer is configured (" + offHelp + ")")
 	}
 	allowed := map[string]bool{}
 	for _, t := range opts.AllowedTenants {
@@ -258,8 +263,23 @@ func parseOrigin(base string) (string, error) {
 // issuer URL, a log line or a store key.
 var idPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$`)
 
+// offHelp says how to turn sign-in on; the start-up warning and the sign-in
+// page both show it.
+const offHelp = "set TICKETIQ_OIDC_ISSUER, TICKETIQ_OIDC_CLIENT_ID and TICKETIQ_OIDC_CLIENT_SECRET; " +
+	"the local development sign-in is offered only while the service listens on loopback, as ./run.sh does"
+
+// ErrOff is returned by the sign-in page when sign-in is off: no OIDC issuer
+// is configured and the service does not listen on loopback.
+var ErrOff = errors.New("signin: sign-in is not configured")
+
 // Register adds the sign-in routes (see the package doc) to e.
 func (s *Service) Register(e *echo.Echo) {
+	if s.off {
+		e.GET("/signin", s.page(func(echo.Context) error {
+			return echo.NewHTTPError(http.StatusServiceUnavailable, "Sign-in is not configured on this service: "+offHelp+".").SetInternal(ErrOff)
+		}))
+		return
+	}
 	e.GET("/signin", s.page(s.handleSignIn))
 	if s.oidc != nil {
 		e.GET("/signin/callback", s.page(s.handleCallback))
@@ -279,7 +299,11 @@ func (s *Service) SignInURL(returnPath string) string {
 
 // Local reports whether the service offers the local development sign-in
 // instead of OIDC.
-func (s *Service) Local() bool { return s.oidc == nil }
+func (s *Service) Local() bool { return s.oidc == nil && !s.off }
+
+// Off reports whether no sign-in is offered at all (no issuer, not on
+// loopback): nobody can open a view until one is configured.
+func (s *Service) Off() bool { return s.off }
 
 // sessionPayload is the sealed content of the session cookie.
 type sessionPayload struct {
@@ -300,6 +324,9 @@ const clockSlack = 5 * time.Minute
 // read from the sealed payload, not from the cookie's Max-Age, which a client
 // could ignore.
 func (s *Service) Session(r *http.Request) (Session, error) {
+	if s.off {
+		return Session{}, ErrNoSession
+	}
 	now := s.now()
 	for _, c := range r.CookiesNamed(s.sessionCookie) {
 		plain, err := s.seal.open(s.sessionCookie, c.Value)

@@ -282,6 +282,18 @@ func (c config) write(w io.Writer, getenv func(string) string) error {
 	return err
 }
 
+// signInMode names how people sign in to open views.
+func (c config) signInMode() string {
+	switch {
+	case c.OIDCIssuer != "":
+		return "OpenID Connect"
+	case c.loopback():
+		return "local development"
+	default:
+		return "off (no OIDC issuer, not on loopback)"
+	}
+}
+
 // logAttrs is what the start-up log line prints for the configuration: no secrets, ever.
 func (c config) logAttrs() []any {
 	return []any{
@@ -290,7 +302,7 @@ func (c config) logAttrs() []any {
 		"public_base_url", c.PublicBaseURL.String(),
 		"mcp_apps", c.AppsEnabled,
 		"bot_mode", map[bool]string{true: "local (loopback only)", false: "Bot Framework"}[c.BotAppID == ""],
-		"signin", map[bool]string{true: "local development", false: "OpenID Connect"}[c.OIDCIssuer == ""],
+		"signin", c.signInMode(),
 		"agents", len(c.Agents.Agents),
 		"open_buttons", c.openButtons(),
 		"config_file", c.ConfigPath,

@@ -181,3 +181,18 @@ func TestWriteTimeoutOutlastsToolTimeouts(t *testing.T) {
 		t.Errorf("write timeout %v does not outlast a 5m tool timeout", got)
 	}
 }
+
+func TestLoopbackListenAddresses(t *testing.T) {
+	for addr, want := range map[string]bool{
+		":3978": false, "0.0.0.0:3978": false, "192.0.2.1:3978": false,
+		"127.0.0.1:3978": true, "localhost:3978": true, "[::1]:3978": true,
+	} {
+		cfg, err := loadConfig(envOf(map[string]string{"TICKETIQ_ADDR": addr}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := cfg.loopback(); got != want {
+			t.Errorf("%s: loopback %v, want %v", addr, got, want)
+		}
+	}
+}
