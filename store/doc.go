@@ -1,8 +1,9 @@
 // Package store keeps the service's state in one bbolt file: agent runs,
 // the views they made (with their HTML kept once per SHA-256), the
-// append-only audit log and the Bot Framework conversation references that
-// proactive sends need. It runs the schema migrations when the file is
-// opened and sweeps expired views away.
+// append-only audit log, the Bot Framework conversation references that
+// proactive sends need, and where each run's answer was delivered in Teams.
+// It runs the schema migrations when the file is opened and sweeps expired
+// views away.
 //
 // It is the only package that knows bbolt. Its exported methods take and
 // return plain values, never transactions or cursors, so that a second
@@ -39,6 +40,8 @@
 //	  <tenant> 0x00 <action> 0x00 | T | N -> empty
 //	conversations/
 //	  <key>                       -> ConversationRef as JSON
+//	deliveries/                   (since schema version 2)
+//	  <run id>                    -> Delivery as JSON
 //
 // The layout is chosen for range scans. A sweep reads views_by_expiry from
 // the start up to T(now), so it never reads a live view; the index value
@@ -55,10 +58,15 @@
 // the last view that used it, so no document outlives its views and none is
 // ever deleted while a view still needs it.
 //
+// A delivery is keyed by its run's id and is written only for a stored
+// run, so it lives exactly as long as that run. Runs are never swept
+// today, so neither are deliveries; a sweep of runs added later must delete
+// their deliveries in the same transaction.
+//
 // # Writes
 //
-// Every write (SaveRun, Append, PutConversation, DeleteConversation) is
-// validated and encoded in the caller's goroutine, then handed to one writer
+// Every write (SaveRun, Append, PutConversation, DeleteConversation,
+// PutDelivery) is validated and encoded in the caller's goroutine, then handed to one writer
 // goroutine that commits at once when it is idle and, while a commit is
 // under way, gathers every write that arrives into the next single
 // transaction (group commit). A bbolt commit costs two fsyncs, so this is

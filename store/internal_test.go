@@ -54,9 +54,9 @@ func bucketLen(t *testing.T, s *Store, name string) int {
 	return n
 }
 
-// v2 is the kind of migration a later version adds: a new bucket, and a
-// rewrite of existing records (here each run gets a note).
-func v2(tx *bbolt.Tx) error {
+// later is the kind of migration a later version adds: a new bucket, and
+// a rewrite of existing records (here each run gets a note).
+func later(tx *bbolt.Tx) error {
 	if _, err := tx.CreateBucketIfNotExists([]byte("tenant_settings")); err != nil {
 		return err
 	}
@@ -70,7 +70,7 @@ func v2(tx *bbolt.Tx) error {
 		if err := json.Unmarshal(runs.Get(id), &r); err != nil {
 			return err
 		}
-		r.Notes = append(r.Notes, "migrated to v2")
+		r.Notes = append(r.Notes, "migrated")
 		b, err := json.Marshal(r)
 		if err != nil {
 			return err
@@ -86,9 +86,11 @@ func TestMigrations(t *testing.T) {
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "teamsbot.db")
 
+	current := uint64(len(schema()))
+	next := current + 1
 	s := mustOpen(t, path, schema())
-	if got := versionOf(t, s); got != 1 {
-		t.Fatalf("new file has schema version %d, want 1", got)
+	if got := versionOf(t, s); got != current {
+		t.Fatalf("new file has schema version %d, want %d", got, current)
 	}
 	if err := s.SaveRun(ctx, Run{ID: "run-1", Text: "before"}, nil, nil); err != nil {
 		t.Fatal(err)
@@ -96,7 +98,7 @@ func TestMigrations(t *testing.T) {
 	s.Close()
 
 	// A failing migration leaves the file at its version, data intact.
-	failing := append(schema(), migration{version: 2, name: "broken", apply: func(tx *bbolt.Tx) error {
+	failing := append(schema(), migration{version: next, name: "broken", apply: func(tx *bbolt.Tx) error {
 		if _, err := tx.CreateBucket([]byte("half_done")); err != nil {
 			return err
 		}
@@ -106,8 +108,8 @@ func TestMigrations(t *testing.T) {
 		t.Fatal("open with a failing migration succeeded")
 	}
 	s = mustOpen(t, path, schema())
-	if got := versionOf(t, s); got != 1 {
-		t.Errorf("after a failed migration the version is %d, want 1", got)
+	if got := versionOf(t, s); got != current {
+		t.Errorf("after a failed migration the version is %d, want %d", got, current)
 	}
 	if err := s.read(func(tx *bbolt.Tx) error {
 		if tx.Bucket([]byte("half_done")) != nil {
@@ -119,21 +121,21 @@ func TestMigrations(t *testing.T) {
 	}
 	s.Close()
 
-	// v2 runs once, on open, over the existing data.
-	withV2 := append(schema(), migration{version: 2, name: "tenant settings, run notes", apply: v2})
+	// The next migration runs once, on open, over the existing data.
+	withNext := append(schema(), migration{version: next, name: "tenant settings, run notes", apply: later})
 	for range 2 {
-		s = mustOpen(t, path, withV2)
-		if got := versionOf(t, s); got != 2 {
-			t.Errorf("after v2 the version is %d, want 2", got)
+		s = mustOpen(t, path, withNext)
+		if got := versionOf(t, s); got != next {
+			t.Errorf("after the next migration the version is %d, want %d", got, next)
 		}
 		r, err := s.GetRun(ctx, "run-1")
-		if err != nil || r.Text != "before" || !slices.Equal(r.Notes, []string{"migrated to v2"}) {
-			t.Errorf("run after v2 = %+v, %v; want its text kept and one note", r, err)
+		if err != nil || r.Text != "before" || !slices.Equal(r.Notes, []string{"migrated"}) {
+			t.Errorf("run after the next migration = %+v, %v; want its text kept and one note", r, err)
 		}
 		s.Close()
 	}
 
-	// This program, knowing only v1, refuses the v2 file.
+	// This program, not knowing the next migration, refuses the file.
 	if _, err := open(ctx, path, Options{}, schema()); !errors.Is(err, ErrSchemaTooNew) {
 		t.Errorf("open of a newer file = %v, want ErrSchemaTooNew", err)
 	}
@@ -249,5 +251,87 @@ func TestSweepBatchesStayBounded(t *testing.T) {
 		if n := bucketLen(t, s, b); n != 0 {
 			t.Errorf("bucket %s has %d keys after the sweep, want 0", b, n)
 		}
+	}
+}
+
+func hasBucket(t *testing.T, s *Store, name string) bool {
+	t.Helper()
+	found := false
+	if err := s.read(func(tx *bbolt.Tx) error {
+		found = tx.Bucket([]byte(name)) != nil
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	return found
+}
+
+// A file written by the version-1 program (runs, a conversation, no
+// deliveries bucket) is opened by this one: migration 2 adds the bucket,
+// keeps everything, and deliveries work on the old runs.
+func TestMigrationV2AddsDeliveriesToV1File(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "teamsbot.db")
+	v1 := schema()[:1]
+
+	old := mustOpen(t, path, v1)
+	if err := old.SaveRun(ctx, Run{ID: "run-old", TenantID: "tenant-1", Text: "from v1"}, nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := old.PutConversation(ctx, ConversationRef{Key: "tenant-1/a:conv", ServiceURL: "https://smba.example/"}); err != nil {
+		t.Fatal(err)
+	}
+	if got := versionOf(t, old); got != 1 {
+		t.Fatalf("the v1 program wrote schema version %d", got)
+	}
+	if hasBucket(t, old, bucketDeliveries) {
+		t.Fatal("a v1 file already has the deliveries bucket; this test proves nothing")
+	}
+	if err := old.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	s, err := Open(ctx, path, Options{})
+	if err != nil {
+		t.Fatalf("Open of a v1 file: %v", err)
+	}
+	if got := versionOf(t, s); got != 2 {
+		t.Errorf("after Open the version is %d, want 2", got)
+	}
+	if !hasBucket(t, s, bucketDeliveries) {
+		t.Fatal("no deliveries bucket after the migration")
+	}
+	if r, err := s.GetRun(ctx, "run-old"); err != nil || r.Text != "from v1" {
+		t.Errorf("run after the migration = %+v, %v; want it kept", r, err)
+	}
+	if c, err := s.Conversation(ctx, "tenant-1/a:conv"); err != nil || c.ServiceURL != "https://smba.example/" {
+		t.Errorf("conversation after the migration = %+v, %v; want it kept", c, err)
+	}
+	if _, err := s.Delivery(ctx, "run-old"); !errors.Is(err, ErrNotFound) {
+		t.Errorf("Delivery of a run from v1 = %v, want ErrNotFound", err)
+	}
+	want := Delivery{RunID: "run-old", ConversationKey: "tenant-1/a:conv", ActivityIDs: []string{"1:7", "1:8"}, SentAt: time.Date(2026, 3, 1, 9, 0, 0, 0, time.UTC)}
+	if err := s.PutDelivery(ctx, want); err != nil {
+		t.Fatalf("PutDelivery after the migration: %v", err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	// Opened again, nothing is migrated twice and the delivery is there.
+	s = mustOpen(t, path, schema())
+	defer s.Close()
+	if got := versionOf(t, s); got != 2 {
+		t.Errorf("after a second Open the version is %d, want 2", got)
+	}
+	got, err := s.Delivery(ctx, "run-old")
+	if err != nil || !got.SentAt.Equal(want.SentAt) || got.ConversationKey != want.ConversationKey || !slices.Equal(got.ActivityIDs, want.ActivityIDs) {
+		t.Errorf("Delivery after reopening = %+v, %v; want %+v", got, err, want)
+	}
+	// And the version-1 program now refuses the file rather than write
+	// runs whose deliveries it would not know.
+	s.Close()
+	if _, err := open(ctx, path, Options{}, v1); !errors.Is(err, ErrSchemaTooNew) {
+		t.Errorf("the v1 program opening the migrated file = %v, want ErrSchemaTooNew", err)
 	}
 }

@@ -23,6 +23,7 @@ const (
 	bucketAuditByAction       = "audit_by_action"
 	bucketAuditByTenantAction = "audit_by_tenant_action"
 	bucketConversations       = "conversations"
+	bucketDeliveries          = "deliveries"
 
 	keySchemaVersion = "schema_version"
 )
@@ -44,6 +45,7 @@ type migration struct {
 func schema() []migration {
 	return []migration{
 		{version: 1, name: "create buckets", apply: migrateV1},
+		{version: 2, name: "deliveries", apply: migrateV2},
 	}
 }
 
@@ -56,6 +58,16 @@ func migrateV1(tx *bbolt.Tx) error {
 		if _, err := tx.CreateBucketIfNotExists([]byte(name)); err != nil {
 			return fmt.Errorf("bucket %s: %w", name, err)
 		}
+	}
+	return nil
+}
+
+// migrateV2 adds the bucket of answer deliveries. Files of version 1 have
+// runs but no record of where their answers went: those runs simply have
+// no delivery, so nothing is rewritten.
+func migrateV2(tx *bbolt.Tx) error {
+	if _, err := tx.CreateBucketIfNotExists([]byte(bucketDeliveries)); err != nil {
+		return fmt.Errorf("bucket %s: %w", bucketDeliveries, err)
 	}
 	return nil
 }
