@@ -18,9 +18,14 @@ const maxDeliveryIDs = 100
 // conversation, and the id the Bot Connector gave each card's activity.
 type Delivery struct {
 	RunID string `json:"runId"`
-	// ConversationKey is the key of the conversation's reference (see
-	// Conversation), tenant and conversation id.
+	// ConversationKey is the key of the conversation reference (see
+	// Conversation) that says how to reach ConversationID: its own, or for
+	// a channel thread the team's.
 	ConversationKey string `json:"conversationKey"`
+	// ConversationID is the conversation the cards were sent to, as the
+	// Bot Connector names it (for a channel, the thread:
+	// "19:…;messageid=…").
+	ConversationID string `json:"conversationId"`
 	// ActivityIDs are the ids of the answer's cards in the order they were
 	// sent; the first card's id is the "working on it" card's when the
 	// answer replaced it.
@@ -40,7 +45,10 @@ func (s *Store) PutDelivery(ctx context.Context, d Delivery) error {
 	if err := checkID("delivery run", d.RunID); err != nil {
 		return err
 	}
-	if err := checkID("delivery conversation", d.ConversationKey); err != nil {
+	if err := checkID("delivery conversation key", d.ConversationKey); err != nil {
+		return err
+	}
+	if err := checkID("delivery conversation", d.ConversationID); err != nil {
 		return err
 	}
 	switch n := len(d.ActivityIDs); {

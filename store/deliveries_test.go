@@ -28,7 +28,7 @@ func TestDeliveries(t *testing.T) {
 		t.Errorf("Delivery before any was put = %v, want ErrNotFound", err)
 	}
 
-	d := store.Delivery{RunID: "run-1", ConversationKey: "tenant-1/a:conv", ActivityIDs: []string{"1:3", "1:4"}}
+	d := store.Delivery{RunID: "run-1", ConversationKey: "tenant-1/a:conv", ConversationID: "a:conv", ActivityIDs: []string{"1:3", "1:4"}}
 	if err := s.PutDelivery(ctx, d); err != nil {
 		t.Fatal(err)
 	}
@@ -60,7 +60,7 @@ func TestDeliveries(t *testing.T) {
 	}
 
 	// A delivery never outlives, nor precedes, its run.
-	if err := s.PutDelivery(ctx, store.Delivery{RunID: "no-such-run", ConversationKey: "k", ActivityIDs: []string{"1:1"}}); !errors.Is(err, store.ErrNotFound) {
+	if err := s.PutDelivery(ctx, store.Delivery{RunID: "no-such-run", ConversationKey: "k", ConversationID: "c", ActivityIDs: []string{"1:1"}}); !errors.Is(err, store.ErrNotFound) {
 		t.Errorf("PutDelivery for a run not stored = %v, want ErrNotFound", err)
 	}
 	if _, err := s.Delivery(ctx, "no-such-run"); !errors.Is(err, store.ErrNotFound) {
@@ -72,12 +72,13 @@ func TestDeliveries(t *testing.T) {
 		tooMany[i] = fmt.Sprintf("1:%d", i)
 	}
 	for name, bad := range map[string]store.Delivery{
-		"no run id":            {ConversationKey: "k", ActivityIDs: []string{"1:1"}},
-		"no conversation":      {RunID: "run-1", ActivityIDs: []string{"1:1"}},
-		"no ids":               {RunID: "run-1", ConversationKey: "k"},
-		"an empty id":          {RunID: "run-1", ConversationKey: "k", ActivityIDs: []string{"1:1", ""}},
-		"an id far too long":   {RunID: "run-1", ConversationKey: "k", ActivityIDs: []string{strings.Repeat("x", 600)}},
-		"more ids than a turn": {RunID: "run-1", ConversationKey: "k", ActivityIDs: tooMany},
+		"no run id":            {ConversationKey: "k", ConversationID: "c", ActivityIDs: []string{"1:1"}},
+		"no conversation key":  {RunID: "run-1", ConversationID: "c", ActivityIDs: []string{"1:1"}},
+		"no conversation":      {RunID: "run-1", ConversationKey: "k", ActivityIDs: []string{"1:1"}},
+		"no ids":               {RunID: "run-1", ConversationKey: "k", ConversationID: "c"},
+		"an empty id":          {RunID: "run-1", ConversationKey: "k", ConversationID: "c", ActivityIDs: []string{"1:1", ""}},
+		"an id far too long":   {RunID: "run-1", ConversationKey: "k", ConversationID: "c", ActivityIDs: []string{strings.Repeat("x", 600)}},
+		"more ids than a turn": {RunID: "run-1", ConversationKey: "k", ConversationID: "c", ActivityIDs: tooMany},
 	} {
 		if err := s.PutDelivery(ctx, bad); !errors.Is(err, store.ErrInvalid) {
 			t.Errorf("PutDelivery with %s = %v, want ErrInvalid", name, err)
@@ -89,7 +90,7 @@ func TestDeliveries(t *testing.T) {
 
 	cancelled, cancel := context.WithCancel(ctx)
 	cancel()
-	if err := s.PutDelivery(cancelled, store.Delivery{RunID: "run-1", ConversationKey: "k", ActivityIDs: []string{"1:1"}}); !errors.Is(err, context.Canceled) {
+	if err := s.PutDelivery(cancelled, store.Delivery{RunID: "run-1", ConversationKey: "k", ConversationID: "c", ActivityIDs: []string{"1:1"}}); !errors.Is(err, context.Canceled) {
 		t.Errorf("PutDelivery with a cancelled context = %v, want context.Canceled", err)
 	}
 	if got, _ := s.Delivery(ctx, "run-1"); got.ConversationKey != d.ConversationKey {
@@ -114,7 +115,7 @@ func TestConcurrentDeliveriesShareCommits(t *testing.T) {
 				errs[i] = err
 				return
 			}
-			errs[i] = s.PutDelivery(ctx, store.Delivery{RunID: run, ConversationKey: "tenant-1/a:conv", ActivityIDs: []string{fmt.Sprintf("1:%d", i)}})
+			errs[i] = s.PutDelivery(ctx, store.Delivery{RunID: run, ConversationKey: "tenant-1/a:conv", ConversationID: "a:conv", ActivityIDs: []string{fmt.Sprintf("1:%d", i)}})
 		})
 	}
 	wg.Wait()

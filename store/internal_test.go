@@ -310,7 +310,7 @@ func TestMigrationV2AddsDeliveriesToV1File(t *testing.T) {
 	if _, err := s.Delivery(ctx, "run-old"); !errors.Is(err, ErrNotFound) {
 		t.Errorf("Delivery of a run from v1 = %v, want ErrNotFound", err)
 	}
-	want := Delivery{RunID: "run-old", ConversationKey: "tenant-1/a:conv", ActivityIDs: []string{"1:7", "1:8"}, SentAt: time.Date(2026, 3, 1, 9, 0, 0, 0, time.UTC)}
+	want := Delivery{RunID: "run-old", ConversationKey: "tenant-1/a:conv", ConversationID: "a:conv", ActivityIDs: []string{"1:7", "1:8"}, SentAt: time.Date(2026, 3, 1, 9, 0, 0, 0, time.UTC)}
 	if err := s.PutDelivery(ctx, want); err != nil {
 		t.Fatalf("PutDelivery after the migration: %v", err)
 	}
