@@ -37,7 +37,10 @@ type Delivery struct {
 // be stored already (ErrNotFound otherwise), so that no delivery outlives
 // the run it belongs to. A zero SentAt is set from the store's clock. Like
 // SaveRun it goes through the shared writer, so concurrent turns record
-// their deliveries in the same commits as each other's runs.
+// their deliveries in the same commits as each other's runs; and as the
+// answer is already out when it is called, it is a lazy write: found alone
+// by an idle writer it waits up to 5 ms for the next write (a next turn's
+// run, most likely) to share a commit, rather than make that write wait.
 func (s *Store) PutDelivery(ctx context.Context, d Delivery) error {
 	if err := ctx.Err(); err != nil {
 		return err
@@ -70,7 +73,7 @@ func (s *Store) PutDelivery(ctx context.Context, d Delivery) error {
 	if err != nil {
 		return fmt.Errorf("delivery of run %s: %w", d.RunID, err)
 	}
-	err = s.write(ctx, func(tx *bbolt.Tx) error {
+	err = s.writeLazy(ctx, func(tx *bbolt.Tx) error {
 		if tx.Bucket([]byte(bucketRuns)).Get(key) == nil {
 			return fmt.Errorf("run: %w", ErrNotFound)
 		}

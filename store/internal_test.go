@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"testing"
 	"time"
@@ -333,5 +334,76 @@ func TestMigrationV2AddsDeliveriesToV1File(t *testing.T) {
 	s.Close()
 	if _, err := open(ctx, path, Options{}, v1); !errors.Is(err, ErrSchemaTooNew) {
 		t.Errorf("the v1 program opening the migrated file = %v, want ErrSchemaTooNew", err)
+	}
+}
+
+// heldOrDone returns once one write is queued in s, or done has answered
+// (then true, with its answer).
+func heldOrDone(s *Store, done <-chan error) (bool, error) {
+	for {
+		select {
+		case err := <-done:
+			return true, err
+		default:
+		}
+		s.mu.Lock()
+		queued := len(s.pending) == 1
+		s.mu.Unlock()
+		if queued {
+			return false, nil
+		}
+		runtime.Gosched()
+	}
+}
+
+// A lazy write found alone waits for the next write and shares its
+// commit; Close ends the wait and commits it too. The wait is made
+// endless here, so nothing depends on timing: a lazy write that did not
+// wait, or was not released, fails the test (or hangs it).
+func TestLazyWriteWaitsForCompany(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "teamsbot.db")
+	s := mustOpen(t, path, schema())
+	s.lazyWait = time.Hour
+	if err := s.SaveRun(ctx, Run{ID: "run-1"}, nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	before := s.Stats()
+	lazyDone := make(chan error, 1)
+	go func() {
+		lazyDone <- s.PutDelivery(ctx, Delivery{RunID: "run-1", ConversationKey: "t/c", ConversationID: "c", ActivityIDs: []string{"1:1"}})
+	}()
+	// Wait, by watching the queue rather than the clock, until the lazy
+	// write is queued and held, or has returned without waiting.
+	if returned, err := heldOrDone(s, lazyDone); returned {
+		t.Fatalf("the lazy write did not wait for company: %v", err)
+	}
+	if err := s.SaveRun(ctx, Run{ID: "run-2"}, nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-lazyDone; err != nil {
+		t.Fatalf("lazy write: %v", err)
+	}
+	if st := s.Stats(); st.Writes-before.Writes != 2 || st.Commits-before.Commits != 1 {
+		t.Errorf("%d writes in %d commits, want 2 in 1", st.Writes-before.Writes, st.Commits-before.Commits)
+	}
+
+	// Alone until Close: Close does not wait an hour, and the write lands.
+	go func() {
+		lazyDone <- s.PutDelivery(ctx, Delivery{RunID: "run-2", ConversationKey: "t/c", ConversationID: "c", ActivityIDs: []string{"1:2"}})
+	}()
+	if returned, err := heldOrDone(s, lazyDone); returned {
+		t.Fatalf("the lazy write did not wait for company: %v", err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-lazyDone; err != nil {
+		t.Fatalf("lazy write pending at Close: %v", err)
+	}
+	s = mustOpen(t, path, schema())
+	defer s.Close()
+	if _, err := s.Delivery(ctx, "run-2"); err != nil {
+		t.Errorf("the lazy write pending at Close is not in the file: %v", err)
 	}
 }

@@ -72,10 +72,14 @@ type Store struct {
 	// sweepBatch is how many expired views one sweep transaction deletes
 	// at most; tests lower it.
 	sweepBatch int
+	// lazyWait is how long an idle writer holds a lazy write back
+	// (defaultLazyWait); tests raise it.
+	lazyWait time.Duration
 
 	// The group-commit queue (see writer.go).
 	mu      sync.Mutex
 	pending []*writeReq
+	eager   int // writes in pending that are not lazy
 	closed  bool
 	wake    chan struct{}
 	stopped chan struct{}
@@ -147,6 +151,7 @@ func open(ctx context.Context, path string, opts Options, migrations []migration
 		now:        opts.Now,
 		log:        opts.Logger,
 		sweepBatch: defaultSweepBatch,
+		lazyWait:   defaultLazyWait,
 		wake:       make(chan struct{}, 1),
 		stopped:    make(chan struct{}),
 	}

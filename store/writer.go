@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"go.etcd.io/bbolt"
 )
@@ -11,6 +12,12 @@ import (
 // maxGroup bounds how many writes share one transaction, so that a burst
 // after a stall does not make one huge commit.
 const maxGroup = 1000
+
+// defaultLazyWait is how long an idle writer holds back a lazy write (see
+// writeLazy) for another write to share its commit: longer than a turn
+// takes from one answer to the next run's save, short enough that the lazy
+// caller hardly notices.
+const defaultLazyWait = 5 * time.Millisecond
 
 // writeReq is one write waiting for the writer goroutine. apply must only
 // put and delete already-encoded bytes: it runs inside the shared
@@ -20,6 +27,7 @@ type writeReq struct {
 	ctx   context.Context
 	apply func(tx *bbolt.Tx) error
 	done  chan error
+	lazy  bool
 }
 
 // errItemFailed aborts a group transaction when one of its writes fails, so
@@ -32,16 +40,33 @@ var errItemFailed = errors.New("store: a write in the group failed")
 // in a transaction it is waited for, so the answer always says whether it
 // landed.
 func (s *Store) write(ctx context.Context, apply func(tx *bbolt.Tx) error) error {
+	return s.enqueue(ctx, &writeReq{ctx: ctx, apply: apply, lazy: false})
+}
+
+// writeLazy is write for a record nobody waits on to carry on (such as
+// where an answer already sent went). Found alone by an idle writer, it is
+// held back up to defaultLazyWait for another write to share its commit,
+// so that it does not take a commit of its own just before a write someone
+// is waiting for, which would then wait for it. Any other write, or Close,
+// ends the wait at once.
+func (s *Store) writeLazy(ctx context.Context, apply func(tx *bbolt.Tx) error) error {
+	return s.enqueue(ctx, &writeReq{ctx: ctx, apply: apply, lazy: true})
+}
+
+func (s *Store) enqueue(ctx context.Context, r *writeReq) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	r := &writeReq{ctx: ctx, apply: apply, done: make(chan error, 1)}
+	r.done = make(chan error, 1)
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
 		return ErrClosed
 	}
 	s.pending = append(s.pending, r)
+	if !r.lazy {
+		s.eager++
+	}
 	s.mu.Unlock()
 	s.signal()
 	return <-r.done
@@ -62,10 +87,25 @@ func (s *Store) signal() {
 func (s *Store) runWriter() {
 	defer close(s.stopped)
 	var spare []*writeReq
+	hold := time.NewTimer(time.Hour)
+	hold.Stop()
 	for range s.wake {
+		s.mu.Lock()
+		onlyLazy := !s.closed && s.eager == 0 && len(s.pending) > 0
+		s.mu.Unlock()
+		if onlyLazy {
+			// Wait for company: the next write (or Close) wakes us.
+			hold.Reset(s.lazyWait)
+			select {
+			case <-s.wake:
+				hold.Stop()
+			case <-hold.C:
+			}
+		}
 		s.mu.Lock()
 		group := s.pending
 		s.pending = spare[:0]
+		s.eager = 0
 		closed := s.closed
 		s.mu.Unlock()
 		for i := 0; i < len(group); i += maxGroup {
