@@ -5,7 +5,9 @@
 // app id configured, loopback callers only), answers within Teams' 15
 // seconds, runs the agent for the person who wrote in the background, and
 // sends the answer as Adaptive Cards through the Bot Connector REST API. It
-// keeps each conversation's reference in the store for later proactive sends.
+// keeps each conversation's reference in the store for later proactive sends,
+// and the ids of each run's answer cards, so that UpdateAnswer can replace
+// them later.
 //
 // It owns neither card layout (package cards), nor runs and their MCP
 // servers (package agent), nor storage (package store): it chooses which
@@ -110,7 +112,8 @@ type Options struct {
 	Agent *agent.Service
 	// AgentID is the agent the bot serves; empty means the first one.
 	AgentID string
-	// Store keeps conversation references; nil keeps none.
+	// Store keeps conversation references and where each answer went; nil
+	// keeps none, and then nothing can be sent proactively or updated.
 	Store *store.Store
 	// PublicBaseURL is where people reach the service; the cards have an
 	// Open button only when it is https.
@@ -717,17 +720,29 @@ func (b *Bot) runTurn(a *schema.Activity, p agent.Person) {
 
 	<-typingDone
 	var err error
+	// The ids of the activities that carry the answer, in card order, kept
+	// so the cards can be updated later. Should the connector not name a
+	// card's activity, only the ids before it are kept: an id out of place
+	// would have a later update put a card where another one was.
+	sent := make([]string, 0, len(answer))
+	gap := false
 	for i, c := range answer {
 		out := withCard(b.outgoing(a, schema.Message), c)
 		if i == 0 && workingID != "" {
 			// The working card becomes the answer's first card.
 			if err = b.conn.Update(ctx, a.ServiceURL, a.Conversation.ID, workingID, out); err == nil {
+				sent = append(sent, workingID)
 				continue
 			}
 			b.logger.Warn("bot: updating the working card failed; sending the answer as a new message", "conversation", a.Conversation.ID, "error", err)
 		}
-		if _, err = b.conn.Send(ctx, a.ServiceURL, a.Conversation.ID, a.ID, out); err != nil {
+		var id string
+		if id, err = b.conn.Send(ctx, a.ServiceURL, a.Conversation.ID, a.ID, out); err != nil {
 			break
+		}
+		gap = gap || id == ""
+		if !gap {
+			sent = append(sent, id)
 		}
 	}
 	if err != nil {
@@ -736,6 +751,9 @@ func (b *Bot) runTurn(a *schema.Activity, p agent.Person) {
 	}
 	b.metrics.turns.WithLabelValues(outcome).Inc()
 	b.metrics.turnDuration.Observe(b.now().Sub(start).Seconds())
+	// After the turn's duration is taken: the person has the answer, and
+	// the store may hold this write back to share a commit.
+	b.recordDelivery(ctx, a, res.ans.RunID, sent)
 	b.logger.Debug("bot: turn done", "conversation", a.Conversation.ID, "activity", a.ID, "outcome", outcome, "run", res.ans.RunID, "views", len(res.ans.Views))
 }
 

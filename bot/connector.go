@@ -342,6 +342,18 @@ func (c *connector) Update(ctx context.Context, serviceURL, conversationID, acti
 	return c.do(ctx, http.MethodPut, target, a, nil)
 }
 
+// Remove deletes an activity the bot sent before ("Delete activity").
+func (c *connector) Remove(ctx context.Context, serviceURL, conversationID, activityID string) error {
+	if activityID == "" {
+		return fmt.Errorf("%w: delete without an activity id", ErrConnector)
+	}
+	target, err := c.activitiesURL(serviceURL, conversationID, activityID)
+	if err != nil {
+		return err
+	}
+	return c.do(ctx, http.MethodDelete, target, nil, nil)
+}
+
 // do sends one call with retries on 429 and 5xx, honouring Retry-After,
 // and never waits past ctx's deadline.
 func (c *connector) do(ctx context.Context, method, target string, body any, out any) error {

@@ -255,9 +255,10 @@ type sentActivity struct {
 // POST /v3/conversations/{conversationId}/activities (send to
 // conversation), POST .../activities/{activityId} (reply to activity), PUT
 // .../activities/{activityId} (update activity), each answered with a
-// ResourceResponse {"id": ...}; 401 without a valid bearer token when a
-// token endpoint is set; 413 for a message over Teams' size limit; 429 with
-// Retry-After when told to throttle.
+// ResourceResponse {"id": ...}, and DELETE .../activities/{activityId}
+// (delete activity), answered with 200 and no body; 401 without a valid
+// bearer token when a token endpoint is set; 413 for a message over Teams'
+// size limit; 429 with Retry-After when told to throttle.
 type fakeConnector struct {
 	srv    *httptest.Server
 	tokens *fakeTokenEndpoint // nil: no Authorization expected (local mode)
@@ -309,6 +310,15 @@ func (f *fakeConnector) serve(w http.ResponseWriter, r *http.Request) {
 	switch {
 	case r.Method == http.MethodPost:
 	case r.Method == http.MethodPut && rc.ActivityID != "":
+	case r.Method == http.MethodDelete && rc.ActivityID != "":
+		// Delete activity: no body either way, 200 on success.
+		f.mu.Lock()
+		f.calls = append(f.calls, rc)
+		close(f.changed)
+		f.changed = make(chan struct{})
+		f.mu.Unlock()
+		w.WriteHeader(http.StatusOK)
+		return
 	default:
 		writeJSON(w, http.StatusMethodNotAllowed, map[string]any{"error": map[string]any{"code": "BadArgument"}})
 		return
