@@ -1,5 +1,8 @@
 //go:build tools
 
+// Package teamsbot is never built: this file keeps the chosen modules that no
+// package imports yet (cedar-go, for the access rules to come) pinned in
+// go.mod, so that go mod tidy does not drop them.
 package teamsbot
 
 import (
