@@ -39,6 +39,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"teamsbot/internal/textclip"
 	"teamsbot/mcpapps"
 	"teamsbot/store"
 )
@@ -342,7 +343,7 @@ type runState struct {
 // note adds a run note: one line, at most maxNoteBytes, whatever a server
 // or the model put into the arguments.
 func (r *runState) note(format string, args ...any) {
-	r.answer.Notes = append(r.answer.Notes, oneLine(clip(fmt.Sprintf(format, args...), maxNoteBytes)))
+	r.answer.Notes = append(r.answer.Notes, oneLine(textclip.Clip(fmt.Sprintf(format, args...), maxNoteBytes)))
 }
 
 // Run runs an agent for a person and stores what it made. When the model

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"teamsbot/internal/textclip"
 	"unicode"
 )
 
@@ -118,7 +119,7 @@ func listTools(tools []ToolSpec) string {
 
 func firstLine(s string) string {
 	s, _, _ = strings.Cut(strings.TrimSpace(s), "\n")
-	return clip(s, 160)
+	return textclip.Clip(s, 160)
 }
 
 // stopword reports words that say nothing about which tool to use.
@@ -255,17 +256,17 @@ func composeAnswer(tools []ToolSpec, results []Message) string {
 			}
 		}
 		if r.IsError {
-			fmt.Fprintf(&b, "%s could not be used: %s", title, clip(strings.TrimSpace(r.Text), 500))
+			fmt.Fprintf(&b, "%s could not be used: %s", title, textclip.Clip(strings.TrimSpace(r.Text), 500))
 			continue
 		}
-		text := clip(readable(r.Text), maxAnswerBytes)
+		text := textclip.Clip(readable(r.Text), maxAnswerBytes)
 		if text == "" {
 			fmt.Fprintf(&b, "%s returned nothing to show.", title)
 			continue
 		}
 		fmt.Fprintf(&b, "%s:\n%s", title, text)
 	}
-	return clip(b.String(), maxAnswerBytes)
+	return textclip.Clip(b.String(), maxAnswerBytes)
 }
 
 // Bounds of readable. A tool's text comes from a server the service does

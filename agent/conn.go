@@ -18,6 +18,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"teamsbot/agent/demo"
+	"teamsbot/internal/textclip"
 	"teamsbot/mcpapps"
 )
 
@@ -384,7 +385,7 @@ func (c *serverConn) scrub(err error) error {
 			out = strings.ReplaceAll(out, strings.Trim(strconv.Quote(f), `"`), shown)
 		}
 	}
-	if out = clip(out, maxReasonBytes); out == msg {
+	if out = textclip.Clip(out, maxReasonBytes); out == msg {
 		return err
 	}
 	return &scrubbedError{msg: out, err: err}
@@ -587,7 +588,7 @@ func toolTitle(t *mcp.Tool) string {
 	case t.Annotations != nil && t.Annotations.Title != "":
 		title = t.Annotations.Title
 	}
-	return oneLine(clip(title, maxTitleBytes))
+	return oneLine(textclip.Clip(title, maxTitleBytes))
 }
 
 // resource returns the checked resource uri, reading it when not cached. A

@@ -8,10 +8,10 @@ import (
 	"fmt"
 	"regexp"
 	"strings"
-	"unicode/utf8"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"teamsbot/internal/textclip"
 	"teamsbot/mcpapps"
 	"teamsbot/store"
 )
@@ -207,10 +207,10 @@ func outcome(res *mcp.CallToolResult, err error) string {
 // why is the reason recorded for a call that did not succeed.
 func why(res *mcp.CallToolResult, err error) string {
 	if err != nil {
-		return clip(err.Error(), maxReasonBytes)
+		return textclip.Clip(err.Error(), maxReasonBytes)
 	}
 	if res != nil && res.IsError {
-		return "the tool reported an error: " + clip(resultText(res), 200)
+		return "the tool reported an error: " + textclip.Clip(resultText(res), 200)
 	}
 	return ""
 }
@@ -284,9 +284,9 @@ func (a *agentRuntime) resolve(ctx context.Context, name string) (*serverConn, s
 func (r *runState) callForModel(ctx context.Context, call ToolCall) Message {
 	msg := Message{Role: RoleTool, ToolCallID: call.ID, ToolName: call.Name}
 	svc := r.svc
-	server, tool := "", clip(call.Name, maxToolNameBytes)
+	server, tool := "", textclip.Clip(call.Name, maxToolNameBytes)
 	refuse := func(result, reason string) Message {
-		reason = clip(reason, maxReasonBytes)
+		reason = textclip.Clip(reason, maxReasonBytes)
 		r.audit = append(r.audit, r.auditRecord(AuditToolCall, map[string]any{
 			"server": server, "tool": tool, "caller": "model", "result": result, "why": reason,
 		}))
@@ -304,7 +304,7 @@ func (r *runState) callForModel(ctx context.Context, call ToolCall) Message {
 	}
 	// Until the tool is found in the server's list, its name is the
 	// model's and goes into the metrics as "", like a made-up server.
-	server, tool = c.name, clip(name, maxToolNameBytes)
+	server, tool = c.name, textclip.Clip(name, maxToolNameBytes)
 	cs, reconnected, err := c.sessionFor(ctx, false)
 	if reconnected {
 		r.note("server %s had stopped; it was reconnected", c.name)
@@ -346,7 +346,7 @@ func (r *runState) callForModel(ctx context.Context, call ToolCall) Message {
 	msg.Text = modelText(res)
 	if res.IsError {
 		msg.IsError = true
-		r.answer.ToolErrors = append(r.answer.ToolErrors, ToolError{Server: server, Tool: tool, Message: clip(resultText(res), 500)})
+		r.answer.ToolErrors = append(r.answer.ToolErrors, ToolError{Server: server, Tool: tool, Message: textclip.Clip(resultText(res), 500)})
 	}
 	// A view is made for a failed call too: MCP App views show error
 	// results (isError) themselves.
@@ -380,7 +380,7 @@ func (r *runState) makeView(ctx context.Context, c *serverConn, cs *mcp.ClientSe
 		}
 	}
 	if refusal != nil {
-		rf := Refusal{Server: c.name, Tool: tool, ResourceURI: clip(uri, maxURIBytes), Reason: refusal.Reason, Detail: clip(refusal.Detail, maxReasonBytes)}
+		rf := Refusal{Server: c.name, Tool: tool, ResourceURI: textclip.Clip(uri, maxURIBytes), Reason: refusal.Reason, Detail: textclip.Clip(refusal.Detail, maxReasonBytes)}
 		r.answer.Refusals = append(r.answer.Refusals, rf)
 		r.audit = append(r.audit, r.auditRecord(AuditRefused, map[string]any{
 			"server": c.name, "tool": tool, "uri": rf.ResourceURI, "reason": rf.Reason, "why": rf.Detail,
@@ -454,15 +454,15 @@ func (s *Service) CallFromView(ctx context.Context, v mcpapps.View, caller Perso
 			Action:   AuditAppCall,
 			Actor:    caller.UserID,
 			Fields: map[string]any{
-				"tool": clip(name, maxToolNameBytes), "server": v.Server, "caller": caller.UserID, "result": result,
-				"why": clip(reason, maxReasonBytes), "view": v.ID, "agent": v.AgentID,
+				"tool": textclip.Clip(name, maxToolNameBytes), "server": v.Server, "caller": caller.UserID, "result": result,
+				"why": textclip.Clip(reason, maxReasonBytes), "view": v.ID, "agent": v.AgentID,
 			},
 		})
 	}
 	// refuse refuses the call; label is the tool's metrics label.
 	refuse := func(sentinel error, label, reason string) (*mcp.CallToolResult, error) {
 		s.metrics.call(v.Server, label, true, ResultRefused)
-		reason = clip(reason, maxReasonBytes)
+		reason = textclip.Clip(reason, maxReasonBytes)
 		err := fmt.Errorf("%w: %s", sentinel, reason)
 		if aerr := rec(ResultRefused, reason); aerr != nil {
 			return nil, errors.Join(err, aerr)
@@ -576,19 +576,7 @@ func modelText(res *mcp.CallToolResult) string {
 		}
 	}
 	if b.Len() > maxModelTextBytes {
-		return clip(b.String(), maxModelTextBytes) + fmt.Sprintf(" [the result was cut here: only its first %d KiB are shown]", maxModelTextBytes>>10)
+		return textclip.Clip(b.String(), maxModelTextBytes) + fmt.Sprintf(" [the result was cut here: only its first %d KiB are shown]", maxModelTextBytes>>10)
 	}
 	return b.String()
-}
-
-// clip cuts s to at most n bytes, at a character boundary, and marks the
-// cut with "…".
-func clip(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	for n > 0 && !utf8.RuneStart(s[n]) {
-		n--
-	}
-	return s[:n] + "…"
 }

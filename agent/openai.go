@@ -13,6 +13,7 @@ import (
 	"net/url"
 	"regexp"
 	"strings"
+	"teamsbot/internal/textclip"
 	"time"
 )
 
@@ -271,7 +272,7 @@ func (m *OpenAIModel) post(ctx context.Context, body chatRequest) (*chatResponse
 				msg += " (" + code + ")"
 			}
 		}
-		return nil, fmt.Errorf("%w: HTTP %d from %s: %s", ErrModel, resp.StatusCode, req.URL.Host, clip(msg, 300))
+		return nil, fmt.Errorf("%w: HTTP %d from %s: %s", ErrModel, resp.StatusCode, req.URL.Host, textclip.Clip(msg, 300))
 	}
 	var out chatResponse
 	if err := json.Unmarshal(data, &out); err != nil {

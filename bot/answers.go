@@ -55,8 +55,8 @@ func (b *Bot) recordDelivery(ctx context.Context, a *schema.Activity, runID stri
 		SentAt:          b.now(),
 	})
 	if err != nil {
-		b.logger.Warn("bot: answer delivered but not recorded; its cards cannot be updated later",
-			"tenant", conversationTenant(a), "conversation", a.Conversation.ID, "run", runID, "cards", len(ids), "error", err)
+		b.logger.Warn("answer delivered but not recorded; its cards cannot be updated later",
+			"tenant", conversationTenant(a), "conversation", a.Conversation.ID, "run", runID, "cards", len(ids), "err", err)
 	}
 }
 

@@ -398,7 +398,7 @@ func (v *Validator) key(ctx context.Context, kid string) (*signingKey, error) {
 			}
 			// Keep using day-old keys rather than refusing every request
 			// while the metadata endpoint is down.
-			v.logger.Warn("bot: refreshing Bot Framework signing keys failed; using the cached ones", "error", err)
+			v.logger.Warn("refreshing Bot Framework signing keys failed; using the cached ones", "err", err)
 		}
 		ks = v.keys.Load()
 	}
@@ -467,7 +467,7 @@ func (v *Validator) refresh(ctx context.Context, forUnknownKid bool) error {
 					// id may try again once the failure backoff ends.
 					v.lastUnknown = f.prevUnknown
 				}
-				v.logger.Error("bot: fetching Bot Framework signing keys failed", "metadata", v.metadataURL, "error", err)
+				v.logger.Error("fetching Bot Framework signing keys failed", "metadata", v.metadataURL, "err", err)
 			}
 			v.fetches++
 			v.inflight = nil
@@ -534,7 +534,7 @@ func (v *Validator) fetch(ctx context.Context) (*keySet, error) {
 	if len(ks.keys) == 0 {
 		return nil, authErr(ReasonKeysUnusable, "JWKS %s has no RSA keys", meta.JWKSURI)
 	}
-	v.logger.Info("bot: fetched Bot Framework signing keys", "keys", len(ks.keys))
+	v.logger.Info("fetched Bot Framework signing keys", "keys", len(ks.keys))
 	return ks, nil
 }
 

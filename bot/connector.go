@@ -15,6 +15,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"teamsbot/internal/textclip"
 	"time"
 
 	"github.com/infracloudio/msbotbuilder-go/schema"
@@ -141,7 +142,7 @@ func (ts *tokenSource) Token(ctx context.Context) (string, error) {
 				ts.failedAt, ts.failErr = time.Time{}, nil
 			} else {
 				ts.failedAt, ts.failErr = ts.now(), err
-				ts.logger.Error("bot: getting the bot token failed", "token_url", ts.url, "error", err)
+				ts.logger.Error("getting the bot token failed", "token_url", ts.url, "err", err)
 			}
 			ts.inflight = nil
 			ts.mu.Unlock()
@@ -214,18 +215,14 @@ func (ts *tokenSource) fetch(ctx context.Context) (string, time.Time, error) {
 func firstLine(s string) string {
 	s, _, _ = strings.Cut(s, "\n")
 	s, _, _ = strings.Cut(s, "\r")
-	if len(s) > 200 {
-		s = s[:200]
-	}
-	return s
+	return textclip.Prefix(s, 200)
 }
 
-// connector speaks the Bot Connector REST API. It implements the
-// msbotbuilder-go client.Client interface so it can sit in a
-// core.BotFrameworkAdapter, but the bot itself uses Send and Update, which
-// take a context and return the new activity's id; the library's own client
-// has no timeouts, panics when the token endpoint is unreachable, and
-// cannot tell the id of what it sent.
+// connector speaks the Bot Connector REST API: Send, Update and Remove
+// take a context and return what the Bot Connector answered, such as the
+// new activity's id. It replaces the msbotbuilder-go client, which has no
+// timeouts, panics when the token endpoint is unreachable, and cannot tell
+// the id of what it sent; the adapter is therefore built without a client.
 type connector struct {
 	client        *http.Client
 	tokens        *tokenSource // nil in local mode: no Authorization header
@@ -424,7 +421,7 @@ func (c *connector) do(ctx context.Context, method, target string, body any, out
 				return fmt.Errorf("%w: %s %s: status %d; its Retry-After or backoff of %v ends after the call's deadline", ErrConnector, method, redactPath(target), resp.StatusCode, wait)
 			}
 			c.metrics.connectorRetries.Inc()
-			c.logger.Info("bot: connector asked to retry", "status", resp.StatusCode, "wait", wait, "attempt", attempt+1)
+			c.logger.Info("connector asked to retry", "status", resp.StatusCode, "wait", wait, "attempt", attempt+1)
 			if err := c.sleep(ctx, wait); err != nil {
 				return fmt.Errorf("%w: %s %s: %w", ErrConnector, method, redactPath(target), err)
 			}
@@ -489,33 +486,4 @@ func sleepCtx(ctx context.Context, d time.Duration) error {
 	case <-ctx.Done():
 		return ctx.Err()
 	}
-}
-
-// Post implements client.Client for the msbotbuilder-go adapter: it sends
-// the activity to the URL the adapter built.
-func (c *connector) Post(target url.URL, a schema.Activity) error {
-	return c.libraryCall(http.MethodPost, target, a)
-}
-
-// Put implements client.Client.
-func (c *connector) Put(target url.URL, a schema.Activity) error {
-	return c.libraryCall(http.MethodPut, target, a)
-}
-
-// Delete implements client.Client.
-func (c *connector) Delete(target url.URL, a schema.Activity) error {
-	return c.libraryCall(http.MethodDelete, target, nil)
-}
-
-// libraryCall serves the client.Client methods, which have no context: it
-// bounds them with a timeout and applies the same serviceUrl rule.
-func (c *connector) libraryCall(method string, target url.URL, a any) error {
-	base := target
-	base.Path, base.RawPath = "", ""
-	if _, err := c.checkServiceURL(base.String()); err != nil {
-		return err
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	return c.do(ctx, method, target.String(), a, nil)
 }

@@ -3,6 +3,7 @@ package cards
 import (
 	"regexp"
 	"strings"
+	"teamsbot/internal/textclip"
 	"unicode"
 	"unicode/utf8"
 )
@@ -94,13 +95,7 @@ func cutBytes(s string, n int) string {
 	if n >= len(s) {
 		return s
 	}
-	if n <= 0 {
-		return ""
-	}
-	for n > 0 && !utf8.RuneStart(s[n]) {
-		n--
-	}
-	p := s[:n]
+	p := textclip.Prefix(s, n)
 	if i := strings.LastIndexAny(p, " \n\t"); i >= 0 && len(p)-i <= 40 {
 		p = p[:i]
 	}

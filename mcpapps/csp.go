@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"teamsbot/internal/textclip"
 	"unicode/utf8"
 )
 
@@ -162,7 +163,7 @@ func (p *Policy) origins(field string, entries []string) []string {
 		}
 		o, reason := parseOrigin(e, false)
 		if reason != "" {
-			p.Dropped = append(p.Dropped, DroppedEntry{Field: field, Value: truncate(e, maxDroppedValueBytes), Reason: reason})
+			p.Dropped = append(p.Dropped, DroppedEntry{Field: field, Value: textclip.Clip(e, maxDroppedValueBytes), Reason: reason})
 			continue
 		}
 		out = append(out, o)
@@ -350,15 +351,4 @@ func validPort(p string) bool {
 	}
 	n, err := strconv.Atoi(p)
 	return err == nil && n <= 65535
-}
-
-// truncate cuts s to at most n bytes without splitting a UTF-8 sequence.
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	for n > 0 && !utf8.RuneStart(s[n]) {
-		n--
-	}
-	return s[:n] + "…"
 }

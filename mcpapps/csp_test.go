@@ -6,6 +6,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"teamsbot/internal/textclip"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -258,7 +259,7 @@ func TestBuildCSPDropsEntries(t *testing.T) {
 					t.Fatalf("%s: Dropped = %+v, want one entry", field, p.Dropped)
 				}
 				got := p.Dropped[0]
-				if got.Field != field || got.Value != truncate(tt.in, maxDroppedValueBytes) {
+				if got.Field != field || got.Value != textclip.Clip(tt.in, maxDroppedValueBytes) {
 					t.Errorf("%s: dropped %+v, want field %s value %q", field, got, field, tt.in)
 				}
 				if !strings.Contains(got.Reason, tt.wantReason) {
@@ -461,7 +462,7 @@ func FuzzBuildCSP(f *testing.F) {
 				if slices.Contains(accepted[field], normalize(e)) {
 					wantAccepted = append(wantAccepted, normalize(e))
 				} else {
-					wantDropped = append(wantDropped, truncate(e, maxDroppedValueBytes))
+					wantDropped = append(wantDropped, textclip.Clip(e, maxDroppedValueBytes))
 				}
 			}
 			var gotDropped []string

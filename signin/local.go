@@ -70,7 +70,7 @@ func (s *Service) handleLocal(c echo.Context) error {
 	if _, err := s.startSession(c, p); err != nil {
 		return err
 	}
-	s.log.Info("signin: signed in (local development)", slog.String("tenant", p.TID), slog.String("user", p.OID))
+	s.log.Info("signed in (local development)", slog.String("tenant", p.TID), slog.String("user", p.OID))
 	return c.Redirect(http.StatusSeeOther, ret)
 }
 

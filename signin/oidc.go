@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"teamsbot/internal/textclip"
 	"time"
 
 	"github.com/coreos/go-oidc/v3/oidc"
@@ -194,7 +195,7 @@ func (s *Service) handleCallback(c echo.Context) error {
 	c.SetCookie(s.cookie(s.flowCookie, "", -1))
 
 	if code := q.Get("error"); code != "" {
-		s.log.Info("signin: provider refused sign-in", slog.String("error", clip(code, 64)))
+		s.log.Info("provider refused sign-in", slog.String("err", clip(code, 64)))
 		// The provider's words are shown only on the answer to a sign-in
 		// this browser started: anyone can craft a callback link, and its
 		// text must not speak with this service's voice.
@@ -207,17 +208,17 @@ func (s *Service) handleCallback(c echo.Context) error {
 	// An expired flow still names where the person was going.
 	c.Set(returnKey, flow.Return)
 	if flowErr != nil {
-		s.log.Info("signin: callback without a usable sign-in cookie", slog.String("why", flowErr.Error()))
+		s.log.Info("callback without a usable sign-in cookie", slog.String("why", flowErr.Error()))
 		return echo.NewHTTPError(http.StatusBadRequest,
 			"This sign-in link has expired or was not started in this browser. Please start again.")
 	}
 	if subtle.ConstantTimeCompare([]byte(q.Get("state")), []byte(flow.State)) != 1 {
-		s.log.Info("signin: callback state does not match")
+		s.log.Info("callback state does not match")
 		return echo.NewHTTPError(http.StatusBadRequest,
 			"This sign-in response does not belong to the sign-in started in this browser. Please start again.")
 	}
 	if s.used.seen(flow.State, s.now()) {
-		s.log.Warn("signin: sign-in state used twice")
+		s.log.Warn("sign-in state used twice")
 		return echo.NewHTTPError(http.StatusBadRequest, "This sign-in response was already used. Please start again.")
 	}
 	code := q.Get("code")
@@ -230,7 +231,7 @@ func (s *Service) handleCallback(c echo.Context) error {
 	if err != nil {
 		var re *oauth2.RetrieveError
 		if errors.As(err, &re) {
-			s.log.Warn("signin: code exchange refused", slog.Int("status", re.Response.StatusCode), slog.String("error", clip(re.ErrorCode, 64)))
+			s.log.Warn("code exchange refused", slog.Int("status", re.Response.StatusCode), slog.String("err", clip(re.ErrorCode, 64)))
 			return echo.NewHTTPError(http.StatusBadRequest, "The identity provider refused the sign-in code. Please start again.")
 		}
 		return echo.NewHTTPError(http.StatusBadGateway, "The identity provider could not be reached. Please try again later.").
@@ -242,7 +243,7 @@ func (s *Service) handleCallback(c echo.Context) error {
 	}
 	p, status, why := s.verifyIDToken(ctx, raw, flow.Nonce)
 	if why != "" {
-		s.log.Warn("signin: ID token refused", slog.String("why", why), slog.String("tenant", p.TID))
+		s.log.Warn("ID token refused", slog.String("why", why), slog.String("tenant", p.TID))
 		msg := "The sign-in could not be verified. Please start again."
 		if status == http.StatusForbidden {
 			msg = "Your organisation is not set up to use this service. Ask your administrator to onboard it."
@@ -252,13 +253,13 @@ func (s *Service) handleCallback(c echo.Context) error {
 	// Spent only now: recording states before the provider has vouched for
 	// the code would let anyone fill the record with flows of their own.
 	if !s.used.use(flow.State, time.Unix(flow.Exp, 0), s.now()) {
-		s.log.Warn("signin: sign-in state used twice")
+		s.log.Warn("sign-in state used twice")
 		return echo.NewHTTPError(http.StatusBadRequest, "This sign-in response was already used. Please start again.")
 	}
 	if _, err := s.startSession(c, p); err != nil {
 		return err
 	}
-	s.log.Info("signin: signed in", slog.String("tenant", p.TID), slog.String("user", p.OID))
+	s.log.Info("signed in", slog.String("tenant", p.TID), slog.String("user", p.OID))
 	return c.Redirect(http.StatusSeeOther, LocalPath(flow.Return))
 }
 
@@ -313,13 +314,5 @@ func clip(s string, n int) string {
 		}
 		return r
 	}, strings.TrimSpace(s))
-	if len(s) <= n {
-		return s
-	}
-	for n > 0 && !isRuneStart(s[n]) {
-		n--
-	}
-	return s[:n]
+	return textclip.Prefix(s, n)
 }
-
-func isRuneStart(b byte) bool { return b&0xc0 != 0x80 }

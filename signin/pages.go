@@ -82,7 +82,7 @@ func (s *Service) page(h echo.HandlerFunc) echo.HandlerFunc {
 			return err
 		}
 		if he.Code >= 500 {
-			s.log.Error("signin: request failed", slog.Int("status", he.Code), slog.Any("err", he.Internal))
+			s.log.Error("request failed", slog.Int("status", he.Code), slog.Any("err", he.Internal))
 		}
 		msg, ok := he.Message.(string)
 		if !ok {

@@ -132,7 +132,7 @@ func loadOrCreateKey(dir string, log *slog.Logger) ([]byte, error) {
 		}
 		return nil, fmt.Errorf("signin: install key file %s: %w", path, err)
 	}
-	log.Info("signin: created cookie key", slog.String("path", path))
+	log.Info("created cookie key", slog.String("path", path))
 	return key, nil
 }
 
@@ -153,7 +153,7 @@ func readKey(path string, log *slog.Logger) ([]byte, error) {
 	if info.Mode().Perm()&0o077 != 0 {
 		// Not refused: a mounted secret may come with wider modes. Said
 		// loudly so that an operator notices.
-		log.Warn("signin: cookie key file is readable by others; it should be mode 0600",
+		log.Warn("cookie key file is readable by others; it should be mode 0600",
 			slog.String("path", path), slog.String("mode", info.Mode().Perm().String()))
 	}
 	key, err := io.ReadAll(io.LimitReader(f, keySize+1))

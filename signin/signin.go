@@ -171,7 +171,7 @@ func New(ctx context.Context, opts Options) (*Service, error) {
 		// The rest of the service (the bot, the agent) still runs; only
 		// opening views waits for a configured sign-in.
 		s.off = true
-		s.log.Warn("signin: sign-in is off: no OIDC issuer is configured (" + offHelp + ")")
+		s.log.Warn("sign-in is off: no OIDC issuer is configured (" + offHelp + ")")
 	}
 	allowed := map[string]bool{}
 	for _, t := range opts.AllowedTenants {
@@ -331,32 +331,32 @@ func (s *Service) Session(r *http.Request) (Session, error) {
 	for _, c := range r.CookiesNamed(s.sessionCookie) {
 		plain, err := s.seal.open(s.sessionCookie, c.Value)
 		if err != nil {
-			s.log.Debug("signin: session cookie refused", slog.String("why", "not sealed by this service"))
+			s.log.Debug("session cookie refused", slog.String("why", "not sealed by this service"))
 			continue
 		}
 		var p sessionPayload
 		if err := json.Unmarshal(plain, &p); err != nil || p.V != 1 || p.TID == "" || p.OID == "" {
-			s.log.Debug("signin: session cookie refused", slog.String("why", "bad payload"))
+			s.log.Debug("session cookie refused", slog.String("why", "bad payload"))
 			continue
 		}
 		if p.Local != (s.oidc == nil) {
 			// A session from the local sign-in must never be worth anything
 			// once an issuer is configured on the same data folder.
-			s.log.Debug("signin: session cookie refused", slog.String("why", "made by the other sign-in mode"))
+			s.log.Debug("session cookie refused", slog.String("why", "made by the other sign-in mode"))
 			continue
 		}
 		if s.oidc != nil && len(s.oidc.allowed) > 0 && !s.oidc.allowed[strings.ToLower(p.TID)] {
-			s.log.Debug("signin: session cookie refused", slog.String("why", "tenant no longer onboarded"))
+			s.log.Debug("session cookie refused", slog.String("why", "tenant no longer onboarded"))
 			continue
 		}
 		exp := time.Unix(p.Exp, 0)
 		if !now.Before(exp) {
-			s.log.Debug("signin: session cookie refused", slog.String("why", "expired"))
+			s.log.Debug("session cookie refused", slog.String("why", "expired"))
 			continue
 		}
 		if exp.Sub(now) > s.lifetime+clockSlack {
 			// Made under a longer lifetime than the one now configured.
-			s.log.Debug("signin: session cookie refused", slog.String("why", "lifetime"))
+			s.log.Debug("session cookie refused", slog.String("why", "lifetime"))
 			continue
 		}
 		return Session{
@@ -386,7 +386,7 @@ func (s *Service) startSession(c echo.Context, p sessionPayload) (time.Time, err
 		// A browser would drop the cookie without a word (Chromium keeps
 		// name and value up to 4096 bytes together) and the person would
 		// be sent to sign in again and again.
-		s.log.Warn("signin: session too large for a cookie",
+		s.log.Warn("session too large for a cookie",
 			slog.String("tenant", p.TID), slog.String("user", p.OID), slog.Int("roles", len(p.Roles)), slog.Int("bytes", len(value)))
 		return time.Time{}, echo.NewHTTPError(http.StatusBadRequest,
 			"Your sign-in carries more than a session can hold (too many app roles, or very long names). Ask your administrator.")

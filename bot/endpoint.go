@@ -1,0 +1,279 @@
+package bot
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"teamsbot/agent"
+
+	"github.com/infracloudio/msbotbuilder-go/core/activity"
+	"github.com/infracloudio/msbotbuilder-go/schema"
+	"github.com/labstack/echo/v4"
+)
+
+// inbound is an activity as received. It embeds the library's schema type
+// and overrides two fields: schema.Entity keeps only an entity's type, and
+// the @mention's id and text are needed to strip it; schema.Activity's
+// value must be an object, while activities other than invoke may carry
+// any JSON there.
+type inbound struct {
+	schema.Activity
+	Entities []entity        `json:"entities,omitempty"`
+	Value    json.RawMessage `json:"value,omitempty"`
+}
+
+type entity struct {
+	Type      string `json:"type"`
+	Text      string `json:"text,omitempty"`
+	Mentioned struct {
+		ID string `json:"id"`
+	} `json:"mentioned"`
+}
+
+// invokeResponse is what a handler returns for an invoke: Teams reads the
+// status and body from the HTTP response, as the Bot Framework SDKs' "invokeResponse"
+// activity carries them.
+type invokeResponse struct {
+	Status int `json:"status"`
+	Body   any `json:"body,omitempty"`
+}
+
+const invokeResponseType schema.ActivityTypes = "invokeResponse"
+
+// serve is POST /api/messages.
+//
+// It does not use the adapter's ParseRequest: that decodes into
+// schema.Activity, whose Entity type drops the @mention's id and text,
+// reads the body without a size limit, cannot tell a malformed body (400)
+// from a refused token (401), and demands a token even in local mode. The
+// token check itself goes through the adapter's TokenValidator field.
+func (b *Bot) serve(c echo.Context) error {
+	req := c.Request()
+	if b.local && !remoteIsLoopback(req.RemoteAddr) {
+		b.refuse(authErr(ReasonNotLoopback, "local mode takes activities from loopback only, not %s", req.RemoteAddr), req)
+		return echo.NewHTTPError(http.StatusForbidden, "bot: local mode accepts activities from loopback addresses only")
+	}
+	if b.local {
+		if why := fromBrowserPage(req); why != "" {
+			b.refuse(authErr(ReasonNotLoopback, "local mode: %s", why), req)
+			return echo.NewHTTPError(http.StatusForbidden, "bot: local mode accepts activities from local tools only, not from web pages")
+		}
+	}
+	if !b.local && req.Header.Get("Authorization") == "" {
+		// Refused before the body is read: no work for anonymous callers.
+		ae := authErr(ReasonMissingToken, "no Authorization header")
+		b.refuse(ae, req)
+		return echo.NewHTTPError(ae.Status, "bot: missing Authorization bearer token")
+	}
+
+	body, err := readBody(http.MaxBytesReader(c.Response(), req.Body, b.opts.MaxBodyBytes), req.ContentLength, b.opts.MaxBodyBytes)
+	if err != nil {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			return echo.NewHTTPError(http.StatusRequestEntityTooLarge, fmt.Sprintf("bot: activity larger than %d bytes", b.opts.MaxBodyBytes))
+		}
+		return echo.NewHTTPError(http.StatusBadRequest, "bot: reading request body failed")
+	}
+	var in inbound
+	if err := json.Unmarshal(body, &in); err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, "bot: malformed activity JSON: "+err.Error())
+	}
+	if err := checkActivity(&in); err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, err.Error())
+	}
+
+	if !b.local {
+		_, err := b.adapter.TokenValidator.AuthenticateRequest(req.Context(), in.Activity, req.Header.Get("Authorization"), b.adapter.CredentialProvider, b.adapter.ChannelService)
+		if err != nil {
+			var ae *AuthError
+			if !errors.As(err, &ae) {
+				ae = authErr(ReasonMalformed, "%v", err)
+			}
+			b.refuse(ae, req)
+			return echo.NewHTTPError(ae.Status, "bot: unauthorized: "+ae.Reason)
+		}
+	}
+
+	switch in.Type {
+	case schema.Message:
+		in.Activity.Text = stripMentions(in.Activity.Text, in.Entities, in.Recipient.ID)
+	case schema.Invoke:
+		in.Activity.Value = nil
+		if len(in.Value) > 0 && in.Value[0] == '{' {
+			_ = json.Unmarshal(in.Value, &in.Activity.Value)
+		}
+	case schema.InstallationUpdate:
+		// The library's dispatch has no installationUpdate case.
+		if err := b.onInstallationUpdate(req.Context(), &in.Activity); err != nil {
+			return err
+		}
+		return c.NoContent(http.StatusOK)
+	case schema.ConversationUpdate:
+	default:
+		// Every other type (typing, messageReaction, event, ...) is
+		// acknowledged and ignored.
+		return c.NoContent(http.StatusOK)
+	}
+
+	reply, err := activity.PrepareActivityContext(b.handlers, &activity.TurnContext{Activity: in.Activity})
+	if err != nil {
+		switch {
+		case errors.Is(err, ErrBusy), errors.Is(err, ErrClosed):
+			c.Response().Header().Set("Retry-After", "5")
+			return echo.NewHTTPError(http.StatusServiceUnavailable, err.Error())
+		default:
+			b.logger.Error("handling activity failed", "type", string(in.Type), "conversation", in.Conversation.ID, "err", err)
+			return echo.NewHTTPError(http.StatusInternalServerError, "bot: handling the activity failed")
+		}
+	}
+	if reply.Type == invokeResponseType {
+		ir, _ := reply.Value["invokeResponse"].(invokeResponse)
+		if ir.Body == nil {
+			return c.NoContent(ir.Status)
+		}
+		return c.JSON(ir.Status, ir.Body)
+	}
+	if in.Type == schema.Message {
+		return c.NoContent(http.StatusAccepted)
+	}
+	return c.NoContent(http.StatusOK)
+}
+
+// readBody reads the whole body, sized from Content-Length when it is
+// given, to spare io.ReadAll's regrowing.
+func readBody(r io.Reader, length, limit int64) ([]byte, error) {
+	if length <= 0 || length > limit {
+		return io.ReadAll(r)
+	}
+	buf := bytes.NewBuffer(make([]byte, 0, length+1))
+	_, err := buf.ReadFrom(r)
+	return buf.Bytes(), err
+}
+
+// refuse logs and counts a refused request; it never logs the token.
+func (b *Bot) refuse(ae *AuthError, req *http.Request) {
+	b.metrics.authFailures.WithLabelValues(ae.Reason).Inc()
+	b.logger.Warn("refused activity", "reason", ae.Reason, "detail", ae.Detail, "status", ae.Status, "remote", req.RemoteAddr)
+}
+
+// remoteIsLoopback checks the TCP peer, never a header a caller could set.
+func remoteIsLoopback(remoteAddr string) bool {
+	host, _, err := net.SplitHostPort(remoteAddr)
+	if err != nil {
+		host = remoteAddr
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+// fromBrowserPage says why a local-mode request looks like it was sent by a
+// web page, or "" when it does not. Without a token, the loopback check is
+// the only guard, and a page can pass it: any site can POST to 127.0.0.1
+// from the person's browser, and a site whose name an attacker points at
+// 127.0.0.1 (DNS rebinding) even reads the answers. The Bot Framework
+// Emulator, curl and the Bot Connector send none of the headers browsers add
+// to such requests, and they address the service by a loopback name.
+func fromBrowserPage(req *http.Request) string {
+	if req.Header.Get("Origin") != "" || req.Header.Get("Sec-Fetch-Site") != "" || req.Header.Get("Sec-Fetch-Mode") != "" {
+		return "the request comes from a web page (Origin or Sec-Fetch headers)"
+	}
+	host := req.Host
+	if h, _, err := net.SplitHostPort(host); err == nil {
+		host = h
+	}
+	host = strings.TrimSuffix(strings.Trim(host, "[]"), ".")
+	if strings.EqualFold(host, "localhost") {
+		return ""
+	}
+	if ip := net.ParseIP(host); ip != nil && ip.IsLoopback() {
+		return ""
+	}
+	return fmt.Sprintf("Host %.100q is not a loopback name", req.Host)
+}
+
+// checkActivity refuses activities without the fields every reply needs.
+func checkActivity(in *inbound) error {
+	var missing []string
+	if in.Type == "" {
+		missing = append(missing, "type")
+	}
+	if in.ServiceURL == "" {
+		missing = append(missing, "serviceUrl")
+	}
+	if in.Conversation.ID == "" {
+		missing = append(missing, "conversation.id")
+	}
+	if in.ChannelID == "" {
+		missing = append(missing, "channelId")
+	}
+	if in.Type == schema.Message && in.Recipient.ID == "" {
+		missing = append(missing, "recipient.id")
+	}
+	if len(missing) > 0 {
+		return fmt.Errorf("%w: missing %s", ErrBadActivity, strings.Join(missing, ", "))
+	}
+	return nil
+}
+
+// stripMentions removes the bot's own @mention (an entity of type mention
+// whose mentioned.id is the recipient), which Teams puts in the text of
+// channel and group chat messages as "<at>Name</at>". Only the mention and
+// one space beside it go: the rest of the text, its line breaks and the
+// spaces inside a tool's JSON arguments, reaches the agent as written.
+func stripMentions(text string, entities []entity, botID string) string {
+	for _, e := range entities {
+		if e.Type != "mention" || e.Mentioned.ID != botID || e.Text == "" {
+			continue
+		}
+		var b strings.Builder
+		for {
+			before, after, found := strings.Cut(text, e.Text)
+			if !found {
+				b.WriteString(text)
+				break
+			}
+			if strings.HasSuffix(before, " ") && strings.HasPrefix(after, " ") {
+				after = after[1:]
+			}
+			b.WriteString(before)
+			text = after
+		}
+		text = b.String()
+	}
+	return strings.TrimSpace(text)
+}
+
+// channelTenant returns channelData.tenant.id.
+func channelTenant(a *schema.Activity) string {
+	t, _ := a.ChannelData["tenant"].(map[string]interface{})
+	id, _ := t["id"].(string)
+	return id
+}
+
+// personOf returns who wrote: the tenant, the Entra object id and the name.
+func personOf(a *schema.Activity) agent.Person {
+	return agent.Person{TenantID: channelTenant(a), UserID: a.From.AadObjectID, Name: a.From.Name}
+}
+
+// onInvoke answers invokes in the HTTP response. The cards carry no
+// Action.Execute, so an adaptiveCard/action gets a short message.
+func (b *Bot) onInvoke(t *activity.TurnContext) (schema.Activity, error) {
+	var ir invokeResponse
+	switch t.Activity.Name {
+	case "adaptiveCard/action":
+		// "Universal Actions for Adaptive Cards": a message response.
+		ir = invokeResponse{Status: http.StatusOK, Body: map[string]any{
+			"statusCode": http.StatusOK,
+			"type":       "application/vnd.microsoft.activity.message",
+			"value":      "Nothing to do here: open a view with its Open button, or write to me.",
+		}}
+	default:
+		ir = invokeResponse{Status: http.StatusOK, Body: map[string]any{}}
+	}
+	return schema.Activity{Type: invokeResponseType, Value: map[string]interface{}{"invokeResponse": ir}}, nil
+}

@@ -1,0 +1,118 @@
+package bot
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"teamsbot/cards"
+	"teamsbot/store"
+
+	"github.com/infracloudio/msbotbuilder-go/core/activity"
+	"github.com/infracloudio/msbotbuilder-go/schema"
+	"github.com/labstack/echo/v4"
+)
+
+// ConversationKey is the store key of a conversation reference.
+func ConversationKey(tenantID, conversationID string) string {
+	return tenantID + "/" + conversationID
+}
+
+// onConversationUpdate stores the reference and welcomes when the bot was
+// added to a conversation, and forgets it when the bot was removed.
+func (b *Bot) onConversationUpdate(t *activity.TurnContext) (schema.Activity, error) {
+	a := t.Activity
+	botID := a.Recipient.ID
+	ctx, cancel := context.WithTimeout(b.ctx, sendTimeout)
+	defer cancel()
+	for _, m := range a.MembersRemoved {
+		if m.ID == botID {
+			return schema.Activity{}, b.forgetConversation(ctx, &a)
+		}
+	}
+	for _, m := range a.MembersAdded {
+		if m.ID == botID {
+			return schema.Activity{}, b.installed(ctx, &a, true)
+		}
+	}
+	return schema.Activity{}, nil
+}
+
+// onInstallationUpdate handles install and uninstall of the app.
+func (b *Bot) onInstallationUpdate(reqCtx context.Context, a *schema.Activity) error {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(reqCtx), sendTimeout)
+	defer cancel()
+	var err error
+	switch a.Action {
+	case "add":
+		err = b.installed(ctx, a, true)
+	case "add-upgrade":
+		// A new version of the app: keep the reference fresh, but the
+		// person has been welcomed already.
+		err = b.installed(ctx, a, false)
+	case "remove", "remove-upgrade":
+		err = b.forgetConversation(ctx, a)
+	}
+	if err != nil {
+		b.logger.Error("installation update failed", "conversation", a.Conversation.ID, "err", err)
+		return echo.NewHTTPError(http.StatusInternalServerError, "bot: storing the conversation failed")
+	}
+	return nil
+}
+
+func conversationTenant(a *schema.Activity) string {
+	if t := channelTenant(a); t != "" {
+		return t
+	}
+	return a.Conversation.TenantID
+}
+
+// installed stores the conversation reference for proactive sends and
+// sends the welcome card once per conversation (Teams announces an install
+// with both a conversationUpdate and an installationUpdate).
+func (b *Bot) installed(ctx context.Context, a *schema.Activity, welcome bool) error {
+	tenant := conversationTenant(a)
+	if tenant == "" {
+		b.logger.Warn("bot added to a conversation without a tenant; reference not stored", "conversation", a.Conversation.ID)
+	} else if b.opts.Store != nil {
+		ref, err := json.Marshal(activity.GetCoversationReference(*a))
+		if err != nil {
+			return fmt.Errorf("bot: conversation reference: %w", err)
+		}
+		err = b.opts.Store.PutConversation(ctx, store.ConversationRef{
+			Key:            ConversationKey(tenant, a.Conversation.ID),
+			TenantID:       tenant,
+			ConversationID: a.Conversation.ID,
+			ServiceURL:     a.ServiceURL,
+			ChannelID:      a.ChannelID,
+			BotID:          a.Recipient.ID,
+			Reference:      ref,
+		})
+		if err != nil {
+			return fmt.Errorf("bot: storing conversation %s: %w", a.Conversation.ID, err)
+		}
+		b.logger.Info("added to conversation", "tenant", tenant, "conversation", a.Conversation.ID, "type", a.Conversation.ConversationType)
+	}
+	if welcome && b.seen.firstTime("welcome\x00"+a.Conversation.ID, b.now()) && b.begin() {
+		act := *a
+		go func() {
+			defer b.turns.Done()
+			b.sendCard(&act, cards.Welcome(b.cardOptions()))
+		}()
+	}
+	return nil
+}
+
+// forgetConversation removes the reference when the bot leaves.
+func (b *Bot) forgetConversation(ctx context.Context, a *schema.Activity) error {
+	tenant := conversationTenant(a)
+	if tenant == "" || b.opts.Store == nil {
+		return nil
+	}
+	if err := b.opts.Store.DeleteConversation(ctx, ConversationKey(tenant, a.Conversation.ID)); err != nil {
+		return fmt.Errorf("bot: removing conversation %s: %w", a.Conversation.ID, err)
+	}
+	b.seen.forget("welcome\x00" + a.Conversation.ID)
+	b.logger.Info("removed from conversation", "tenant", tenant, "conversation", a.Conversation.ID)
+	return nil
+}

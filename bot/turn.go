@@ -1,0 +1,196 @@
+package bot
+
+import (
+	"context"
+	"errors"
+	"teamsbot/agent"
+	"teamsbot/cards"
+	"time"
+
+	"github.com/infracloudio/msbotbuilder-go/core/activity"
+	"github.com/infracloudio/msbotbuilder-go/schema"
+)
+
+// onMessage accepts a message: it filters retries, refuses messages
+// without a person, and starts the turn in the background.
+func (b *Bot) onMessage(t *activity.TurnContext) (schema.Activity, error) {
+	a := t.Activity
+	dedupKey := ""
+	if a.ID != "" {
+		dedupKey = a.Conversation.ID + "\x00" + a.ID
+		if !b.seen.firstTime(dedupKey, b.now()) {
+			b.metrics.turns.WithLabelValues("duplicate").Inc()
+			b.logger.Info("retried activity ignored", "conversation", a.Conversation.ID, "activity", a.ID)
+			return schema.Activity{}, nil
+		}
+	}
+	p := personOf(&a)
+	if !b.begin() {
+		b.seen.forget(dedupKey)
+		return schema.Activity{}, ErrClosed
+	}
+	if b.pending.Add(1) > int64(b.opts.MaxPendingTurns) {
+		b.pending.Add(-1)
+		b.turns.Done()
+		b.seen.forget(dedupKey)
+		b.metrics.turns.WithLabelValues("busy").Inc()
+		b.logger.Warn("too many turns in flight; asking Teams to retry", "pending", b.opts.MaxPendingTurns)
+		return schema.Activity{}, ErrBusy
+	}
+	go func() {
+		defer b.turns.Done()
+		defer b.pending.Add(-1)
+		if p.TenantID == "" || p.UserID == "" {
+			b.metrics.turns.WithLabelValues("refused").Inc()
+			b.logger.Info("message without tenant or user object id refused", "conversation", a.Conversation.ID, "channel", a.ChannelID)
+			b.sendCard(&a, cards.MissingIdentity())
+			return
+		}
+		b.runTurn(&a, p)
+	}()
+	return schema.Activity{}, nil
+}
+
+// runTurn sends a typing indicator, runs the agent, and sends the answer:
+// directly when the run is quick, or as an update of a "working on it"
+// card posted once the run has taken WorkingAfter.
+func (b *Bot) runTurn(a *schema.Activity, p agent.Person) {
+	start := b.now()
+	ctx, cancel := context.WithTimeout(b.ctx, b.opts.TurnTimeout)
+	defer cancel()
+
+	// Without a token or a usable serviceUrl nothing can reach the
+	// person: fail now rather than run the agent for nobody.
+	if err := b.conn.ready(ctx, a.ServiceURL); err != nil {
+		b.metrics.turns.WithLabelValues("failed").Inc()
+		b.logger.Error("turn failed: cannot send to the conversation", "tenant", p.TenantID, "conversation", a.Conversation.ID, "activity", a.ID, "err", err)
+		return
+	}
+
+	// The typing indicator goes out while the agent runs; the answer waits
+	// for it so the two never arrive out of order.
+	typingDone := make(chan struct{})
+	go func() {
+		defer close(typingDone)
+		if _, err := b.conn.Send(ctx, a.ServiceURL, a.Conversation.ID, "", b.outgoing(a, schema.Typing)); err != nil {
+			b.logger.Warn("typing indicator not sent", "conversation", a.Conversation.ID, "err", err)
+		}
+	}()
+
+	select {
+	case b.sem <- struct{}{}:
+	case <-ctx.Done():
+		<-typingDone
+		b.metrics.turns.WithLabelValues("failed").Inc()
+		b.logger.Error("turn abandoned while waiting for a slot", "conversation", a.Conversation.ID, "activity", a.ID, "err", ctx.Err())
+		return
+	}
+	// Once the run has taken WorkingAfter, a timer posts the working card;
+	// the run itself stays in this goroutine.
+	var workingID string
+	workingDone := make(chan struct{})
+	timer := time.AfterFunc(b.opts.WorkingAfter, func() {
+		defer close(workingDone)
+		<-typingDone
+		w := withCard(b.outgoing(a, schema.Message), cards.Working(a.Text))
+		id, err := b.conn.Send(ctx, a.ServiceURL, a.Conversation.ID, a.ID, w)
+		if err != nil {
+			b.logger.Warn("working card not sent", "conversation", a.Conversation.ID, "err", err)
+		}
+		workingID = id
+	})
+	ans, runErr := b.opts.Agent.Run(ctx, agent.Request{Person: p, AgentID: b.opts.AgentID, Text: a.Text})
+	<-b.sem
+	if !timer.Stop() {
+		<-workingDone // workingID is read only after this
+	}
+	outcome, answer := b.chooseAnswer(a, p, ans, runErr)
+
+	<-typingDone
+	sent, err := b.deliver(ctx, a, workingID, answer)
+	if err != nil {
+		outcome = "failed"
+		b.logger.Error("answer not delivered", "tenant", p.TenantID, "conversation", a.Conversation.ID, "activity", a.ID, "run", ans.RunID, "err", err)
+	}
+	b.metrics.turns.WithLabelValues(outcome).Inc()
+	b.metrics.turnDuration.Observe(b.now().Sub(start).Seconds())
+	// After the turn's duration is taken: the person has the answer, and
+	// the store may hold this write back to share a commit.
+	b.recordDelivery(ctx, a, ans.RunID, sent)
+	b.logger.Debug("turn done", "conversation", a.Conversation.ID, "activity", a.ID, "outcome", outcome, "run", ans.RunID, "views", len(ans.Views))
+}
+
+// chooseAnswer decides what the person is sent for a finished run: the
+// answer's cards, or a failure card with a reference. The outcome is
+// "answered" or "failed", for the metrics.
+func (b *Bot) chooseAnswer(a *schema.Activity, p agent.Person, ans agent.Answer, runErr error) (string, []cards.Card) {
+	switch {
+	case runErr == nil:
+		return "answered", b.answerCards(ans)
+	case errors.Is(runErr, agent.ErrModel) && len(ans.Views) > 0:
+		// The model failed after tools made views, which are stored and
+		// the person's: the card names them beside the agent's own words
+		// that the model could not answer. The run notes stay out, as they
+		// quote the model's error.
+		b.logger.Error("agent run failed after making views", "tenant", p.TenantID, "conversation", a.Conversation.ID, "activity", a.ID, "reference", ans.RunID, "views", len(ans.Views), "err", runErr)
+		ans.Notes = nil
+		return "failed", b.answerCards(ans)
+	default:
+		// The card gives a reference, never the cause, which may carry
+		// internal detail; the log line has both.
+		ref := ans.RunID
+		if ref == "" {
+			ref = a.ID
+		}
+		b.logger.Error("agent run failed", "tenant", p.TenantID, "conversation", a.Conversation.ID, "activity", a.ID, "reference", ref, "err", runErr)
+		return "failed", []cards.Card{cards.RunFailed(ref)}
+	}
+}
+
+// deliver sends the answer's cards in reply to a; the working card, when
+// one was posted, becomes the first of them. It returns the ids of the
+// activities that carry the answer, in card order, kept so the cards can
+// be updated later. Should the connector not name a card's activity, only
+// the ids before it are kept: an id out of place would have a later update
+// put a card where another one was.
+func (b *Bot) deliver(ctx context.Context, a *schema.Activity, workingID string, answer []cards.Card) ([]string, error) {
+	sent := make([]string, 0, len(answer))
+	gap := false
+	for i, c := range answer {
+		out := withCard(b.outgoing(a, schema.Message), c)
+		if i == 0 && workingID != "" {
+			err := b.conn.Update(ctx, a.ServiceURL, a.Conversation.ID, workingID, out)
+			if err == nil {
+				sent = append(sent, workingID)
+				continue
+			}
+			b.logger.Warn("updating the working card failed; sending the answer as a new message", "conversation", a.Conversation.ID, "err", err)
+		}
+		id, err := b.conn.Send(ctx, a.ServiceURL, a.Conversation.ID, a.ID, out)
+		if err != nil {
+			return sent, err
+		}
+		gap = gap || id == ""
+		if !gap {
+			sent = append(sent, id)
+		}
+	}
+	return sent, nil
+}
+
+// outgoing starts an activity addressed back to the conversation of a.
+func (b *Bot) outgoing(a *schema.Activity, typ schema.ActivityTypes) *outActivity {
+	from, to := a.Recipient, a.From
+	conv := schema.ConversationAccount{ID: a.Conversation.ID}
+	return &outActivity{Type: typ, From: &from, Recipient: &to, Conversation: &conv}
+}
+
+// sendCard sends one card in reply to a, outside a turn.
+func (b *Bot) sendCard(a *schema.Activity, c cards.Card) {
+	ctx, cancel := context.WithTimeout(b.ctx, sendTimeout)
+	defer cancel()
+	out := withCard(b.outgoing(a, schema.Message), c)
+	if _, err := b.conn.Send(ctx, a.ServiceURL, a.Conversation.ID, a.ID, out); err != nil {
+		b.logger.Warn("card not sent", "conversation", a.Conversation.ID, "err", err)
+	}
+}
