@@ -5,9 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net/url"
 	"regexp"
 	"strings"
+	"teamsbot/internal/netaddr"
 	"time"
 
 	"go.yaml.in/yaml/v3"
@@ -436,24 +436,13 @@ func (s ServerConfig) validate(where string, known func(string) bool) error {
 	return errors.Join(errs...)
 }
 
-// checkHTTPURL checks an http(s) URL. Its errors never quote the URL: by
-// now ${VAR} is expanded, and a token in the URL would reach the log.
+// checkHTTPURL checks an http(s) URL by the service's one rule for the
+// addresses it talks to (netaddr.ParseURL), whose errors never quote more
+// than the scheme and host: by now ${VAR} is expanded, and a token in the
+// URL would reach the log.
 func checkHTTPURL(raw string) error {
-	u, err := url.Parse(raw)
-	if err != nil {
-		var uerr *url.Error
-		if errors.As(err, &uerr) {
-			err = uerr.Err // without the URL
-		}
-		return fmt.Errorf("bad URL: %w", err)
-	}
-	if u.Scheme != "http" && u.Scheme != "https" {
-		return errors.New("bad URL: the scheme must be http or https")
-	}
-	if u.Host == "" {
-		return errors.New("bad URL: no host")
-	}
-	return nil
+	_, err := netaddr.ParseURL(raw)
+	return err
 }
 
 // parseTimeout parses a Go duration; empty gives def.
@@ -477,36 +466,17 @@ func parseTimeout(s string, def time.Duration) (time.Duration, error) {
 func (c Config) Redacted() Config {
 	out := Config{Agents: make([]AgentConfig, len(c.Agents))}
 	for i, a := range c.Agents {
-		a.Model.BaseURL = hideURLSecrets(a.Model.BaseURL)
+		a.Model.BaseURL = netaddr.Redact(a.Model.BaseURL)
 		a.Servers = append([]ServerConfig(nil), a.Servers...)
 		for j := range a.Servers {
 			s := &a.Servers[j]
-			s.URL = hideURLSecrets(s.URL)
+			s.URL = netaddr.Redact(s.URL)
 			s.Headers = hideValues(s.Headers)
 			s.Env = hideValues(s.Env)
 		}
 		out.Agents[i] = a
 	}
 	return out
-}
-
-// hideURLSecrets shows a URL's scheme and host only: its user info, path
-// and query are hidden, since a password, a token in the query or a secret
-// path (some services put the key there) are all common. A URL that does
-// not parse is hidden whole.
-func hideURLSecrets(raw string) string {
-	if raw == "" {
-		return ""
-	}
-	u, err := url.Parse(raw)
-	if err != nil || u.Host == "" {
-		return "[redacted]"
-	}
-	shown := u.Scheme + "://" + u.Host
-	if u.User != nil || (u.Path != "" && u.Path != "/") || u.RawQuery != "" || u.Fragment != "" {
-		shown += "/[redacted]"
-	}
-	return shown
 }
 
 func hideValues(m map[string]string) map[string]string {

@@ -156,7 +156,7 @@ agents:
 		`servers[1] (s).name "s": already used`,
 		"servers[1] (s): set only one of builtin, url or command",
 		`builtin "nope": unknown`,
-		"the scheme must be http or https",
+		"want an absolute http:// or https:// URL",
 		`bad timeout "soon"`,
 		"${MISSING}, which is not set",
 		"rules.redact[0]",
@@ -175,10 +175,10 @@ agents:
 // Redacted shows only its scheme and host.
 func TestConfigNeverShowsURLSecrets(t *testing.T) {
 	env := getenv(map[string]string{"TOKEN": "s3cret"})
-	for _, url := range []string{"ftp://crm.example.com/mcp?key=${TOKEN}", "https://user:${TOKEN}@/mcp", "https://a b.example/%zz?k=${TOKEN}"} {
+	for _, url := range []string{"ftp://crm.example.com/mcp?key=${TOKEN}", "https://user:${TOKEN}@/mcp", "https://a b.example/%zz?k=${TOKEN}", "https://user:${TOKEN}@crm.example.com/mcp"} {
 		data := "agents:\n  - id: a\n    servers:\n      - name: crm\n        url: \"" + url + "\"\n"
 		_, err := agent.LoadConfig([]byte(data), env)
-		if err == nil || !strings.Contains(err.Error(), "bad URL") {
+		if err == nil || !strings.Contains(err.Error(), "invalid address") {
 			t.Errorf("%s: err = %v, want a bad URL", url, err)
 		} else if strings.Contains(err.Error(), "s3cret") {
 			t.Errorf("%s: the error shows the secret: %v", url, err)
@@ -191,7 +191,7 @@ agents:
     model: {kind: openai, model: m, baseURL: "https://llm.example.com/v1?api-key=s3cret"}
     servers:
       - name: crm
-        url: "https://user:${TOKEN}@crm.example.com/mcp?key=${TOKEN}&tenant=t1"
+        url: "https://crm.example.com/mcp/${TOKEN}?key=${TOKEN}&tenant=t1"
 `
 	cfg, err := agent.LoadConfig([]byte(data), env)
 	if err != nil {

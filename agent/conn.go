@@ -18,6 +18,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"teamsbot/agent/demo"
+	"teamsbot/internal/netaddr"
 	"teamsbot/internal/textclip"
 	"teamsbot/mcpapps"
 )
@@ -378,7 +379,7 @@ func (c *serverConn) scrub(err error) error {
 		if u, perr := url.Parse(c.cfg.URL); perr == nil && u.String() != c.cfg.URL {
 			forms = append(forms, u.String())
 		}
-		shown := hideURLSecrets(c.cfg.URL)
+		shown := netaddr.Redact(c.cfg.URL)
 		for _, f := range forms {
 			// As written, and as %q writes it (url.Error quotes the URL).
 			out = strings.ReplaceAll(out, f, shown)

@@ -11,7 +11,7 @@ import (
 
 	"teamsbot/agent"
 	"teamsbot/cards"
-	"teamsbot/mcpapps"
+	"teamsbot/internal/netaddr"
 	"teamsbot/store"
 )
 
@@ -162,8 +162,9 @@ func TestUpdateAnswer(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The answer as it reads once its view has expired: no Open button.
-	expired := cards.AnswerCards(cards.Answer{Text: "Corrected: the report covers Q3 only.", Views: []mcpapps.View{view}},
-		cards.Options{PublicBaseURL: httpsBaseURL, Now: view.ExpiresAt.Add(time.Minute)})[0]
+	expired := cards.AnswerCards(cards.Answer{Text: "Corrected: the report covers Q3 only.",
+		Views: []cards.View{{ID: view.ID, Title: view.ToolTitle, Tool: view.Tool, Server: view.Server, ExpiresAt: view.ExpiresAt}}},
+		cards.Options{PublicBaseURL: netaddr.MustParseOrigin(httpsBaseURL), Now: view.ExpiresAt.Add(time.Minute)})[0]
 	extra := cards.RunFailed("extra-card")
 
 	// since returns the calls after the first n.

@@ -45,6 +45,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"teamsbot/agent"
+	"teamsbot/internal/netaddr"
 	"teamsbot/store"
 )
 
@@ -110,7 +111,7 @@ type Options struct {
 	Store *store.Store
 	// PublicBaseURL is where people reach the service; the cards have an
 	// Open button only when it is https.
-	PublicBaseURL string
+	PublicBaseURL netaddr.Origin
 	// Logger; nil discards.
 	Logger *slog.Logger
 	// Now is the clock; nil means time.Now.

@@ -16,7 +16,10 @@ func (b *Bot) cardOptions() cards.Options {
 
 // answerCards renders an answer as the cards to send, one per message.
 func (b *Bot) answerCards(ans agent.Answer) []cards.Card {
-	ca := cards.Answer{Text: ans.Text, Views: ans.Views, Notes: ans.Notes}
+	ca := cards.Answer{Text: ans.Text, Notes: ans.Notes}
+	for _, v := range ans.Views {
+		ca.Views = append(ca.Views, cards.View{ID: v.ID, Title: v.ToolTitle, Tool: v.Tool, Server: v.Server, ExpiresAt: v.ExpiresAt})
+	}
 	for _, r := range ans.Refusals {
 		ca.Refusals = append(ca.Refusals, cards.Refusal(r))
 	}

@@ -15,6 +15,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"teamsbot/internal/netaddr"
 	"teamsbot/internal/textclip"
 	"time"
 
@@ -264,21 +265,13 @@ func (c *connector) checkServiceURL(raw string) (*url.URL, error) {
 	switch u.Scheme {
 	case "https":
 	case "http":
-		if !c.allowLoopback || !isLoopbackHost(u.Hostname()) {
+		if !c.allowLoopback || !netaddr.IsLoopbackHost(u.Hostname()) {
 			return nil, fmt.Errorf("%w: %q is not https", ErrServiceURL, raw)
 		}
 	default:
 		return nil, fmt.Errorf("%w: %q is not https", ErrServiceURL, raw)
 	}
 	return u, nil
-}
-
-func isLoopbackHost(h string) bool {
-	if h == "localhost" {
-		return true
-	}
-	ip := net.ParseIP(h)
-	return ip != nil && ip.IsLoopback()
 }
 
 // ready checks, before a turn starts, that its answer could be sent: the

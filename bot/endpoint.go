@@ -6,10 +6,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"strings"
 	"teamsbot/agent"
+	"teamsbot/internal/netaddr"
 
 	"github.com/infracloudio/msbotbuilder-go/core/activity"
 	"github.com/infracloudio/msbotbuilder-go/schema"
@@ -54,7 +54,7 @@ const invokeResponseType schema.ActivityTypes = "invokeResponse"
 // token check itself goes through the adapter's TokenValidator field.
 func (b *Bot) serve(c echo.Context) error {
 	req := c.Request()
-	if b.local && !remoteIsLoopback(req.RemoteAddr) {
+	if b.local && !netaddr.IsLoopbackRemote(req.RemoteAddr) {
 		b.refuse(authErr(ReasonNotLoopback, "local mode takes activities from loopback only, not %s", req.RemoteAddr), req)
 		return echo.NewHTTPError(http.StatusForbidden, "bot: local mode accepts activities from loopback addresses only")
 	}
@@ -161,16 +161,6 @@ func (b *Bot) refuse(ae *AuthError, req *http.Request) {
 	b.logger.Warn("refused activity", "reason", ae.Reason, "detail", ae.Detail, "status", ae.Status, "remote", req.RemoteAddr)
 }
 
-// remoteIsLoopback checks the TCP peer, never a header a caller could set.
-func remoteIsLoopback(remoteAddr string) bool {
-	host, _, err := net.SplitHostPort(remoteAddr)
-	if err != nil {
-		host = remoteAddr
-	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
-}
-
 // fromBrowserPage says why a local-mode request looks like it was sent by a
 // web page, or "" when it does not. Without a token, the loopback check is
 // the only guard, and a page can pass it: any site can POST to 127.0.0.1
@@ -182,15 +172,7 @@ func fromBrowserPage(req *http.Request) string {
 	if req.Header.Get("Origin") != "" || req.Header.Get("Sec-Fetch-Site") != "" || req.Header.Get("Sec-Fetch-Mode") != "" {
 		return "the request comes from a web page (Origin or Sec-Fetch headers)"
 	}
-	host := req.Host
-	if h, _, err := net.SplitHostPort(host); err == nil {
-		host = h
-	}
-	host = strings.TrimSuffix(strings.Trim(host, "[]"), ".")
-	if strings.EqualFold(host, "localhost") {
-		return ""
-	}
-	if ip := net.ParseIP(host); ip != nil && ip.IsLoopback() {
+	if netaddr.IsLoopbackHostPort(req.Host) {
 		return ""
 	}
 	return fmt.Sprintf("Host %.100q is not a loopback name", req.Host)

@@ -22,6 +22,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"teamsbot/agent"
+	"teamsbot/internal/netaddr"
 	"teamsbot/store"
 )
 
@@ -202,22 +203,22 @@ func newHarness(t testing.TB, s setup) *harness {
 	h.bf = newFakeBotFramework(t)
 	h.bf.addKey(t, "key-1", "msteams", "webchat")
 	opts := Options{
-		Agent:         ag,
-		Store:         st,
-		PublicBaseURL: s.publicBase,
-		Logger:        logger,
-		Now:           h.now,
-		Registerer:    h.reg,
-		WorkingAfter:  s.workingAfter,
+		Agent:        ag,
+		Store:        st,
+		Logger:       logger,
+		Now:          h.now,
+		Registerer:   h.reg,
+		WorkingAfter: s.workingAfter,
 		// MaxPendingTurns zero means the default.
 		MaxPendingTurns: s.maxPending,
 	}
 	if !s.defaultClient {
 		opts.HTTPClient = loopbackClient()
 	}
-	if opts.PublicBaseURL == "" {
-		opts.PublicBaseURL = httpsBaseURL
+	if s.publicBase == "" {
+		s.publicBase = httpsBaseURL
 	}
+	opts.PublicBaseURL = netaddr.MustParseOrigin(s.publicBase)
 	if opts.WorkingAfter == 0 {
 		// Long enough that only the test that wants the working card sees it.
 		opts.WorkingAfter = time.Minute

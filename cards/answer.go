@@ -4,9 +4,8 @@ import (
 	"fmt"
 	"regexp"
 	"strings"
+	"teamsbot/internal/netaddr"
 	"time"
-
-	"teamsbot/mcpapps"
 )
 
 // Answer is what the agent answered for one run, as the cards need it. The
@@ -16,13 +15,26 @@ type Answer struct {
 	// Text is the model's answer, markdown.
 	Text string
 	// Views are the views the run made, in the order they were made.
-	Views []mcpapps.View
+	Views []View
 	// Refusals are views that were not made.
 	Refusals []Refusal
 	// ToolErrors are tool calls that failed.
 	ToolErrors []ToolError
 	// Notes are the run notes, such as tools not offered to the model.
 	Notes []string
+}
+
+// View is a view as its block on a card names it. The bot fills it from the
+// stored view record; cards needs nothing else of it.
+type View struct {
+	// ID is the view's id, the last segment of its page's address.
+	ID string
+	// Title is the tool's title, Tool its name and Server the MCP server
+	// it came from.
+	Title, Tool, Server string
+	// ExpiresAt is when the view can no longer be opened; a view past it
+	// gets no Open button. Zero: the card names no time.
+	ExpiresAt time.Time
 }
 
 // Refusal is a view that was not made, and why.
@@ -47,7 +59,7 @@ type Options struct {
 	// PublicBaseURL is where people reach the service
 	// (TICKETIQ_PUBLIC_BASE_URL). Open buttons appear only when it is an
 	// https:// address; see ViewURL.
-	PublicBaseURL string
+	PublicBaseURL netaddr.Origin
 	// Now, when set, marks views that have already expired: they get no
 	// Open button.
 	Now time.Time
@@ -234,7 +246,7 @@ func prepare(a Answer, o Options) *prepared {
 	if p.loc == nil {
 		p.loc = time.UTC
 	}
-	_, p.base = openBase(o.PublicBaseURL)
+	p.base = o.PublicBaseURL.HTTPS()
 	// Text longer than this can never fit: every three bytes of UTF-8 take
 	// at least one UTF-16 code unit of JSON. Cutting first bounds the work.
 	raw := a.Text
@@ -266,13 +278,10 @@ func prepare(a Answer, o Options) *prepared {
 	}
 	for _, v := range a.Views {
 		vi := viewInfo{
-			title:   label(v.ToolTitle, maxTitle),
+			title:   label(v.Title, maxTitle),
 			server:  label(v.Server, maxName),
 			tool:    label(v.Tool, maxName),
 			expires: v.ExpiresAt,
-		}
-		if vi.expires.IsZero() && !v.CreatedAt.IsZero() {
-			vi.expires = v.CreatedAt.Add(mcpapps.Lifetime)
 		}
 		switch {
 		case vi.title == "" && vi.tool == "":

@@ -3,10 +3,9 @@ package cards
 import (
 	"encoding/json"
 	"strings"
+	"teamsbot/internal/netaddr"
 	"testing"
 	"time"
-
-	"teamsbot/mcpapps"
 )
 
 // decode returns the card JSON as Teams receives it.
@@ -102,7 +101,7 @@ func TestEveryCardIsATeamsCard(t *testing.T) {
 // TestViewBlockHTTPS: each view is named (title or tool name, server), says
 // until when it can be opened, and has an Open button to its page.
 func TestViewBlockHTTPS(t *testing.T) {
-	doc := decode(t, AnswerCards(Answer{Text: answerText, Views: twoViews()}, Options{PublicBaseURL: "HTTPS://teams.example.com//", Now: now})[0])
+	doc := decode(t, AnswerCards(Answer{Text: answerText, Views: twoViews()}, Options{PublicBaseURL: netaddr.MustParseOrigin("HTTPS://Teams.Example.com/"), Now: now})[0])
 	blocks := find(doc, "Container")
 	if len(blocks) != 2 {
 		t.Fatalf("%d containers, want one per view", len(blocks))
@@ -127,10 +126,10 @@ func TestViewBlockHTTPS(t *testing.T) {
 	}
 }
 
-// TestViewBlockWithoutHTTPS: with an http:// (or broken) base URL there is
-// no button anywhere, and each block points to the web console.
+// TestViewBlockWithoutHTTPS: with an http:// (or no) base URL there is no
+// button anywhere, and each block points to the web console.
 func TestViewBlockWithoutHTTPS(t *testing.T) {
-	for _, base := range []string{"http://localhost:3978", "https:", "https:///x", "", "HTTP://teams.example.com"} {
+	for _, base := range []netaddr.Origin{netaddr.MustParseOrigin("http://localhost:3978"), netaddr.MustParseOrigin("HTTP://127.0.0.1:3978"), {}} {
 		cs := AnswerCards(Answer{Text: answerText, Views: twoViews()}, Options{PublicBaseURL: base, Now: now})
 		doc := decode(t, cs[0])
 		raw, _ := json.Marshal(doc)
@@ -229,12 +228,13 @@ func TestNotesFolded(t *testing.T) {
 
 // TestHostileNamesStayText: markdown, links and date functions in a tool's
 // title, a server's name or a tool error never become markup, links or
-// buttons; view HTML, arguments and results never reach the card.
+// buttons. (View HTML, arguments and results cannot reach a card at all:
+// View does not carry them.)
 func TestHostileNamesStayText(t *testing.T) {
 	v := view("v1", "[srv](https://evil.example)", "t", "**[Click](https://evil.example/login)** {{DATE(2020-01-01T00:00:00Z)}}")
 	a := Answer{
 		Text:       "[ok](https://evil.example/a)",
-		Views:      []mcpapps.View{v},
+		Views:      []View{v},
 		ToolErrors: []ToolError{{Server: "s", Tool: "[x](https://evil.example)", Message: "go to www.evil.example"}},
 	}
 	doc := decode(t, AnswerCards(a, Options{PublicBaseURL: httpsBase, Now: now})[0])
@@ -251,14 +251,8 @@ func TestHostileNamesStayText(t *testing.T) {
 		}
 	}
 	for _, o := range find(doc, "Action.OpenUrl") {
-		if o["url"] != "https://teams.example.com/liyagent/mcp-apps/v1" {
+		if o["url"] != "https://teams.example.com/mcp-apps/v1" {
 			t.Errorf("button to %v", o["url"])
-		}
-	}
-	raw, _ := json.Marshal(doc)
-	for _, s := range []string{"argument-value", "result-value", "script", v.HTMLSHA256, v.CSP} {
-		if strings.Contains(string(raw), s) {
-			t.Errorf("card carries %q", s)
 		}
 	}
 	if got := texts(find(doc, "TextBlock")[0]); got != "ok (https://evil.example/a)" {

@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"teamsbot/cards"
-	"teamsbot/mcpapps"
+	"teamsbot/internal/netaddr"
 )
 
 // The bot fills cards.Answer from the agent's answer (Refusal and ToolError
@@ -16,12 +16,12 @@ func ExampleAnswerCards() {
 	made := time.Date(2026, 12, 2, 12, 0, 0, 0, time.UTC)
 	answer := cards.Answer{
 		Text: "Here is the chart.",
-		Views: []mcpapps.View{{
-			ID: "v-1", Server: "crm", Tool: "ticket_chart", ToolTitle: "Tickets by week",
-			CreatedAt: made, ExpiresAt: made.Add(mcpapps.Lifetime),
+		Views: []cards.View{{
+			ID: "v-1", Server: "crm", Tool: "ticket_chart", Title: "Tickets by week",
+			ExpiresAt: made.Add(7 * 24 * time.Hour),
 		}},
 	}
-	for _, c := range cards.AnswerCards(answer, cards.Options{PublicBaseURL: "https://bot.example.com", Now: made}) {
+	for _, c := range cards.AnswerCards(answer, cards.Options{PublicBaseURL: netaddr.MustParseOrigin("https://bot.example.com"), Now: made}) {
 		b, _ := json.Marshal(c.Attachment())
 		fmt.Println(c.Summary)
 		fmt.Println(c.FallbackText)

@@ -7,12 +7,11 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"teamsbot/internal/netaddr"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
-
-	"teamsbot/mcpapps"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files in testdata/")
@@ -20,9 +19,9 @@ var update = flag.Bool("update", false, "rewrite the golden files in testdata/")
 // now is the moment every golden card is made at.
 var now = time.Date(2026, 12, 2, 12, 0, 0, 0, time.UTC)
 
-const (
-	httpsBase = "https://teams.example.com/liyagent/"
-	httpBase  = "http://localhost:3978"
+var (
+	httpsBase = netaddr.MustParseOrigin("https://teams.example.com")
+	httpBase  = netaddr.MustParseOrigin("http://localhost:3978")
 )
 
 // message is one golden message: what the bot puts in one activity.
@@ -41,16 +40,8 @@ func messages(cs ...Card) []message {
 	return out
 }
 
-func view(id, server, tool, title string) mcpapps.View {
-	return mcpapps.View{
-		ID: id, RunID: "run-1", AgentID: "default", TenantID: "tenant-1", UserID: "user-1",
-		Server: server, Tool: tool, ToolTitle: title, ResourceURI: "ui://" + server + "/" + tool,
-		HTMLSHA256: strings.Repeat("ab", 32), CSP: "default-src 'none'",
-		// What must never reach a card.
-		Arguments: json.RawMessage(`{"secret":"argument-value"}`),
-		Result:    json.RawMessage(`{"content":[{"type":"text","text":"result-value <script>alert(1)</script>"}]}`),
-		CreatedAt: now, ExpiresAt: now.Add(mcpapps.Lifetime),
-	}
+func view(id, server, tool, title string) View {
+	return View{ID: id, Server: server, Tool: tool, Title: title, ExpiresAt: now.Add(7 * 24 * time.Hour)}
 }
 
 const answerText = "Here are the open tickets for **Contoso**:\n\n" +
@@ -58,8 +49,8 @@ const answerText = "Here are the open tickets for **Contoso**:\n\n" +
 	"- TICK-102: VPN drops every hour\n\n" +
 	"The chart below shows them by week."
 
-func twoViews() []mcpapps.View {
-	return []mcpapps.View{
+func twoViews() []View {
+	return []View{
 		view("v-7f3a", "crm", "ticket_chart", "Tickets by week"),
 		view("v-91bc", "crm", "ticket_form", ""),
 	}
@@ -73,8 +64,8 @@ func longText() string {
 	return b.String()
 }
 
-func manyViews(n int) []mcpapps.View {
-	var vs []mcpapps.View
+func manyViews(n int) []View {
+	var vs []View
 	for i := range n {
 		vs = append(vs, view(fmt.Sprintf("v-%03d", i), "monitoring", "chart", fmt.Sprintf("Latency of service %d", i)))
 	}
@@ -120,7 +111,7 @@ func goldenCases() map[string][]Card {
 		"answer_hostile": AnswerCards(Answer{
 			Text: "See [the report](https://evil.example/login) or ![img](https://evil.example/p.png) " +
 				"or <https://evil.example/auto>.\n# Urgent\n[ref]: https://evil.example/ref",
-			Views: []mcpapps.View{
+			Views: []View{
 				view("../../admin?x=1#frag", "www.evil.example", "x{{DATE(2020-01-01T00:00:00Z)}}",
 					"[Click here](https://evil.example) **now** <b>bold</b>\u202Egnp.exe\n\nsecond line"),
 				view("..", "crm", "chart", "Chart"),

@@ -10,7 +10,7 @@ func Welcome(o Options) Card {
 	views := "Some tools come with an interactive view, such as a chart or a form. " +
 		"My answer names each view and has an **Open** button that opens it in your browser, after you sign in."
 	viewsPlain := "Some tools come with an interactive view. My answer names each view; its Open button opens it in your browser, after you sign in."
-	if _, ok := openBase(o.PublicBaseURL); !ok {
+	if !o.PublicBaseURL.HTTPS() {
 		views = "Some tools come with an interactive view, such as a chart or a form. " +
 			"My answer names each view; you open it in your browser from the web console, after you sign in."
 		viewsPlain = "Some tools come with an interactive view. My answer names each view; you open it in your browser from the web console."

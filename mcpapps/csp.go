@@ -1,7 +1,6 @@
 package mcpapps
 
 import (
-	"errors"
 	"fmt"
 	"slices"
 	"strconv"
@@ -33,8 +32,9 @@ import (
 //     connect-src is 'none'. A view granted allow-forms still handles its
 //     forms in script and calls tools through the host.
 //
-// frame-ancestors is deliberately absent: the view page adds it with the
-// origins it is served from (AppendFrameAncestors).
+// frame-ancestors is deliberately absent: which of the service's own
+// origins may frame its documents is the view page's decision, not the
+// extension's.
 const DefaultCSP = "default-src 'none'; " +
 	"script-src 'self' 'unsafe-inline'; " +
 	"style-src 'self' 'unsafe-inline'; " +
@@ -58,10 +58,6 @@ const maxDroppedValueBytes = 256
 // maxOriginBytes bounds one declared entry: "https://", a 253-byte host name
 // and a port.
 const maxOriginBytes = len("https://") + 253 + len(":65535") + len("/")
-
-// ErrBadOrigin reports an origin given to AppendFrameAncestors that the
-// origin grammar refuses.
-var ErrBadOrigin = errors.New("not a valid origin")
 
 // Policy is a CSP header value and the declared entries left out of it.
 type Policy struct {
@@ -161,7 +157,7 @@ func (p *Policy) origins(field string, entries []string) []string {
 			})
 			break
 		}
-		o, reason := parseOrigin(e, false)
+		o, reason := parseOrigin(e)
 		if reason != "" {
 			p.Dropped = append(p.Dropped, DroppedEntry{Field: field, Value: textclip.Clip(e, maxDroppedValueBytes), Reason: reason})
 			continue
@@ -175,55 +171,10 @@ func (p *Policy) origins(field string, entries []string) []string {
 	return slices.Compact(out)
 }
 
-// AppendFrameAncestors returns header with a frame-ancestors directive that
-// lets the given origins frame the document; with no origins, none may
-// ('none'). The origins are the service's own (the public base URL, the
-// sandbox base URL), so an invalid one is a configuration mistake and gives
-// an error wrapping ErrBadOrigin rather than being dropped.
-//
-// They follow BuildCSP's origin grammar, with one addition: http:// (and
-// https://) is accepted for the loopback hosts localhost, 127.0.0.1 and
-// [::1], because the service runs on http://localhost during development
-// and its page must still be able to frame the sandbox there. A loopback
-// origin only ever names the person's own machine, so it cannot let a
-// remote site frame a view.
-func AppendFrameAncestors(header string, origins []string) (string, error) {
-	var srcs []string
-	var errs []error
-	for _, s := range origins {
-		o, reason := parseOrigin(s, true)
-		if reason != "" {
-			errs = append(errs, fmt.Errorf("%w: %.200q: %s", ErrBadOrigin, s, reason))
-			continue
-		}
-		srcs = append(srcs, o)
-	}
-	if err := errors.Join(errs...); err != nil {
-		return "", err
-	}
-	slices.Sort(srcs)
-	srcs = slices.Compact(srcs)
-	value := "'none'"
-	if len(srcs) > 0 {
-		value = strings.Join(srcs, " ")
-	}
-	if header == "" {
-		return "frame-ancestors " + value, nil
-	}
-	return header + "; frame-ancestors " + value, nil
-}
-
-// isLoopbackHost reports whether host is one that AppendFrameAncestors
-// accepts over http://.
-func isLoopbackHost(host string) bool {
-	return host == "localhost" || host == "127.0.0.1" || host == "[::1]"
-}
-
 // parseOrigin checks s against the origin grammar described at BuildCSP. It
 // returns the normalized origin, or an empty origin and the reason it was
-// refused. With loopback, http:// and https:// origins of the loopback hosts
-// are accepted as well.
-func parseOrigin(s string, loopback bool) (origin, reason string) {
+// refused.
+func parseOrigin(s string) (origin, reason string) {
 	switch {
 	case s == "":
 		return "", "empty"
@@ -251,7 +202,6 @@ func parseOrigin(s string, loopback bool) (origin, reason string) {
 	case !ok:
 		return "", "not an origin: no https:// scheme"
 	case scheme == "https":
-	case scheme == "http" && loopback:
 	case scheme == "http":
 		return "", "http: is not https:"
 	default:
@@ -278,12 +228,6 @@ func parseOrigin(s string, loopback bool) (origin, reason string) {
 			return "", "invalid port"
 		}
 		port = ":" + port
-	}
-	if loopback && isLoopbackHost(host) {
-		return scheme + "://" + host + port, ""
-	}
-	if scheme != "https" {
-		return "", "http: is accepted only for loopback hosts"
 	}
 	if r := hostReason(host); r != "" {
 		return "", r

@@ -1,7 +1,6 @@
 package mcpapps
 
 import (
-	"errors"
 	"fmt"
 	"regexp"
 	"slices"
@@ -303,55 +302,6 @@ func TestBuildCSPBoundsSize(t *testing.T) {
 	p = BuildCSP(CSPDomains{ConnectDomains: []string{long}})
 	if len(p.Dropped) != 1 || len(p.Dropped[0].Value) > maxDroppedValueBytes+len("…") || !strings.HasPrefix(long, strings.TrimSuffix(p.Dropped[0].Value, "…")) {
 		t.Errorf("dropped value not cut to %d bytes: %d bytes", maxDroppedValueBytes, len(p.Dropped[0].Value))
-	}
-}
-
-func TestAppendFrameAncestors(t *testing.T) {
-	tests := []struct {
-		header  string
-		origins []string
-		want    string
-	}{
-		{"", nil, "frame-ancestors 'none'"},
-		{DefaultCSP, nil, DefaultCSP + "; frame-ancestors 'none'"},
-		{DefaultCSP, []string{"https://bot.example.com"}, DefaultCSP + "; frame-ancestors https://bot.example.com"},
-		{"", []string{"http://localhost:3978"}, "frame-ancestors http://localhost:3978"},
-		{"", []string{"http://127.0.0.1:3978"}, "frame-ancestors http://127.0.0.1:3978"},
-		{"", []string{"http://[::1]:3978"}, "frame-ancestors http://[::1]:3978"},
-		{"", []string{"https://localhost:8443/"}, "frame-ancestors https://localhost:8443"},
-		{"", []string{"HTTP://LocalHost"}, "frame-ancestors http://localhost"},
-		{"", []string{"https://b.example.com", "http://localhost:3978", "https://B.example.com/"}, "frame-ancestors http://localhost:3978 https://b.example.com"},
-	}
-	for _, tt := range tests {
-		got, err := AppendFrameAncestors(tt.header, tt.origins)
-		if err != nil {
-			t.Errorf("AppendFrameAncestors(%v): %v", tt.origins, err)
-			continue
-		}
-		if got != tt.want {
-			t.Errorf("AppendFrameAncestors(%v) =\n%s\nwant\n%s", tt.origins, got, tt.want)
-		}
-	}
-
-	for _, bad := range []string{
-		"http://bot.example.com",        // http: only for loopback
-		"http://localhost.example.com",  // not loopback
-		"http://127.0.0.2:3978",         // only the three names
-		"https://bot.example.com/teams", // a path: pass the origin
-		"https://10.0.0.1",
-		"'self'",
-		"*",
-		"https://a.example.com; script-src *",
-		"",
-	} {
-		_, err := AppendFrameAncestors(DefaultCSP, []string{"https://ok.example.com", bad})
-		if !errors.Is(err, ErrBadOrigin) {
-			t.Errorf("AppendFrameAncestors(%q) err = %v, want ErrBadOrigin", bad, err)
-		}
-	}
-	_, err := AppendFrameAncestors("", []string{"http://a.example.com", "ftp://b.example.com"})
-	if err == nil || !strings.Contains(err.Error(), "a.example.com") || !strings.Contains(err.Error(), "b.example.com") {
-		t.Errorf("err = %v, want both bad origins named", err)
 	}
 }
 

@@ -17,6 +17,7 @@ import (
 	"github.com/labstack/echo/v4"
 	"github.com/oauth2-proxy/mockoidc"
 
+	"teamsbot/internal/netaddr"
 	"teamsbot/signin"
 )
 
@@ -128,8 +129,8 @@ func newEnv(t testing.TB, opts signin.Options, tls bool) *env {
 	if tls {
 		scheme = "https"
 	}
-	if opts.PublicBaseURL == "" {
-		opts.PublicBaseURL = scheme + "://" + srv.Listener.Addr().String()
+	if opts.PublicBaseURL.IsZero() {
+		opts.PublicBaseURL = netaddr.MustParseOrigin(scheme + "://" + srv.Listener.Addr().String())
 	}
 	if opts.DataDir == "" {
 		opts.DataDir = t.TempDir()

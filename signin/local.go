@@ -2,9 +2,9 @@ package signin
 
 import (
 	"log/slog"
-	"net"
 	"net/http"
 	"strings"
+	"teamsbot/internal/netaddr"
 
 	"github.com/labstack/echo/v4"
 )
@@ -85,19 +85,10 @@ var errNotLoopbackHost = echo.NewHTTPError(http.StatusForbidden,
 // loopbackHost reports whether host (a Host header) names this service on
 // loopback: localhost, a loopback IP, or the public base URL's host.
 func (s *Service) loopbackHost(host string) bool {
-	if s.origin != "" && strings.EqualFold(host, strings.TrimPrefix(strings.TrimPrefix(s.origin, "https://"), "http://")) {
+	if !s.origin.IsZero() && strings.EqualFold(host, s.origin.Host()) {
 		return true
 	}
-	name := host
-	if h, _, err := net.SplitHostPort(host); err == nil {
-		name = h
-	}
-	name = strings.TrimSuffix(strings.TrimPrefix(name, "["), "]")
-	if strings.EqualFold(name, "localhost") {
-		return true
-	}
-	ip := net.ParseIP(name)
-	return ip != nil && ip.IsLoopback()
+	return netaddr.IsLoopbackHostPort(host)
 }
 
 // errCrossSite refuses a state-changing request sent from another site.

@@ -11,6 +11,7 @@ import (
 
 	"github.com/oauth2-proxy/mockoidc"
 
+	"teamsbot/internal/netaddr"
 	"teamsbot/signin"
 )
 
@@ -115,7 +116,7 @@ func TestMultiTenantNeedsAllowList(t *testing.T) {
 	m := startMock(t)
 	front := entraFront(t, m, "")
 	opts := multiTenantOptions(m, front)
-	opts.PublicBaseURL = "http://127.0.0.1:1"
+	opts.PublicBaseURL = netaddr.MustParseOrigin("http://127.0.0.1:1")
 	opts.DataDir = t.TempDir()
 	_, err := signin.New(context.Background(), opts)
 	if !errors.Is(err, signin.ErrConfig) || !strings.Contains(err.Error(), "AllowedTenants") {
@@ -133,7 +134,7 @@ func TestMultiTenantDiscoveryIssuerChecked(t *testing.T) {
 	for _, iss := range []string{"https://evil.example/{tenantid}/v2.0", "http://127.0.0.1:1/" + tenantA + "/v2.0"} {
 		front := entraFront(t, m, iss)
 		opts := multiTenantOptions(m, front, tenantA)
-		opts.PublicBaseURL = "http://127.0.0.1:1"
+		opts.PublicBaseURL = netaddr.MustParseOrigin("http://127.0.0.1:1")
 		opts.DataDir = t.TempDir()
 		_, err := signin.New(context.Background(), opts)
 		if !errors.Is(err, signin.ErrConfig) || !strings.Contains(err.Error(), "expected") {

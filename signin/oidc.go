@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"teamsbot/internal/netaddr"
 	"teamsbot/internal/textclip"
 	"time"
 
@@ -60,7 +61,7 @@ func tenantTemplate(issuer string) (string, bool) {
 }
 
 // discover reads the provider's discovery document and builds the flow.
-func discover(ctx context.Context, opts Options, client *http.Client, origin string, allowed map[string]bool, now func() time.Time) (*oidcFlow, error) {
+func discover(ctx context.Context, opts Options, client *http.Client, origin netaddr.Origin, allowed map[string]bool, now func() time.Time) (*oidcFlow, error) {
 	ctx = oidc.ClientContext(ctx, client)
 	f := &oidcFlow{client: client, allowed: allowed}
 	tmpl, multi := tenantTemplate(opts.Issuer)
@@ -106,7 +107,7 @@ func discover(ctx context.Context, opts Options, client *http.Client, origin str
 		ClientID:     opts.ClientID,
 		ClientSecret: opts.ClientSecret,
 		Endpoint:     endpoint,
-		RedirectURL:  origin + "/signin/callback",
+		RedirectURL:  origin.URL("/signin/callback"),
 		Scopes:       scopes,
 	}
 	return f, nil

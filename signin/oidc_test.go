@@ -18,6 +18,7 @@ import (
 	"github.com/google/go-cmp/cmp/cmpopts"
 	"github.com/oauth2-proxy/mockoidc"
 
+	"teamsbot/internal/netaddr"
 	"teamsbot/signin"
 )
 
@@ -75,7 +76,7 @@ func TestAuthorizationRequestParameters(t *testing.T) {
 		"scope":                 "openid profile email",
 		"code_challenge_method": "S256",
 		"client_id":             m.ClientID,
-		"redirect_uri":          e.opts.PublicBaseURL + "/signin/callback",
+		"redirect_uri":          e.opts.PublicBaseURL.URL("/signin/callback"),
 	}
 	for k, want := range checks {
 		if got := q.Get(k); got != want {
@@ -319,13 +320,13 @@ func TestSingleTenantIssuerAndAllowList(t *testing.T) {
 func TestNewRefusesIncompleteOIDCConfig(t *testing.T) {
 	_, err := signin.New(context.Background(), signin.Options{
 		Issuer:        "https://login.microsoftonline.com/organizations/v2.0",
-		PublicBaseURL: "https://bot.example.com/some/path",
+		PublicBaseURL: netaddr.MustParseOrigin("https://bot.example.com"),
 		DataDir:       t.TempDir(),
 	})
 	if !errors.Is(err, signin.ErrConfig) {
 		t.Fatalf("New: %v, want ErrConfig", err)
 	}
-	for _, want := range []string{"client id", "client secret", "AllowedTenants", "without path"} {
+	for _, want := range []string{"client id", "client secret", "AllowedTenants"} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("error does not mention %q: %v", want, err)
 		}

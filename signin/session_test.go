@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"teamsbot/internal/netaddr"
 	"teamsbot/signin"
 )
 
@@ -284,7 +285,7 @@ func TestPageHeaders(t *testing.T) {
 // the allow-list ends at once.
 func TestSessionBoundToModeAndAllowList(t *testing.T) {
 	dir := t.TempDir()
-	local := newEnv(t, signin.Options{Loopback: true, DataDir: dir, PublicBaseURL: "http://127.0.0.1:1"}, false)
+	local := newEnv(t, signin.Options{Loopback: true, DataDir: dir, PublicBaseURL: netaddr.MustParseOrigin("http://127.0.0.1:1")}, false)
 	local.postLocal(localForm("/"), nil)
 	lc := local.cookie("teamsbot-session")
 	if lc == nil {

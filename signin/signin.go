@@ -39,6 +39,7 @@ import (
 	"regexp"
 	"strings"
 	"sync"
+	"teamsbot/internal/netaddr"
 	"time"
 
 	"github.com/labstack/echo/v4"
@@ -87,8 +88,9 @@ type Options struct {
 	Issuer, ClientID, ClientSecret string
 	// PublicBaseURL is where people reach the service, an origin such as
 	// https://bot.example.com. The callback URL is derived from it, and an
-	// https address makes the cookies Secure with the __Host- prefix.
-	PublicBaseURL string
+	// https address makes the cookies Secure with the __Host- prefix. It is
+	// required with an Issuer; the zero Origin is allowed in local mode.
+	PublicBaseURL netaddr.Origin
 	// DataDir is where the cookie key is kept (created on first start).
 	DataDir string
 	// Loopback says the service listens on loopback only; the local
@@ -115,7 +117,7 @@ type Service struct {
 	now      func() time.Time
 	lifetime time.Duration
 	secure   bool
-	origin   string // scheme://host of PublicBaseURL, "" in local mode without one
+	origin   netaddr.Origin // PublicBaseURL; zero in local mode without one
 
 	sessionCookie string
 	flowCookie    string
@@ -159,14 +161,11 @@ func New(ctx context.Context, opts Options) (*Service, error) {
 	if opts.DataDir == "" {
 		bad("DataDir is required: the cookie key is kept there")
 	}
-	if opts.PublicBaseURL != "" || opts.Issuer != "" {
-		origin, err := parseOrigin(opts.PublicBaseURL)
-		if err != nil {
-			bad("public base URL: %v", err)
-		}
-		s.origin = origin
-		s.secure = strings.HasPrefix(origin, "https://")
+	if opts.PublicBaseURL.IsZero() && opts.Issuer != "" {
+		bad("public base URL: required with an OIDC issuer (the callback URL is derived from it)")
 	}
+	s.origin = opts.PublicBaseURL
+	s.secure = s.origin.HTTPS()
 	if opts.Issuer == "" && !opts.Loopback {
 		// The rest of the service (the bot, the agent) still runs; only
 		// opening views waits for a configured sign-in.
@@ -215,10 +214,10 @@ func New(ctx context.Context, opts Options) (*Service, error) {
 	clear(key)
 
 	s.cop = http.NewCrossOriginProtection()
-	if s.origin != "" {
+	if !s.origin.IsZero() {
 		// Behind a reverse proxy the Host header may not be the public
 		// one; the public origin is same-site by definition.
-		if err := s.cop.AddTrustedOrigin(s.origin); err != nil {
+		if err := s.cop.AddTrustedOrigin(s.origin.String()); err != nil {
 			return nil, fmt.Errorf("%w: public base URL: %w", ErrConfig, err)
 		}
 	}
@@ -237,25 +236,6 @@ func New(ctx context.Context, opts Options) (*Service, error) {
 		}
 	}
 	return s, nil
-}
-
-// parseOrigin checks that base is an http(s) origin and returns it without
-// a trailing slash.
-func parseOrigin(base string) (string, error) {
-	if base == "" {
-		return "", errors.New("required with an OIDC issuer (the callback URL is derived from it)")
-	}
-	u, err := url.Parse(base)
-	if err != nil {
-		return "", fmt.Errorf("%q: %w", base, err)
-	}
-	if u.Scheme != "http" && u.Scheme != "https" || u.Host == "" {
-		return "", fmt.Errorf("%q must be an http or https address", base)
-	}
-	if (u.Path != "" && u.Path != "/") || u.RawQuery != "" || u.Fragment != "" || u.User != nil {
-		return "", fmt.Errorf("%q must be an origin such as https://bot.example.com, without path, query or user", base)
-	}
-	return u.Scheme + "://" + u.Host, nil
 }
 
 // idPattern is what a tenant or user id may look like: Entra GUIDs, and

@@ -15,6 +15,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"teamsbot/agent"
+	"teamsbot/internal/netaddr"
 	"teamsbot/mcpapps"
 	"teamsbot/viewpage"
 )
@@ -53,7 +54,7 @@ func TestBrowserOfficialDebugServer(t *testing.T) {
 	e := newEnv(t, envOptions{
 		sameOrigin: true,
 		mutate: func(o *viewpage.Options) {
-			o.PublicBaseURL = strings.Replace(o.PublicBaseURL, "127.0.0.1", "localhost", 1)
+			o.PublicBaseURL = netaddr.MustParseOrigin(strings.Replace(o.PublicBaseURL.String(), "127.0.0.1", "localhost", 1))
 		},
 		servers: []agent.ServerConfig{{
 			Name: "debug", Command: []string{bin, "--stdio"},

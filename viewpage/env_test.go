@@ -23,6 +23,7 @@ import (
 	"github.com/oauth2-proxy/mockoidc"
 
 	"teamsbot/agent"
+	"teamsbot/internal/netaddr"
 	"teamsbot/mcpapps"
 	"teamsbot/signin"
 	"teamsbot/store"
@@ -199,7 +200,7 @@ func newEnv(t testing.TB, o envOptions) *env {
 	cfg := e.oidc.Config()
 	e.signin, err = signin.New(ctx, signin.Options{
 		Issuer: cfg.Issuer, ClientID: cfg.ClientID, ClientSecret: cfg.ClientSecret,
-		PublicBaseURL: e.base, DataDir: e.dataDir, Loopback: true,
+		PublicBaseURL: netaddr.MustParseOrigin(e.base), DataDir: e.dataDir, Loopback: true,
 		// The sign-in keeps the real clock: mockoidc signs with it, and a
 		// test that moves the views' clock a week on still has a session.
 	})
@@ -210,10 +211,10 @@ func newEnv(t testing.TB, o envOptions) *env {
 	logger := slog.New(slog.NewTextHandler(e, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	opts := viewpage.Options{
 		Store: e.store, Agent: e.agent, SignIn: e.signin,
-		PublicBaseURL: e.base, DataDir: e.dataDir, Now: e.clock.Now, Logger: logger,
+		PublicBaseURL: netaddr.MustParseOrigin(e.base), DataDir: e.dataDir, Now: e.clock.Now, Logger: logger,
 	}
 	if !o.sameOrigin {
-		opts.SandboxBaseURL = e.sandbox
+		opts.SandboxBaseURL = netaddr.MustParseOrigin(e.sandbox)
 	}
 	if o.mutate != nil {
 		o.mutate(&opts)

@@ -91,7 +91,7 @@ func loadTokenKeys(dir string, now time.Time, log *slog.Logger) (*tokenKeys, err
 	if errors.Is(err, os.ErrNotExist) {
 		b, err = createKeyFile(dir, path, now)
 	} else if fi, serr := os.Stat(path); err == nil && serr == nil && fi.Mode().Perm()&0o077 != 0 {
-		log.Warn("viewpage: frame token key file is readable by others; it should be mode 0600",
+		log.Warn("frame token key file is readable by others; it should be mode 0600",
 			slog.String("path", path), slog.String("mode", fi.Mode().Perm().String()))
 	}
 	if err != nil {

@@ -55,6 +55,7 @@ import (
 	"mime"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 	"time"
 
@@ -63,6 +64,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"teamsbot/agent"
+	"teamsbot/internal/netaddr"
 	"teamsbot/mcpapps"
 	"teamsbot/signin"
 	"teamsbot/store"
@@ -107,14 +109,14 @@ type Options struct {
 	// OwnerRule{}.
 	Access Access
 	// PublicBaseURL is where people reach the service, such as
-	// https://bot.example.com. Required. With a SandboxBaseURL, its origin
-	// is the only one allowed to frame the sandbox proxy.
-	PublicBaseURL string
+	// https://bot.example.com. Required. With a SandboxBaseURL, it is the
+	// only origin allowed to frame the sandbox proxy.
+	PublicBaseURL netaddr.Origin
 	// SandboxBaseURL is an optional separate origin that serves the two
-	// frame documents; the page's CSP lets it frame only this origin. Empty
-	// (or equal to PublicBaseURL) means the page's own origin, whatever host
-	// name it was opened under.
-	SandboxBaseURL string
+	// frame documents; the page's CSP lets it frame only this origin. The
+	// zero Origin (or one equal to PublicBaseURL) means the page's own
+	// origin, whatever host name it was opened under.
+	SandboxBaseURL netaddr.Origin
 	// DataDir is where the frame token keys are kept (generated on first
 	// start, mode 0600). Required.
 	DataDir string
@@ -139,8 +141,8 @@ type Handler struct {
 	keys   *tokenKeys
 	cop    *http.CrossOriginProtection
 
-	publicOrigin  string
-	sandboxOrigin string
+	publicOrigin  netaddr.Origin
+	sandboxOrigin netaddr.Origin
 	hostVersion   string
 
 	pageTmpl *template.Template
@@ -155,7 +157,7 @@ type Handler struct {
 	// own proxy from framing the view. TestFrameAncestorsOfSandboxedProxy
 	// shows this by setting it. The view document is kept to its frame by
 	// the CSP sandbox directive, Sec-Fetch-Dest and its token instead.
-	viewAncestors []string
+	viewAncestors []netaddr.Origin
 
 	metrics metrics
 }
@@ -179,15 +181,12 @@ func New(opts Options) (*Handler, error) {
 	if opts.SignIn == nil {
 		errs = append(errs, errors.New("viewpage: SignIn is required"))
 	}
-	public, err := originOf(opts.PublicBaseURL)
-	if err != nil {
-		errs = append(errs, fmt.Errorf("viewpage: PublicBaseURL: %w", err))
+	if opts.PublicBaseURL.IsZero() {
+		errs = append(errs, errors.New("viewpage: PublicBaseURL is required"))
 	}
-	sandbox := public
-	if opts.SandboxBaseURL != "" {
-		if sandbox, err = originOf(opts.SandboxBaseURL); err != nil {
-			errs = append(errs, fmt.Errorf("viewpage: SandboxBaseURL: %w", err))
-		}
+	public, sandbox := opts.PublicBaseURL, opts.SandboxBaseURL
+	if sandbox.IsZero() {
+		sandbox = public
 	}
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
@@ -206,7 +205,8 @@ func New(opts Options) (*Handler, error) {
 	}
 	// Behind a reverse proxy the Host header may not be the public one;
 	// the public origin is same-origin by definition.
-	if err := h.cop.AddTrustedOrigin(public); err != nil {
+	var err error
+	if err = h.cop.AddTrustedOrigin(public.String()); err != nil {
 		return nil, fmt.Errorf("viewpage: PublicBaseURL: %w", err)
 	}
 	if h.access == nil {
@@ -247,21 +247,6 @@ func New(opts Options) (*Handler, error) {
 	return h, nil
 }
 
-// originOf returns the origin (scheme://host[:port]) of a base URL.
-func originOf(base string) (string, error) {
-	u, err := url.Parse(base)
-	if err != nil {
-		return "", err
-	}
-	if (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" || u.User != nil {
-		return "", fmt.Errorf("%q is not an http(s) base URL", base)
-	}
-	if u.Path != "" && u.Path != "/" {
-		return "", fmt.Errorf("%q has a path; the service is served from the root", base)
-	}
-	return strings.ToLower(u.Scheme + "://" + u.Host), nil
-}
-
 // hashSource is the CSP source that allows exactly one inline script or
 // style: its SHA-256. The page and the proxy run only the scripts embedded
 // in this package.
@@ -300,7 +285,7 @@ func (h *Handler) buildDocuments() error {
 	// Without a separate sandbox origin the frames come from wherever the
 	// page was opened ('self'), which need not be the public base URL's
 	// host name (127.0.0.1 for localhost, an internal name behind a proxy).
-	frameSrc := h.sandboxOrigin
+	frameSrc := h.sandboxOrigin.String()
 	if h.sameOrigin() {
 		frameSrc = "'self'"
 	}
@@ -326,10 +311,29 @@ func (h *Handler) buildDocuments() error {
 		"base-uri 'none'; form-action 'none'; object-src 'none'; " + trustedTypes
 	if h.sameOrigin() {
 		h.proxyCSP = proxyCSP + "; frame-ancestors 'self'"
-	} else if h.proxyCSP, err = mcpapps.AppendFrameAncestors(proxyCSP, []string{h.publicOrigin}); err != nil {
-		return fmt.Errorf("viewpage: proxy CSP: %w", err)
+	} else {
+		h.proxyCSP = proxyCSP + "; " + frameAncestors(h.publicOrigin)
 	}
 	return nil
+}
+
+// frameAncestors is the frame-ancestors directive that lets exactly the
+// given origins frame a document ('none' for no origin). The origins are
+// typed values, checked when the configuration was read, so nothing a
+// server declared can reach this directive.
+func frameAncestors(origins ...netaddr.Origin) string {
+	srcs := make([]string, 0, len(origins))
+	for _, o := range origins {
+		if !o.IsZero() {
+			srcs = append(srcs, o.String())
+		}
+	}
+	slices.Sort(srcs)
+	srcs = slices.Compact(srcs)
+	if len(srcs) == 0 {
+		return "frame-ancestors 'none'"
+	}
+	return "frame-ancestors " + strings.Join(srcs, " ")
 }
 
 // sameOrigin reports whether the frame documents are served from the
@@ -343,7 +347,7 @@ func (h *Handler) frameBase() string {
 	if h.sameOrigin() {
 		return ""
 	}
-	return h.sandboxOrigin
+	return h.sandboxOrigin.String()
 }
 
 // Register adds the page, the API and the frame documents to e.
@@ -776,9 +780,7 @@ func (h *Handler) viewDocument(c echo.Context) error {
 	// first, so nothing in the stored policy can loosen it.
 	csp = "sandbox " + sandboxFor(v.Permissions) + "; " + csp
 	if h.viewAncestors != nil {
-		if csp, err = mcpapps.AppendFrameAncestors(csp, h.viewAncestors); err != nil {
-			return fmt.Errorf("view %s: csp: %w", id, err)
-		}
+		csp += "; " + frameAncestors(h.viewAncestors...)
 	}
 	hd := c.Response().Header()
 	hd.Set("Content-Security-Policy", csp)

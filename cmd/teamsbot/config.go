@@ -4,8 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
-	"net/url"
 	"os"
 	"path/filepath"
 	"sort"
@@ -16,15 +14,16 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"teamsbot/agent"
+	"teamsbot/internal/netaddr"
 )
 
 // config is everything the service reads from its environment and its
 // optional configuration file, validated once at start.
 type config struct {
-	Addr           string
+	Addr           netaddr.Listen
 	DataDir        string
-	PublicBaseURL  *url.URL
-	SandboxBaseURL *url.URL // nil: the public base URL serves the frames too
+	PublicBaseURL  netaddr.Origin
+	SandboxBaseURL netaddr.Origin // zero: the public base URL serves the frames too
 	AppsEnabled    bool
 
 	BotAppID             string
@@ -89,7 +88,6 @@ func loadConfig(getenv func(string) string) (config, error) {
 	}
 	var errs []error
 	c := config{
-		Addr:                 get("TICKETIQ_ADDR"),
 		DataDir:              get("TICKETIQ_DATA"),
 		BotAppID:             get("TICKETIQ_BOT_APP_ID"),
 		BotAppPassword:       get("TICKETIQ_BOT_APP_PASSWORD"),
@@ -104,8 +102,9 @@ func loadConfig(getenv func(string) string) (config, error) {
 		LogLevel:             strings.ToLower(get("TICKETIQ_LOG_LEVEL")),
 	}
 
-	if _, _, err := net.SplitHostPort(c.Addr); err != nil {
-		errs = append(errs, fmt.Errorf("TICKETIQ_ADDR %q is not host:port: %w", c.Addr, err))
+	var err error
+	if c.Addr, err = netaddr.ParseListen(get("TICKETIQ_ADDR")); err != nil {
+		errs = append(errs, fmt.Errorf("TICKETIQ_ADDR: %w", err))
 	}
 	if abs, err := filepath.Abs(c.DataDir); err != nil {
 		errs = append(errs, fmt.Errorf("TICKETIQ_DATA %q: %w", c.DataDir, err))
@@ -113,12 +112,11 @@ func loadConfig(getenv func(string) string) (config, error) {
 		c.DataDir = abs
 	}
 
-	var err error
-	if c.PublicBaseURL, err = baseURL(get("TICKETIQ_PUBLIC_BASE_URL")); err != nil {
+	if c.PublicBaseURL, err = netaddr.ParseOrigin(get("TICKETIQ_PUBLIC_BASE_URL")); err != nil {
 		errs = append(errs, fmt.Errorf("TICKETIQ_PUBLIC_BASE_URL: %w", err))
 	}
 	if s := get("TICKETIQ_SANDBOX_BASE_URL"); s != "" {
-		if c.SandboxBaseURL, err = baseURL(s); err != nil {
+		if c.SandboxBaseURL, err = netaddr.ParseOrigin(s); err != nil {
 			errs = append(errs, fmt.Errorf("TICKETIQ_SANDBOX_BASE_URL: %w", err))
 		}
 	}
@@ -135,18 +133,24 @@ func loadConfig(getenv func(string) string) (config, error) {
 	if (c.BotAppID == "") != (c.BotAppPassword == "") {
 		errs = append(errs, errors.New("TICKETIQ_BOT_APP_ID and TICKETIQ_BOT_APP_PASSWORD must be set together"))
 	}
-	for _, u := range []struct{ name, value string }{
-		{"TICKETIQ_BOT_OPENID_METADATA_URL", c.BotOpenIDMetadataURL},
-		{"TICKETIQ_BOT_TOKEN_URL", c.BotTokenURL},
-		{"TICKETIQ_OIDC_ISSUER", c.OIDCIssuer},
-		{"TICKETIQ_GRAPH_BASE_URL", c.GraphBaseURL},
+	for _, u := range []struct {
+		name  string
+		value *string
+	}{
+		{"TICKETIQ_BOT_OPENID_METADATA_URL", &c.BotOpenIDMetadataURL},
+		{"TICKETIQ_BOT_TOKEN_URL", &c.BotTokenURL},
+		{"TICKETIQ_OIDC_ISSUER", &c.OIDCIssuer},
+		{"TICKETIQ_GRAPH_BASE_URL", &c.GraphBaseURL},
 	} {
-		if u.value == "" {
+		if *u.value == "" {
 			continue
 		}
-		if err := absoluteHTTPURL(u.value); err != nil {
+		parsed, err := netaddr.ParseURL(*u.value)
+		if err != nil {
 			errs = append(errs, fmt.Errorf("%s: %w", u.name, err))
+			continue
 		}
+		*u.value = parsed.String()
 	}
 	if c.OIDCIssuer != "" && c.OIDCClientID == "" {
 		errs = append(errs, errors.New("TICKETIQ_OIDC_CLIENT_ID is required with TICKETIQ_OIDC_ISSUER"))
@@ -200,35 +204,6 @@ func loadConfigFile(data []byte, getenv func(string) string) (agent.Config, erro
 	return agent.LoadConfig(data, getenv)
 }
 
-// baseURL parses an http(s) base URL without query or fragment and drops a
-// trailing slash so paths can be appended.
-func baseURL(s string) (*url.URL, error) {
-	if err := absoluteHTTPURL(s); err != nil {
-		return nil, err
-	}
-	u, _ := url.Parse(s)
-	if u.RawQuery != "" || u.Fragment != "" {
-		return nil, fmt.Errorf("%q: a base URL has no query or fragment", s)
-	}
-	u.Path = strings.TrimRight(u.Path, "/")
-	u.RawPath = ""
-	return u, nil
-}
-
-func absoluteHTTPURL(s string) error {
-	u, err := url.Parse(s)
-	if err != nil {
-		return fmt.Errorf("%q: %w", s, err)
-	}
-	if (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return fmt.Errorf("%q: want an absolute http:// or https:// URL", s)
-	}
-	if u.User != nil {
-		return fmt.Errorf("%q: credentials do not belong in a URL", s)
-	}
-	return nil
-}
-
 // writeTimeout bounds writing one response. A view's tool call answers
 // only when the tool does, so it must outlast the longest tool timeout of
 // any configured server.
@@ -246,21 +221,7 @@ func (c config) writeTimeout() time.Duration {
 
 // openButtons reports whether cards may carry Open buttons: Teams opens only
 // https addresses, and the product shows the button only then.
-func (c config) openButtons() bool { return c.PublicBaseURL.Scheme == "https" }
-
-// loopback reports whether the listen address accepts loopback connections
-// only; the local development sign-in and local bot mode depend on it.
-func (c config) loopback() bool {
-	host, _, err := net.SplitHostPort(c.Addr)
-	if err != nil {
-		return false
-	}
-	if host == "localhost" {
-		return true
-	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
-}
+func (c config) openButtons() bool { return c.PublicBaseURL.HTTPS() }
 
 // write prints the effective configuration with secrets redacted, one
 // variable a line, sorted, for `teamsbot config`.
@@ -287,7 +248,7 @@ func (c config) signInMode() string {
 	switch {
 	case c.OIDCIssuer != "":
 		return "OpenID Connect"
-	case c.loopback():
+	case c.Addr.Loopback():
 		return "local development"
 	default:
 		return "off (no OIDC issuer, not on loopback)"
@@ -297,7 +258,7 @@ func (c config) signInMode() string {
 // logAttrs is what the start-up log line prints for the configuration: no secrets, ever.
 func (c config) logAttrs() []any {
 	return []any{
-		"addr", c.Addr,
+		"addr", c.Addr.String(),
 		"data", c.DataDir,
 		"public_base_url", c.PublicBaseURL.String(),
 		"mcp_apps", c.AppsEnabled,

@@ -18,7 +18,7 @@ func TestConfigDefaults(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if cfg.Addr != ":3978" || !cfg.AppsEnabled || cfg.PublicBaseURL.String() != "http://localhost:3978" {
+	if cfg.Addr.String() != ":3978" || cfg.Addr.Loopback() || !cfg.AppsEnabled || cfg.PublicBaseURL.String() != "http://localhost:3978" {
 		t.Errorf("defaults: addr %q apps %v base %q", cfg.Addr, cfg.AppsEnabled, cfg.PublicBaseURL)
 	}
 	if cfg.openButtons() {
@@ -34,11 +34,10 @@ func TestConfigDefaults(t *testing.T) {
 
 func TestConfigOpenButtonsOnlyForHTTPS(t *testing.T) {
 	for base, want := range map[string]bool{
-		"https://bot.example.com":      true,
-		"HTTPS://bot.example.com/":     true,
-		"https://bot.example.com/base": true,
-		"http://bot.example.com":       false,
-		"http://localhost:3978":        false,
+		"https://bot.example.com":  true,
+		"HTTPS://bot.example.com/": true,
+		"http://localhost:3978":    false,
+		"http://127.0.0.1:3978":    false,
 	} {
 		cfg, err := loadConfig(envOf(map[string]string{"TICKETIQ_PUBLIC_BASE_URL": base}))
 		if err != nil {
@@ -50,6 +49,56 @@ func TestConfigOpenButtonsOnlyForHTTPS(t *testing.T) {
 		if strings.HasSuffix(cfg.PublicBaseURL.String(), "/") {
 			t.Errorf("%s: trailing slash kept: %s", base, cfg.PublicBaseURL)
 		}
+	}
+}
+
+// A base URL that the server could not serve from is refused by
+// `teamsbot config` with exactly the words `teamsbot serve` gives at start,
+// so a setting that passes the one passes the other.
+func TestConfigAndServeRefuseTheSameBaseURLs(t *testing.T) {
+	for _, tc := range []struct{ base, why string }{
+		{"https://bot.example.com/teams", "has a path"},
+		{"https://bot.example.com/?tenant=1", "has a query"},
+		{"https://user:hunter2@bot.example.com", "credentials"},
+		{"http://bot.example.com", "http:// is allowed only for localhost"},
+		{"https://10.1.2.3", "an IP address"},
+	} {
+		for _, name := range []string{"TICKETIQ_PUBLIC_BASE_URL", "TICKETIQ_SANDBOX_BASE_URL"} {
+			env := envOf(map[string]string{name: tc.base, "TICKETIQ_DATA": t.TempDir()})
+			var out, errOut bytes.Buffer
+			cfgErr := run(t.Context(), []string{"teamsbot", "config"}, env, &out, &errOut)
+			serveErr := run(t.Context(), []string{"teamsbot", "serve"}, env, &out, &errOut)
+			if cfgErr == nil || serveErr == nil {
+				t.Fatalf("%s=%s: config error %v, serve error %v; want both refused", name, tc.base, cfgErr, serveErr)
+			}
+			if cfgErr.Error() != serveErr.Error() {
+				t.Errorf("%s=%s: config says %q, serve says %q", name, tc.base, cfgErr, serveErr)
+			}
+			if !strings.Contains(cfgErr.Error(), name) || !strings.Contains(cfgErr.Error(), tc.why) {
+				t.Errorf("%s=%s: %q does not name the variable and say %q", name, tc.base, cfgErr, tc.why)
+			}
+			if strings.Contains(cfgErr.Error(), "hunter2") {
+				t.Errorf("%s=%s: the error shows the password: %v", name, tc.base, cfgErr)
+			}
+		}
+	}
+}
+
+func TestConfigListenAddress(t *testing.T) {
+	for addr, loopback := range map[string]bool{
+		":3978": false, "0.0.0.0:3978": false, "192.0.2.1:3978": false,
+		"127.0.0.1:3978": true, "localhost:3978": true, "[::1]:3978": true,
+	} {
+		cfg, err := loadConfig(envOf(map[string]string{"TICKETIQ_ADDR": addr}))
+		if err != nil {
+			t.Fatalf("%s: %v", addr, err)
+		}
+		if cfg.Addr.Loopback() != loopback || cfg.Addr.String() != addr {
+			t.Errorf("%s: parsed as %s, loopback %v; want loopback %v", addr, cfg.Addr, cfg.Addr.Loopback(), loopback)
+		}
+	}
+	if _, err := loadConfig(envOf(map[string]string{"TICKETIQ_ADDR": "localhost:http"})); err == nil || !strings.Contains(err.Error(), "TICKETIQ_ADDR") {
+		t.Errorf("a named port was accepted: %v", err)
 	}
 }
 
@@ -179,20 +228,5 @@ func TestWriteTimeoutOutlastsToolTimeouts(t *testing.T) {
 	}
 	if got := cfg.writeTimeout(); got <= 5*time.Minute {
 		t.Errorf("write timeout %v does not outlast a 5m tool timeout", got)
-	}
-}
-
-func TestLoopbackListenAddresses(t *testing.T) {
-	for addr, want := range map[string]bool{
-		":3978": false, "0.0.0.0:3978": false, "192.0.2.1:3978": false,
-		"127.0.0.1:3978": true, "localhost:3978": true, "[::1]:3978": true,
-	} {
-		cfg, err := loadConfig(envOf(map[string]string{"TICKETIQ_ADDR": addr}))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if got := cfg.loopback(); got != want {
-			t.Errorf("%s: loopback %v, want %v", addr, got, want)
-		}
 	}
 }

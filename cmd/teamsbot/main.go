@@ -72,7 +72,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		if err != nil {
 			return err
 		}
-		return serve(ctx, cfg, newLogger(stderr, cfg.LogLevel))
+		return serve(ctx, cfg, getenv, newLogger(stderr, cfg.LogLevel))
 	default:
 		fs.Usage()
 		return errors.New("unknown command " + fmt.Sprintf("%q", cmd))

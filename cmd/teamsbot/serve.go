@@ -35,7 +35,7 @@ const sweepEvery = time.Hour
 // serve builds every part, serves until ctx ends, then shuts down in the
 // reverse order: stop taking requests, finish turns, close MCP sessions,
 // close the store last.
-func serve(ctx context.Context, cfg config, logger *slog.Logger) (err error) {
+func serve(ctx context.Context, cfg config, getenv func(string) string, logger *slog.Logger) (err error) {
 	logger.Info("starting", cfg.logAttrs()...)
 	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
 		return fmt.Errorf("data folder: %w", err)
@@ -54,7 +54,7 @@ func serve(ctx context.Context, cfg config, logger *slog.Logger) (err error) {
 		Store:       st,
 		Logger:      logger.With("part", "agent"),
 		AppsEnabled: cfg.AppsEnabled,
-		Getenv:      os.Getenv,
+		Getenv:      getenv,
 		Registerer:  reg,
 	})
 	if err != nil {
@@ -71,9 +71,9 @@ func serve(ctx context.Context, cfg config, logger *slog.Logger) (err error) {
 		Issuer:         cfg.OIDCIssuer,
 		ClientID:       cfg.OIDCClientID,
 		ClientSecret:   cfg.OIDCClientSecret,
-		PublicBaseURL:  cfg.PublicBaseURL.String(),
+		PublicBaseURL:  cfg.PublicBaseURL,
 		DataDir:        cfg.DataDir,
-		Loopback:       cfg.loopback(),
+		Loopback:       cfg.Addr.Loopback(),
 		AllowedTenants: cfg.OIDCAllowedTenants,
 		Logger:         logger.With("part", "signin"),
 	})
@@ -82,19 +82,14 @@ func serve(ctx context.Context, cfg config, logger *slog.Logger) (err error) {
 	}
 
 	views, err := viewpage.New(viewpage.Options{
-		Store:         st,
-		Agent:         agents,
-		SignIn:        signIn,
-		PublicBaseURL: cfg.PublicBaseURL.String(),
-		SandboxBaseURL: func() string {
-			if cfg.SandboxBaseURL == nil {
-				return ""
-			}
-			return cfg.SandboxBaseURL.String()
-		}(),
-		DataDir:    cfg.DataDir,
-		Logger:     logger.With("part", "viewpage"),
-		Registerer: reg,
+		Store:          st,
+		Agent:          agents,
+		SignIn:         signIn,
+		PublicBaseURL:  cfg.PublicBaseURL,
+		SandboxBaseURL: cfg.SandboxBaseURL,
+		DataDir:        cfg.DataDir,
+		Logger:         logger.With("part", "viewpage"),
+		Registerer:     reg,
 	})
 	if err != nil {
 		return fmt.Errorf("view page: %w", err)
@@ -108,7 +103,7 @@ func serve(ctx context.Context, cfg config, logger *slog.Logger) (err error) {
 		TokenURL:          cfg.BotTokenURL,
 		Agent:             agents,
 		Store:             st,
-		PublicBaseURL:     cfg.PublicBaseURL.String(),
+		PublicBaseURL:     cfg.PublicBaseURL,
 		Logger:            logger.With("part", "bot"),
 		Registerer:        reg,
 	})
@@ -142,7 +137,7 @@ func serve(ctx context.Context, cfg config, logger *slog.Logger) (err error) {
 	signIn.Register(e)
 	views.Register(e)
 
-	ln, err := net.Listen("tcp", cfg.Addr)
+	ln, err := net.Listen("tcp", cfg.Addr.String())
 	if err != nil {
 		return fmt.Errorf("listen: %w", err)
 	}
