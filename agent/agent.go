@@ -97,7 +97,7 @@ type Answer struct {
 	Text string
 	// Views are the views made, already stored; Refusals the views not
 	// made; ToolErrors the calls that failed or were refused.
-	Views      []mcpapps.View
+	Views      []store.View
 	Refusals   []Refusal
 	ToolErrors []ToolError
 	// Notes say what the run left out and why (tools not offered to the

@@ -390,7 +390,7 @@ func (r *runState) makeView(ctx context.Context, c *serverConn, cs *mcp.ClientSe
 		return
 	}
 	now := r.svc.now()
-	v := mcpapps.View{
+	v := store.View{
 		ID:            newID(),
 		RunID:         r.id,
 		AgentID:       r.agent.cfg.ID,
@@ -409,7 +409,7 @@ func (r *runState) makeView(ctx context.Context, c *serverConn, cs *mcp.ClientSe
 		Arguments:     args,
 		Result:        result,
 		CreatedAt:     now,
-		ExpiresAt:     now.Add(mcpapps.Lifetime),
+		ExpiresAt:     now.Add(store.ViewLifetime),
 	}
 	r.answer.Views = append(r.answer.Views, v)
 	r.views = append(r.views, store.NewView{View: v, HTML: entry.html})
@@ -443,7 +443,7 @@ func viewResource(ctx context.Context, c *serverConn, cs *mcp.ClientSession, uri
 // called; anything else is refused with ErrToolNotAllowed. Every call is
 // audited (agent.mcp_app.call: tool, server, caller, result, why). A tool's
 // own failure is a result with IsError, not an error.
-func (s *Service) CallFromView(ctx context.Context, v mcpapps.View, caller Person, name string, args json.RawMessage) (*mcp.CallToolResult, error) {
+func (s *Service) CallFromView(ctx context.Context, v store.View, caller Person, name string, args json.RawMessage) (*mcp.CallToolResult, error) {
 	// name comes from the view: it is clipped wherever it is written, and
 	// goes into the metrics only once it is found in the server's list.
 	rec := func(result, reason string) error {

@@ -5,15 +5,10 @@
 //
 // It does no I/O: callers hand it what an MCP server returned and get back
 // plain values, so the rules can be tested and fuzzed on their own. It does
-// not read resources or call tools (agent does), keep views (store does),
-// or decide who may open a view (viewpage does); the View record it
-// defines is what those packages pass between them.
+// not read resources or call tools (agent does), keep views or decide how
+// long they live (store does, with the View record), or decide who may
+// open a view (access does).
 package mcpapps
-
-import (
-	"encoding/json"
-	"time"
-)
 
 // ExtensionID names the extension in MCP capabilities.
 const ExtensionID = "io.modelcontextprotocol/ui"
@@ -25,9 +20,6 @@ const MIMEType = "text/html;profile=mcp-app"
 // limit: large enough for a bundled single-file app, small enough that one
 // server cannot fill the store.
 const DefaultMaxResourceBytes = 2 << 20
-
-// Lifetime is how long a view can be opened after it was made.
-const Lifetime = 7 * 24 * time.Hour
 
 // Who may call a tool, as listed in _meta.ui.visibility.
 const (
@@ -80,31 +72,3 @@ type DroppedEntry struct {
 	// Reason says why it was dropped, for the audit log.
 	Reason string `json:"reason"`
 }
-
-// View is one view made from one tool call: what the view page needs to show
-// it and what the access rule needs to decide who may open it. The HTML is
-// kept apart, once per SHA-256.
-type View struct {
-	ID            string          `json:"id"`
-	RunID         string          `json:"runId"`
-	AgentID       string          `json:"agentId"`
-	TenantID      string          `json:"tenantId"`
-	UserID        string          `json:"userId,omitempty"` // empty: a run with no person
-	UserName      string          `json:"userName,omitempty"`
-	Server        string          `json:"server"`
-	Tool          string          `json:"tool"`
-	ToolTitle     string          `json:"toolTitle,omitempty"`
-	ResourceURI   string          `json:"resourceUri"`
-	HTMLSHA256    string          `json:"htmlSha256"` // lower-case hex; the store's key of the HTML
-	CSP           string          `json:"csp"`        // the header value the view is served under (BuildCSP)
-	CSPDropped    []DroppedEntry  `json:"cspDropped,omitempty"`
-	Permissions   Permissions     `json:"permissions"` // as asked; only Forms is granted
-	PrefersBorder *bool           `json:"prefersBorder,omitempty"`
-	Arguments     json.RawMessage `json:"arguments"`
-	Result        json.RawMessage `json:"result"` // a CallToolResult as JSON
-	CreatedAt     time.Time       `json:"createdAt"`
-	ExpiresAt     time.Time       `json:"expiresAt"`
-}
-
-// Expired reports whether the view can no longer be opened at now.
-func (v View) Expired(now time.Time) bool { return !now.Before(v.ExpiresAt) }

@@ -23,7 +23,7 @@
 //	runs/
 //	  <run id>                    -> Run as JSON
 //	views/
-//	  <view id>                   -> mcpapps.View as JSON
+//	  <view id>                   -> View as JSON
 //	views_by_expiry/
 //	  T(expiresAt) | <view id>    -> the view's HTML SHA-256 (hex)
 //	html/

@@ -13,8 +13,6 @@ import (
 	"time"
 
 	"go.etcd.io/bbolt"
-
-	"teamsbot/mcpapps"
 )
 
 // These tests look inside the file, for what the exported API cannot show:
@@ -154,13 +152,13 @@ func TestHTMLStoredOncePerHash(t *testing.T) {
 	html := []byte("<!doctype html><p>same</p>")
 	exp := time.Now().Add(time.Hour)
 	for i := range 5 {
-		v := mcpapps.View{ID: fmt.Sprintf("v%d", i), ExpiresAt: exp}
+		v := View{ID: fmt.Sprintf("v%d", i), ExpiresAt: exp}
 		if err := s.SaveRun(ctx, Run{ID: fmt.Sprintf("r%d", i)}, []NewView{{View: v, HTML: html}}, nil); err != nil {
 			t.Fatal(err)
 		}
 	}
 	// Saving v0 again (a retried SaveRun) must not count it twice.
-	if err := s.SaveRun(ctx, Run{ID: "r0"}, []NewView{{View: mcpapps.View{ID: "v0", ExpiresAt: exp}, HTML: html}}, nil); err != nil {
+	if err := s.SaveRun(ctx, Run{ID: "r0"}, []NewView{{View: View{ID: "v0", ExpiresAt: exp}, HTML: html}}, nil); err != nil {
 		t.Fatal(err)
 	}
 	if n := bucketLen(t, s, bucketHTML); n != 1 {
@@ -233,7 +231,7 @@ func TestSweepBatchesStayBounded(t *testing.T) {
 	var views []NewView
 	for i := range 50 {
 		views = append(views, NewView{
-			View: mcpapps.View{ID: fmt.Sprintf("v%02d", i), ExpiresAt: now.Add(-time.Minute)},
+			View: View{ID: fmt.Sprintf("v%02d", i), ExpiresAt: now.Add(-time.Minute)},
 			HTML: fmt.Appendf(nil, "<p>%d</p>", i%5),
 		})
 	}

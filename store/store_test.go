@@ -70,9 +70,9 @@ func shaHex(b []byte) string {
 
 // sampleView is a view as the agent makes it, without its hash (the store
 // fills it in).
-func sampleView(id string, created time.Time, life time.Duration) mcpapps.View {
+func sampleView(id string, created time.Time, life time.Duration) store.View {
 	yes := true
-	return mcpapps.View{
+	return store.View{
 		ID:            id,
 		AgentID:       "default",
 		TenantID:      "tenant-1",
@@ -117,8 +117,8 @@ func TestSaveRunRoundTrip(t *testing.T) {
 	ctx := context.Background()
 	now := clk.Now()
 	html := []byte("<!doctype html><p>chart</p>")
-	v1 := sampleView("view-1", now, mcpapps.Lifetime)
-	v2 := sampleView("view-2", now, mcpapps.Lifetime)
+	v1 := sampleView("view-1", now, store.ViewLifetime)
+	v2 := sampleView("view-2", now, store.ViewLifetime)
 	v2.HTMLSHA256 = strings.ToUpper(shaHex(html)) // a given hash is checked, in any case
 	run := store.Run{
 		ID: "run-1", AgentID: "default", TenantID: "tenant-1", UserID: "user-1", UserName: "Ada",
@@ -139,7 +139,7 @@ func TestSaveRunRoundTrip(t *testing.T) {
 	if diff := cmp.Diff(wantRun, gotRun); diff != "" {
 		t.Errorf("GetRun (-want +got):\n%s", diff)
 	}
-	for _, want := range []mcpapps.View{v1, v2} {
+	for _, want := range []store.View{v1, v2} {
 		got, err := s.View(ctx, want.ID)
 		if err != nil {
 			t.Fatalf("View(%s): %v", want.ID, err)
@@ -278,14 +278,14 @@ func TestExpiredViewIsNeverReturned(t *testing.T) {
 	ctx := context.Background()
 	start := clk.Now()
 	if err := s.SaveRun(ctx, store.Run{ID: "run-1"},
-		[]store.NewView{{View: sampleView("view-1", start, mcpapps.Lifetime), HTML: []byte("<p>")}}, nil); err != nil {
+		[]store.NewView{{View: sampleView("view-1", start, store.ViewLifetime), HTML: []byte("<p>")}}, nil); err != nil {
 		t.Fatal(err)
 	}
-	clk.Set(start.Add(mcpapps.Lifetime - time.Nanosecond))
+	clk.Set(start.Add(store.ViewLifetime - time.Nanosecond))
 	if _, err := s.View(ctx, "view-1"); err != nil {
 		t.Fatalf("View one nanosecond before expiry: %v", err)
 	}
-	for _, at := range []time.Duration{mcpapps.Lifetime, mcpapps.Lifetime + time.Hour} {
+	for _, at := range []time.Duration{store.ViewLifetime, store.ViewLifetime + time.Hour} {
 		clk.Set(start.Add(at))
 		v, err := s.View(ctx, "view-1")
 		if !errors.Is(err, store.ErrExpired) || !errors.Is(err, store.ErrNotFound) {

@@ -33,7 +33,7 @@ type Run struct {
 
 // NewView is a view with its HTML, as written by SaveRun.
 type NewView struct {
-	View mcpapps.View
+	View View
 	HTML []byte
 }
 
@@ -237,13 +237,13 @@ func dropHTMLRef(tx *bbolt.Tx, sha []byte) (bool, error) {
 // unknown id, and one wrapping ErrExpired (which also matches ErrNotFound)
 // for a view whose ExpiresAt is at or before now, even if no sweep has
 // deleted it yet.
-func (s *Store) View(ctx context.Context, id string) (mcpapps.View, error) {
-	v, err := getJSON[mcpapps.View](ctx, s, bucketViews, "view", id)
+func (s *Store) View(ctx context.Context, id string) (View, error) {
+	v, err := getJSON[View](ctx, s, bucketViews, "view", id)
 	if err != nil {
-		return mcpapps.View{}, err
+		return View{}, err
 	}
 	if v.Expired(s.now()) {
-		return mcpapps.View{}, fmt.Errorf("view %s expired at %s: %w", id, v.ExpiresAt.UTC().Format(time.RFC3339), ErrExpired)
+		return View{}, fmt.Errorf("view %s expired at %s: %w", id, v.ExpiresAt.UTC().Format(time.RFC3339), ErrExpired)
 	}
 	return v, nil
 }

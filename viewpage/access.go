@@ -5,8 +5,8 @@ import (
 	"fmt"
 	"slices"
 
-	"teamsbot/mcpapps"
 	"teamsbot/signin"
+	"teamsbot/store"
 )
 
 // Access decides who may open a view and who may call a tool from it. The
@@ -18,9 +18,9 @@ import (
 type Access interface {
 	// CanRead reports whether s may open v (the page, the view API and the
 	// frame URLs minted for it).
-	CanRead(ctx context.Context, s signin.Session, v mcpapps.View) error
+	CanRead(ctx context.Context, s signin.Session, v store.View) error
 	// CanCall reports whether s may call tool from v.
-	CanCall(ctx context.Context, s signin.Session, v mcpapps.View, tool string) error
+	CanCall(ctx context.Context, s signin.Session, v store.View, tool string) error
 }
 
 // Role names the default rule knows. The access package will bind them to
@@ -60,7 +60,7 @@ type OwnerRule struct {
 }
 
 // CanRead implements Access.
-func (r OwnerRule) CanRead(_ context.Context, s signin.Session, v mcpapps.View) error {
+func (r OwnerRule) CanRead(_ context.Context, s signin.Session, v store.View) error {
 	roles := r.ReaderRoles
 	if roles == nil {
 		roles = []string{RoleAgentsRead, RoleAgentsAdmin}
@@ -69,7 +69,7 @@ func (r OwnerRule) CanRead(_ context.Context, s signin.Session, v mcpapps.View) 
 }
 
 // CanCall implements Access.
-func (r OwnerRule) CanCall(_ context.Context, s signin.Session, v mcpapps.View, _ string) error {
+func (r OwnerRule) CanCall(_ context.Context, s signin.Session, v store.View, _ string) error {
 	roles := r.RunnerRoles
 	if roles == nil {
 		roles = []string{RoleAgentsRun, RoleAgentsAdmin}
@@ -77,7 +77,7 @@ func (r OwnerRule) CanCall(_ context.Context, s signin.Session, v mcpapps.View, 
 	return r.check(s, v, roles)
 }
 
-func (OwnerRule) check(s signin.Session, v mcpapps.View, roles []string) error {
+func (OwnerRule) check(s signin.Session, v store.View, roles []string) error {
 	if s.TenantID == "" || v.TenantID == "" || s.TenantID != v.TenantID {
 		return fmt.Errorf("view %s: another tenant: %w", v.ID, ErrForbidden)
 	}

@@ -5,20 +5,20 @@ import (
 	"errors"
 	"testing"
 
-	"teamsbot/mcpapps"
 	"teamsbot/signin"
+	"teamsbot/store"
 )
 
 // "Only the person the run was for can open it. A view from a run that had
 // no person (a trigger, for example) can be opened by the tenant's agent
 // readers." And nobody from another tenant, whatever their roles.
 func TestOwnerRule(t *testing.T) {
-	mine := mcpapps.View{ID: "v1", TenantID: "t1", UserID: "alice"}
-	noPerson := mcpapps.View{ID: "v2", TenantID: "t1"}
+	mine := store.View{ID: "v1", TenantID: "t1", UserID: "alice"}
+	noPerson := store.View{ID: "v2", TenantID: "t1"}
 	cases := []struct {
 		name       string
 		s          signin.Session
-		v          mcpapps.View
+		v          store.View
 		read, call bool
 	}{
 		{"owner, reader and runner", signin.Session{TenantID: "t1", UserID: "alice", Roles: []string{RoleAgentsRead, RoleAgentsRun}}, mine, true, true},

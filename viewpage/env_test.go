@@ -24,7 +24,6 @@ import (
 
 	"teamsbot/agent"
 	"teamsbot/internal/netaddr"
-	"teamsbot/mcpapps"
 	"teamsbot/signin"
 	"teamsbot/store"
 	"teamsbot/viewpage"
@@ -245,7 +244,7 @@ func newEnv(t testing.TB, o envOptions) *env {
 
 // run runs the agent for p (nil: a run with no person, in tenant A) and
 // returns the first view it made.
-func (e *env) run(p *person, text string) mcpapps.View {
+func (e *env) run(p *person, text string) store.View {
 	e.t.Helper()
 	req := agent.Request{Person: agent.Person{TenantID: tenantA}, Text: text}
 	if p != nil {

@@ -113,8 +113,8 @@ func TestPageAccess(t *testing.T) {
 
 	t.Run("expired view is 410", func(t *testing.T) {
 		cl := e.client(alice())
-		e.clock.Advance(mcpapps.Lifetime + time.Minute)
-		defer e.clock.Advance(-(mcpapps.Lifetime + time.Minute))
+		e.clock.Advance(store.ViewLifetime + time.Minute)
+		defer e.clock.Advance(-(store.ViewLifetime + time.Minute))
 		r := do(t, cl, http.MethodGet, page, nil, "")
 		if r.status != http.StatusGone || !strings.Contains(r.body, "expired") {
 			t.Fatalf("status %d %s, want 410 page", r.status, r.body)
@@ -573,7 +573,7 @@ func TestExpiredViewRefusedBehindGoodTokens(t *testing.T) {
 	e := newEnv(t, envOptions{})
 	v := e.run(alice(), "/sales_report {}")
 	cl := e.client(alice())
-	e.clock.Advance(mcpapps.Lifetime - time.Minute)
+	e.clock.Advance(store.ViewLifetime - time.Minute)
 	info := e.viewInfo(cl, v.ID)
 	if r := do(t, e.client(nil), http.MethodGet, info.ViewURL, nil, ""); r.status != http.StatusOK {
 		t.Fatalf("view document a minute before expiry: %d", r.status)
@@ -596,12 +596,12 @@ func TestExpiredViewRefusedBehindGoodTokens(t *testing.T) {
 func TestViewSandboxDirectiveComesFirst(t *testing.T) {
 	e := newEnv(t, envOptions{})
 	now := e.clock.Now()
-	v := mcpapps.View{
+	v := store.View{
 		ID: "hostile-csp-view", AgentID: "default", TenantID: tenantA, UserID: alice().OID,
 		Server: "demo", Tool: demo.ToolSalesReport, ResourceURI: demo.SalesReportURI,
 		CSP:       mcpapps.DefaultCSP + "; sandbox allow-scripts allow-same-origin allow-top-navigation allow-popups",
 		Arguments: json.RawMessage(`{}`), Result: json.RawMessage(`{"content":[]}`),
-		CreatedAt: now, ExpiresAt: now.Add(mcpapps.Lifetime),
+		CreatedAt: now, ExpiresAt: now.Add(store.ViewLifetime),
 	}
 	err := e.store.SaveRun(context.Background(), store.Run{ID: "hostile-run", AgentID: "default", TenantID: tenantA, UserID: alice().OID, CreatedAt: now},
 		[]store.NewView{{View: v, HTML: []byte("<!doctype html><p>hostile</p>")}}, nil)

@@ -376,21 +376,21 @@ func validID(id string) bool {
 
 // loadView returns the view id, or an error wrapping ErrNotFound (unknown)
 // or ErrExpired.
-func (h *Handler) loadView(ctx context.Context, id string) (mcpapps.View, error) {
+func (h *Handler) loadView(ctx context.Context, id string) (store.View, error) {
 	if !validID(id) {
-		return mcpapps.View{}, fmt.Errorf("view %.140q: %w", id, ErrNotFound)
+		return store.View{}, fmt.Errorf("view %.140q: %w", id, ErrNotFound)
 	}
 	v, err := h.store.View(ctx, id)
 	switch {
 	case isExpired(err):
-		return mcpapps.View{}, fmt.Errorf("view %s: %w: %w", id, ErrExpired, err)
+		return store.View{}, fmt.Errorf("view %s: %w: %w", id, ErrExpired, err)
 	case errors.Is(err, store.ErrNotFound):
-		return mcpapps.View{}, fmt.Errorf("view %s: %w: %w", id, ErrNotFound, err)
+		return store.View{}, fmt.Errorf("view %s: %w: %w", id, ErrNotFound, err)
 	case err != nil:
-		return mcpapps.View{}, fmt.Errorf("view %s: %w", id, err)
+		return store.View{}, fmt.Errorf("view %s: %w", id, err)
 	}
 	if v.Expired(h.now()) {
-		return mcpapps.View{}, fmt.Errorf("view %s: %w", id, ErrExpired)
+		return store.View{}, fmt.Errorf("view %s: %w", id, ErrExpired)
 	}
 	return v, nil
 }
@@ -709,7 +709,7 @@ func (h *Handler) call(c echo.Context) error {
 // agent, with the same action and fields the agent writes for its own
 // refusals, plus the caller's tenant: the caller may be of another tenant
 // than the view, and a user id alone would then name the wrong person.
-func (h *Handler) auditRefusal(ctx context.Context, s signin.Session, v mcpapps.View, tool string) {
+func (h *Handler) auditRefusal(ctx context.Context, s signin.Session, v store.View, tool string) {
 	rec := store.AuditRecord{
 		Time:     h.now().UTC(),
 		TenantID: v.TenantID,
