@@ -438,6 +438,34 @@ func viewResource(ctx context.Context, c *serverConn, cs *mcp.ClientSession, uri
 	return entry
 }
 
+// auditViewCall writes the agent.mcp_app.call record of one tool call by
+// a view. It is recorded even when the caller went away during the call.
+func (s *Service) auditViewCall(ctx context.Context, v store.View, caller Person, name, result, reason string) error {
+	fields := map[string]any{
+		"tool": textclip.Clip(name, maxToolNameBytes), "server": v.Server, "caller": caller.UserID, "result": result,
+		"why": textclip.Clip(reason, maxReasonBytes), "view": v.ID, "agent": v.AgentID,
+	}
+	if caller.TenantID != v.TenantID {
+		fields["caller_tenant"] = caller.TenantID
+	}
+	return s.appendAudit(context.WithoutCancel(ctx), store.AuditRecord{
+		Time:     s.now(),
+		TenantID: v.TenantID,
+		Action:   AuditAppCall,
+		Actor:    caller.UserID,
+		Fields:   fields,
+	})
+}
+
+// RefuseViewCall records a view's tool call that was refused before it
+// reached the governed path, because the caller may not run the view's
+// tools (why says so). The agent owns the record of every call a view
+// makes, refused ones included, so that they all read alike.
+func (s *Service) RefuseViewCall(ctx context.Context, v store.View, caller Person, name, why string) error {
+	s.metrics.call(v.Server, "", true, ResultRefused)
+	return s.auditViewCall(ctx, v, caller, name, ResultRefused, why)
+}
+
 // CallFromView calls a tool for a view through the governed path. Only a
 // tool of the view's own server whose visibility includes "app" may be
 // called; anything else is refused with ErrToolNotAllowed. Every call is
@@ -446,19 +474,7 @@ func viewResource(ctx context.Context, c *serverConn, cs *mcp.ClientSession, uri
 func (s *Service) CallFromView(ctx context.Context, v store.View, caller Person, name string, args json.RawMessage) (*mcp.CallToolResult, error) {
 	// name comes from the view: it is clipped wherever it is written, and
 	// goes into the metrics only once it is found in the server's list.
-	rec := func(result, reason string) error {
-		// Recorded even when the caller went away during the call.
-		return s.appendAudit(context.WithoutCancel(ctx), store.AuditRecord{
-			Time:     s.now(),
-			TenantID: v.TenantID,
-			Action:   AuditAppCall,
-			Actor:    caller.UserID,
-			Fields: map[string]any{
-				"tool": textclip.Clip(name, maxToolNameBytes), "server": v.Server, "caller": caller.UserID, "result": result,
-				"why": textclip.Clip(reason, maxReasonBytes), "view": v.ID, "agent": v.AgentID,
-			},
-		})
-	}
+	rec := func(result, reason string) error { return s.auditViewCall(ctx, v, caller, name, result, reason) }
 	// refuse refuses the call; label is the tool's metrics label.
 	refuse := func(sentinel error, label, reason string) (*mcp.CallToolResult, error) {
 		s.metrics.call(v.Server, label, true, ResultRefused)

@@ -705,28 +705,10 @@ func (h *Handler) call(c echo.Context) error {
 	return c.JSON(http.StatusOK, res)
 }
 
-// auditRefusal records a call that Access refused before it reached the
-// agent, with the same action and fields the agent writes for its own
-// refusals, plus the caller's tenant: the caller may be of another tenant
-// than the view, and a user id alone would then name the wrong person.
+// auditRefusal has the agent record a call refused by the access rule.
 func (h *Handler) auditRefusal(ctx context.Context, s signin.Session, v store.View, tool string) {
-	rec := store.AuditRecord{
-		Time:     h.now().UTC(),
-		TenantID: v.TenantID,
-		Action:   "agent.mcp_app.call",
-		Actor:    s.UserID,
-		Fields: map[string]any{
-			"view":          v.ID,
-			"server":        v.Server,
-			"tool":          tool,
-			"caller":        s.UserID,
-			"caller_tenant": s.TenantID,
-			"agent":         v.AgentID,
-			"result":        "refused",
-			"why":           "access: the caller may not run this view's tools",
-		},
-	}
-	if err := h.store.Append(ctx, rec); err != nil {
+	caller := agent.Person{TenantID: s.TenantID, UserID: s.UserID, Name: s.Name}
+	if err := h.agent.RefuseViewCall(ctx, v, caller, tool, "access: the caller may not run this view's tools"); err != nil {
 		h.logger.ErrorContext(ctx, "audit of a refused view call failed", "view", v.ID, "err", err)
 	}
 }
