@@ -18,6 +18,7 @@ import (
 
 	"teamsbot/agent"
 	"teamsbot/cards"
+	"teamsbot/internal/web"
 	"teamsbot/store"
 )
 
@@ -729,6 +730,7 @@ func TestLocalModeLoopbackOnly(t *testing.T) {
 	}
 
 	e := echo.New()
+	e.HTTPErrorHandler = web.ErrorHandler(nil)
 	h.bot.Register(e)
 	data, _ := json.Marshal(h.message("personal", "a:local", "l-2", "/sales_report {}"))
 	req := httptest.NewRequest(http.MethodPost, Path, strings.NewReader(string(data)))

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"teamsbot/agent"
 	"teamsbot/internal/netaddr"
+	"teamsbot/internal/web"
 
 	"github.com/infracloudio/msbotbuilder-go/core/activity"
 	"github.com/infracloudio/msbotbuilder-go/schema"
@@ -56,35 +57,35 @@ func (b *Bot) serve(c echo.Context) error {
 	req := c.Request()
 	if b.local && !netaddr.IsLoopbackRemote(req.RemoteAddr) {
 		b.refuse(authErr(ReasonNotLoopback, "local mode takes activities from loopback only, not %s", req.RemoteAddr), req)
-		return echo.NewHTTPError(http.StatusForbidden, "bot: local mode accepts activities from loopback addresses only")
+		return web.NewError(http.StatusForbidden, "local mode accepts activities from loopback addresses only")
 	}
 	if b.local {
 		if why := fromBrowserPage(req); why != "" {
 			b.refuse(authErr(ReasonNotLoopback, "local mode: %s", why), req)
-			return echo.NewHTTPError(http.StatusForbidden, "bot: local mode accepts activities from local tools only, not from web pages")
+			return web.NewError(http.StatusForbidden, "local mode accepts activities from local tools only, not from web pages")
 		}
 	}
 	if !b.local && req.Header.Get("Authorization") == "" {
 		// Refused before the body is read: no work for anonymous callers.
 		ae := authErr(ReasonMissingToken, "no Authorization header")
 		b.refuse(ae, req)
-		return echo.NewHTTPError(ae.Status, "bot: missing Authorization bearer token")
+		return web.NewError(ae.Status, "missing Authorization bearer token").Wrap(ae)
 	}
 
 	body, err := readBody(http.MaxBytesReader(c.Response(), req.Body, b.opts.MaxBodyBytes), req.ContentLength, b.opts.MaxBodyBytes)
 	if err != nil {
 		var mbe *http.MaxBytesError
 		if errors.As(err, &mbe) {
-			return echo.NewHTTPError(http.StatusRequestEntityTooLarge, fmt.Sprintf("bot: activity larger than %d bytes", b.opts.MaxBodyBytes))
+			return web.NewError(http.StatusRequestEntityTooLarge, fmt.Sprintf("activity larger than %d bytes", b.opts.MaxBodyBytes))
 		}
-		return echo.NewHTTPError(http.StatusBadRequest, "bot: reading request body failed")
+		return web.NewError(http.StatusBadRequest, "reading request body failed")
 	}
 	var in inbound
 	if err := json.Unmarshal(body, &in); err != nil {
-		return echo.NewHTTPError(http.StatusBadRequest, "bot: malformed activity JSON: "+err.Error())
+		return web.NewError(http.StatusBadRequest, "malformed activity JSON: "+err.Error())
 	}
 	if err := checkActivity(&in); err != nil {
-		return echo.NewHTTPError(http.StatusBadRequest, err.Error())
+		return web.NewError(http.StatusBadRequest, err.Error()).Wrap(err)
 	}
 
 	if !b.local {
@@ -95,7 +96,7 @@ func (b *Bot) serve(c echo.Context) error {
 				ae = authErr(ReasonMalformed, "%v", err)
 			}
 			b.refuse(ae, req)
-			return echo.NewHTTPError(ae.Status, "bot: unauthorized: "+ae.Reason)
+			return web.NewError(ae.Status, "unauthorized: "+ae.Reason).Wrap(ae)
 		}
 	}
 
@@ -125,10 +126,10 @@ func (b *Bot) serve(c echo.Context) error {
 		switch {
 		case errors.Is(err, ErrBusy), errors.Is(err, ErrClosed):
 			c.Response().Header().Set("Retry-After", "5")
-			return echo.NewHTTPError(http.StatusServiceUnavailable, err.Error())
+			return web.NewError(http.StatusServiceUnavailable, err.Error()).Wrap(err)
 		default:
 			b.logger.Error("handling activity failed", "type", string(in.Type), "conversation", in.Conversation.ID, "err", err)
-			return echo.NewHTTPError(http.StatusInternalServerError, "bot: handling the activity failed")
+			return web.NewError(http.StatusInternalServerError, "handling the activity failed").Wrap(err)
 		}
 	}
 	if reply.Type == invokeResponseType {

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"teamsbot/internal/web"
 	"testing"
 
 	"github.com/golang-jwt/jwt/v4"
@@ -19,6 +20,7 @@ import (
 func FuzzActivity(f *testing.F) {
 	h := newHarness(f, setup{local: true, quietLogs: true})
 	e := echo.New()
+	e.HTTPErrorHandler = web.ErrorHandler(nil)
 	h.bot.Register(e)
 	valid, _ := json.Marshal(h.message("channel", "19:c@thread.tacv2", "f-1", "/tools"))
 	f.Add(string(valid))

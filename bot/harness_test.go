@@ -23,6 +23,7 @@ import (
 
 	"teamsbot/agent"
 	"teamsbot/internal/netaddr"
+	"teamsbot/internal/web"
 	"teamsbot/store"
 )
 
@@ -242,6 +243,7 @@ func newHarness(t testing.TB, s setup) *harness {
 	}
 	h.bot = b
 	e := echo.New()
+	e.HTTPErrorHandler = web.ErrorHandler(nil)
 	e.HideBanner = true
 	b.Register(e)
 	srv := httptest.NewServer(e)

@@ -6,11 +6,11 @@ import (
 	"fmt"
 	"net/http"
 	"teamsbot/cards"
+	"teamsbot/internal/web"
 	"teamsbot/store"
 
 	"github.com/infracloudio/msbotbuilder-go/core/activity"
 	"github.com/infracloudio/msbotbuilder-go/schema"
-	"github.com/labstack/echo/v4"
 )
 
 // ConversationKey is the store key of a conversation reference.
@@ -55,7 +55,7 @@ func (b *Bot) onInstallationUpdate(reqCtx context.Context, a *schema.Activity) e
 	}
 	if err != nil {
 		b.logger.Error("installation update failed", "conversation", a.Conversation.ID, "err", err)
-		return echo.NewHTTPError(http.StatusInternalServerError, "bot: storing the conversation failed")
+		return web.NewError(http.StatusInternalServerError, "storing the conversation failed").Wrap(err)
 	}
 	return nil
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/oauth2-proxy/mockoidc"
 
 	"teamsbot/internal/netaddr"
+	"teamsbot/internal/web"
 	"teamsbot/signin"
 )
 
@@ -124,6 +125,7 @@ type env struct {
 func newEnv(t testing.TB, opts signin.Options, tls bool) *env {
 	t.Helper()
 	e := echo.New()
+	e.HTTPErrorHandler = web.ErrorHandler(nil)
 	srv := httptest.NewUnstartedServer(e)
 	scheme := "http"
 	if tls {

@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"strings"
 	"teamsbot/internal/netaddr"
+	"teamsbot/internal/web"
 
 	"github.com/labstack/echo/v4"
 )
@@ -51,7 +52,7 @@ func (s *Service) handleLocal(c echo.Context) error {
 	tenant := strings.TrimSpace(r.PostFormValue("tenant"))
 	user := strings.TrimSpace(r.PostFormValue("user"))
 	if !idPattern.MatchString(tenant) || !idPattern.MatchString(user) {
-		return echo.NewHTTPError(http.StatusBadRequest,
+		return web.NewError(http.StatusBadRequest,
 			"Tenant id and user id must be 1 to 128 letters, digits, dots, dashes or underscores, starting with a letter or digit.")
 	}
 	p := sessionPayload{
@@ -79,7 +80,7 @@ func (s *Service) handleLocal(c echo.Context) error {
 // 127.0.0.1 (DNS rebinding) reaches the service as the same origin, so the
 // cross-origin check passes; its Host header still carries the attacker's
 // name, and without a session it can run nothing.
-var errNotLoopbackHost = echo.NewHTTPError(http.StatusForbidden,
+var errNotLoopbackHost = web.NewError(http.StatusForbidden,
 	"The development sign-in answers only at a loopback address such as http://localhost or http://127.0.0.1.")
 
 // loopbackHost reports whether host (a Host header) names this service on
@@ -92,7 +93,7 @@ func (s *Service) loopbackHost(host string) bool {
 }
 
 // errCrossSite refuses a state-changing request sent from another site.
-var errCrossSite = echo.NewHTTPError(http.StatusForbidden, "This request came from another site and was refused.")
+var errCrossSite = web.NewError(http.StatusForbidden, "This request came from another site and was refused.")
 
 // handleSignOutPage shows a button that posts to /signout: signing out
 // changes state, so it never happens on a GET.

@@ -22,6 +22,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"teamsbot/internal/netaddr"
+	"teamsbot/internal/web"
 	"teamsbot/signin"
 )
 
@@ -97,7 +98,7 @@ func TestLocalSignInRefusesCrossSiteAndBadInput(t *testing.T) {
 		{"Sec-Fetch-Site": "", "Origin": "http://evil.example"},
 	} {
 		resp, body := e.postLocal(localForm("/"), h)
-		if resp.StatusCode != http.StatusForbidden || !strings.Contains(body, "Development sign-in") {
+		if resp.StatusCode != http.StatusForbidden || !strings.Contains(body, "came from another site") {
 			t.Errorf("POST %v: %d, want 403 page: %s", h, resp.StatusCode, body)
 		}
 	}
@@ -198,6 +199,7 @@ func TestLocalSignInRefusedWhenNotLoopback(t *testing.T) {
 		t.Errorf("no start-up warning saying how to turn sign-in on:\n%s", logs.String())
 	}
 	e := echo.New()
+	e.HTTPErrorHandler = web.ErrorHandler(nil)
 	svc.Register(e)
 	srv := httptest.NewServer(e)
 	defer srv.Close()

@@ -14,6 +14,7 @@ import (
 	"strings"
 	"teamsbot/internal/netaddr"
 	"teamsbot/internal/textclip"
+	"teamsbot/internal/web"
 	"time"
 
 	"github.com/coreos/go-oidc/v3/oidc"
@@ -201,30 +202,30 @@ func (s *Service) handleCallback(c echo.Context) error {
 		// this browser started: anyone can craft a callback link, and its
 		// text must not speak with this service's voice.
 		if flowErr == nil && subtle.ConstantTimeCompare([]byte(q.Get("state")), []byte(flow.State)) == 1 {
-			return echo.NewHTTPError(http.StatusBadRequest,
+			return web.NewError(http.StatusBadRequest,
 				"The identity provider did not sign you in ("+clip(code, 64)+": "+clip(q.Get("error_description"), 300)+").")
 		}
-		return echo.NewHTTPError(http.StatusBadRequest, "The identity provider did not sign you in. Please start again.")
+		return web.NewError(http.StatusBadRequest, "The identity provider did not sign you in. Please start again.")
 	}
 	// An expired flow still names where the person was going.
 	c.Set(returnKey, flow.Return)
 	if flowErr != nil {
 		s.log.Info("callback without a usable sign-in cookie", slog.String("why", flowErr.Error()))
-		return echo.NewHTTPError(http.StatusBadRequest,
+		return web.NewError(http.StatusBadRequest,
 			"This sign-in link has expired or was not started in this browser. Please start again.")
 	}
 	if subtle.ConstantTimeCompare([]byte(q.Get("state")), []byte(flow.State)) != 1 {
 		s.log.Info("callback state does not match")
-		return echo.NewHTTPError(http.StatusBadRequest,
+		return web.NewError(http.StatusBadRequest,
 			"This sign-in response does not belong to the sign-in started in this browser. Please start again.")
 	}
 	if s.used.seen(flow.State, s.now()) {
 		s.log.Warn("sign-in state used twice")
-		return echo.NewHTTPError(http.StatusBadRequest, "This sign-in response was already used. Please start again.")
+		return web.NewError(http.StatusBadRequest, "This sign-in response was already used. Please start again.")
 	}
 	code := q.Get("code")
 	if code == "" {
-		return echo.NewHTTPError(http.StatusBadRequest, "The sign-in response has no code. Please start again.")
+		return web.NewError(http.StatusBadRequest, "The sign-in response has no code. Please start again.")
 	}
 
 	ctx := oidc.ClientContext(r.Context(), s.oidc.client)
@@ -233,14 +234,14 @@ func (s *Service) handleCallback(c echo.Context) error {
 		var re *oauth2.RetrieveError
 		if errors.As(err, &re) {
 			s.log.Warn("code exchange refused", slog.Int("status", re.Response.StatusCode), slog.String("err", clip(re.ErrorCode, 64)))
-			return echo.NewHTTPError(http.StatusBadRequest, "The identity provider refused the sign-in code. Please start again.")
+			return web.NewError(http.StatusBadRequest, "The identity provider refused the sign-in code. Please start again.")
 		}
-		return echo.NewHTTPError(http.StatusBadGateway, "The identity provider could not be reached. Please try again later.").
-			SetInternal(fmt.Errorf("signin: code exchange: %w", err))
+		return web.NewError(http.StatusBadGateway, "The identity provider could not be reached. Please try again later.").
+			Wrap(fmt.Errorf("signin: code exchange: %w", err))
 	}
 	raw, _ := tok.Extra("id_token").(string)
 	if raw == "" {
-		return echo.NewHTTPError(http.StatusBadRequest, "The identity provider sent no ID token.")
+		return web.NewError(http.StatusBadRequest, "The identity provider sent no ID token.")
 	}
 	p, status, why := s.verifyIDToken(ctx, raw, flow.Nonce)
 	if why != "" {
@@ -249,13 +250,13 @@ func (s *Service) handleCallback(c echo.Context) error {
 		if status == http.StatusForbidden {
 			msg = "Your organisation is not set up to use this service. Ask your administrator to onboard it."
 		}
-		return echo.NewHTTPError(status, msg)
+		return web.NewError(status, msg)
 	}
 	// Spent only now: recording states before the provider has vouched for
 	// the code would let anyone fill the record with flows of their own.
 	if !s.used.use(flow.State, time.Unix(flow.Exp, 0), s.now()) {
 		s.log.Warn("sign-in state used twice")
-		return echo.NewHTTPError(http.StatusBadRequest, "This sign-in response was already used. Please start again.")
+		return web.NewError(http.StatusBadRequest, "This sign-in response was already used. Please start again.")
 	}
 	if _, err := s.startSession(c, p); err != nil {
 		return err

@@ -188,7 +188,7 @@ func TestCallbackRefusesExpiredStateCookie(t *testing.T) {
 	if !strings.Contains(body, "expired") {
 		t.Errorf("page does not say the sign-in expired: %s", body)
 	}
-	if !strings.Contains(body, `href="/signin?return=%2fx"`) {
+	if !strings.Contains(body, `href="/signin?return=%2Fx"`) {
 		t.Errorf("page does not offer to start again towards /x: %s", body)
 	}
 }

@@ -6,8 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"html/template"
-	"log/slog"
-	"net/http"
+	"net/url"
+	"teamsbot/internal/web"
 
 	"github.com/labstack/echo/v4"
 )
@@ -16,7 +16,7 @@ import (
 var templateFS embed.FS
 
 // pageNames are the pages, each rendered inside layout.html.
-var pageNames = []string{"local.html", "error.html", "signout.html", "signedout.html"}
+var pageNames = []string{"local.html", "signout.html", "signedout.html"}
 
 // pages holds the parsed page templates.
 type pages struct {
@@ -41,12 +41,10 @@ const returnKey = "signin.return"
 
 // pageData is what the pages show.
 type pageData struct {
-	Title   string
-	Local   bool // the development banner
-	Message string
-	Status  int
-	Return  string
-	Form    localForm
+	Title  string
+	Local  bool // the development banner
+	Return string
+	Form   localForm
 }
 
 // pageCSP lets the pages load nothing but their own inline style, post
@@ -64,36 +62,31 @@ func (s *Service) render(c echo.Context, status int, name string, d pageData) er
 	return c.HTMLBlob(status, buf.Bytes())
 }
 
-// page wraps a handler: security headers on every response, and an error a
-// handler returns as *echo.HTTPError shown as a small HTML page with its safe
-// message instead of the JSON Echo would send. Other errors go on to Echo's
-// error handler.
+// page wraps a handler: security headers on every response, and a
+// heading and a link to start again on the *web.Error a handler returns,
+// which the server's error handler shows.
 func (s *Service) page(h echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		hdr := c.Response().Header()
-		hdr.Set("Cache-Control", "no-store")
+		web.NoStore(hdr)
 		hdr.Set("Content-Security-Policy", pageCSP)
 		// The callback URL carries the code: never leak it onwards.
 		hdr.Set("Referrer-Policy", "no-referrer")
-		hdr.Set("X-Content-Type-Options", "nosniff")
 		err := h(c)
-		var he *echo.HTTPError
-		if err == nil || !errors.As(err, &he) || c.Response().Committed {
+		var we *web.Error
+		if err == nil || !errors.As(err, &we) {
 			return err
 		}
-		if he.Code >= 500 {
-			s.log.Error("request failed", slog.Int("status", he.Code), slog.Any("err", he.Internal))
+		// A sign-in problem names itself and offers to start again,
+		// towards where the person was going.
+		c2 := *we
+		if c2.Heading == "" {
+			c2.Heading = "Sign-in problem"
 		}
-		msg, ok := he.Message.(string)
-		if !ok {
-			msg = http.StatusText(he.Code)
+		if c2.Link == nil {
+			ret, _ := c.Get(returnKey).(string)
+			c2.Link = &web.Link{Href: "/signin?return=" + url.QueryEscape(LocalPath(ret)), Text: "Start sign-in again"}
 		}
-		ret, _ := c.Get(returnKey).(string)
-		return s.render(c, he.Code, "error.html", pageData{
-			Title:   "Sign-in problem",
-			Message: msg,
-			Status:  he.Code,
-			Return:  LocalPath(ret),
-		})
+		return &c2
 	}
 }

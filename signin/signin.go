@@ -40,6 +40,7 @@ import (
 	"strings"
 	"sync"
 	"teamsbot/internal/netaddr"
+	"teamsbot/internal/web"
 	"time"
 
 	"github.com/labstack/echo/v4"
@@ -256,7 +257,7 @@ var ErrOff = errors.New("signin: sign-in is not configured")
 func (s *Service) Register(e *echo.Echo) {
 	if s.off {
 		e.GET("/signin", s.page(func(echo.Context) error {
-			return echo.NewHTTPError(http.StatusServiceUnavailable, "Sign-in is not configured on this service: "+offHelp+".").SetInternal(ErrOff)
+			return web.NewError(http.StatusServiceUnavailable, "Sign-in is not configured on this service: "+offHelp+".").Wrap(ErrOff)
 		}))
 		return
 	}
@@ -368,7 +369,7 @@ func (s *Service) startSession(c echo.Context, p sessionPayload) (time.Time, err
 		// be sent to sign in again and again.
 		s.log.Warn("session too large for a cookie",
 			slog.String("tenant", p.TID), slog.String("user", p.OID), slog.Int("roles", len(p.Roles)), slog.Int("bytes", len(value)))
-		return time.Time{}, echo.NewHTTPError(http.StatusBadRequest,
+		return time.Time{}, web.NewError(http.StatusBadRequest,
 			"Your sign-in carries more than a session can hold (too many app roles, or very long names). Ask your administrator.")
 	}
 	c.SetCookie(s.cookie(s.sessionCookie, value, s.lifetime))

@@ -24,6 +24,7 @@ import (
 
 	"teamsbot/agent"
 	"teamsbot/internal/netaddr"
+	"teamsbot/internal/web"
 	"teamsbot/signin"
 	"teamsbot/store"
 	"teamsbot/viewpage"
@@ -225,7 +226,7 @@ func newEnv(t testing.TB, o envOptions) *env {
 
 	ec := echo.New()
 	ec.HideBanner, ec.HidePort = true, true
-	ec.HTTPErrorHandler = viewpage.ErrorHandler(logger)
+	ec.HTTPErrorHandler = web.ErrorHandler(logger, viewpage.Classify)
 	ec.Use(func(next echo.HandlerFunc) echo.HandlerFunc {
 		return func(c echo.Context) error {
 			e.mu.Lock()

@@ -1,17 +1,12 @@
 package viewpage
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
-	"html/template"
-	"log/slog"
 	"net/http"
-	"strings"
-
-	"github.com/labstack/echo/v4"
 
 	"teamsbot/agent"
+	"teamsbot/internal/web"
 	"teamsbot/signin"
 	"teamsbot/store"
 )
@@ -88,123 +83,69 @@ func isExpired(err error) bool {
 	return errors.Is(err, store.ErrExpired)
 }
 
-// classify maps an error to a status and a message safe to show.
-func classify(err error) (int, string) {
+// Classify maps the view page's errors (and those of the packages it calls:
+// agent, signin, store) to a status and a message safe to show, or returns
+// nil for errors that are not its own. The wiring hands it to
+// web.ErrorHandler, the one error handler of the server.
+func Classify(err error) *web.Error {
 	var pe *publicError
 	if errors.As(err, &pe) {
-		status, msg := classify(pe.sentinel)
-		return status, msg + ": " + pe.public
+		we := Classify(pe.sentinel)
+		if we == nil {
+			return nil
+		}
+		c := *we
+		c.Message += ": " + pe.public
+		c.Err = err
+		return &c
 	}
+	status, heading, msg := classify(err)
+	if status == 0 {
+		return nil
+	}
+	return &web.Error{Status: status, Heading: heading, Message: msg, Err: err}
+}
+
+// classify returns the status, the page heading (empty: chosen from the
+// status) and the message of err, or a zero status.
+func classify(err error) (int, string, string) {
 	switch {
 	case errors.Is(err, ErrExpired):
-		return http.StatusGone, "This view has expired. Views are kept for 7 days; ask the agent again for a new one."
+		return http.StatusGone, "This view has expired", "This view has expired. Views are kept for 7 days; ask the agent again for a new one."
 	case errors.Is(err, ErrNotFound), errors.Is(err, store.ErrNotFound):
-		return http.StatusNotFound, "There is no such view. Check the link, or ask the agent again."
+		return http.StatusNotFound, "", "There is no such view. Check the link, or ask the agent again."
 	case errors.Is(err, ErrCallForbidden):
-		return http.StatusForbidden, "You may open this view but not run its tools."
+		return http.StatusForbidden, "", "You may open this view but not run its tools."
 	case errors.Is(err, ErrMissingRole):
-		return http.StatusForbidden, "Your account lacks the role this needs (agents.read to open views, agents.run to run their tools). Ask your administrator."
+		return http.StatusForbidden, "", "Your account lacks the role this needs (agents.read to open views, agents.run to run their tools). Ask your administrator."
 	case errors.Is(err, ErrForbidden):
-		return http.StatusForbidden, "This view is not yours. A view can be opened only by the person the agent answered or, for a run without a person, by the tenant's agent readers."
+		return http.StatusForbidden, "", "This view is not yours. A view can be opened only by the person the agent answered or, for a run without a person, by the tenant's agent readers."
 	case errors.Is(err, ErrBadToken):
-		return http.StatusForbidden, "This frame link is missing a valid token or has expired. Reload the page."
+		return http.StatusForbidden, "", "This frame link is missing a valid token or has expired. Reload the page."
 	case errors.Is(err, ErrNotFramed):
-		return http.StatusForbidden, "This document is shown only inside its view page."
+		return http.StatusForbidden, "", "This document is shown only inside its view page."
 	case errors.Is(err, ErrCrossOrigin):
-		return http.StatusForbidden, "Cross-site requests are not allowed."
+		return http.StatusForbidden, "", "Cross-site requests are not allowed."
 	case errors.Is(err, agent.ErrToolNotAllowed):
-		return http.StatusForbidden, "This view may not call that tool: only tools of its own server made for views can be called."
+		return http.StatusForbidden, "", "This view may not call that tool: only tools of its own server made for views can be called."
 	case errors.Is(err, agent.ErrDenied):
-		return http.StatusForbidden, "A policy denied this tool call."
+		return http.StatusForbidden, "", "A policy denied this tool call."
 	case errors.Is(err, ErrToolUnavailable):
-		return http.StatusBadGateway, "The view's server cannot be reached right now. Try again in a moment."
+		return http.StatusBadGateway, "", "The view's server cannot be reached right now. Try again in a moment."
 	case errors.Is(err, ErrToolFailed):
-		return http.StatusBadGateway, "The view's server could not run the tool."
+		return http.StatusBadGateway, "", "The view's server could not run the tool."
 	case errors.Is(err, agent.ErrBadRequest):
-		return http.StatusBadRequest, "The tool call is not valid."
+		return http.StatusBadRequest, "", "The tool call is not valid."
 	case errors.Is(err, agent.ErrNotFound):
-		return http.StatusNotFound, "There is no such tool."
+		return http.StatusNotFound, "", "There is no such tool."
 	case errors.Is(err, ErrNoSession), errors.Is(err, signin.ErrNoSession):
-		return http.StatusUnauthorized, "Sign in first."
+		return http.StatusUnauthorized, "", "Sign in first."
 	case errors.Is(err, ErrUnsupportedMediaType):
-		return http.StatusUnsupportedMediaType, "The request must be sent as Content-Type: application/json."
+		return http.StatusUnsupportedMediaType, "", "The request must be sent as Content-Type: application/json."
 	case errors.Is(err, ErrTooLarge):
-		return http.StatusRequestEntityTooLarge, "The request body is too large."
+		return http.StatusRequestEntityTooLarge, "", "The request body is too large."
 	case errors.Is(err, ErrBadRequest):
-		return http.StatusBadRequest, "The request is not valid"
+		return http.StatusBadRequest, "", "The request is not valid"
 	}
-	var he *echo.HTTPError
-	if errors.As(err, &he) {
-		msg := http.StatusText(he.Code)
-		if s, ok := he.Message.(string); ok && he.Code < 500 {
-			msg = s
-		}
-		return he.Code, msg
-	}
-	return http.StatusInternalServerError, "Something went wrong on our side. Try again in a moment."
-}
-
-// errorPage is what error.html shows.
-type errorPage struct {
-	Status              int
-	StatusText, Heading string
-	Message             string
-	CSS                 template.CSS
-}
-
-// ErrorHandler is the HTTP error handler for the whole server. It maps an
-// error to a status and a safe message: JSON {"error": "..."} for paths
-// under /api/, a small HTML page elsewhere. It logs 5xx errors with their
-// whole chain; 4xx are the caller's and are not logged. A nil logger
-// discards.
-func ErrorHandler(logger *slog.Logger) echo.HTTPErrorHandler {
-	if logger == nil {
-		logger = slog.New(slog.DiscardHandler)
-	}
-	// Built once per server; the embedded template is known to parse
-	// (TestErrorHandler renders it).
-	errorDoc := template.Must(template.New("error").Parse(errorHTML))
-	errorCSP := "default-src 'none'; style-src " + hashSource(pageCSS) +
-		"; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
-	return func(err error, c echo.Context) {
-		if c.Response().Committed {
-			return
-		}
-		r := c.Request()
-		status, msg := classify(err)
-		if status >= 500 {
-			logger.ErrorContext(r.Context(), "request failed",
-				"method", r.Method, "path", r.URL.Path, "status", status, "err", err.Error())
-		}
-		hd := c.Response().Header()
-		hd.Set("Cache-Control", "no-store")
-		hd.Set("X-Content-Type-Options", "nosniff")
-		if r.Method == http.MethodHead {
-			_ = c.NoContent(status)
-			return
-		}
-		if strings.HasPrefix(r.URL.Path, "/api/") {
-			_ = c.JSON(status, map[string]string{"error": msg})
-			return
-		}
-		heading := http.StatusText(status)
-		switch status {
-		case http.StatusForbidden:
-			heading = "You cannot open this"
-		case http.StatusGone:
-			heading = "This view has expired"
-		case http.StatusNotFound:
-			heading = "Not found"
-		}
-		var b bytes.Buffer
-		if err := errorDoc.Execute(&b, errorPage{
-			Status: status, StatusText: http.StatusText(status), Heading: heading,
-			Message: msg, CSS: template.CSS(pageCSS),
-		}); err != nil {
-			_ = c.String(status, msg)
-			return
-		}
-		hd.Set("Content-Security-Policy", errorCSP)
-		_ = c.HTMLBlob(status, b.Bytes())
-	}
+	return 0, "", ""
 }

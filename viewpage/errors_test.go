@@ -13,6 +13,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"teamsbot/agent"
+	"teamsbot/internal/web"
 	"teamsbot/viewpage"
 )
 
@@ -23,7 +24,7 @@ import (
 func TestErrorHandler(t *testing.T) {
 	var logs bytes.Buffer
 	e := echo.New()
-	e.HTTPErrorHandler = viewpage.ErrorHandler(slog.New(slog.NewTextHandler(&logs, nil)))
+	e.HTTPErrorHandler = web.ErrorHandler(slog.New(slog.NewTextHandler(&logs, nil)), viewpage.Classify)
 	secret := errors.New("bbolt: page 42 corrupt at /var/lib/teamsbot/teamsbot.db")
 	cases := []struct {
 		err    error

@@ -43,9 +43,7 @@ package viewpage
 import (
 	"bytes"
 	"context"
-	"crypto/sha256"
 	_ "embed"
-	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -65,6 +63,7 @@ import (
 
 	"teamsbot/agent"
 	"teamsbot/internal/netaddr"
+	"teamsbot/internal/web"
 	"teamsbot/mcpapps"
 	"teamsbot/signin"
 	"teamsbot/store"
@@ -83,8 +82,6 @@ var (
 	proxyCSS string
 	//go:embed assets/proxy.html
 	proxyHTML string
-	//go:embed assets/error.html
-	errorHTML string
 )
 
 // MaxCallBodyBytes bounds the body of POST /api/mcp-apps/{id}/call.
@@ -247,14 +244,6 @@ func New(opts Options) (*Handler, error) {
 	return h, nil
 }
 
-// hashSource is the CSP source that allows exactly one inline script or
-// style: its SHA-256. The page and the proxy run only the scripts embedded
-// in this package.
-func hashSource(s string) string {
-	sum := sha256.Sum256([]byte(s))
-	return "'sha256-" + base64.StdEncoding.EncodeToString(sum[:]) + "'"
-}
-
 // trustedTypes makes the browser refuse any string written into an HTML
 // or script sink (innerHTML, eval and the like) on the page and the proxy:
 // their scripts put what views say on the page as text only, and this
@@ -293,8 +282,8 @@ func (h *Handler) buildDocuments() error {
 	// The page: its own script and style only, talks to its own API,
 	// frames only the sandbox origin, and is framed by nobody.
 	h.pageCSP = "default-src 'none'; " +
-		"script-src " + hashSource(pageJS) + "; " +
-		"style-src " + hashSource(pageCSS) + "; " +
+		"script-src " + web.CSPHash(pageJS) + "; " +
+		"style-src " + web.CSPHash(pageCSS) + "; " +
 		"img-src 'self' data:; " +
 		"connect-src 'self'; " +
 		"frame-src " + frameSrc + "; " +
@@ -305,8 +294,8 @@ func (h *Handler) buildDocuments() error {
 	// nowhere and frames only view documents of the sandbox origin.
 	// Only the page's origin may frame it.
 	proxyCSP := "default-src 'none'; " +
-		"script-src " + hashSource(proxyJS) + "; " +
-		"style-src " + hashSource(proxyCSS) + "; " +
+		"script-src " + web.CSPHash(proxyJS) + "; " +
+		"style-src " + web.CSPHash(proxyCSS) + "; " +
 		"frame-src " + frameSrc + "; " +
 		"base-uri 'none'; form-action 'none'; object-src 'none'; " + trustedTypes
 	if h.sameOrigin() {
@@ -459,9 +448,8 @@ func (h *Handler) page(c echo.Context) error {
 	}
 	hd := c.Response().Header()
 	hd.Set("Content-Security-Policy", h.pageCSP)
-	hd.Set("Cache-Control", "no-store")
+	web.NoStore(hd)
 	hd.Set("Referrer-Policy", "no-referrer")
-	hd.Set("X-Content-Type-Options", "nosniff")
 	return c.HTMLBlob(http.StatusOK, b.Bytes())
 }
 
@@ -558,8 +546,7 @@ func (h *Handler) viewAPI(c echo.Context) error {
 		PrefersBorder: v.PrefersBorder,
 	}
 	hd := c.Response().Header()
-	hd.Set("Cache-Control", "no-store")
-	hd.Set("X-Content-Type-Options", "nosniff")
+	web.NoStore(hd)
 	return c.JSON(http.StatusOK, info)
 }
 
@@ -784,9 +771,8 @@ func framedOnly(r *http.Request) error {
 // X-Frame-Options: the page must be able to frame them, and
 // frame-ancestors says by whom.
 func frameHeaders(hd http.Header) {
-	hd.Set("Cache-Control", "no-store")
+	web.NoStore(hd)
 	hd.Set("Referrer-Policy", "no-referrer")
-	hd.Set("X-Content-Type-Options", "nosniff")
 }
 
 // tokenRefused counts a refused frame token and returns the error that

@@ -19,6 +19,7 @@ import (
 
 	"teamsbot/agent"
 	"teamsbot/bot"
+	"teamsbot/internal/web"
 	"teamsbot/signin"
 	"teamsbot/store"
 	"teamsbot/viewpage"
@@ -113,9 +114,9 @@ func serve(ctx context.Context, cfg config, getenv func(string) string, logger *
 
 	e := echo.New()
 	e.HideBanner, e.HidePort = true, true
-	e.HTTPErrorHandler = viewpage.ErrorHandler(logger)
+	e.HTTPErrorHandler = web.ErrorHandler(logger, viewpage.Classify)
 	e.Use(middleware.Recover())
-	e.Use(requestLog(logger))
+	e.Use(web.RequestLog(logger))
 	e.GET("/", func(c echo.Context) error {
 		// People who reach the bare address learn what it is and where views
 		// come from; nothing here needs a session.
@@ -177,31 +178,3 @@ const homeText = `teamsbot is running.
 This is the Microsoft Teams side of the agent: ask the bot in Teams, and open
 the views in its answers with the Open button on the card.
 `
-
-// requestLog logs one line per request. It logs the path without the query:
-// frame URLs carry tokens there.
-func requestLog(logger *slog.Logger) echo.MiddlewareFunc {
-	return middleware.RequestLoggerWithConfig(middleware.RequestLoggerConfig{
-		LogMethod:   true,
-		LogURIPath:  true,
-		LogStatus:   true,
-		LogLatency:  true,
-		LogRemoteIP: true,
-		LogError:    true,
-		HandleError: true,
-		LogValuesFunc: func(c echo.Context, v middleware.RequestLoggerValues) error {
-			level := slog.LevelInfo
-			if v.Status >= 500 {
-				level = slog.LevelError
-			}
-			logger.LogAttrs(c.Request().Context(), level, "request",
-				slog.String("method", v.Method),
-				slog.String("path", v.URIPath),
-				slog.Int("status", v.Status),
-				slog.Duration("latency", v.Latency),
-				slog.String("remote", v.RemoteIP),
-			)
-			return nil
-		},
-	})
-}
