@@ -184,6 +184,7 @@ type Validator struct {
 	failedAt    time.Time // last failed fetch
 	failErr     error     // its error
 	fetches     int       // number of completed fetches, for tests and logs
+	waiting     int       // callers waiting for a fetch to finish
 
 	tokMu  sync.Mutex
 	tokens map[string]verifiedToken
@@ -476,7 +477,13 @@ func (v *Validator) refresh(ctx context.Context, forUnknownKid bool) error {
 			close(f.done)
 		}()
 	}
+	v.waiting++
 	v.mu.Unlock()
+	defer func() {
+		v.mu.Lock()
+		v.waiting--
+		v.mu.Unlock()
+	}()
 	select {
 	case <-f.done:
 		return f.err

@@ -298,13 +298,21 @@ func TestConcurrentFirstRequestsShareOneKeyFetch(t *testing.T) {
 			statuses[i], _ = h.send(a)
 		})
 	}
-	// Let the requests pile up on the one fetch, then let it finish.
+	// Hold the metadata endpoint until every request waits for the keys:
+	// coalesced, they all wait for one fetch; if they were not, each would
+	// have started its own by then, and the count below would show it.
+	deadline := time.Now().Add(10 * time.Second)
 	for {
-		h.bf.mu.Lock()
-		n := h.bf.metaGets
-		h.bf.mu.Unlock()
-		if n >= 1 {
+		v := h.bot.validator
+		v.mu.Lock()
+		n := v.waiting
+		v.mu.Unlock()
+		if n == len(statuses) {
 			break
+		}
+		if time.Now().After(deadline) {
+			close(release)
+			t.Fatalf("only %d of %d requests reached the key lookup", n, len(statuses))
 		}
 		time.Sleep(time.Millisecond)
 	}

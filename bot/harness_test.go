@@ -12,7 +12,6 @@ import (
 	"net/http/httptest"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -23,6 +22,7 @@ import (
 
 	"teamsbot/agent"
 	"teamsbot/internal/netaddr"
+	"teamsbot/internal/testenv"
 	"teamsbot/internal/web"
 	"teamsbot/store"
 )
@@ -36,41 +36,12 @@ const (
 	httpsBaseURL = "https://teams.example.com"
 )
 
-// clock is a settable clock for token times and the retry filter.
-type clock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *clock) Advance(d time.Duration) {
-	c.mu.Lock()
-	c.t = c.t.Add(d)
-	c.mu.Unlock()
-}
-
-// syncBuffer collects log lines from concurrent goroutines.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
+// clock is the shared settable clock, for token times and the retry
+// filter; syncBuffer collects log lines from concurrent goroutines.
+type (
+	clock      = testenv.Clock
+	syncBuffer = testenv.LogBuffer
+)
 
 type setup struct {
 	local        bool
@@ -167,7 +138,7 @@ type harness struct {
 
 func newHarness(t testing.TB, s setup) *harness {
 	t.Helper()
-	h := &harness{t: t, logs: &syncBuffer{}, reg: prometheus.NewRegistry(), clock: &clock{t: time.Now()}}
+	h := &harness{t: t, logs: &syncBuffer{}, reg: prometheus.NewRegistry(), clock: testenv.NewClock(time.Now())}
 	h.now = h.clock.Now
 	if s.realClock {
 		h.now = time.Now

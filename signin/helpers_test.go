@@ -9,82 +9,25 @@ import (
 	"net/http/httptest"
 	"net/url"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
-	"github.com/golang-jwt/jwt/v5"
 	"github.com/labstack/echo/v4"
 	"github.com/oauth2-proxy/mockoidc"
 
 	"teamsbot/internal/netaddr"
+	"teamsbot/internal/testenv"
 	"teamsbot/internal/web"
 	"teamsbot/signin"
 )
 
-// clock is a test clock that moves only when told.
-type clock struct {
-	mu sync.Mutex
-	t  time.Time
-}
+// clock and entraUser are the shared test clock and Entra ID user.
+type (
+	clock     = testenv.Clock
+	entraUser = testenv.EntraUser
+)
 
-func newClock() *clock { return &clock{t: time.Now()} }
-
-func (c *clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *clock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = c.t.Add(d)
-}
-
-// entraUser is a mockoidc user whose ID token carries the claims Entra ID
-// puts in its v2.0 ID tokens (tid, oid, name, preferred_username, roles),
-// following "ID token claims reference" in the Microsoft identity platform
-// documentation. Issuer and Nonce, when set, replace what mockoidc would
-// sign, to build tokens a real provider must never send.
-type entraUser struct {
-	TID, OID, Name, UPN string
-	Roles               []string
-	Issuer              string
-	Nonce               *string
-}
-
-type entraIDClaims struct {
-	*mockoidc.IDTokenClaims
-	TID               string   `json:"tid,omitempty"`
-	OID               string   `json:"oid,omitempty"`
-	Name              string   `json:"name,omitempty"`
-	PreferredUsername string   `json:"preferred_username,omitempty"`
-	Roles             []string `json:"roles,omitempty"`
-}
-
-func (u *entraUser) ID() string { return "sub-" + u.OID }
-
-func (u *entraUser) Userinfo([]string) ([]byte, error) {
-	return json.Marshal(map[string]string{"sub": u.ID()})
-}
-
-func (u *entraUser) Claims(_ []string, base *mockoidc.IDTokenClaims) (jwt.Claims, error) {
-	if u.Issuer != "" {
-		base.Issuer = u.Issuer
-	}
-	if u.Nonce != nil {
-		base.Nonce = *u.Nonce
-	}
-	return &entraIDClaims{
-		IDTokenClaims:     base,
-		TID:               u.TID,
-		OID:               u.OID,
-		Name:              u.Name,
-		PreferredUsername: u.UPN,
-		Roles:             u.Roles,
-	}, nil
-}
+func newClock() *clock { return testenv.NewClock(time.Now()) }
 
 func alice() *entraUser {
 	return &entraUser{
@@ -97,15 +40,7 @@ func alice() *entraUser {
 }
 
 // startMock runs mockoidc on 127.0.0.1.
-func startMock(t testing.TB) *mockoidc.MockOIDC {
-	t.Helper()
-	m, err := mockoidc.Run()
-	if err != nil {
-		t.Fatalf("mockoidc: %v", err)
-	}
-	t.Cleanup(func() { m.Shutdown() })
-	return m
-}
+func startMock(t testing.TB) *mockoidc.MockOIDC { return testenv.StartMockOIDC(t) }
 
 // env is a sign-in service served by Echo over real HTTP on 127.0.0.1,
 // with an app route "/" that answers the session as JSON (401 without one),

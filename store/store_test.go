@@ -17,30 +17,16 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"teamsbot/internal/testenv"
 	"teamsbot/mcpapps"
 	"teamsbot/store"
 )
 
 // testClock is the injected clock: tests move time by hand.
-type testClock struct {
-	mu sync.Mutex
-	t  time.Time
-}
+type testClock = testenv.Clock
 
 func newClock() *testClock {
-	return &testClock{t: time.Date(2026, 3, 1, 9, 0, 0, 0, time.UTC)}
-}
-
-func (c *testClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *testClock) Set(t time.Time) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = t
+	return testenv.NewClock(time.Date(2026, 3, 1, 9, 0, 0, 0, time.UTC))
 }
 
 func openAt(t testing.TB, path string, clk *testClock) *store.Store {

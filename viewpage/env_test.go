@@ -17,67 +17,27 @@ import (
 	"testing"
 	"time"
 
-	"github.com/golang-jwt/jwt/v5"
 	"github.com/labstack/echo/v4"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/oauth2-proxy/mockoidc"
 
 	"teamsbot/agent"
 	"teamsbot/internal/netaddr"
+	"teamsbot/internal/testenv"
 	"teamsbot/internal/web"
 	"teamsbot/signin"
 	"teamsbot/store"
 	"teamsbot/viewpage"
 )
 
-// clock is a test clock that moves only when told.
-type clock struct {
-	mu sync.Mutex
-	t  time.Time
-}
+// clock is the shared test clock; person is a mockoidc user with the
+// claims of an Entra ID token.
+type (
+	clock  = testenv.Clock
+	person = testenv.EntraUser
+)
 
-func (c *clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *clock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = c.t.Add(d)
-}
-
-// person is a mockoidc user whose ID token carries the claims Microsoft
-// Entra ID puts in its v2.0 ID tokens (tid, oid, name, preferred_username,
-// roles), as "ID token claims reference" of the Microsoft identity platform
-// documentation describes them.
-type person struct {
-	TID, OID, Name string
-	Roles          []string
-}
-
-type entraClaims struct {
-	*mockoidc.IDTokenClaims
-	TID               string   `json:"tid"`
-	OID               string   `json:"oid"`
-	Name              string   `json:"name,omitempty"`
-	PreferredUsername string   `json:"preferred_username,omitempty"`
-	Roles             []string `json:"roles,omitempty"`
-}
-
-func (p *person) ID() string { return "sub-" + p.OID }
-
-func (p *person) Userinfo([]string) ([]byte, error) {
-	return json.Marshal(map[string]string{"sub": p.ID()})
-}
-
-func (p *person) Claims(_ []string, base *mockoidc.IDTokenClaims) (jwt.Claims, error) {
-	return &entraClaims{IDTokenClaims: base, TID: p.TID, OID: p.OID, Name: p.Name,
-		PreferredUsername: strings.ToLower(p.Name) + "@contoso.example", Roles: p.Roles}, nil
-}
-
-func (p *person) agentPerson() agent.Person {
+func agentPerson(p *person) agent.Person {
 	return agent.Person{TenantID: p.TID, UserID: p.OID, Name: p.Name}
 }
 
@@ -161,14 +121,11 @@ type envOptions struct {
 func newEnv(t testing.TB, o envOptions) *env {
 	t.Helper()
 	ctx := context.Background()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
+	ln := testenv.Listen(t)
 	port := ln.Addr().(*net.TCPAddr).Port
 	e := &env{
 		t:       t,
-		clock:   &clock{t: time.Now()},
+		clock:   testenv.NewClock(time.Now()),
 		base:    "http://127.0.0.1:" + strconv.Itoa(port),
 		sandbox: "http://localhost:" + strconv.Itoa(port),
 		dataDir: t.TempDir(),
@@ -177,6 +134,7 @@ func newEnv(t testing.TB, o envOptions) *env {
 		e.sandbox = e.base
 	}
 
+	var err error
 	e.store, err = store.Open(ctx, filepath.Join(e.dataDir, "teamsbot.db"), store.Options{Now: e.clock.Now})
 	if err != nil {
 		t.Fatalf("store.Open: %v", err)
@@ -249,7 +207,7 @@ func (e *env) run(p *person, text string) store.View {
 	e.t.Helper()
 	req := agent.Request{Person: agent.Person{TenantID: tenantA}, Text: text}
 	if p != nil {
-		req.Person = p.agentPerson()
+		req.Person = agentPerson(p)
 	}
 	ans, err := e.agent.Run(context.Background(), req)
 	if err != nil {

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"html/template"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -22,6 +21,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"teamsbot/agent/demo"
+	"teamsbot/internal/testenv"
 	"teamsbot/mcpapps"
 )
 
@@ -145,10 +145,7 @@ func testHost(t *testing.T, cs *mcp.ClientSession) *httptest.Server {
 		}
 		json.NewEncoder(w).Encode(res)
 	})
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
+	l := testenv.Listen(t)
 	srv := httptest.NewUnstartedServer(mux)
 	srv.Listener.Close()
 	srv.Listener = l

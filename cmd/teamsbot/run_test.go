@@ -18,28 +18,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/oauth2-proxy/mockoidc"
-
+	"teamsbot/internal/testenv"
 	"teamsbot/store"
 )
 
 // lockedBuffer collects the service's JSON log lines from another goroutine.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
+type lockedBuffer struct{ testenv.LogBuffer }
 
 // logLine returns the first log line with the given msg, decoded.
 func (b *lockedBuffer) logLine(msg string) map[string]any {
@@ -280,11 +264,7 @@ func TestRunFromTeamsMessageToOpenedView(t *testing.T) {
 // TestRunNeverLogsSecrets starts the service with every secret set (a real
 // OIDC provider on loopback for the sign-in) and looks for them in the logs.
 func TestRunNeverLogsSecrets(t *testing.T) {
-	m, err := mockoidc.Run()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer m.Shutdown()
+	m := testenv.StartMockOIDC(t)
 	const botPassword = "bot-password-Zq81"
 	_, logs, stop := startService(t, map[string]string{
 		"TICKETIQ_BOT_APP_ID":         "00000000-0000-0000-0000-000000000001",
