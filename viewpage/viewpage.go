@@ -64,7 +64,6 @@ import (
 	"teamsbot/agent"
 	"teamsbot/internal/netaddr"
 	"teamsbot/internal/web"
-	"teamsbot/mcpapps"
 	"teamsbot/signin"
 	"teamsbot/store"
 )
@@ -501,9 +500,9 @@ type ViewInfo struct {
 	Result json.RawMessage `json:"result"`
 	// ExpiresAt is when the view stops being served.
 	ExpiresAt time.Time `json:"expiresAt"`
-	// Permissions are what the view's server asked for; only forms is
-	// ever granted (see Sandbox).
-	Permissions mcpapps.Permissions `json:"permissions"`
+	// Permissions are what the view was granted of what its server
+	// asked for: only forms, ever (see Sandbox).
+	Permissions Granted `json:"permissions"`
 	// Sandbox is the sandbox attribute of both frames: "allow-scripts",
 	// plus "allow-forms" only when the server asked for forms. The proxy
 	// frame carries it too because a frame inherits its parent's sandbox
@@ -511,6 +510,12 @@ type ViewInfo struct {
 	Sandbox string `json:"sandbox"`
 	// PrefersBorder is the resource's prefersBorder, when it said.
 	PrefersBorder *bool `json:"prefersBorder,omitempty"`
+}
+
+// Granted are the sandbox permissions a view was granted, as the page
+// tells the view in ui/initialize.
+type Granted struct {
+	Forms bool `json:"forms,omitempty"`
 }
 
 // viewAPI serves GET /api/mcp-apps/{id}.
@@ -541,8 +546,8 @@ func (h *Handler) viewAPI(c echo.Context) error {
 		Arguments:     jsonObjectOr(v.Arguments, `{}`),
 		Result:        toolResultJSON(v.Result),
 		ExpiresAt:     v.ExpiresAt.UTC(),
-		Permissions:   v.Permissions,
-		Sandbox:       sandboxFor(v.Permissions),
+		Permissions:   Granted{Forms: v.Permissions.Forms},
+		Sandbox:       sandboxFor(v.Permissions.Forms),
 		PrefersBorder: v.PrefersBorder,
 	}
 	hd := c.Response().Header()
@@ -552,8 +557,8 @@ func (h *Handler) viewAPI(c echo.Context) error {
 
 // sandboxFor is the inner frame's sandbox attribute. Never
 // allow-same-origin, allow-popups or allow-top-navigation.
-func sandboxFor(p mcpapps.Permissions) string {
-	if p.Forms {
+func sandboxFor(forms bool) string {
+	if forms {
 		return "allow-scripts allow-forms"
 	}
 	return "allow-scripts"
@@ -740,14 +745,16 @@ func (h *Handler) viewDocument(c echo.Context) error {
 	}
 	csp := v.CSP
 	if strings.TrimSpace(csp) == "" {
-		csp = mcpapps.DefaultCSP
+		// The agent stores every view with the policy it applies; a record
+		// without one gets nothing at all rather than a guess.
+		csp = "default-src 'none'"
 	}
 	// The sandbox directive keeps the document in an opaque origin even
 	// if it is ever loaded outside our frames (a top-level window, another
 	// site's frame), so third-party HTML never runs with our origin. It
 	// comes first: of two directives of one name a browser keeps the
 	// first, so nothing in the stored policy can loosen it.
-	csp = "sandbox " + sandboxFor(v.Permissions) + "; " + csp
+	csp = "sandbox " + sandboxFor(v.Permissions.Forms) + "; " + csp
 	if h.viewAncestors != nil {
 		csp += "; " + frameAncestors(h.viewAncestors...)
 	}
