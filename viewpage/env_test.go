@@ -79,22 +79,12 @@ type env struct {
 
 	mu       sync.Mutex
 	requests []string // "METHOD /path" of every request the server got
-	logs     strings.Builder
-}
-
-// Write collects the log of the view page and the error handler.
-func (e *env) Write(p []byte) (int, error) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	return e.logs.Write(p)
+	// logs collects the log of the view page and the error handler.
+	logs testenv.LogBuffer
 }
 
 // logText is everything logged so far.
-func (e *env) logText() string {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	return e.logs.String()
-}
+func (e *env) logText() string { return e.logs.String() }
 
 // requestsSince returns the requests after the first n.
 func (e *env) requestsSince(n int) []string {
@@ -166,7 +156,7 @@ func newEnv(t testing.TB, o envOptions) *env {
 		t.Fatalf("signin.New: %v", err)
 	}
 
-	logger := slog.New(slog.NewTextHandler(e, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	logger := slog.New(slog.NewTextHandler(&e.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	opts := viewpage.Options{
 		Store: e.store, Agent: e.agent, SignIn: e.signin,
 		PublicBaseURL: netaddr.MustParseOrigin(e.base), DataDir: e.dataDir, Now: e.clock.Now, Logger: logger,
