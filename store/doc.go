@@ -1,5 +1,6 @@
 // Package store keeps the service's state in one bbolt file: agent runs,
-// the views they made (with their HTML kept once per SHA-256), the
+// the views they made (the View record, its HTML kept once per SHA-256, and
+// how long a view lives, ViewLifetime), the
 // append-only audit log, the Bot Framework conversation references that
 // proactive sends need, and where each run's answer was delivered in Teams.
 // It runs the schema migrations when the file is opened and sweeps expired
