@@ -4,8 +4,10 @@ import (
 	"fmt"
 	"regexp"
 	"slices"
+	"sort"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/cedar-policy/cedar-go"
 )
@@ -134,7 +136,7 @@ type Policies struct {
 func ParsePolicies(text string) (*Policies, error) {
 	list, err := cedar.NewPolicyListFromBytes("", []byte(text))
 	if err != nil {
-		return nil, parseError(err)
+		return nil, parseError(text, err)
 	}
 	platform, err := cedar.NewPolicyListFromBytes("platform", []byte(PlatformPolicyText))
 	if err != nil || len(platform) != 1 {
@@ -330,9 +332,68 @@ func splitParseError(err error) (line, col int, msg string) {
 	return line, col, m[3]
 }
 
-// parseError turns cedar-go's parse error into a *PolicyError at the
-// position cedar-go gave.
-func parseError(err error) *PolicyError {
+// parseError turns cedar-go's parse error into a *PolicyError that locates
+// the fault. cedar-go reports the token after the one it failed on (so a
+// fault at the end of a line is put on the next line that has a token), and
+// no position at all for some faults. The line at fault is the first line
+// whose prefix of the text already fails with the same message: the parser
+// reads the same tokens up to the fault, whatever follows it, and a cut at a
+// line end never splits a token (a Cedar string cannot hold a newline). On
+// that line cedar-go's column is kept only if the fault needs its token,
+// that is if the text cut just before that token fails otherwise.
+func parseError(text string, err error) *PolicyError {
 	line, col, msg := splitParseError(err)
-	return &PolicyError{Line: line, Column: col, Msg: msg}
+	sameFault := func(prefix string) bool {
+		_, err := cedar.NewPolicyListFromBytes("", []byte(prefix))
+		if err == nil {
+			return false
+		}
+		_, _, m := splitParseError(err)
+		return m == msg
+	}
+	hi := line
+	if hi == 0 {
+		hi = strings.Count(text, "\n") + 1
+	}
+	if !sameFault(firstLines(text, hi)) {
+		// Not the pattern above: keep what cedar-go said.
+		return &PolicyError{Line: line, Column: col, Msg: msg}
+	}
+	found := 1 + sort.Search(hi-1, func(i int) bool { return sameFault(firstLines(text, i+1)) })
+	if found != line {
+		col = 0
+	} else if off, ok := offset(text, line, col); !ok || sameFault(text[:off]) {
+		col = 0
+	}
+	return &PolicyError{Line: found, Column: col, Msg: msg}
+}
+
+// firstLines returns the first n lines of text.
+func firstLines(text string, n int) string {
+	end := 0
+	for range n {
+		i := strings.IndexByte(text[end:], '\n')
+		if i < 0 {
+			return text
+		}
+		end += i + 1
+	}
+	return text[:end]
+}
+
+// offset returns the byte offset of a 1-based line and column, the column
+// counted in characters as cedar-go counts it.
+func offset(text string, line, col int) (int, bool) {
+	if col < 1 {
+		return 0, false
+	}
+	off := len(firstLines(text, line-1))
+	for range col - 1 {
+		_, size := utf8.DecodeRuneInString(text[off:])
+		if size == 0 || text[off] == '\n' {
+			return 0, false
+		}
+		off += size
+	}
+	return off, true
 }

@@ -298,10 +298,11 @@ func TestParsePoliciesRefuses(t *testing.T) {
 				"permit (principal, action resource);\n" +
 				"permit (principal, action, resource);\n",
 			wantLine: 3,
-			wantCol:  35, // cedar-go points at ")", after the fault
+			wantCol:  0, // cedar-go points at ")", after the fault
 			wantMsg:  "exact got resource want ,",
 		},
 		{
+			// Here cedar-go's token is the fault: its column is kept.
 			name: "list without a comma on line 3",
 			text: "permit (principal, action, resource);\n" +
 				"\n" +
@@ -309,6 +310,18 @@ func TestParsePoliciesRefuses(t *testing.T) {
 			wantLine: 3,
 			wantCol:  45,
 			wantMsg:  "got Action want ,",
+		},
+		{
+			// cedar-go itself points at ")" on line 5.
+			name: "fault at the end of line 3",
+			text: "permit (principal, action, resource);\n" +
+				"permit (principal,\n" +
+				"  action resource\n" +
+				"\n" +
+				");\n",
+			wantLine: 3,
+			wantCol:  0,
+			wantMsg:  "exact got resource want ,",
 		},
 		{
 			name: "unterminated string on line 3",
@@ -319,6 +332,26 @@ func TestParsePoliciesRefuses(t *testing.T) {
 			wantLine: 3,
 			wantCol:  19,
 			wantMsg:  "literal not terminated",
+		},
+		{
+			// cedar-go gives no position for this one.
+			name: "integer out of range on line 3",
+			text: "permit (principal, action, resource)\n" +
+				"when {\n" +
+				"  context.tool == 99999999999999999999\n" +
+				"};\n",
+			wantLine: 3,
+			wantCol:  0,
+			wantMsg:  "out of range",
+		},
+		{
+			name: "missing semicolon at the end",
+			text: "permit (principal, action, resource);\n" +
+				"\n" +
+				"forbid (principal, action, resource)\n",
+			wantLine: 3,
+			wantCol:  0,
+			wantMsg:  "want ;",
 		},
 		{
 			name: "duplicate @id",
