@@ -441,3 +441,48 @@ forbid (principal, action, resource) when { context.tool == "x" };
 		t.Errorf("IDs() after changing a returned slice = %q, want %q", got, want)
 	}
 }
+
+// tenPolicies is a plausible tenant set on top of the default: forbids on
+// tools and views, group permits, conditions on every part of the request.
+func tenPolicies() string {
+	var b strings.Builder
+	b.WriteString(DefaultPolicyText)
+	for i := range 10 {
+		switch i % 4 {
+		case 0:
+			fmt.Fprintf(&b, "\n@id(\"no-tool-%d\")\nforbid (principal, action == Action::\"invoke\", resource)\nwhen { context.server == \"crm\" && context.tool == \"delete_%d\" };", i, i)
+		case 1:
+			fmt.Fprintf(&b, "\n@id(\"group-%d\")\npermit (principal in Group::\"group-%d\", action == Action::\"invoke\", resource == Agent::\"agent-%d\");", i, i, i)
+		case 2:
+			fmt.Fprintf(&b, "\n@id(\"view-%d\")\nforbid (principal, action, resource)\nwhen { context.caller == \"view\" && context.tool like \"admin_%d*\" };", i, i)
+		case 3:
+			fmt.Fprintf(&b, "\n@id(\"admins-%d\")\nforbid (principal, action, resource)\nwhen { resource.id == \"agent-%d\" } unless { principal in Role::\"agents.admin\" };", i, i)
+		}
+	}
+	return b.String()
+}
+
+func TestTenPolicies(t *testing.T) {
+	p := mustParse(t, tenPolicies())
+	if n := len(p.IDs()); n != 11 {
+		t.Fatalf("%d policies, want 11", n)
+	}
+	got := p.Decide(invoke(nil))
+	if !got.Allowed || !slices.Equal(got.Policies, []string{"default.agents-run"}) || len(got.Errors) > 0 {
+		t.Errorf("Decide = %+v, want allowed by default.agents-run", got)
+	}
+	got = p.Decide(invoke(func(inv *Invoke) { inv.Tool = "delete_4" }))
+	if got.Allowed || !slices.Equal(got.Policies, []string{"no-tool-4"}) {
+		t.Errorf("Decide(delete_4) = %+v, want denied by no-tool-4", got)
+	}
+}
+
+func BenchmarkDecide(b *testing.B) {
+	p := mustParse(b, tenPolicies())
+	inv := invoke(nil)
+	for b.Loop() {
+		if d := p.Decide(inv); !d.Allowed {
+			b.Fatalf("Decide = %+v, want allowed", d)
+		}
+	}
+}
