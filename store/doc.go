@@ -1,22 +1,24 @@
 // Package store keeps the service's state in one bbolt file: agent runs,
 // the views they made (with their HTML kept once per SHA-256), the
 // append-only audit log, the Bot Framework conversation references that
-// proactive sends need, and where each run's answer was delivered in Teams.
-// It runs the schema migrations when the file is opened and sweeps expired
-// views away.
+// proactive sends need, where each run's answer was delivered in Teams, and
+// the records access is decided from: role bindings, tenant settings and
+// each tenant's Cedar policy text. It runs the schema migrations when the
+// file is opened and sweeps expired views away.
 //
 // It is the only package that knows bbolt. Its exported methods take and
 // return plain values, never transactions or cursors, so that a second
 // backend (PostgreSQL behind several replicas) could offer the same methods.
-// It does not decide who may read what: callers check access first.
+// It keeps the access records but does not decide who may read what, nor
+// parse policies: callers check access first.
 //
 // # Bucket tree
 //
 // Keys are bytes; "|" below only separates the parts of a key and is not
 // stored. T is a time as 8 bytes big-endian (Unix nanoseconds with the sign
 // bit flipped, so that byte order is time order); N is a sequence number as
-// 8 bytes big-endian; 0x00 ends a variable-length part (tenant ids and
-// actions may not contain it).
+// 8 bytes big-endian; 0x00 ends a variable-length part (tenant, agent and
+// subject ids, kinds, roles and actions may not contain it).
 //
 //	meta/
 //	  "schema_version"            -> N: the last migration applied
@@ -42,6 +44,12 @@
 //	  <key>                       -> ConversationRef as JSON
 //	deliveries/                   (since schema version 2)
 //	  <run id>                    -> Delivery as JSON
+//	bindings/                     (since schema version 3)
+//	  <tenant> 0x00 <agent> 0x00 <subject> 0x00 <kind> 0x00 <role> 0x00 -> Binding as JSON
+//	tenant_settings/              (since schema version 3)
+//	  <tenant>                    -> TenantSettings as JSON
+//	policy_sets/                  (since schema version 3)
+//	  <tenant>                    -> PolicySet as JSON
 //
 // The layout is chosen for range scans. A sweep reads views_by_expiry from
 // the start up to T(now), so it never reads a live view; the index value
@@ -57,6 +65,15 @@
 // decrements it, and the document is deleted in the same transaction as
 // the last view that used it, so no document outlives its views and none is
 // ever deleted while a view still needs it.
+//
+// Every access record is keyed by its tenant first, and every method that
+// reads one takes the tenant and reads only under it: a binding's key
+// starts with <tenant> 0x00, and as no part may contain 0x00, tenant
+// "t-a" never reads the keys of tenant "t-ab". Within a tenant and agent,
+// a binding's key goes on with its subject, so that the lookup made at
+// every access decision (BindingsFor: a user's id and its groups' ids) is
+// one seek per subject, for the agent and for the bindings of every agent
+// (agent "*"), reading only the bindings that match.
 //
 // A delivery is keyed by its run's id and is written only for a stored
 // run, so it lives exactly as long as that run. Runs are never swept
