@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -321,4 +322,100 @@ func appendBindings(out []Binding, c *bbolt.Cursor, prefix []byte) ([]Binding, e
 		out = append(out, b)
 	}
 	return out, nil
+}
+
+// TenantSettings are a tenant's own access settings. Version counts the
+// puts: the store sets it.
+type TenantSettings struct {
+	TenantID string `json:"tenantId"`
+	// DefaultRunner makes every signed-in member of the tenant a runner
+	// of its own runs, without a binding.
+	DefaultRunner bool `json:"defaultRunner"`
+	// DefaultGroup, when set, limits DefaultRunner to the members of this
+	// group (an Entra object id).
+	DefaultGroup string    `json:"defaultGroup,omitempty"`
+	AppsDisabled bool      `json:"appsDisabled"`
+	UpdatedBy    string    `json:"updatedBy,omitempty"`
+	UpdatedAt    time.Time `json:"updatedAt"`
+	Version      uint64    `json:"version"`
+}
+
+// defaultTenantSettings are the settings of a tenant that stored none:
+// every member may run agents, as before tenants had settings.
+func defaultTenantSettings(tenant string) TenantSettings {
+	return TenantSettings{TenantID: tenant, DefaultRunner: true}
+}
+
+// TenantSettings returns a tenant's settings. A tenant that stored none
+// has the defaults (DefaultRunner, Version 0), and no error.
+func (s *Store) TenantSettings(ctx context.Context, tenant string) (TenantSettings, error) {
+	if err := checkKeyPart("settings tenant", tenant); err != nil {
+		return TenantSettings{}, err
+	}
+	ts, err := getJSON[TenantSettings](ctx, s, bucketTenantSettings, "settings of tenant", tenant)
+	if errors.Is(err, ErrNotFound) {
+		return defaultTenantSettings(tenant), nil
+	}
+	if err != nil {
+		return TenantSettings{}, fmt.Errorf("store: %w", err)
+	}
+	return ts, nil
+}
+
+// PutTenantSettings stores a tenant's settings, with the audit records of
+// the change in the same commit, and returns the settings it replaced (the
+// defaults if there were none). It sets Version to the replaced settings'
+// plus one, whatever ts.Version says; a zero UpdatedAt is set from the
+// store's clock. Audit records are checked as by PutBinding. On any error
+// nothing is written and prev is zero.
+func (s *Store) PutTenantSettings(ctx context.Context, ts TenantSettings, audit ...AuditRecord) (prev TenantSettings, err error) {
+	if err := ctx.Err(); err != nil {
+		return TenantSettings{}, err
+	}
+	if err := checkKeyPart("settings tenant", ts.TenantID); err != nil {
+		return TenantSettings{}, err
+	}
+	if err := checkText("default group", ts.DefaultGroup, maxIDLen); err != nil {
+		return TenantSettings{}, fmt.Errorf("settings of tenant %s: %w", ts.TenantID, err)
+	}
+	if err := checkText("settings updater", ts.UpdatedBy, maxIDLen); err != nil {
+		return TenantSettings{}, fmt.Errorf("settings of tenant %s: %w", ts.TenantID, err)
+	}
+	if ts.UpdatedAt.IsZero() {
+		ts.UpdatedAt = s.now()
+	}
+	prepared, err := s.prepareTenantAudit(ts.TenantID, audit)
+	if err != nil {
+		return TenantSettings{}, fmt.Errorf("settings of tenant %s: %w", ts.TenantID, err)
+	}
+	key := []byte(ts.TenantID)
+	err = s.write(ctx, func(tx *bbolt.Tx) error {
+		bucket := tx.Bucket([]byte(bucketTenantSettings))
+		prev = defaultTenantSettings(ts.TenantID)
+		if old := bucket.Get(key); old != nil {
+			// Decode into a zero record: a field the stored one
+			// leaves out is false, not the default.
+			var stored TenantSettings
+			if err := json.Unmarshal(old, &stored); err != nil {
+				return fmt.Errorf("stored record: %w", err)
+			}
+			prev = stored
+		}
+		// The version comes from the stored record, so this one small
+		// record is encoded inside the transaction.
+		next := ts
+		next.Version = prev.Version + 1
+		value, err := json.Marshal(next)
+		if err != nil {
+			return err
+		}
+		if err := bucket.Put(key, value); err != nil {
+			return err
+		}
+		return appendAudit(tx, prepared)
+	})
+	if err != nil {
+		return TenantSettings{}, fmt.Errorf("store: put settings of tenant %s: %w", ts.TenantID, err)
+	}
+	return prev, nil
 }

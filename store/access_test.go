@@ -334,3 +334,117 @@ func TestBindingChangesAndTheirAuditCommitTogether(t *testing.T) {
 		t.Errorf("after the delete, audit actions = %q", got)
 	}
 }
+
+func TestTenantSettings(t *testing.T) {
+	clk := newClock()
+	s, _ := openTemp(t, clk)
+	ctx := context.Background()
+	defaults := store.TenantSettings{TenantID: "tenant-1", DefaultRunner: true}
+
+	got, err := s.TenantSettings(ctx, "tenant-1")
+	if err != nil {
+		t.Fatalf("TenantSettings of a tenant that stored none: %v", err)
+	}
+	if diff := cmp.Diff(defaults, got); diff != "" {
+		t.Errorf("TenantSettings of a tenant that stored none (-want +got):\n%s", diff)
+	}
+
+	first := store.TenantSettings{TenantID: "tenant-1", DefaultRunner: true, DefaultGroup: "group-staff", UpdatedBy: "user-admin", Version: 41}
+	prev, err := s.PutTenantSettings(ctx, first)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(defaults, prev); diff != "" {
+		t.Errorf("first PutTenantSettings returned (-want +got):\n%s", diff)
+	}
+	first.UpdatedAt, first.Version = clk.Now(), 1 // set by the store
+	if got, err := s.TenantSettings(ctx, "tenant-1"); err != nil || !cmp.Equal(got, first) {
+		t.Errorf("TenantSettings after a put = %+v, %v; want %+v", got, err, first)
+	}
+
+	// Turning the default off is stored as such, not read back as the
+	// default.
+	clk.Set(clk.Now().Add(time.Minute))
+	second := store.TenantSettings{TenantID: "tenant-1", DefaultRunner: false, AppsDisabled: true, UpdatedBy: "user-admin-2"}
+	prev, err = s.PutTenantSettings(ctx, second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(first, prev); diff != "" {
+		t.Errorf("second PutTenantSettings returned (-want +got):\n%s", diff)
+	}
+	second.UpdatedAt, second.Version = clk.Now(), 2
+	if got, err := s.TenantSettings(ctx, "tenant-1"); err != nil || !cmp.Equal(got, second) {
+		t.Errorf("TenantSettings after a second put = %+v, %v; want %+v", got, err, second)
+	}
+
+	// What was turned off comes back as the replaced settings, off.
+	third := first
+	third.UpdatedAt = time.Time{}
+	if prev, err := s.PutTenantSettings(ctx, third); err != nil || !cmp.Equal(prev, second) {
+		t.Errorf("third PutTenantSettings returned %+v, %v; want %+v", prev, err, second)
+	}
+	third.UpdatedAt, third.Version = clk.Now(), 3
+	if got, err := s.TenantSettings(ctx, "tenant-1"); err != nil || !cmp.Equal(got, third) {
+		t.Errorf("TenantSettings after a third put = %+v, %v; want %+v", got, err, third)
+	}
+
+	// Another tenant's settings are its own.
+	for _, tenant := range []string{"tenant-2", "tenant-1x", "tenant-"} {
+		if got, err := s.TenantSettings(ctx, tenant); err != nil || !cmp.Equal(got, store.TenantSettings{TenantID: tenant, DefaultRunner: true}) {
+			t.Errorf("TenantSettings(%q) = %+v, %v; want the defaults", tenant, got, err)
+		}
+	}
+
+	for name, bad := range map[string]store.TenantSettings{
+		"no tenant":              {DefaultRunner: true},
+		"NUL in tenant":          {TenantID: "tenant-1\x00"},
+		"default group too long": {TenantID: "tenant-1", DefaultGroup: strings.Repeat("g", 600)},
+	} {
+		if prev, err := s.PutTenantSettings(ctx, bad); !errors.Is(err, store.ErrInvalid) || !cmp.Equal(prev, store.TenantSettings{}) {
+			t.Errorf("PutTenantSettings with %s = %+v, %v; want ErrInvalid", name, prev, err)
+		}
+	}
+	if got, _ := s.TenantSettings(ctx, "tenant-1"); !cmp.Equal(got, third) {
+		t.Errorf("refused puts changed the settings to %+v", got)
+	}
+	if _, err := s.TenantSettings(ctx, ""); !errors.Is(err, store.ErrInvalid) {
+		t.Errorf("TenantSettings without tenant = %v, want ErrInvalid", err)
+	}
+}
+
+func TestTenantSettingsAndTheirAuditCommitTogether(t *testing.T) {
+	clk := newClock()
+	s, _ := openTemp(t, clk)
+	ctx := context.Background()
+	rec := store.AuditRecord{Action: "access.settings.put", Actor: "user-admin", Fields: map[string]any{"defaultRunner": false}}
+	if _, err := s.PutTenantSettings(ctx, store.TenantSettings{TenantID: "tenant-1"}, rec); err != nil {
+		t.Fatal(err)
+	}
+	want := rec
+	want.Seq, want.Time, want.TenantID = 1, clk.Now(), "tenant-1"
+	if diff := cmp.Diff([]store.AuditRecord{want}, auditOf(t, s, "tenant-1")); diff != "" {
+		t.Errorf("Audit after PutTenantSettings (-want +got):\n%s", diff)
+	}
+
+	foreign := rec
+	foreign.TenantID = "tenant-2"
+	for name, c := range map[string]struct {
+		ts  store.TenantSettings
+		rec store.AuditRecord
+	}{
+		"invalid settings":               {store.TenantSettings{TenantID: "tenant-1", DefaultGroup: "g\x00"}, rec},
+		"another tenant's audit record":  {store.TenantSettings{TenantID: "tenant-1", AppsDisabled: true}, foreign},
+		"an audit record without action": {store.TenantSettings{TenantID: "tenant-1", AppsDisabled: true}, store.AuditRecord{}},
+	} {
+		if _, err := s.PutTenantSettings(ctx, c.ts, c.rec); !errors.Is(err, store.ErrInvalid) {
+			t.Errorf("PutTenantSettings with %s = %v, want ErrInvalid", name, err)
+		}
+	}
+	if got, err := s.TenantSettings(ctx, "tenant-1"); err != nil || got.Version != 1 || got.AppsDisabled || got.DefaultRunner {
+		t.Errorf("after refused puts, settings = %+v, %v; want version 1 as first put", got, err)
+	}
+	if got := auditOf(t, s, ""); len(got) != 1 {
+		t.Errorf("after refused puts, %d audit records, want 1: %+v", len(got), got)
+	}
+}

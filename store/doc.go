@@ -83,10 +83,11 @@
 // # Writes
 //
 // Every write (SaveRun, Append, PutConversation, DeleteConversation,
-// PutDelivery, PutBinding, DeleteBinding) is validated and encoded in the
-// caller's goroutine, then handed to one writer goroutine that commits at
-// once when it is idle and, while a commit is under way, gathers every
-// write that arrives into the next single transaction (group commit). A bbolt commit costs two fsyncs, so this is
+// PutDelivery, PutBinding, DeleteBinding, PutTenantSettings) is validated
+// and encoded in the caller's goroutine, then handed to one writer
+// goroutine that commits at once when it is idle and, while a commit is
+// under way, gathers every write that arrives into the next single
+// transaction (group commit). A bbolt commit costs two fsyncs, so this is
 // what lets many concurrent writers through without making a lone writer
 // wait. A caller returns only after its transaction is on disk, and gets
 // its own error: a write that fails inside the transaction is taken out and
