@@ -448,3 +448,125 @@ func TestTenantSettingsAndTheirAuditCommitTogether(t *testing.T) {
 		t.Errorf("after refused puts, %d audit records, want 1: %+v", len(got), got)
 	}
 }
+
+const permitAll = `permit (principal, action, resource);`
+
+func TestPolicySetVersions(t *testing.T) {
+	clk := newClock()
+	s, _ := openTemp(t, clk)
+	ctx := context.Background()
+
+	if _, err := s.PolicySet(ctx, "tenant-1"); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("PolicySet of a tenant that stored none = %v, want ErrNotFound", err)
+	}
+
+	first := store.PolicySet{TenantID: "tenant-1", Text: permitAll, UpdatedBy: "user-admin", Version: 99}
+	prev, err := s.PutPolicySet(ctx, first, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(store.PolicySet{TenantID: "tenant-1"}, prev); diff != "" {
+		t.Errorf("first PutPolicySet returned (-want +got):\n%s", diff)
+	}
+	first.Version, first.UpdatedAt = 1, clk.Now() // set by the store
+	if got, err := s.PolicySet(ctx, "tenant-1"); err != nil || !cmp.Equal(got, first) {
+		t.Errorf("PolicySet after a put = %+v, %v; want %+v", got, err, first)
+	}
+
+	// A second admin who read no set, or version 1 after it changed,
+	// does not overwrite what is stored.
+	clk.Set(clk.Now().Add(time.Minute))
+	second := store.PolicySet{TenantID: "tenant-1", Text: `forbid (principal, action, resource);`, UpdatedBy: "user-admin-2"}
+	if _, err := s.PutPolicySet(ctx, second, 1); err != nil {
+		t.Fatal(err)
+	}
+	second.Version, second.UpdatedAt = 2, clk.Now()
+	for _, want := range []uint64{0, 1, 3} {
+		stale := store.PolicySet{TenantID: "tenant-1", Text: "// lost update", UpdatedBy: "user-admin"}
+		prev, err := s.PutPolicySet(ctx, stale, want)
+		if !errors.Is(err, store.ErrConflict) || !cmp.Equal(prev, store.PolicySet{}) {
+			t.Errorf("PutPolicySet over version %d with 2 stored = %+v, %v; want ErrConflict", want, prev, err)
+		}
+	}
+	if got, err := s.PolicySet(ctx, "tenant-1"); err != nil || !cmp.Equal(got, second) {
+		t.Errorf("PolicySet after conflicting puts = %+v, %v; want %+v", got, err, second)
+	}
+
+	// The stored version is the one replaced plus one.
+	third := store.PolicySet{TenantID: "tenant-1", Text: permitAll + "\n// \x00 may be in a string"}
+	prev, err = s.PutPolicySet(ctx, third, 2)
+	if err != nil || !cmp.Equal(prev, second) {
+		t.Errorf("PutPolicySet over version 2 = %+v, %v; want %+v", prev, err, second)
+	}
+	third.Version, third.UpdatedAt = 3, clk.Now()
+	if got, err := s.PolicySet(ctx, "tenant-1"); err != nil || !cmp.Equal(got, third) {
+		t.Errorf("PolicySet after the third put = %+v, %v; want %+v", got, err, third)
+	}
+
+	// Another tenant has none, and a first put of its own.
+	for _, tenant := range []string{"tenant-2", "tenant-1x", "tenant-"} {
+		if _, err := s.PolicySet(ctx, tenant); !errors.Is(err, store.ErrNotFound) {
+			t.Errorf("PolicySet(%q) = %v, want ErrNotFound", tenant, err)
+		}
+	}
+	if _, err := s.PutPolicySet(ctx, store.PolicySet{TenantID: "tenant-2", Text: permitAll}, 0); err != nil {
+		t.Errorf("first PutPolicySet of tenant-2: %v", err)
+	}
+
+	full := strings.Repeat("x", store.MaxPolicySetText)
+	if _, err := s.PutPolicySet(ctx, store.PolicySet{TenantID: "tenant-3", Text: full}, 0); err != nil {
+		t.Errorf("PutPolicySet of %d bytes: %v", len(full), err)
+	}
+	for name, bad := range map[string]store.PolicySet{
+		"text one byte too long": {TenantID: "tenant-1", Text: full + "x"},
+		"text not UTF-8":         {TenantID: "tenant-1", Text: "permit \xff"},
+		"no tenant":              {Text: permitAll},
+		"NUL in tenant":          {TenantID: "tenant-1\x00", Text: permitAll},
+	} {
+		if _, err := s.PutPolicySet(ctx, bad, 3); !errors.Is(err, store.ErrInvalid) {
+			t.Errorf("PutPolicySet with %s = %v, want ErrInvalid", name, err)
+		}
+	}
+	if got, _ := s.PolicySet(ctx, "tenant-1"); !cmp.Equal(got, third) {
+		t.Errorf("refused puts changed the policy set to version %d, %d bytes of text", got.Version, len(got.Text))
+	}
+	if _, err := s.PolicySet(ctx, ""); !errors.Is(err, store.ErrInvalid) {
+		t.Errorf("PolicySet without tenant = %v, want ErrInvalid", err)
+	}
+}
+
+func TestPolicySetAndItsAuditCommitTogether(t *testing.T) {
+	clk := newClock()
+	s, _ := openTemp(t, clk)
+	ctx := context.Background()
+	rec := store.AuditRecord{Action: "access.policy_set.put", Actor: "user-admin"}
+	if _, err := s.PutPolicySet(ctx, store.PolicySet{TenantID: "tenant-1", Text: permitAll}, 0, rec); err != nil {
+		t.Fatal(err)
+	}
+	want := rec
+	want.Seq, want.Time, want.TenantID = 1, clk.Now(), "tenant-1"
+	if diff := cmp.Diff([]store.AuditRecord{want}, auditOf(t, s, "tenant-1")); diff != "" {
+		t.Errorf("Audit after PutPolicySet (-want +got):\n%s", diff)
+	}
+
+	// Refused inside the transaction (a conflict) or before it (too long,
+	// another tenant's record): no audit record either.
+	if _, err := s.PutPolicySet(ctx, store.PolicySet{TenantID: "tenant-1", Text: "// stale"}, 0, rec); !errors.Is(err, store.ErrConflict) {
+		t.Errorf("stale PutPolicySet = %v, want ErrConflict", err)
+	}
+	tooLong := store.PolicySet{TenantID: "tenant-1", Text: strings.Repeat("x", store.MaxPolicySetText+1)}
+	if _, err := s.PutPolicySet(ctx, tooLong, 1, rec); !errors.Is(err, store.ErrInvalid) {
+		t.Errorf("PutPolicySet of too long a text = %v, want ErrInvalid", err)
+	}
+	foreign := rec
+	foreign.TenantID = "tenant-2"
+	if _, err := s.PutPolicySet(ctx, store.PolicySet{TenantID: "tenant-1", Text: "// other"}, 1, foreign); !errors.Is(err, store.ErrInvalid) {
+		t.Errorf("PutPolicySet with another tenant's audit record = %v, want ErrInvalid", err)
+	}
+	if got := auditOf(t, s, ""); len(got) != 1 {
+		t.Errorf("after refused puts, %d audit records, want 1: %+v", len(got), got)
+	}
+	if got, err := s.PolicySet(ctx, "tenant-1"); err != nil || got.Text != permitAll || got.Version != 1 {
+		t.Errorf("after refused puts, PolicySet = %+v, %v; want the first", got, err)
+	}
+}
