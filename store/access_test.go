@@ -570,3 +570,48 @@ func TestPolicySetAndItsAuditCommitTogether(t *testing.T) {
 		t.Errorf("after refused puts, PolicySet = %+v, %v; want the first", got, err)
 	}
 }
+
+// Access records are in the file, not only in memory: a reopened store
+// has them all, and goes on numbering versions from where they were.
+func TestAccessRecordsSurviveReopen(t *testing.T) {
+	clk := newClock()
+	s, path := openTemp(t, clk)
+	ctx := context.Background()
+	binding := store.Binding{TenantID: "tenant-1", AgentID: store.AllAgents, Subject: "group-1", Kind: store.KindGroup,
+		Role: store.RoleAdmin, DisplayName: "Admins", CreatedBy: "user-root"}
+	putBindings(t, s, binding)
+	binding.CreatedAt = clk.Now()
+	settings := store.TenantSettings{TenantID: "tenant-1", DefaultRunner: false, AppsDisabled: true, UpdatedBy: "user-root"}
+	if _, err := s.PutTenantSettings(ctx, settings, store.AuditRecord{Action: "access.settings.put"}); err != nil {
+		t.Fatal(err)
+	}
+	settings.UpdatedAt, settings.Version = clk.Now(), 1
+	policy := store.PolicySet{TenantID: "tenant-1", Text: permitAll, UpdatedBy: "user-root"}
+	if _, err := s.PutPolicySet(ctx, policy, 0, store.AuditRecord{Action: "access.policy_set.put"}); err != nil {
+		t.Fatal(err)
+	}
+	policy.UpdatedAt, policy.Version = clk.Now(), 1
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	s = openAt(t, path, clk)
+	if got, err := s.BindingsFor(ctx, "tenant-1", "sales", []string{"user-1", "group-1"}); err != nil || !cmp.Equal(got, []store.Binding{binding}) {
+		t.Errorf("BindingsFor after reopen = %+v, %v; want %+v", got, err, binding)
+	}
+	if got, err := s.TenantSettings(ctx, "tenant-1"); err != nil || !cmp.Equal(got, settings) {
+		t.Errorf("TenantSettings after reopen = %+v, %v; want %+v", got, err, settings)
+	}
+	if got, err := s.PolicySet(ctx, "tenant-1"); err != nil || !cmp.Equal(got, policy) {
+		t.Errorf("PolicySet after reopen = %+v, %v; want %+v", got, err, policy)
+	}
+	if got := actions(auditOf(t, s, "tenant-1")); !cmp.Equal(got, []string{"access.settings.put", "access.policy_set.put"}) {
+		t.Errorf("audit actions after reopen = %q", got)
+	}
+	if _, err := s.PutPolicySet(ctx, policy, 0); !errors.Is(err, store.ErrConflict) {
+		t.Errorf("PutPolicySet over version 0 after reopen = %v, want ErrConflict", err)
+	}
+	if prev, err := s.PutTenantSettings(ctx, settings); err != nil || prev.Version != 1 {
+		t.Errorf("PutTenantSettings after reopen replaced version %d (%v), want 1", prev.Version, err)
+	}
+}

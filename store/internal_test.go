@@ -343,7 +343,8 @@ var accessBuckets = []string{bucketBindings, bucketTenantSettings, bucketPolicyS
 
 // A file written by the version-2 program (a run with its delivery, audit
 // records, a conversation; no access buckets) is opened by this one:
-// migration 3 adds the access buckets and keeps everything else.
+// migration 3 adds the access buckets, keeps everything else, and the
+// access methods work on the migrated file.
 func TestMigrationV3AddsAccessRecordsToV2File(t *testing.T) {
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "teamsbot.db")
@@ -401,6 +402,36 @@ func TestMigrationV3AddsAccessRecordsToV2File(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+
+	// The migrated file reads as no access records of its own, and takes
+	// them.
+	s := mustOpen(t, path, schema())
+	if bs, err := s.Bindings(ctx, "tenant-1", ""); err != nil || len(bs) != 0 {
+		t.Errorf("Bindings after the migration = %+v, %v; want none", bs, err)
+	}
+	if ts, err := s.TenantSettings(ctx, "tenant-1"); err != nil || !ts.DefaultRunner || ts.Version != 0 {
+		t.Errorf("TenantSettings after the migration = %+v, %v; want the defaults", ts, err)
+	}
+	if _, err := s.PolicySet(ctx, "tenant-1"); !errors.Is(err, ErrNotFound) {
+		t.Errorf("PolicySet after the migration = %v, want ErrNotFound", err)
+	}
+	b := Binding{TenantID: "tenant-1", AgentID: "default", Subject: "user-1", Kind: KindUser, Role: RoleRunner}
+	if err := s.PutBinding(ctx, b); err != nil {
+		t.Errorf("PutBinding after the migration: %v", err)
+	}
+	if _, err := s.PutTenantSettings(ctx, TenantSettings{TenantID: "tenant-1"}); err != nil {
+		t.Errorf("PutTenantSettings after the migration: %v", err)
+	}
+	if _, err := s.PutPolicySet(ctx, PolicySet{TenantID: "tenant-1", Text: "permit (principal, action, resource);"}, 0); err != nil {
+		t.Errorf("PutPolicySet after the migration: %v", err)
+	}
+	if bs, err := s.BindingsFor(ctx, "tenant-1", "default", []string{"user-1"}); err != nil || len(bs) != 1 {
+		t.Errorf("BindingsFor after the migration = %+v, %v; want the one put", bs, err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+
 	// The version-2 program now refuses the file rather than grant access
 	// without the records this one keeps.
 	if _, err := open(ctx, path, Options{}, v2); !errors.Is(err, ErrSchemaTooNew) {
