@@ -128,9 +128,10 @@ func (s *Store) prepareTenantAudit(tenant string, recs []AuditRecord) ([]prepare
 
 // PutBinding stores a binding, with the audit records of the change in the
 // same commit: both are stored or neither is. Kind and role must be among
-// the package's constants, and tenant, agent and subject ids present and
-// free of NUL bytes (ErrInvalid otherwise, and nothing is written). A zero
-// CreatedAt is set from the store's clock.
+// the package's constants, and tenant, agent and subject ids present, at
+// most 512 bytes of valid UTF-8 and free of NUL bytes (ErrInvalid
+// otherwise, saying which, and nothing is written). A zero CreatedAt is
+// set from the store's clock.
 //
 // It is idempotent: putting a binding that is already stored keeps its
 // CreatedBy and CreatedAt (when it was first granted, and by whom) and

@@ -87,12 +87,9 @@
 // is validated and encoded in the caller's goroutine, then handed to one
 // writer goroutine that commits at once when it is idle and, while a
 // commit is under way, gathers every write that arrives into the next
-// single transaction (group commit). Two small records are encoded inside
-// it, because they depend on what is stored: tenant settings, whose
-// version is the stored one's plus one, and a binding put again, which
-// keeps its first grant's creator and time. A bbolt commit costs two fsyncs, so this is
-// what lets many concurrent writers through without making a lone writer
-// wait. A caller returns only after its transaction is on disk, and gets
+// single transaction (group commit). A bbolt commit costs two fsyncs, so
+// this is what lets many concurrent writers through without making a lone
+// writer wait. A caller returns only after its transaction is on disk, and gets
 // its own error: a write that fails inside the transaction is taken out and
 // the others are committed without it. PutDelivery is a lazy write: the
 // answer it records is already out, so an idle writer holds it back up to
@@ -104,7 +101,10 @@
 // record are both stored or neither is. PutPolicySet is optimistic: it
 // names the version it replaces and gets ErrConflict if the stored set
 // has moved on, so that of two admins editing at once the second does not
-// silently undo the first.
+// silently undo the first. Two small records are encoded inside the
+// transaction, because they depend on what is stored: tenant settings,
+// whose version is the stored one's plus one, and a binding put again,
+// which keeps its first grant's creator and time.
 //
 // # Schema
 //
