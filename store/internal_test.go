@@ -56,7 +56,7 @@ func bucketLen(t *testing.T, s *Store, name string) int {
 // later is the kind of migration a later version adds: a new bucket, and
 // a rewrite of existing records (here each run gets a note).
 func later(tx *bbolt.Tx) error {
-	if _, err := tx.CreateBucketIfNotExists([]byte("tenant_settings")); err != nil {
+	if _, err := tx.CreateBucketIfNotExists([]byte("run_notes")); err != nil {
 		return err
 	}
 	runs := tx.Bucket([]byte(bucketRuns))
@@ -121,7 +121,7 @@ func TestMigrations(t *testing.T) {
 	s.Close()
 
 	// The next migration runs once, on open, over the existing data.
-	withNext := append(schema(), migration{version: next, name: "tenant settings, run notes", apply: later})
+	withNext := append(schema(), migration{version: next, name: "run notes", apply: later})
 	for range 2 {
 		s = mustOpen(t, path, withNext)
 		if got := versionOf(t, s); got != next {
@@ -290,12 +290,13 @@ func TestMigrationV2AddsDeliveriesToV1File(t *testing.T) {
 		t.Fatal(err)
 	}
 
+	latest := uint64(len(schema()))
 	s, err := Open(ctx, path, Options{})
 	if err != nil {
 		t.Fatalf("Open of a v1 file: %v", err)
 	}
-	if got := versionOf(t, s); got != 2 {
-		t.Errorf("after Open the version is %d, want 2", got)
+	if got := versionOf(t, s); got != latest {
+		t.Errorf("after Open the version is %d, want %d", got, latest)
 	}
 	if !hasBucket(t, s, bucketDeliveries) {
 		t.Fatal("no deliveries bucket after the migration")
@@ -320,8 +321,8 @@ func TestMigrationV2AddsDeliveriesToV1File(t *testing.T) {
 	// Opened again, nothing is migrated twice and the delivery is there.
 	s = mustOpen(t, path, schema())
 	defer s.Close()
-	if got := versionOf(t, s); got != 2 {
-		t.Errorf("after a second Open the version is %d, want 2", got)
+	if got := versionOf(t, s); got != latest {
+		t.Errorf("after a second Open the version is %d, want %d", got, latest)
 	}
 	got, err := s.Delivery(ctx, "run-old")
 	if err != nil || !got.SentAt.Equal(want.SentAt) || got.ConversationKey != want.ConversationKey || !slices.Equal(got.ActivityIDs, want.ActivityIDs) {
@@ -332,6 +333,107 @@ func TestMigrationV2AddsDeliveriesToV1File(t *testing.T) {
 	s.Close()
 	if _, err := open(ctx, path, Options{}, v1); !errors.Is(err, ErrSchemaTooNew) {
 		t.Errorf("the v1 program opening the migrated file = %v, want ErrSchemaTooNew", err)
+	}
+}
+
+// accessBuckets are the buckets migration 3 adds.
+var accessBuckets = []string{bucketBindings, bucketTenantSettings, bucketPolicySets}
+
+// A file written by the version-2 program (a run with its delivery, audit
+// records, a conversation; no access buckets) is opened by this one:
+// migration 3 adds the access buckets, keeps everything else, and the
+// access methods work on the migrated file.
+func TestMigrationV3AddsAccessRecordsToV2File(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "teamsbot.db")
+	v2 := schema()[:2]
+
+	old := mustOpen(t, path, v2)
+	if err := old.SaveRun(ctx, Run{ID: "run-old", TenantID: "tenant-1", Text: "from v2"}, nil,
+		[]AuditRecord{{TenantID: "tenant-1", Action: "agent.mcp_app.view"}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := old.PutConversation(ctx, ConversationRef{Key: "tenant-1/a:conv", ServiceURL: "https://smba.example/"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := old.PutDelivery(ctx, Delivery{RunID: "run-old", ConversationKey: "tenant-1/a:conv", ConversationID: "a:conv", ActivityIDs: []string{"1:7"}}); err != nil {
+		t.Fatal(err)
+	}
+	if got := versionOf(t, old); got != 2 {
+		t.Fatalf("the v2 program wrote schema version %d", got)
+	}
+	for _, b := range accessBuckets {
+		if hasBucket(t, old, b) {
+			t.Fatalf("a v2 file already has the %s bucket; this test proves nothing", b)
+		}
+	}
+	if err := old.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	for range 2 { // the second Open finds nothing left to migrate
+		s, err := Open(ctx, path, Options{})
+		if err != nil {
+			t.Fatalf("Open of a v2 file: %v", err)
+		}
+		if got := versionOf(t, s); got != 3 {
+			t.Errorf("after Open the version is %d, want 3", got)
+		}
+		for _, b := range accessBuckets {
+			if !hasBucket(t, s, b) {
+				t.Errorf("no %s bucket after the migration", b)
+			}
+		}
+		if r, err := s.GetRun(ctx, "run-old"); err != nil || r.Text != "from v2" {
+			t.Errorf("run after the migration = %+v, %v; want it kept", r, err)
+		}
+		if d, err := s.Delivery(ctx, "run-old"); err != nil || !slices.Equal(d.ActivityIDs, []string{"1:7"}) {
+			t.Errorf("delivery after the migration = %+v, %v; want it kept", d, err)
+		}
+		if c, err := s.Conversation(ctx, "tenant-1/a:conv"); err != nil || c.ServiceURL != "https://smba.example/" {
+			t.Errorf("conversation after the migration = %+v, %v; want it kept", c, err)
+		}
+		if recs, err := s.Audit(ctx, AuditQuery{TenantID: "tenant-1"}); err != nil || len(recs) != 1 {
+			t.Errorf("audit after the migration = %+v, %v; want the one record", recs, err)
+		}
+		if err := s.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	// The migrated file reads as no access records of its own, and takes
+	// them.
+	s := mustOpen(t, path, schema())
+	if bs, err := s.Bindings(ctx, "tenant-1", ""); err != nil || len(bs) != 0 {
+		t.Errorf("Bindings after the migration = %+v, %v; want none", bs, err)
+	}
+	if ts, err := s.TenantSettings(ctx, "tenant-1"); err != nil || !ts.DefaultRunner || ts.Version != 0 {
+		t.Errorf("TenantSettings after the migration = %+v, %v; want the defaults", ts, err)
+	}
+	if _, err := s.PolicySet(ctx, "tenant-1"); !errors.Is(err, ErrNotFound) {
+		t.Errorf("PolicySet after the migration = %v, want ErrNotFound", err)
+	}
+	b := Binding{TenantID: "tenant-1", AgentID: "default", Subject: "user-1", Kind: KindUser, Role: RoleRunner}
+	if err := s.PutBinding(ctx, b); err != nil {
+		t.Errorf("PutBinding after the migration: %v", err)
+	}
+	if _, err := s.PutTenantSettings(ctx, TenantSettings{TenantID: "tenant-1"}); err != nil {
+		t.Errorf("PutTenantSettings after the migration: %v", err)
+	}
+	if _, err := s.PutPolicySet(ctx, PolicySet{TenantID: "tenant-1", Text: "permit (principal, action, resource);"}, 0); err != nil {
+		t.Errorf("PutPolicySet after the migration: %v", err)
+	}
+	if bs, err := s.BindingsFor(ctx, "tenant-1", "default", []string{"user-1"}); err != nil || len(bs) != 1 {
+		t.Errorf("BindingsFor after the migration = %+v, %v; want the one put", bs, err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	// The version-2 program now refuses the file rather than grant access
+	// without the records this one keeps.
+	if _, err := open(ctx, path, Options{}, v2); !errors.Is(err, ErrSchemaTooNew) {
+		t.Errorf("the v2 program opening the migrated file = %v, want ErrSchemaTooNew", err)
 	}
 }
 

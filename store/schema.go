@@ -24,6 +24,9 @@ const (
 	bucketAuditByTenantAction = "audit_by_tenant_action"
 	bucketConversations       = "conversations"
 	bucketDeliveries          = "deliveries"
+	bucketBindings            = "bindings"
+	bucketTenantSettings      = "tenant_settings"
+	bucketPolicySets          = "policy_sets"
 
 	keySchemaVersion = "schema_version"
 )
@@ -46,6 +49,7 @@ func schema() []migration {
 	return []migration{
 		{version: 1, name: "create buckets", apply: migrateV1},
 		{version: 2, name: "deliveries", apply: migrateV2},
+		{version: 3, name: "access records", apply: migrateV3},
 	}
 }
 
@@ -68,6 +72,19 @@ func migrateV1(tx *bbolt.Tx) error {
 func migrateV2(tx *bbolt.Tx) error {
 	if _, err := tx.CreateBucketIfNotExists([]byte(bucketDeliveries)); err != nil {
 		return fmt.Errorf("bucket %s: %w", bucketDeliveries, err)
+	}
+	return nil
+}
+
+// migrateV3 adds the buckets of access records: role bindings, tenant
+// settings and policy sets. Files of version 2 have none, which reads as
+// no bindings, default settings and no policy set of a tenant's own, so
+// nothing is rewritten.
+func migrateV3(tx *bbolt.Tx) error {
+	for _, name := range []string{bucketBindings, bucketTenantSettings, bucketPolicySets} {
+		if _, err := tx.CreateBucketIfNotExists([]byte(name)); err != nil {
+			return fmt.Errorf("bucket %s: %w", name, err)
+		}
 	}
 	return nil
 }

@@ -37,6 +37,12 @@ func (expiredError) Unwrap() error { return ErrNotFound }
 // tenant id containing a NUL byte. Nothing of such a write is stored.
 var ErrInvalid = errors.New("store: invalid")
 
+// ErrConflict is returned (wrapped, with both versions) by a put that
+// names the version it replaces when the stored record is at another: a
+// change made in between would be lost. Nothing is written; the caller
+// reads the record again and retries or reports.
+var ErrConflict = errors.New("store: version conflict")
+
 // ErrClosed is returned by every method called after Close.
 var ErrClosed = errors.New("store: closed")
 

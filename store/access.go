@@ -1,0 +1,517 @@
+package store
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"go.etcd.io/bbolt"
+)
+
+// Kinds of binding subjects.
+const (
+	KindUser  = "user"
+	KindGroup = "group"
+)
+
+// Roles a binding grants. The store only checks that a role is one of
+// these; what each allows is the caller's policy.
+const (
+	RoleReader = "reader"
+	RoleRunner = "runner"
+	RoleAdmin  = "admin"
+)
+
+// AllAgents as a binding's AgentID grants its role on every agent of the
+// tenant.
+const AllAgents = "*"
+
+// maxBindingSubjects bounds the subjects of one BindingsFor lookup (a user
+// and the groups it is in); each costs two seeks in one read transaction.
+const maxBindingSubjects = 10_000
+
+// maxDisplayName bounds a display name (Entra allows 256 characters).
+const maxDisplayName = 1024
+
+// Binding grants a role on an agent (or AllAgents) of a tenant to a user or
+// a group. Bindings are identified by (TenantID, AgentID, Kind, Subject,
+// Role): a subject can hold several roles on an agent, each its own
+// binding.
+type Binding struct {
+	TenantID string `json:"tenantId"`
+	AgentID  string `json:"agentId"` // or AllAgents
+	// Subject is the Entra object id of the user or group, compared byte
+	// for byte: pass ids as Entra gives them.
+	Subject     string    `json:"subject"`
+	Kind        string    `json:"kind"` // KindUser or KindGroup
+	Role        string    `json:"role"` // RoleReader, RoleRunner or RoleAdmin
+	DisplayName string    `json:"displayName,omitempty"`
+	CreatedBy   string    `json:"createdBy,omitempty"`
+	CreatedAt   time.Time `json:"createdAt"`
+}
+
+// checkKeyPart checks a string used as a part of a key: present, bounded,
+// valid UTF-8 (JSON would silently change it otherwise, and the record
+// would no longer match its key) and free of the NUL byte that ends key
+// parts, so that no id can reach into the keys of another.
+func checkKeyPart(what, v string) error {
+	if err := checkID(what, v); err != nil {
+		return err
+	}
+	return checkText(what, v, maxIDLen)
+}
+
+// checkText checks a string stored in a record: bounded, valid UTF-8, no
+// NUL byte.
+func checkText(what, v string, limit int) error {
+	switch {
+	case len(v) > limit:
+		return fmt.Errorf("%s of %d bytes, at most %d: %w", what, len(v), limit, ErrInvalid)
+	case !utf8.ValidString(v):
+		return fmt.Errorf("%s is not valid UTF-8: %w", what, ErrInvalid)
+	case strings.IndexByte(v, 0) >= 0:
+		return fmt.Errorf("%s contains a NUL byte: %w", what, ErrInvalid)
+	}
+	return nil
+}
+
+// checkBindingKey checks the parts that identify a binding and returns its
+// key and a name for errors.
+func checkBindingKey(tenant, agent, kind, subject, role string) (key []byte, name string, err error) {
+	for _, p := range []struct{ what, v string }{
+		{"binding tenant", tenant}, {"binding agent", agent}, {"binding subject", subject},
+	} {
+		if err := checkKeyPart(p.what, p.v); err != nil {
+			return nil, "", err
+		}
+	}
+	switch kind {
+	case KindUser, KindGroup:
+	default:
+		return nil, "", fmt.Errorf("binding of %s to agent %s of tenant %s: kind %.64q is neither %q nor %q: %w",
+			subject, agent, tenant, kind, KindUser, KindGroup, ErrInvalid)
+	}
+	switch role {
+	case RoleReader, RoleRunner, RoleAdmin:
+	default:
+		return nil, "", fmt.Errorf("binding of %s %s to agent %s of tenant %s: role %.64q is not %q, %q or %q: %w",
+			kind, subject, agent, tenant, role, RoleReader, RoleRunner, RoleAdmin, ErrInvalid)
+	}
+	name = fmt.Sprintf("of %s %s as %s on agent %s of tenant %s", kind, subject, role, agent, tenant)
+	return indexKey(nil, tenant, agent, subject, kind, role), name, nil
+}
+
+// prepareTenantAudit checks and encodes the audit records of a change to
+// tenant's access records. A record without a tenant is the change's
+// tenant's; one naming another tenant is refused, so that an admin of one
+// tenant never writes into another's audit log.
+func (s *Store) prepareTenantAudit(tenant string, recs []AuditRecord) ([]preparedAudit, error) {
+	own := make([]AuditRecord, len(recs)) // never change the caller's slice
+	for i, r := range recs {
+		switch r.TenantID {
+		case "":
+			r.TenantID = tenant
+		case tenant:
+		default:
+			return nil, fmt.Errorf("audit record %d is of tenant %.128s, the change of tenant %s: %w", i, r.TenantID, tenant, ErrInvalid)
+		}
+		own[i] = r
+	}
+	return s.prepareAudit(own)
+}
+
+// PutBinding stores a binding, with the audit records of the change in the
+// same commit: both are stored or neither is. Kind and role must be among
+// the package's constants, and tenant, agent and subject ids present, at
+// most 512 bytes of valid UTF-8 and free of NUL bytes (ErrInvalid
+// otherwise, saying which, and nothing is written). A zero CreatedAt is
+// set from the store's clock.
+//
+// It is idempotent: putting a binding that is already stored keeps its
+// CreatedBy and CreatedAt (when it was first granted, and by whom) and
+// only refreshes its DisplayName. The audit records are written either
+// way, as a record of what was asked. An audit record's empty TenantID is
+// the binding's; another tenant's is ErrInvalid.
+func (s *Store) PutBinding(ctx context.Context, b Binding, audit ...AuditRecord) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	key, name, err := checkBindingKey(b.TenantID, b.AgentID, b.Kind, b.Subject, b.Role)
+	if err != nil {
+		return err
+	}
+	if err := checkText("binding display name", b.DisplayName, maxDisplayName); err != nil {
+		return fmt.Errorf("binding %s: %w", name, err)
+	}
+	if err := checkText("binding creator", b.CreatedBy, maxIDLen); err != nil {
+		return fmt.Errorf("binding %s: %w", name, err)
+	}
+	if b.CreatedAt.IsZero() {
+		b.CreatedAt = s.now()
+	}
+	value, err := json.Marshal(b)
+	if err != nil {
+		return fmt.Errorf("binding %s: %w", name, err)
+	}
+	prepared, err := s.prepareTenantAudit(b.TenantID, audit)
+	if err != nil {
+		return fmt.Errorf("binding %s: %w", name, err)
+	}
+	err = s.write(ctx, func(tx *bbolt.Tx) error {
+		bucket := tx.Bucket([]byte(bucketBindings))
+		v := value
+		if old := bucket.Get(key); old != nil {
+			// Already granted: keep who granted it and when. This
+			// decodes and encodes one small record inside the
+			// transaction, only on a repeated put.
+			var kept Binding
+			if err := json.Unmarshal(old, &kept); err != nil {
+				return fmt.Errorf("stored record: %w", err)
+			}
+			kept.DisplayName = b.DisplayName
+			if v, err = json.Marshal(kept); err != nil {
+				return err
+			}
+		}
+		if err := bucket.Put(key, v); err != nil {
+			return err
+		}
+		return appendAudit(tx, prepared)
+	})
+	if err != nil {
+		return fmt.Errorf("store: put binding %s: %w", name, err)
+	}
+	return nil
+}
+
+// DeleteBinding removes a binding, with the audit records of the change in
+// the same commit. A binding that is not stored gives ErrNotFound, and its
+// audit records are not written either. Arguments are checked as by
+// PutBinding.
+func (s *Store) DeleteBinding(ctx context.Context, tenant, agent, kind, subject, role string, audit ...AuditRecord) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	key, name, err := checkBindingKey(tenant, agent, kind, subject, role)
+	if err != nil {
+		return err
+	}
+	prepared, err := s.prepareTenantAudit(tenant, audit)
+	if err != nil {
+		return fmt.Errorf("binding %s: %w", name, err)
+	}
+	err = s.write(ctx, func(tx *bbolt.Tx) error {
+		bucket := tx.Bucket([]byte(bucketBindings))
+		if bucket.Get(key) == nil {
+			return ErrNotFound
+		}
+		if err := bucket.Delete(key); err != nil {
+			return err
+		}
+		return appendAudit(tx, prepared)
+	})
+	if err != nil {
+		return fmt.Errorf("store: delete binding %s: %w", name, err)
+	}
+	return nil
+}
+
+// Bindings returns the bindings of an agent of tenant, or with agent ""
+// those of every agent of the tenant (AllAgents' among them), ordered by
+// agent, then subject, kind and role. Agent AllAgents returns only the
+// bindings made for every agent. A tenant without bindings has none, and
+// no error.
+func (s *Store) Bindings(ctx context.Context, tenant, agent string) ([]Binding, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	if err := checkKeyPart("bindings tenant", tenant); err != nil {
+		return nil, err
+	}
+	prefix := indexKey(nil, tenant)
+	if agent != "" {
+		if err := checkKeyPart("bindings agent", agent); err != nil {
+			return nil, err
+		}
+		prefix = indexKey(nil, tenant, agent)
+	}
+	var out []Binding
+	err := s.read(func(tx *bbolt.Tx) error {
+		c := tx.Bucket([]byte(bucketBindings)).Cursor()
+		var err error
+		out, err = appendBindings(out, c, prefix)
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("store: bindings of agent %q of tenant %s: %w", agent, tenant, err)
+	}
+	return out, nil
+}
+
+// BindingsFor returns the bindings that apply to a signed-in user on an
+// agent: those of tenant whose Subject is one of subjects (the user's id
+// and the ids of its groups), made for agent or for AllAgents. It is the
+// lookup of every access decision, so it reads only the matching records:
+// one seek per subject and agent. The agent's own bindings come first,
+// then AllAgents', each ordered by subject, kind and role; a subject given
+// twice counts once. No subjects, or none bound, give no bindings and no
+// error.
+//
+// An empty subject, or more than 10,000 of them, is ErrInvalid: the
+// caller has not identified the user, and denies.
+func (s *Store) BindingsFor(ctx context.Context, tenant, agent string, subjects []string) ([]Binding, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	if err := checkKeyPart("bindings tenant", tenant); err != nil {
+		return nil, err
+	}
+	if err := checkKeyPart("bindings agent", agent); err != nil {
+		return nil, err
+	}
+	if len(subjects) > maxBindingSubjects {
+		return nil, fmt.Errorf("bindings of agent %s of tenant %s: %d subjects, at most %d: %w",
+			agent, tenant, len(subjects), maxBindingSubjects, ErrInvalid)
+	}
+	for _, sub := range subjects {
+		if err := checkKeyPart("bindings subject", sub); err != nil {
+			return nil, fmt.Errorf("bindings of agent %s of tenant %s: %w", agent, tenant, err)
+		}
+	}
+	if len(subjects) == 0 {
+		return nil, nil
+	}
+	subs := slices.Clone(subjects)
+	slices.Sort(subs)
+	subs = slices.Compact(subs)
+	agents := []string{agent, AllAgents}
+	if agent == AllAgents {
+		agents = agents[:1]
+	}
+	var out []Binding
+	err := s.read(func(tx *bbolt.Tx) error {
+		c := tx.Bucket([]byte(bucketBindings)).Cursor()
+		for _, a := range agents {
+			for _, sub := range subs {
+				var err error
+				if out, err = appendBindings(out, c, indexKey(nil, tenant, a, sub)); err != nil {
+					return err
+				}
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("store: bindings for agent %s of tenant %s: %w", agent, tenant, err)
+	}
+	return out, nil
+}
+
+// appendBindings decodes the bindings whose keys start with prefix.
+func appendBindings(out []Binding, c *bbolt.Cursor, prefix []byte) ([]Binding, error) {
+	for k, v := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix); k, v = c.Next() {
+		var b Binding
+		if err := json.Unmarshal(v, &b); err != nil {
+			return out, fmt.Errorf("binding %q: %w", k, err)
+		}
+		out = append(out, b)
+	}
+	return out, nil
+}
+
+// TenantSettings are a tenant's own access settings. Version counts the
+// puts: the store sets it.
+type TenantSettings struct {
+	TenantID string `json:"tenantId"`
+	// DefaultRunner makes every signed-in member of the tenant a runner
+	// of its own runs, without a binding.
+	DefaultRunner bool `json:"defaultRunner"`
+	// DefaultGroup, when set, limits DefaultRunner to the members of this
+	// group (an Entra object id).
+	DefaultGroup string    `json:"defaultGroup,omitempty"`
+	AppsDisabled bool      `json:"appsDisabled"`
+	UpdatedBy    string    `json:"updatedBy,omitempty"`
+	UpdatedAt    time.Time `json:"updatedAt"`
+	Version      uint64    `json:"version"`
+}
+
+// defaultTenantSettings are the settings of a tenant that stored none:
+// every member may run agents, as before tenants had settings.
+func defaultTenantSettings(tenant string) TenantSettings {
+	return TenantSettings{TenantID: tenant, DefaultRunner: true}
+}
+
+// TenantSettings returns a tenant's settings. A tenant that stored none
+// has the defaults (DefaultRunner, Version 0), and no error.
+func (s *Store) TenantSettings(ctx context.Context, tenant string) (TenantSettings, error) {
+	if err := checkKeyPart("settings tenant", tenant); err != nil {
+		return TenantSettings{}, err
+	}
+	ts, err := getJSON[TenantSettings](ctx, s, bucketTenantSettings, "settings of tenant", tenant)
+	if errors.Is(err, ErrNotFound) {
+		return defaultTenantSettings(tenant), nil
+	}
+	if err != nil {
+		return TenantSettings{}, fmt.Errorf("store: %w", err)
+	}
+	return ts, nil
+}
+
+// PutTenantSettings stores a tenant's settings, with the audit records of
+// the change in the same commit, and returns the settings it replaced (the
+// defaults if there were none). It sets Version to the replaced settings'
+// plus one, whatever ts.Version says; a zero UpdatedAt is set from the
+// store's clock. Audit records are checked as by PutBinding. On any error
+// nothing is written and prev is zero.
+func (s *Store) PutTenantSettings(ctx context.Context, ts TenantSettings, audit ...AuditRecord) (prev TenantSettings, err error) {
+	if err := ctx.Err(); err != nil {
+		return TenantSettings{}, err
+	}
+	if err := checkKeyPart("settings tenant", ts.TenantID); err != nil {
+		return TenantSettings{}, err
+	}
+	if err := checkText("default group", ts.DefaultGroup, maxIDLen); err != nil {
+		return TenantSettings{}, fmt.Errorf("settings of tenant %s: %w", ts.TenantID, err)
+	}
+	if err := checkText("settings updater", ts.UpdatedBy, maxIDLen); err != nil {
+		return TenantSettings{}, fmt.Errorf("settings of tenant %s: %w", ts.TenantID, err)
+	}
+	if ts.UpdatedAt.IsZero() {
+		ts.UpdatedAt = s.now()
+	}
+	prepared, err := s.prepareTenantAudit(ts.TenantID, audit)
+	if err != nil {
+		return TenantSettings{}, fmt.Errorf("settings of tenant %s: %w", ts.TenantID, err)
+	}
+	key := []byte(ts.TenantID)
+	err = s.write(ctx, func(tx *bbolt.Tx) error {
+		bucket := tx.Bucket([]byte(bucketTenantSettings))
+		prev = defaultTenantSettings(ts.TenantID)
+		if old := bucket.Get(key); old != nil {
+			// Decode into a zero record: a field the stored one
+			// leaves out is false, not the default.
+			var stored TenantSettings
+			if err := json.Unmarshal(old, &stored); err != nil {
+				return fmt.Errorf("stored record: %w", err)
+			}
+			prev = stored
+		}
+		// The version comes from the stored record, so this one small
+		// record is encoded inside the transaction.
+		next := ts
+		next.Version = prev.Version + 1
+		value, err := json.Marshal(next)
+		if err != nil {
+			return err
+		}
+		if err := bucket.Put(key, value); err != nil {
+			return err
+		}
+		return appendAudit(tx, prepared)
+	})
+	if err != nil {
+		return TenantSettings{}, fmt.Errorf("store: put settings of tenant %s: %w", ts.TenantID, err)
+	}
+	return prev, nil
+}
+
+// MaxPolicySetText bounds the Cedar text of one policy set.
+const MaxPolicySetText = 256 << 10
+
+// PolicySet is a tenant's Cedar policy text. The store neither parses nor
+// checks it. Version counts the puts: the store sets it.
+type PolicySet struct {
+	TenantID  string    `json:"tenantId"`
+	Text      string    `json:"text"`
+	Version   uint64    `json:"version"`
+	UpdatedBy string    `json:"updatedBy,omitempty"`
+	UpdatedAt time.Time `json:"updatedAt"`
+}
+
+// PolicySet returns a tenant's policy set; ErrNotFound when it stored
+// none, and the caller uses its default.
+func (s *Store) PolicySet(ctx context.Context, tenant string) (PolicySet, error) {
+	if err := checkKeyPart("policy set tenant", tenant); err != nil {
+		return PolicySet{}, err
+	}
+	p, err := getJSON[PolicySet](ctx, s, bucketPolicySets, "policy set of tenant", tenant)
+	if err != nil {
+		return PolicySet{}, fmt.Errorf("store: %w", err)
+	}
+	return p, nil
+}
+
+// PutPolicySet stores a tenant's policy set if the stored one is at
+// wantVersion (0: none is stored), with the audit records of the change in
+// the same commit, and returns the set it replaced (Version 0 and no text
+// if there was none). The stored set's Version is wantVersion plus one,
+// whatever p.Version says; a zero UpdatedAt is set from the store's clock.
+// A stored set at another version gives ErrConflict: someone changed it
+// since the caller read it, and their change stands. Text of more than
+// MaxPolicySetText bytes, or not valid UTF-8, is ErrInvalid. Audit records
+// are checked as by PutBinding. On any error nothing is written and prev
+// is zero.
+func (s *Store) PutPolicySet(ctx context.Context, p PolicySet, wantVersion uint64, audit ...AuditRecord) (prev PolicySet, err error) {
+	if err := ctx.Err(); err != nil {
+		return PolicySet{}, err
+	}
+	if err := checkKeyPart("policy set tenant", p.TenantID); err != nil {
+		return PolicySet{}, err
+	}
+	// Cedar text may hold any character in its strings, NUL too: only
+	// size and encoding are checked.
+	switch {
+	case len(p.Text) > MaxPolicySetText:
+		return PolicySet{}, fmt.Errorf("policy set of tenant %s: text of %d bytes, at most %d: %w", p.TenantID, len(p.Text), MaxPolicySetText, ErrInvalid)
+	case !utf8.ValidString(p.Text):
+		return PolicySet{}, fmt.Errorf("policy set of tenant %s: text is not valid UTF-8: %w", p.TenantID, ErrInvalid)
+	}
+	if err := checkText("policy set updater", p.UpdatedBy, maxIDLen); err != nil {
+		return PolicySet{}, fmt.Errorf("policy set of tenant %s: %w", p.TenantID, err)
+	}
+	if p.UpdatedAt.IsZero() {
+		p.UpdatedAt = s.now()
+	}
+	// The put succeeds only over wantVersion, so the new version is
+	// known here and the record is encoded outside the transaction.
+	p.Version = wantVersion + 1
+	value, err := json.Marshal(p)
+	if err != nil {
+		return PolicySet{}, fmt.Errorf("policy set of tenant %s: %w", p.TenantID, err)
+	}
+	prepared, err := s.prepareTenantAudit(p.TenantID, audit)
+	if err != nil {
+		return PolicySet{}, fmt.Errorf("policy set of tenant %s: %w", p.TenantID, err)
+	}
+	key := []byte(p.TenantID)
+	err = s.write(ctx, func(tx *bbolt.Tx) error {
+		bucket := tx.Bucket([]byte(bucketPolicySets))
+		prev = PolicySet{TenantID: p.TenantID}
+		if old := bucket.Get(key); old != nil {
+			// Decoding costs about what checking the version alone
+			// would: the decoder scans the whole record either way.
+			var stored PolicySet
+			if err := json.Unmarshal(old, &stored); err != nil {
+				return fmt.Errorf("stored record: %w", err)
+			}
+			prev = stored
+		}
+		if prev.Version != wantVersion {
+			return fmt.Errorf("stored at version %d, not %d: %w", prev.Version, wantVersion, ErrConflict)
+		}
+		if err := bucket.Put(key, value); err != nil {
+			return err
+		}
+		return appendAudit(tx, prepared)
+	})
+	if err != nil {
+		return PolicySet{}, fmt.Errorf("store: put policy set of tenant %s: %w", p.TenantID, err)
+	}
+	return prev, nil
+}
