@@ -8,8 +8,9 @@
 // lookups, and the handling of Graph throttling (429, 503 and 504 with
 // Retry-After, retried within the caller's deadline).
 //
-// It does not decide who may do what: that is the access policy's job, which
-// treats every error from this package as "not a member" (fail closed). It
+// It does not decide who may do what: that is the access policy's job, and
+// the policy must treat every error from this package as "not a member"
+// (fail closed). It
 // stores nothing on disk, and it is the only package in the module that
 // imports the Microsoft Graph SDK, because the SDK takes minutes and
 // gigabytes to compile; only the sub-packages it needs (users, models,
