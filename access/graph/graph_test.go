@@ -1,7 +1,6 @@
 package graph_test
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -15,6 +14,7 @@ import (
 
 	"teamsbot/access/graph"
 	"teamsbot/access/graph/fakegraph"
+	"teamsbot/internal/testenv"
 )
 
 const (
@@ -68,42 +68,12 @@ func newFake(t testing.TB) *fakegraph.Server {
 }
 
 // clock is an injectable clock that moves only when told.
-type clock struct {
-	mu sync.Mutex
-	t  time.Time
-}
+type (
+	clock      = testenv.Clock
+	syncBuffer = testenv.LogBuffer
+)
 
-func newClock() *clock { return &clock{t: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)} }
-
-func (c *clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *clock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = c.t.Add(d)
-}
-
-// syncBuffer is a bytes.Buffer safe for the log handler and the test.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
+func newClock() *clock { return testenv.NewClock(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)) }
 
 type env struct {
 	fake   *fakegraph.Server

@@ -1,0 +1,309 @@
+package access_test
+
+import (
+	"context"
+	"errors"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"teamsbot/access"
+	"teamsbot/internal/testenv"
+	"teamsbot/store"
+)
+
+const (
+	tenantA = "11111111-1111-4111-8111-111111111111"
+	tenantB = "22222222-2222-4222-8222-222222222222"
+	alice   = "aaaaaaaa-0000-4000-8000-00000000000a"
+	bob     = "bbbbbbbb-0000-4000-8000-00000000000b"
+	admin   = "adadadad-0000-4000-8000-0000000000ad"
+	agentID = "default"
+)
+
+type env struct {
+	st    *store.Store
+	svc   *access.Service
+	clock *testenv.Clock
+}
+
+func newEnv(t testing.TB, groups access.Groups) *env {
+	t.Helper()
+	clk := testenv.NewClock(time.Date(2026, 12, 2, 12, 0, 0, 0, time.UTC))
+	st, err := store.Open(context.Background(), filepath.Join(t.TempDir(), "teamsbot.db"), store.Options{Now: clk.Now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	svc, err := access.New(access.Options{Store: st, Groups: groups, Now: clk.Now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &env{st: st, svc: svc, clock: clk}
+}
+
+func person(tenant, user string, roles ...string) access.Person {
+	return access.Person{TenantID: tenant, UserID: user, Roles: roles}
+}
+
+var tenantAdmin = person(tenantA, admin, access.PermAdmin)
+
+// missing returns the permission a refusal names, "" for no refusal, and
+// "not found" or the error text for other errors.
+func missing(err error) string {
+	var de *access.DeniedError
+	switch {
+	case err == nil:
+		return ""
+	case errors.As(err, &de):
+		if de.Missing == "" {
+			return "denied"
+		}
+		return de.Missing
+	case errors.Is(err, access.ErrNotFound):
+		return "not found"
+	default:
+		return err.Error()
+	}
+}
+
+// The ownership rule and the roles, every combination a view page meets.
+func TestViewDecisions(t *testing.T) {
+	e := newEnv(t, nil)
+	ctx := context.Background()
+	own := access.View{ID: "v1", TenantID: tenantA, UserID: alice, AgentID: agentID}
+	noPerson := access.View{ID: "v2", TenantID: tenantA, AgentID: agentID}
+	for _, tc := range []struct {
+		name       string
+		who        access.Person
+		view       access.View
+		read, call string
+	}{
+		{"owner under the default, no roles", person(tenantA, alice), own, "", ""},
+		{"owner with agents.read only", person(tenantA, alice, access.PermRead), own, "", ""},
+		{"another person of the tenant, every role", person(tenantA, bob, access.PermRead, access.PermRun, access.PermAdmin), own, "denied", "denied"},
+		{"the owner's id in another tenant", person(tenantB, alice, access.PermRead, access.PermRun), own, "not found", "not found"},
+		{"a run without a person, default only", person(tenantA, bob), noPerson, access.PermRead, access.PermRead},
+		{"a run without a person, a reader by role", person(tenantA, bob, access.PermRead), noPerson, "", access.PermRun},
+		{"a run without a person, reader and runner", person(tenantA, bob, access.PermRead, access.PermRun), noPerson, "", ""},
+		{"a run without a person, an admin", person(tenantA, admin, access.PermAdmin), noPerson, access.PermRead, access.PermRead},
+		{"another tenant's run without a person", person(tenantB, bob, access.PermRead, access.PermRun), noPerson, "not found", "not found"},
+		{"no tenant", person("", alice, access.PermRead), own, "not found", "not found"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := missing(e.svc.CanRead(ctx, tc.who, tc.view)); got != tc.read {
+				t.Errorf("CanRead: %q, want %q", got, tc.read)
+			}
+			if got := missing(e.svc.CanCall(ctx, tc.who, tc.view)); got != tc.call {
+				t.Errorf("CanCall: %q, want %q", got, tc.call)
+			}
+		})
+	}
+}
+
+// The tenant default makes a fresh install usable; an admin can switch it
+// off, and a binding still grants.
+func TestTenantDefaultAndBindings(t *testing.T) {
+	e := newEnv(t, nil)
+	ctx := context.Background()
+	if err := e.svc.CanRun(ctx, person(tenantA, bob), agentID); err != nil {
+		t.Fatalf("fresh install: %v", err)
+	}
+	if err := e.svc.SetDefault(ctx, tenantAdmin, access.Default{Runner: false}); err != nil {
+		t.Fatal(err)
+	}
+	err := e.svc.CanRun(ctx, person(tenantA, bob), agentID)
+	var de *access.DeniedError
+	if !errors.As(err, &de) || de.Missing != access.PermRun || !strings.Contains(de.Reason, "agents.run") || !strings.Contains(de.Reason, "administrator") {
+		t.Fatalf("default off: %v, want a refusal naming agents.run and whom to ask", err)
+	}
+	if err := e.svc.CanRun(ctx, person(tenantA, bob, access.PermRun), agentID); err != nil {
+		t.Errorf("an app role still grants: %v", err)
+	}
+	// The other tenant keeps its own default.
+	if err := e.svc.CanRun(ctx, person(tenantB, bob), agentID); err != nil {
+		t.Errorf("tenant B was changed by tenant A's admin: %v", err)
+	}
+
+	// A direct binding, for this agent only.
+	if err := e.svc.AddBinding(ctx, tenantAdmin, store.Binding{AgentID: agentID, Kind: store.KindUser, Subject: bob, Role: store.RoleRunner}); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.svc.CanRun(ctx, person(tenantA, bob), agentID); err != nil {
+		t.Errorf("runner binding: %v", err)
+	}
+	if err := e.svc.CanRun(ctx, person(tenantA, bob), "other-agent"); missing(err) != access.PermRun {
+		t.Errorf("a binding for one agent granted another: %v", err)
+	}
+	// A reader binding on every agent lets bob open views of runs without a person.
+	noPerson := access.View{ID: "v", TenantID: tenantA, AgentID: "other-agent"}
+	if err := e.svc.CanRead(ctx, person(tenantA, bob), noPerson); missing(err) != access.PermRead {
+		t.Fatalf("before the binding: %v", err)
+	}
+	if err := e.svc.AddBinding(ctx, tenantAdmin, store.Binding{AgentID: store.AllAgents, Kind: store.KindUser, Subject: bob, Role: store.RoleReader}); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.svc.CanRead(ctx, person(tenantA, bob), noPerson); err != nil {
+		t.Errorf("reader binding on every agent: %v", err)
+	}
+	if err := e.svc.RemoveBinding(ctx, tenantAdmin, store.AllAgents, store.KindUser, bob, store.RoleReader); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.svc.CanRead(ctx, person(tenantA, bob), noPerson); missing(err) != access.PermRead {
+		t.Errorf("after removing the binding: %v", err)
+	}
+}
+
+// A rule that names a group needs Graph; without it a decision that
+// depends on the group fails closed, with a message that says so, while
+// an admin by app role can still undo the rule.
+func TestGroupRuleWithoutGraphFailsClosed(t *testing.T) {
+	e := newEnv(t, nil)
+	ctx := context.Background()
+	if err := e.svc.SetDefault(ctx, tenantAdmin, access.Default{Runner: true, Group: "9e000000-0000-4000-8000-000000000001"}); err != nil {
+		t.Fatal(err)
+	}
+	err := e.svc.CanRun(ctx, person(tenantA, bob), agentID)
+	if !errors.Is(err, access.ErrUnavailable) || !strings.Contains(err.Error(), "cannot be checked") {
+		t.Fatalf("CanRun: %v, want ErrUnavailable", err)
+	}
+	if _, err := e.svc.Invoke(ctx, person(tenantA, bob, access.PermRun), access.Call{AgentID: agentID, AgentTenantID: tenantA, Server: "s", Tool: "t", Caller: access.CallerModel}); !errors.Is(err, access.ErrUnavailable) {
+		t.Errorf("Invoke: %v, want ErrUnavailable (a Cedar decision needs every group)", err)
+	}
+	if err := e.svc.CanRun(ctx, person(tenantA, bob, access.PermRun), agentID); err != nil {
+		t.Errorf("an app role needs no group: %v", err)
+	}
+	if err := e.svc.SetDefault(ctx, tenantAdmin, access.Default{Runner: true}); err != nil {
+		t.Fatalf("the admin could not undo the group rule: %v", err)
+	}
+	if err := e.svc.CanRun(ctx, person(tenantA, bob), agentID); err != nil {
+		t.Errorf("after undoing: %v", err)
+	}
+}
+
+// Admin operations are for admins of their own tenant, and audited with
+// who, what, before and after.
+func TestAdminOperations(t *testing.T) {
+	e := newEnv(t, nil)
+	ctx := context.Background()
+	for _, who := range []access.Person{person(tenantA, bob, access.PermRead, access.PermRun), person(tenantA, bob)} {
+		if err := e.svc.SetDefault(ctx, who, access.Default{}); missing(err) != access.PermAdmin {
+			t.Errorf("non-admin %v set the default: %v", who.Roles, err)
+		}
+		if _, err := e.svc.SetPolicies(ctx, who, "", 0); missing(err) != access.PermAdmin {
+			t.Errorf("non-admin %v saved policies: %v", who.Roles, err)
+		}
+		if err := e.svc.AddBinding(ctx, who, store.Binding{AgentID: agentID, Kind: store.KindUser, Subject: bob, Role: store.RoleAdmin}); missing(err) != access.PermAdmin {
+			t.Errorf("non-admin %v made themselves admin: %v", who.Roles, err)
+		}
+	}
+	// An admin binding makes an admin too, for their own tenant only.
+	if err := e.svc.AddBinding(ctx, tenantAdmin, store.Binding{AgentID: store.AllAgents, Kind: store.KindUser, Subject: bob, Role: store.RoleAdmin, DisplayName: "Bob"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.svc.SetDefault(ctx, person(tenantA, bob), access.Default{Runner: false}); err != nil {
+		t.Errorf("bound admin: %v", err)
+	}
+	if err := e.svc.SetDefault(ctx, person(tenantB, bob), access.Default{Runner: false}); missing(err) != access.PermAdmin {
+		t.Errorf("tenant A's binding made bob an admin of tenant B: %v", err)
+	}
+
+	recs, err := e.st.Audit(ctx, store.AuditQuery{TenantID: tenantA})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var actions []string
+	for _, r := range recs {
+		actions = append(actions, r.Action)
+		if _, ok := r.Fields["before"]; !ok {
+			t.Errorf("%s has no before", r.Action)
+		}
+		if _, ok := r.Fields["after"]; !ok {
+			t.Errorf("%s has no after", r.Action)
+		}
+	}
+	if !slices.Equal(actions, []string{access.AuditBindingAdd, access.AuditDefaultSet}) {
+		t.Errorf("audit actions %v", actions)
+	}
+	if recs[1].Actor != bob || recs[1].Fields["before"].(map[string]any)["runner"] != true || recs[1].Fields["after"].(map[string]any)["runner"] != false {
+		t.Errorf("default change record %+v", recs[1])
+	}
+	if other, _ := e.st.Audit(ctx, store.AuditQuery{TenantID: tenantB}); len(other) != 0 {
+		t.Errorf("tenant B's log got %d records", len(other))
+	}
+}
+
+// Cedar decides each tool call with the tenant's saved policies: a forbid
+// beats the default permit, a forbid can name one tool and one caller, a
+// text that does not parse is refused with its line and changes nothing.
+func TestInvokeWithTenantPolicies(t *testing.T) {
+	e := newEnv(t, nil)
+	ctx := context.Background()
+	runner := person(tenantA, alice) // a runner by the default
+	call := func(tool, caller string) access.Decision {
+		t.Helper()
+		c := access.Call{AgentID: agentID, AgentTenantID: tenantA, Server: "crm", Tool: tool, Caller: caller}
+		if caller == access.CallerView {
+			c.ViewID = "v1"
+		}
+		d, err := e.svc.Invoke(ctx, runner, c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return d
+	}
+	if d := call("delete_customer", access.CallerView); !d.Allowed || !slices.Equal(d.Policies, []string{"default.agents-run"}) {
+		t.Fatalf("default policy: %+v", d)
+	}
+	text, version, err := e.svc.PolicyText(ctx, tenantA)
+	if err != nil || version != 0 || text != access.DefaultPolicyText {
+		t.Fatalf("PolicyText = %q, %d, %v", text, version, err)
+	}
+
+	bad := access.DefaultPolicyText + "\n\n@id(\"broken\")\nforbid (principal, action, resource) when { context.tool == };\n"
+	_, err = e.svc.SetPolicies(ctx, tenantAdmin, bad, 0)
+	var pe *access.PolicyError
+	if !errors.As(err, &pe) || pe.Line != 5 {
+		t.Fatalf("a text that does not parse: %v, want a PolicyError on line 5", err)
+	}
+	if _, v, _ := e.svc.PolicyText(ctx, tenantA); v != 0 {
+		t.Fatalf("the refused text was saved (version %d)", v)
+	}
+
+	next := access.DefaultPolicyText + `
+@id("no-deletes-from-views")
+forbid (principal, action == Action::"invoke", resource)
+when { context.caller == "view" && context.tool == "delete_customer" };
+`
+	v, err := e.svc.SetPolicies(ctx, tenantAdmin, next, 0)
+	if err != nil || v != 1 {
+		t.Fatalf("SetPolicies: %d, %v", v, err)
+	}
+	if d := call("delete_customer", access.CallerView); d.Allowed || !slices.Equal(d.Policies, []string{"no-deletes-from-views"}) {
+		t.Errorf("forbid on one tool from views: %+v", d)
+	}
+	if d := call("delete_customer", access.CallerModel); !d.Allowed {
+		t.Errorf("the model's call was forbidden too: %+v", d)
+	}
+	if d := call("lookup_customer", access.CallerView); !d.Allowed {
+		t.Errorf("another tool was forbidden: %+v", d)
+	}
+	if _, err := e.svc.SetPolicies(ctx, tenantAdmin, access.DefaultPolicyText, 0); !errors.Is(err, store.ErrConflict) {
+		t.Errorf("a save over a version edited by someone else: %v, want ErrConflict", err)
+	}
+
+	// Someone with no permission at all is denied by the default policy.
+	if err := e.svc.SetDefault(ctx, tenantAdmin, access.Default{Runner: false}); err != nil {
+		t.Fatal(err)
+	}
+	if d := call("lookup_customer", access.CallerModel); d.Allowed {
+		t.Errorf("a person without agents.run was allowed: %+v", d)
+	}
+	// Another tenant's agent is never invoked, whatever the policy says.
+	d, err := e.svc.Invoke(ctx, person(tenantB, alice, access.PermRun), access.Call{AgentID: agentID, AgentTenantID: tenantA, Server: "crm", Tool: "x", Caller: access.CallerModel})
+	if err != nil || d.Allowed || !slices.Contains(d.Policies, access.PlatformPolicyID) {
+		t.Errorf("cross-tenant invoke: %+v %v", d, err)
+	}
+}

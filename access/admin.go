@@ -1,0 +1,144 @@
+package access
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"teamsbot/internal/textclip"
+	"teamsbot/store"
+)
+
+// Audit actions of the admin operations. Each record names the admin
+// (Actor), what changed, and the state before and after.
+const (
+	AuditBindingAdd    = "admin.binding.add"
+	AuditBindingRemove = "admin.binding.remove"
+	AuditDefaultSet    = "admin.default.set"
+	AuditPolicySet     = "admin.policy.set"
+)
+
+// maxAuditedPolicyText bounds each policy text kept in an admin.policy.set
+// record; the whole text is in the store.
+const maxAuditedPolicyText = 16 << 10
+
+// requireAdmin refuses admin operations to anyone who is not an admin of
+// their own tenant for agentID (store.AllAgents: for the tenant).
+func (s *Service) requireAdmin(ctx context.Context, admin Person, agentID string) error {
+	g, err := s.resolve(ctx, admin, agentID, func(g Grants) bool { return g.Admin })
+	if err != nil {
+		return err
+	}
+	if !g.Admin {
+		return denied(PermAdmin, "this needs the %s role for the tenant. %s", PermAdmin, whomToAsk)
+	}
+	return nil
+}
+
+// AddBinding gives a user or a group a role (store.RoleReader, RoleRunner,
+// RoleAdmin) for an agent of the admin's own tenant, and audits it.
+func (s *Service) AddBinding(ctx context.Context, admin Person, b store.Binding) error {
+	b.TenantID = admin.TenantID
+	if err := s.requireAdmin(ctx, admin, b.AgentID); err != nil {
+		return err
+	}
+	b.CreatedBy = admin.UserID
+	rec := store.AuditRecord{TenantID: admin.TenantID, Action: AuditBindingAdd, Actor: admin.UserID, Fields: map[string]any{
+		"agent": b.AgentID, "kind": b.Kind, "subject": b.Subject, "role": b.Role, "name": textclip.Clip(b.DisplayName, 256),
+		"before": nil, "after": map[string]any{"agent": b.AgentID, "kind": b.Kind, "subject": b.Subject, "role": b.Role},
+	}}
+	if err := s.store.PutBinding(ctx, b, rec); err != nil {
+		return fmt.Errorf("access: add binding: %w", err)
+	}
+	s.forget(admin.TenantID)
+	return nil
+}
+
+// RemoveBinding takes a role back; store.ErrNotFound (wrapped) when there
+// was no such binding.
+func (s *Service) RemoveBinding(ctx context.Context, admin Person, agentID, kind, subject, role string) error {
+	if err := s.requireAdmin(ctx, admin, agentID); err != nil {
+		return err
+	}
+	rec := store.AuditRecord{TenantID: admin.TenantID, Action: AuditBindingRemove, Actor: admin.UserID, Fields: map[string]any{
+		"agent": agentID, "kind": kind, "subject": subject, "role": role,
+		"before": map[string]any{"agent": agentID, "kind": kind, "subject": subject, "role": role}, "after": nil,
+	}}
+	if err := s.store.DeleteBinding(ctx, admin.TenantID, agentID, kind, subject, role, rec); err != nil {
+		return fmt.Errorf("access: remove binding: %w", err)
+	}
+	s.forget(admin.TenantID)
+	return nil
+}
+
+// Default is the tenant default an admin sets: whether every signed-in
+// member is a runner of their own runs, optionally only the members of
+// one Entra group.
+type Default struct {
+	Runner bool
+	Group  string // empty: every member
+}
+
+// SetDefault changes the admin's tenant default, and audits the change
+// with the settings before and after.
+func (s *Service) SetDefault(ctx context.Context, admin Person, d Default) error {
+	if err := s.requireAdmin(ctx, admin, store.AllAgents); err != nil {
+		return err
+	}
+	cur, err := s.store.TenantSettings(ctx, admin.TenantID)
+	if err != nil {
+		return fmt.Errorf("access: set default: %w", err)
+	}
+	next := cur
+	next.DefaultRunner, next.DefaultGroup, next.UpdatedBy = d.Runner, d.Group, admin.UserID
+	rec := store.AuditRecord{TenantID: admin.TenantID, Action: AuditDefaultSet, Actor: admin.UserID, Fields: map[string]any{
+		"before": map[string]any{"runner": cur.DefaultRunner, "group": cur.DefaultGroup},
+		"after":  map[string]any{"runner": d.Runner, "group": d.Group},
+	}}
+	if _, err := s.store.PutTenantSettings(ctx, next, rec); err != nil {
+		return fmt.Errorf("access: set default: %w", err)
+	}
+	s.forget(admin.TenantID)
+	return nil
+}
+
+// PolicyText returns the tenant's Cedar policy text and its version; the
+// default text with version 0 when the tenant saved none.
+func (s *Service) PolicyText(ctx context.Context, tenantID string) (string, uint64, error) {
+	ps, err := s.store.PolicySet(ctx, tenantID)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		return DefaultPolicyText, 0, nil
+	case err != nil:
+		return "", 0, fmt.Errorf("access: policies of %s: %w", tenantID, err)
+	}
+	return ps.Text, ps.Version, nil
+}
+
+// SetPolicies saves the admin's tenant's Cedar policy text after checking
+// it: a text that does not parse is refused with the parser's message and
+// line (*PolicyError), and nothing is saved. wantVersion is the version the
+// admin edited (PolicyText's); store.ErrConflict (wrapped) means another
+// admin saved in between. It returns the new version.
+func (s *Service) SetPolicies(ctx context.Context, admin Person, text string, wantVersion uint64) (uint64, error) {
+	if err := s.requireAdmin(ctx, admin, store.AllAgents); err != nil {
+		return 0, err
+	}
+	parsed, err := ParsePolicies(text)
+	if err != nil {
+		return 0, err
+	}
+	before, _, err := s.PolicyText(ctx, admin.TenantID)
+	if err != nil {
+		return 0, err
+	}
+	rec := store.AuditRecord{TenantID: admin.TenantID, Action: AuditPolicySet, Actor: admin.UserID, Fields: map[string]any{
+		"before": textclip.Clip(before, maxAuditedPolicyText), "after": textclip.Clip(text, maxAuditedPolicyText),
+		"policies": parsed.IDs(), "version": wantVersion + 1,
+	}}
+	if _, err := s.store.PutPolicySet(ctx, store.PolicySet{TenantID: admin.TenantID, Text: text, UpdatedBy: admin.UserID}, wantVersion, rec); err != nil {
+		return 0, fmt.Errorf("access: save policies: %w", err)
+	}
+	s.forget(admin.TenantID)
+	return wantVersion + 1, nil
+}
