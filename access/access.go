@@ -218,10 +218,11 @@ type Grants struct {
 }
 
 // Permissions are the permissions held, as Cedar's Role entities name
-// them: the default's runner counts as agents.run.
+// them: the default's runner of their own runs counts as agents.read and
+// agents.run.
 func (g Grants) Permissions() []string {
 	var out []string
-	if g.Read {
+	if g.Read || g.OwnRuns {
 		out = append(out, PermRead)
 	}
 	if g.Run || g.OwnRuns {
@@ -392,6 +393,12 @@ func (s *Service) owner(ctx context.Context, p Person, v View, enough func(Grant
 	return s.resolve(ctx, p, v.AgentID, enough)
 }
 
+// RunWithoutPerson is the principal of the tool calls of a run that no
+// person asked for (a trigger): User::"run-without-person", in the run's
+// tenant, holding agents.run (whoever set the run up was entitled to). A
+// tenant's policies can name it to allow or forbid such calls.
+const RunWithoutPerson = "run-without-person"
+
 // Call is one tool call for Invoke to decide.
 type Call struct {
 	// AgentID is the agent; AgentTenantID the tenant it runs for (the
@@ -409,8 +416,8 @@ type Call struct {
 // means no decision could be made (Graph down, the store failing), and
 // the call must not go ahead.
 func (s *Service) Invoke(ctx context.Context, p Person, c Call) (Decision, error) {
-	if p.TenantID == "" || p.UserID == "" {
-		return Decision{Errors: []string{"no person to decide for"}}, nil
+	if p.TenantID == "" {
+		return Decision{Errors: []string{"no tenant to decide for"}}, nil
 	}
 	ts, err := s.tenant(ctx, p.TenantID)
 	if err != nil {
@@ -419,12 +426,16 @@ func (s *Service) Invoke(ctx context.Context, p Person, c Call) (Decision, error
 	if ts.policyErr != nil {
 		return Decision{Errors: []string{"the tenant's stored policy set does not parse: " + ts.policyErr.Error()}}, nil
 	}
-	g, err := s.grants(ctx, p, c.AgentID, ts, nil)
-	if err != nil {
-		return Decision{}, err
+	principal := Principal{TenantID: p.TenantID, UserID: RunWithoutPerson, Permissions: []string{PermRun}}
+	if p.UserID != "" {
+		g, err := s.grants(ctx, p, c.AgentID, ts, nil)
+		if err != nil {
+			return Decision{}, err
+		}
+		principal = Principal{TenantID: p.TenantID, UserID: p.UserID, Groups: g.Groups, Permissions: g.Permissions()}
 	}
 	return ts.policies.Decide(Invoke{
-		Principal:     Principal{TenantID: p.TenantID, UserID: p.UserID, Groups: g.Groups, Permissions: g.Permissions()},
+		Principal:     principal,
 		AgentID:       c.AgentID,
 		AgentTenantID: c.AgentTenantID,
 		Server:        c.Server,

@@ -13,7 +13,8 @@
 //
 // This is the contract for tenant admins; changing it breaks their policies.
 //
-//	principal  User::"<Entra object id>"
+//	principal  User::"<Entra object id>", or User::"run-without-person"
+//	           for a run no person asked for
 //	             attributes: tenant (string, the Entra tenant id)
 //	             parents:    Group::"<group object id>" for each group,
 //	                         Role::"agents.read", Role::"agents.run",

@@ -39,6 +39,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"teamsbot/access"
 	"teamsbot/internal/textclip"
 	"teamsbot/mcpapps"
 	"teamsbot/store"
@@ -68,6 +69,9 @@ type Person struct {
 	TenantID string // Entra tenant id (tid)
 	UserID   string // Entra object id (oid), Teams' from.aadObjectId
 	Name     string // for display only, never for decisions
+	// Roles are the Entra app roles of the person's sign-in token, for
+	// access decisions; a message from Teams carries none.
+	Roles []string
 }
 
 // Request asks for one run.
@@ -105,14 +109,16 @@ type Answer struct {
 	Notes []string
 }
 
-// Decision is what a Policy is asked.
-type Decision struct {
-	Person   Person
-	AgentID  string
-	Action   string // "invoke"
-	Server   string
-	Tool     string
-	FromView bool
+// toolCall is who makes one tool call, for the access decision and the audit
+// record.
+type toolCall struct {
+	person   Person
+	agentID  string
+	tenantID string // the tenant the agent runs for
+	fromView bool
+	viewID   string
+	server   string
+	tool     string
 }
 
 // MaxToolCallsPerRound bounds the tool calls run for one reply of the
@@ -120,14 +126,6 @@ type Decision struct {
 // run call tools, and keep views, without end; the rounds are bounded by
 // ModelConfig.MaxToolRounds.
 const MaxToolCallsPerRound = 16
-
-// ActionInvoke is the Decision.Action of a tool call.
-const ActionInvoke = "invoke"
-
-// Policy decides whether a tool call may go ahead; a non-nil error denies it.
-type Policy interface {
-	Authorize(ctx context.Context, d Decision) error
-}
 
 // Options configures New.
 type Options struct {
@@ -137,8 +135,10 @@ type Options struct {
 	Logger *slog.Logger
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
-	// Policy decides every tool call; nil allows all.
-	Policy Policy
+	// Access decides every tool call with the tenant's Cedar policies (the
+	// model's and the views'); nil decides none, for tests of the agent
+	// alone. The service always sets it.
+	Access *access.Service
 	// AppsEnabled turns the MCP Apps extension on: advertised to servers,
 	// app-only tools kept from the model, views made. Off: not advertised,
 	// every tool offered, no views.

@@ -6,11 +6,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"regexp"
 	"strings"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"teamsbot/access"
 	"teamsbot/internal/textclip"
 	"teamsbot/mcpapps"
 	"teamsbot/store"
@@ -155,19 +157,22 @@ func objectArgs(args json.RawMessage) (json.RawMessage, error) {
 // result. It counts the call in the metrics; the caller writes the audit
 // record. A tool's own failure comes back as a result with IsError; a
 // denial wraps ErrDenied; a transport failure is a Go error.
-func (s *Service) govern(ctx context.Context, a *agentRuntime, c *serverConn, cs *mcp.ClientSession, tool string, args json.RawMessage, d Decision) (*mcp.CallToolResult, error) {
-	res, err := s.governCall(ctx, a, c, cs, tool, args, d)
-	s.metrics.call(c.name, tool, d.FromView, outcome(res, err))
+func (s *Service) govern(ctx context.Context, a *agentRuntime, c *serverConn, cs *mcp.ClientSession, args json.RawMessage, k toolCall, fields map[string]any) (*mcp.CallToolResult, error) {
+	res, err := s.governCall(ctx, a, c, cs, args, k, fields)
+	s.metrics.call(c.name, k.tool, k.fromView, outcome(res, err))
 	return res, err
 }
 
-func (s *Service) governCall(ctx context.Context, a *agentRuntime, c *serverConn, cs *mcp.ClientSession, tool string, args json.RawMessage, d Decision) (*mcp.CallToolResult, error) {
+// governCall runs one call; it adds the access decision to fields, the
+// call's audit record.
+func (s *Service) governCall(ctx context.Context, a *agentRuntime, c *serverConn, cs *mcp.ClientSession, args json.RawMessage, k toolCall, fields map[string]any) (*mcp.CallToolResult, error) {
+	tool := k.tool
 	if rule, ok := a.rules.denies(c.name, tool); ok {
 		return nil, fmt.Errorf("%w: data rule denyTools %q", ErrDenied, rule)
 	}
-	if s.opts.Policy != nil {
-		if err := s.opts.Policy.Authorize(ctx, d); err != nil {
-			return nil, fmt.Errorf("%w: %w", ErrDenied, err)
+	if s.opts.Access != nil {
+		if err := s.decide(ctx, k, fields); err != nil {
+			return nil, err
 		}
 	}
 	args, err := objectArgs(args)
@@ -190,6 +195,35 @@ func (s *Service) governCall(ctx context.Context, a *agentRuntime, c *serverConn
 	}
 	a.rules.redactResult(res)
 	return res, nil
+}
+
+// decide asks access for the Cedar decision on one call and records it
+// (allow or deny, and the policies that decided) in fields.
+func (s *Service) decide(ctx context.Context, k toolCall, fields map[string]any) error {
+	caller, viewID := access.CallerModel, ""
+	if k.fromView {
+		caller, viewID = access.CallerView, k.viewID
+	}
+	d, err := s.opts.Access.Invoke(ctx, access.Person{TenantID: k.person.TenantID, UserID: k.person.UserID, Roles: k.person.Roles},
+		access.Call{AgentID: k.agentID, AgentTenantID: k.tenantID, Server: k.server, Tool: k.tool, Caller: caller, ViewID: viewID})
+	if err != nil {
+		fields["decision"] = "none"
+		return fmt.Errorf("%w: no access decision could be made: %w", ErrDenied, err)
+	}
+	fields["policies"] = d.Policies
+	if !d.Allowed {
+		fields["decision"] = "deny"
+		why := "no policy permits it"
+		switch {
+		case len(d.Errors) > 0:
+			why = strings.Join(d.Errors, "; ")
+		case len(d.Policies) > 0:
+			why = "forbidden by " + strings.Join(d.Policies, ", ")
+		}
+		return fmt.Errorf("%w: Cedar policy: %s", ErrDenied, why)
+	}
+	fields["decision"] = "allow"
+	return nil
 }
 
 // outcome classifies a call for audit and metrics.
@@ -285,11 +319,13 @@ func (r *runState) callForModel(ctx context.Context, call ToolCall) Message {
 	msg := Message{Role: RoleTool, ToolCallID: call.ID, ToolName: call.Name}
 	svc := r.svc
 	server, tool := "", textclip.Clip(call.Name, maxToolNameBytes)
-	refuse := func(result, reason string) Message {
+	refuse := func(result, reason string, extra ...map[string]any) Message {
 		reason = textclip.Clip(reason, maxReasonBytes)
-		r.audit = append(r.audit, r.auditRecord(AuditToolCall, map[string]any{
-			"server": server, "tool": tool, "caller": "model", "result": result, "why": reason,
-		}))
+		fields := map[string]any{"server": server, "tool": tool, "caller": "model", "result": result, "why": reason}
+		for _, m := range extra {
+			maps.Copy(fields, m)
+		}
+		r.audit = append(r.audit, r.auditRecord(AuditToolCall, fields))
 		r.answer.ToolErrors = append(r.answer.ToolErrors, ToolError{Server: server, Tool: tool, Message: reason})
 		msg.Text, msg.IsError = reason, true
 		return msg
@@ -330,19 +366,20 @@ func (r *runState) callForModel(ctx context.Context, call ToolCall) Message {
 		return refuse(ResultRefused, reason)
 	}
 
-	res, err := svc.govern(ctx, r.agent, c, cs, tool, call.Arguments, Decision{
-		Person: r.person, AgentID: r.agent.cfg.ID, Action: ActionInvoke, Server: server, Tool: tool,
-	})
+	decided := map[string]any{}
+	res, err := svc.govern(ctx, r.agent, c, cs, call.Arguments, toolCall{
+		person: r.person, agentID: r.agent.cfg.ID, tenantID: r.person.TenantID, server: server, tool: tool,
+	}, decided)
 	result := outcome(res, err)
 	if err != nil {
 		if errors.Is(err, ErrUnavailable) {
 			r.note("server %s stopped during the call; it will be reconnected on next use", server)
 		}
-		return refuse(result, err.Error())
+		return refuse(result, err.Error(), decided)
 	}
-	r.audit = append(r.audit, r.auditRecord(AuditToolCall, map[string]any{
-		"server": server, "tool": tool, "caller": "model", "result": result, "why": why(res, nil),
-	}))
+	fields := map[string]any{"server": server, "tool": tool, "caller": "model", "result": result, "why": why(res, nil)}
+	maps.Copy(fields, decided)
+	r.audit = append(r.audit, r.auditRecord(AuditToolCall, fields))
 	msg.Text = modelText(res)
 	if res.IsError {
 		msg.IsError = true
@@ -440,17 +477,22 @@ func viewResource(ctx context.Context, c *serverConn, cs *mcp.ClientSession, uri
 
 // auditViewCall writes the agent.mcp_app.call record of one tool call by
 // a view. It is recorded even when the caller went away during the call.
-func (s *Service) auditViewCall(ctx context.Context, v store.View, caller Person, name, result, reason string) error {
+func (s *Service) auditViewCall(ctx context.Context, v store.View, caller Person, name, result, reason string, extra ...map[string]any) error {
 	fields := map[string]any{
 		"tool": textclip.Clip(name, maxToolNameBytes), "server": v.Server, "caller": caller.UserID, "result": result,
 		"why": textclip.Clip(reason, maxReasonBytes), "view": v.ID, "agent": v.AgentID,
 	}
+	for _, m := range extra {
+		maps.Copy(fields, m)
+	}
 	if caller.TenantID != v.TenantID {
 		fields["caller_tenant"] = caller.TenantID
 	}
+	// In the caller's own tenant: a refused caller of another tenant must
+	// not write into the view owner's log.
 	return s.appendAudit(context.WithoutCancel(ctx), store.AuditRecord{
 		Time:     s.now(),
-		TenantID: v.TenantID,
+		TenantID: caller.TenantID,
 		Action:   AuditAppCall,
 		Actor:    caller.UserID,
 		Fields:   fields,
@@ -474,7 +516,9 @@ func (s *Service) RefuseViewCall(ctx context.Context, v store.View, caller Perso
 func (s *Service) CallFromView(ctx context.Context, v store.View, caller Person, name string, args json.RawMessage) (*mcp.CallToolResult, error) {
 	// name comes from the view: it is clipped wherever it is written, and
 	// goes into the metrics only once it is found in the server's list.
-	rec := func(result, reason string) error { return s.auditViewCall(ctx, v, caller, name, result, reason) }
+	rec := func(result, reason string, extra ...map[string]any) error {
+		return s.auditViewCall(ctx, v, caller, name, result, reason, extra...)
+	}
 	// refuse refuses the call; label is the tool's metrics label.
 	refuse := func(sentinel error, label, reason string) (*mcp.CallToolResult, error) {
 		s.metrics.call(v.Server, label, true, ResultRefused)
@@ -517,10 +561,11 @@ func (s *Service) CallFromView(ctx context.Context, v store.View, caller Person,
 	if !e.toApp {
 		return refuse(ErrToolNotAllowed, name, fmt.Sprintf("tool %s/%s: its visibility %q lacks \"app\"", v.Server, name, e.ui.Visibility))
 	}
-	res, err := s.govern(ctx, a, c, cs, name, args, Decision{
-		Person: caller, AgentID: v.AgentID, Action: ActionInvoke, Server: v.Server, Tool: name, FromView: true,
-	})
-	if aerr := rec(outcome(res, err), why(res, err)); aerr != nil {
+	decided := map[string]any{}
+	res, err := s.govern(ctx, a, c, cs, args, toolCall{
+		person: caller, agentID: v.AgentID, tenantID: v.TenantID, fromView: true, viewID: v.ID, server: v.Server, tool: name,
+	}, decided)
+	if aerr := rec(outcome(res, err), why(res, err), decided); aerr != nil {
 		return nil, errors.Join(err, aerr)
 	}
 	if err != nil {

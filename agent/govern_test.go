@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"teamsbot/access"
 	"teamsbot/agent"
 	"teamsbot/mcpapps"
 )
@@ -78,20 +80,6 @@ func govConfig(timeout string) agent.Config {
 	return cfg
 }
 
-// policyFunc adapts a function to agent.Policy, recording what it was asked.
-type policyFunc struct {
-	mu    sync.Mutex
-	asked []agent.Decision
-	deny  func(agent.Decision) error
-}
-
-func (p *policyFunc) Authorize(_ context.Context, d agent.Decision) error {
-	p.mu.Lock()
-	p.asked = append(p.asked, d)
-	p.mu.Unlock()
-	return p.deny(d)
-}
-
 // A data rule denies a tool: the call never reaches the server, the model
 // is told, and the audit log says refused.
 func TestDataRuleDeniesTool(t *testing.T) {
@@ -155,49 +143,66 @@ func TestRedactRuleHidesSecretFromModelAndView(t *testing.T) {
 	}
 }
 
-// The policy decides every call, the model's and the view's (FromView set);
-// a denial is an error for the view and a refusal for the model, audited.
-func TestPolicyDeniesCalls(t *testing.T) {
+// The tenant's Cedar policies decide every call, the model's and the
+// view's (caller "view"); a denial is an error for the view and a refusal
+// for the model, audited with the policy that decided. A change of policy
+// applies to the next call.
+func TestCedarPoliciesDecideCalls(t *testing.T) {
 	var g govServer
 	st := openStore(t)
-	p := &policyFunc{deny: func(d agent.Decision) error {
-		if d.Tool == "secret" && d.FromView {
-			return errors.New("views may not read secrets")
-		}
-		if d.Tool == "fails" {
-			return errors.New("nobody may call fails")
-		}
-		return nil
-	}}
-	s := newService(t, govConfig(""), agent.Options{Store: st, AppsEnabled: true, Policy: p, Builtins: map[string]func() *mcp.Server{"gov": g.new}})
+	ax, err := access.New(access.Options{Store: st})
+	if err != nil {
+		t.Fatal(err)
+	}
+	admin := access.Person{TenantID: alice.TenantID, UserID: "user-admin", Roles: []string{access.PermAdmin}}
+	ctx := context.Background()
+	if _, err := ax.SetPolicies(ctx, admin, access.DefaultPolicyText+`
+@id("no-secrets-in-views")
+forbid (principal, action, resource) when { context.caller == "view" && context.tool == "secret" };
+@id("nobody-fails")
+forbid (principal, action, resource) when { context.tool == "fails" };
+`, 0); err != nil {
+		t.Fatal(err)
+	}
+	s := newService(t, govConfig(""), agent.Options{Store: st, AppsEnabled: true, Access: ax, Builtins: map[string]func() *mcp.Server{"gov": g.new}})
 
 	ans := run(t, s, "/fails {}")
-	if len(ans.ToolErrors) != 1 || !strings.Contains(ans.ToolErrors[0].Message, "nobody may call fails") {
+	if len(ans.ToolErrors) != 1 || !strings.Contains(ans.ToolErrors[0].Message, "nobody-fails") {
 		t.Errorf("model call: tool errors %+v", ans.ToolErrors)
 	}
 	if g.count("fails") != 0 {
 		t.Errorf("the denied call reached the server")
+	}
+	recs := audit(t, st, agent.AuditToolCall)
+	if len(recs) != 1 || field(recs[0], "result") != agent.ResultRefused || field(recs[0], "decision") != "deny" ||
+		fmt.Sprint(recs[0].Fields["policies"]) != "[nobody-fails]" {
+		t.Errorf("model call audit = %+v", recs)
 	}
 
 	ans = run(t, s, "/secret {}")
 	if len(ans.Views) != 1 {
 		t.Fatalf("the model's secret call was not allowed: %+v", ans.ToolErrors)
 	}
-	_, err := s.CallFromView(context.Background(), ans.Views[0], alice, "secret", nil)
+	recs = audit(t, st, agent.AuditToolCall)
+	if last := recs[len(recs)-1]; field(last, "decision") != "allow" || fmt.Sprint(last.Fields["policies"]) != "[default.agents-run]" {
+		t.Errorf("allowed call audit = %+v", last)
+	}
+	_, err = s.CallFromView(ctx, ans.Views[0], alice, "secret", nil)
 	if !errors.Is(err, agent.ErrDenied) {
 		t.Errorf("view call: err = %v, want ErrDenied", err)
 	}
-	recs := audit(t, st, agent.AuditAppCall)
-	if len(recs) != 1 || field(recs[0], "result") != agent.ResultRefused || !strings.Contains(field(recs[0], "why"), "views may not read secrets") {
+	recs = audit(t, st, agent.AuditAppCall)
+	if len(recs) != 1 || field(recs[0], "result") != agent.ResultRefused || field(recs[0], "decision") != "deny" ||
+		!strings.Contains(field(recs[0], "why"), "no-secrets-in-views") {
 		t.Errorf("view call audit = %+v", recs)
 	}
 
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	last := p.asked[len(p.asked)-1]
-	want := agent.Decision{Person: alice, AgentID: "default", Action: agent.ActionInvoke, Server: "gov", Tool: "secret", FromView: true}
-	if last != want {
-		t.Errorf("last decision = %+v, want %+v", last, want)
+	// The admin lifts the forbid: the same call goes through.
+	if _, err := ax.SetPolicies(ctx, admin, access.DefaultPolicyText, 1); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.CallFromView(ctx, ans.Views[0], alice, "secret", nil); err != nil {
+		t.Errorf("after the policy change: %v", err)
 	}
 }
 

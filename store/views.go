@@ -233,6 +233,17 @@ func dropHTMLRef(tx *bbolt.Tx, sha []byte) (bool, error) {
 	return true, nil
 }
 
+// ViewTenant returns the tenant of a view, expired or not (until a sweep
+// removes it), so that a caller can answer another tenant's expired view
+// exactly like one that does not exist, rather than tell it expired.
+func (s *Store) ViewTenant(ctx context.Context, id string) (string, error) {
+	v, err := getJSON[View](ctx, s, bucketViews, "view", id)
+	if err != nil {
+		return "", err
+	}
+	return v.TenantID, nil
+}
+
 // View returns a view. It returns an error wrapping ErrNotFound for an
 // unknown id, and one wrapping ErrExpired (which also matches ErrNotFound)
 // for a view whose ExpiresAt is at or before now, even if no sweep has

@@ -2,92 +2,60 @@ package viewpage
 
 import (
 	"context"
+	"errors"
 	"fmt"
-	"slices"
 
+	"teamsbot/access"
+	"teamsbot/agent"
 	"teamsbot/signin"
 	"teamsbot/store"
 )
 
-// Access decides who may open a view and who may call a tool from it. The
-// page asks it before it shows anything of a view; the agent's governed path
-// (Cedar policies, visibility, data rules) still decides each call after it.
-//
-// A refusal is an error that wraps ErrForbidden; any other error is treated
-// as a failure of the check itself (500).
-type Access interface {
-	// CanRead reports whether s may open v (the page, the view API and the
-	// frame URLs minted for it).
-	CanRead(ctx context.Context, s signin.Session, v store.View) error
-	// CanCall reports whether s may call tool from v.
-	CanCall(ctx context.Context, s signin.Session, v store.View, tool string) error
+// The view page decides nothing itself: access does (the ownership rule,
+// the roles, the tenant default, group bindings), and the agent's governed
+// path decides each call with Cedar. These convert what the page has into
+// what they take.
+
+// personOf is who a session is, for access and the agent.
+func personOf(s signin.Session) access.Person {
+	return access.Person{TenantID: s.TenantID, UserID: s.UserID, Name: s.Name, Roles: s.Roles}
 }
 
-// Role names the default rule knows. The access package will bind them to
-// people and groups per tenant; until then they come from the sign-in
-// session (Entra app roles).
-const (
-	RoleAgentsRead  = "agents.read"
-	RoleAgentsRun   = "agents.run"
-	RoleAgentsAdmin = "agents.admin"
-)
-
-// OwnerRule is the default Access: the ownership rule of the product
-// specification and the roles its API names ("GET /api/mcp-apps/{id} ...
-// needs agents.read"; "POST /api/mcp-apps/{id}/call ... needs agents.run").
-//
-//   - Nobody from another tenant, ever.
-//   - A view from a run for a person (UserID set) may be opened by that
-//     person only (same tenant and same user id), and only while they hold
-//     one of ReaderRoles; its tools may be called by that person while they
-//     hold one of RunnerRoles. Roles do not widen this: an admin of the
-//     tenant cannot open someone else's view.
-//   - A view from a run with no person (a trigger) may be opened by the
-//     tenant's agent readers, which this rule takes to be sessions holding
-//     one of ReaderRoles; its tools may be called by sessions holding one
-//     of RunnerRoles.
-//
-// The Cedar invoke check on the agent is not made here: every call goes
-// through the agent's governed path, which makes it.
-//
-// The zero value uses the default roles below.
-type OwnerRule struct {
-	// ReaderRoles may open views; nil means agents.read and agents.admin.
-	ReaderRoles []string
-	// RunnerRoles may call tools from views; nil means agents.run and
-	// agents.admin.
-	RunnerRoles []string
+func agentPersonOf(s signin.Session) agent.Person {
+	return agent.Person{TenantID: s.TenantID, UserID: s.UserID, Name: s.Name, Roles: s.Roles}
 }
 
-// CanRead implements Access.
-func (r OwnerRule) CanRead(_ context.Context, s signin.Session, v store.View) error {
-	roles := r.ReaderRoles
-	if roles == nil {
-		roles = []string{RoleAgentsRead, RoleAgentsAdmin}
-	}
-	return r.check(s, v, roles)
+func accessView(v store.View) access.View {
+	return access.View{ID: v.ID, TenantID: v.TenantID, UserID: v.UserID, AgentID: v.AgentID}
 }
 
-// CanCall implements Access.
-func (r OwnerRule) CanCall(_ context.Context, s signin.Session, v store.View, _ string) error {
-	roles := r.RunnerRoles
-	if roles == nil {
-		roles = []string{RoleAgentsRun, RoleAgentsAdmin}
-	}
-	return r.check(s, v, roles)
-}
-
-func (OwnerRule) check(s signin.Session, v store.View, roles []string) error {
-	if s.TenantID == "" || v.TenantID == "" || s.TenantID != v.TenantID {
-		return fmt.Errorf("view %s: another tenant: %w", v.ID, ErrForbidden)
-	}
-	if v.UserID != "" && (s.UserID == "" || s.UserID != v.UserID) {
-		return fmt.Errorf("view %s: another person's view: %w", v.ID, ErrForbidden)
-	}
-	for _, role := range s.Roles {
-		if slices.Contains(roles, role) {
-			return nil
+// viewFor loads view id for the signed-in s. A view of another tenant is
+// answered exactly as one that does not exist, expired or not: the same
+// error, so the same status and words; nothing about it is read further.
+func (h *Handler) viewFor(ctx context.Context, id string, s signin.Session) (store.View, error) {
+	v, err := h.loadView(ctx, id)
+	switch {
+	case errors.Is(err, ErrExpired):
+		if tenant, terr := h.store.ViewTenant(ctx, id); terr != nil || tenant == "" || tenant != s.TenantID {
+			return store.View{}, fmt.Errorf("view %.140q: %w", id, ErrNotFound)
 		}
+		return store.View{}, err
+	case err != nil:
+		return store.View{}, err
+	case s.TenantID == "" || v.TenantID != s.TenantID:
+		return store.View{}, fmt.Errorf("view %.140q: %w", id, ErrNotFound)
 	}
-	return fmt.Errorf("view %s: needs one of %v: %w", v.ID, roles, ErrMissingRole)
+	return v, nil
+}
+
+// refusal turns an access answer into the page's error: another tenant's
+// view is "no such view", a refusal keeps its words.
+func refusal(err error) error {
+	switch {
+	case errors.Is(err, access.ErrNotFound):
+		return fmt.Errorf("%w: %w", ErrNotFound, err)
+	case errors.Is(err, access.ErrDenied), errors.Is(err, access.ErrUnavailable):
+		return err
+	}
+	return fmt.Errorf("viewpage: access check: %w", err)
 }

@@ -21,6 +21,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/oauth2-proxy/mockoidc"
 
+	"teamsbot/access"
 	"teamsbot/agent"
 	"teamsbot/internal/netaddr"
 	"teamsbot/internal/testenv"
@@ -38,7 +39,7 @@ type (
 )
 
 func agentPerson(p *person) agent.Person {
-	return agent.Person{TenantID: p.TID, UserID: p.OID, Name: p.Name}
+	return agent.Person{TenantID: p.TID, UserID: p.OID, Name: p.Name, Roles: p.Roles}
 }
 
 const (
@@ -70,6 +71,7 @@ type env struct {
 	store   *store.Store
 	agent   *agent.Service
 	signin  *signin.Service
+	access  *access.Service
 	handler *viewpage.Handler
 	oidc    *mockoidc.MockOIDC
 	clock   *clock
@@ -81,6 +83,16 @@ type env struct {
 	requests []string // "METHOD /path" of every request the server got
 	// logs collects the log of the view page and the error handler.
 	logs testenv.LogBuffer
+}
+
+// setDefault has a tenant admin of tenant A switch the tenant default on
+// or off.
+func (e *env) setDefault(runner bool) {
+	e.t.Helper()
+	admin := access.Person{TenantID: tenantA, UserID: "adadadad-0000-0000-0000-0000000000ad", Roles: []string{access.PermAdmin}}
+	if err := e.access.SetDefault(context.Background(), admin, access.Default{Runner: runner}); err != nil {
+		e.t.Fatalf("SetDefault: %v", err)
+	}
 }
 
 // logText is everything logged so far.
@@ -130,21 +142,21 @@ func newEnv(t testing.TB, o envOptions) *env {
 		t.Fatalf("store.Open: %v", err)
 	}
 	t.Cleanup(func() { e.store.Close() })
+	e.access, err = access.New(access.Options{Store: e.store, Now: e.clock.Now})
+	if err != nil {
+		t.Fatalf("access.New: %v", err)
+	}
 
 	servers := append([]agent.ServerConfig{{Name: "demo", Builtin: "demo"}}, o.servers...)
 	e.agent, err = agent.New(ctx, agent.Config{Agents: []agent.AgentConfig{{
 		ID: "default", Name: "Assistant", Servers: servers,
-	}}}, agent.Options{Store: e.store, Now: e.clock.Now, AppsEnabled: true, Builtins: o.builtins})
+	}}}, agent.Options{Store: e.store, Now: e.clock.Now, AppsEnabled: true, Builtins: o.builtins, Access: e.access})
 	if err != nil {
 		t.Fatalf("agent.New: %v", err)
 	}
 	t.Cleanup(func() { e.agent.Close() })
 
-	e.oidc, err = mockoidc.Run()
-	if err != nil {
-		t.Fatalf("mockoidc: %v", err)
-	}
-	t.Cleanup(func() { e.oidc.Shutdown() })
+	e.oidc = testenv.StartMockOIDC(t)
 	cfg := e.oidc.Config()
 	e.signin, err = signin.New(ctx, signin.Options{
 		Issuer: cfg.Issuer, ClientID: cfg.ClientID, ClientSecret: cfg.ClientSecret,
@@ -158,7 +170,7 @@ func newEnv(t testing.TB, o envOptions) *env {
 
 	logger := slog.New(slog.NewTextHandler(&e.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	opts := viewpage.Options{
-		Store: e.store, Agent: e.agent, SignIn: e.signin,
+		Store: e.store, Agent: e.agent, SignIn: e.signin, Access: e.access,
 		PublicBaseURL: netaddr.MustParseOrigin(e.base), DataDir: e.dataDir, Now: e.clock.Now, Logger: logger,
 	}
 	if !o.sameOrigin {

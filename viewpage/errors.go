@@ -2,9 +2,9 @@ package viewpage
 
 import (
 	"errors"
-	"fmt"
 	"net/http"
 
+	"teamsbot/access"
 	"teamsbot/agent"
 	"teamsbot/internal/web"
 	"teamsbot/signin"
@@ -18,16 +18,6 @@ var (
 	ErrNotFound = errors.New("viewpage: view not found")
 	// ErrExpired: the view's 7 days are over (410).
 	ErrExpired = errors.New("viewpage: view expired")
-	// ErrForbidden: the view is not the caller's, or the caller may not run
-	// its tools (403). Access implementations wrap it.
-	ErrForbidden = errors.New("viewpage: forbidden")
-	// ErrCallForbidden: the caller may open the view but not run its
-	// tools (403). It wraps ErrForbidden.
-	ErrCallForbidden = fmt.Errorf("%w: may not run this view's tools", ErrForbidden)
-	// ErrMissingRole: the caller may see that the view is theirs (or, for
-	// a run without a person, their tenant's) but lacks the app role
-	// needed (403). It wraps ErrForbidden.
-	ErrMissingRole = fmt.Errorf("%w: missing role", ErrForbidden)
 	// ErrNoSession: nobody is signed in (401 for the API; the page
 	// redirects to sign-in instead).
 	ErrNoSession = errors.New("viewpage: not signed in")
@@ -83,6 +73,14 @@ func isExpired(err error) bool {
 	return errors.Is(err, store.ErrExpired)
 }
 
+// sentence starts s with a capital letter.
+func sentence(s string) string {
+	if s == "" || s[0] < 'a' || s[0] > 'z' {
+		return s
+	}
+	return string(s[0]-'a'+'A') + s[1:]
+}
+
 // Classify maps the view page's errors (and those of the packages it calls:
 // agent, signin, store) to a status and a message safe to show, or returns
 // nil for errors that are not its own. The wiring hands it to
@@ -109,17 +107,18 @@ func Classify(err error) *web.Error {
 // classify returns the status, the page heading (empty: chosen from the
 // status) and the message of err, or a zero status.
 func classify(err error) (int, string, string) {
+	var denied *access.DeniedError
 	switch {
 	case errors.Is(err, ErrExpired):
 		return http.StatusGone, "This view has expired", "This view has expired. Views are kept for 7 days; ask the agent again for a new one."
 	case errors.Is(err, ErrNotFound), errors.Is(err, store.ErrNotFound):
 		return http.StatusNotFound, "", "There is no such view. Check the link, or ask the agent again."
-	case errors.Is(err, ErrCallForbidden):
-		return http.StatusForbidden, "", "You may open this view but not run its tools."
-	case errors.Is(err, ErrMissingRole):
-		return http.StatusForbidden, "", "Your account lacks the role this needs (agents.read to open views, agents.run to run their tools). Ask your administrator."
-	case errors.Is(err, ErrForbidden):
+	case errors.Is(err, access.ErrUnavailable):
+		return http.StatusServiceUnavailable, "", "Your group memberships cannot be checked right now (Microsoft Graph did not answer), so nothing that depends on them is allowed. Try again in a few minutes."
+	case errors.As(err, &denied) && denied.Missing == "":
 		return http.StatusForbidden, "", "This view is not yours. A view can be opened only by the person the agent answered or, for a run without a person, by the tenant's agent readers."
+	case errors.As(err, &denied):
+		return http.StatusForbidden, "", sentence(denied.Reason)
 	case errors.Is(err, ErrBadToken):
 		return http.StatusForbidden, "", "This frame link is missing a valid token or has expired. Reload the page."
 	case errors.Is(err, ErrNotFramed):

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"teamsbot/access"
 	"teamsbot/agent"
 	"teamsbot/internal/web"
 	"teamsbot/signin"
@@ -26,9 +27,10 @@ func TestClassify(t *testing.T) {
 		{fmt.Errorf("view x: %w", viewpage.ErrNotFound), 404, "no such view"},
 		{fmt.Errorf("view x: %w", store.ErrNotFound), 404, "no such view"},
 		{fmt.Errorf("view x: %w", viewpage.ErrExpired), 410, "expired"},
-		{fmt.Errorf("view x: %w", viewpage.ErrForbidden), 403, "not yours"},
-		{fmt.Errorf("view x: %w", viewpage.ErrMissingRole), 403, "agents.read"},
-		{fmt.Errorf("tool x: %w: %w", viewpage.ErrCallForbidden, viewpage.ErrMissingRole), 403, "not run its tools"},
+		{fmt.Errorf("view x: %w", &access.DeniedError{Reason: "this view is not yours"}), 403, "not yours"},
+		{fmt.Errorf("view x: %w", &access.DeniedError{Missing: access.PermRead, Reason: "opening your views needs the agents.read role"}), 403, "Opening your views needs the agents.read role"},
+		{fmt.Errorf("view x: %w", access.ErrUnavailable), 503, "cannot be checked"},
+		{fmt.Errorf("call: %w: %w", agent.ErrDenied, access.ErrUnavailable), 503, "cannot be checked"},
 		{fmt.Errorf("proxy: %w", viewpage.ErrBadToken), 403, "token"},
 		{fmt.Errorf("call: %w", agent.ErrToolNotAllowed), 403, "may not call that tool"},
 		{fmt.Errorf("call: %w", agent.ErrDenied), 403, "policy denied"},

@@ -3,6 +3,7 @@ package viewpage_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/url"
 	"strings"
@@ -12,6 +13,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"teamsbot/access"
 	"teamsbot/agent"
 	"teamsbot/agent/demo"
 	"teamsbot/mcpapps"
@@ -20,9 +22,10 @@ import (
 )
 
 // "Only the person the run was for can open it": the page sends a person
-// who is not signed in to sign-in and back, refuses another person and
-// another tenant with a 403 page that shows nothing of the view, and tells
-// an expired view (410) from an unknown one (404).
+// who is not signed in to sign-in and back, refuses another person of the
+// tenant with a 403 page that shows nothing of the view, answers another
+// tenant exactly as for an unknown view (404, the same words, expired or
+// not), and tells an expired view (410) from an unknown one (404).
 func TestPageAccess(t *testing.T) {
 	e := newEnv(t, envOptions{})
 	v := e.run(alice(), "/sales_report {\"region\": \"EMEA\"}")
@@ -57,10 +60,28 @@ func TestPageAccess(t *testing.T) {
 	})
 
 	leaks := []string{alice().Name, alice().OID, "sales_report", "Sales report", "EMEA", v.Server + "<", v.ResourceURI}
+	unknown := do(t, e.client(mallory()), http.MethodGet, e.base+"/mcp-apps/no-such-view", nil, "")
+	unknownAPI := do(t, e.client(mallory()), http.MethodGet, e.base+"/api/mcp-apps/no-such-view", nil, "")
+	t.Run("another tenant gets exactly what an unknown id gets", func(t *testing.T) {
+		cl := e.client(mallory())
+		for _, expired := range []bool{false, true} {
+			if expired {
+				e.clock.Advance(store.ViewLifetime + time.Minute)
+			}
+			r := do(t, cl, http.MethodGet, page, nil, "")
+			api := do(t, cl, http.MethodGet, e.base+"/api/mcp-apps/"+v.ID, nil, "")
+			if r.status != http.StatusNotFound || r.body != unknown.body || api.status != http.StatusNotFound || api.body != unknownAPI.body {
+				t.Errorf("expired %v: page %d, API %d %s; want what an unknown id gets (404 %s)", expired, r.status, api.status, api.body, unknownAPI.body)
+			}
+			if expired {
+				e.clock.Advance(-(store.ViewLifetime + time.Minute))
+			}
+		}
+	})
 	for _, c := range []struct {
 		name string
 		p    *person
-	}{{"another person of the tenant", bob()}, {"another tenant", mallory()}} {
+	}{{"another person of the tenant", bob()}} {
 		t.Run(c.name+" gets 403 and nothing of the view", func(t *testing.T) {
 			cl := e.client(c.p)
 			r := do(t, cl, http.MethodGet, page, nil, "")
@@ -82,9 +103,25 @@ func TestPageAccess(t *testing.T) {
 		})
 	}
 
-	// "It needs agents.read" holds for the owner too; the page says which
-	// role is missing rather than that the view is someone else's.
+	// Under the tenant default the owner needs no app role at all.
+	t.Run("the owner without app roles opens it under the default", func(t *testing.T) {
+		noRoles := alice()
+		noRoles.Roles = nil
+		cl := e.client(noRoles)
+		if r := do(t, cl, http.MethodGet, page, nil, ""); r.status != http.StatusOK {
+			t.Errorf("page: %d %s", r.status, r.body)
+		}
+		if api := do(t, cl, http.MethodGet, e.base+"/api/mcp-apps/"+v.ID, nil, ""); api.status != http.StatusOK {
+			t.Errorf("API: %d %s", api.status, api.body)
+		}
+	})
+
+	// "It needs agents.read" holds for the owner too once an admin turns
+	// the default off; the page says which role is missing rather than that
+	// the view is someone else's.
 	t.Run("the owner without agents.read gets 403 naming the role", func(t *testing.T) {
+		e.setDefault(false)
+		defer e.setDefault(true)
 		noRoles := alice()
 		noRoles.Roles = nil
 		cl := e.client(noRoles)
@@ -140,15 +177,15 @@ func TestNoPersonViewForReaders(t *testing.T) {
 	if r := do(t, e.client(nobody), http.MethodGet, e.base+"/api/mcp-apps/"+v.ID, nil, ""); r.status != http.StatusForbidden {
 		t.Errorf("person without agents.read: %d, want 403", r.status)
 	}
-	if r := do(t, e.client(mallory()), http.MethodGet, e.base+"/api/mcp-apps/"+v.ID, nil, ""); r.status != http.StatusForbidden {
-		t.Errorf("reader of another tenant: %d, want 403", r.status)
+	if r := do(t, e.client(mallory()), http.MethodGet, e.base+"/api/mcp-apps/"+v.ID, nil, ""); r.status != http.StatusNotFound {
+		t.Errorf("reader of another tenant: %d, want 404 as for an unknown view", r.status)
 	}
 
 	// Calls need agents.run: a reader may look but not run, and the
 	// refusal is audited like the agent's own.
 	r := do(t, e.client(reader), http.MethodPost, e.base+"/api/mcp-apps/"+v.ID+"/call",
 		map[string]string{"Content-Type": "application/json"}, `{"name":"refresh_sales","arguments":{}}`)
-	if r.status != http.StatusForbidden || !strings.Contains(r.body, "not run its tools") {
+	if r.status != http.StatusForbidden || !strings.Contains(r.body, "agents.run") {
 		t.Errorf("reader's call: %d %s, want 403", r.status, r.body)
 	}
 	audited := false
@@ -160,13 +197,17 @@ func TestNoPersonViewForReaders(t *testing.T) {
 	if !audited {
 		t.Errorf("the refused call was not audited: %+v", e.callAudit(tenantA))
 	}
-	// The owner of a view needs agents.run too ("It needs agents.run").
+	// The owner of a view needs agents.run too ("It needs agents.run"),
+	// which the tenant default gives; with the default off, a reader
+	// alone may not run their view's tools.
+	e.setDefault(false)
 	own := alice()
-	own.Roles = []string{"agents.read"}
+	own.Roles = []string{"agents.read", "agents.run"}
 	mine := e.run(own, "/sales_report {}")
+	own.Roles = []string{"agents.read"}
 	r = do(t, e.client(own), http.MethodPost, e.base+"/api/mcp-apps/"+mine.ID+"/call",
 		map[string]string{"Content-Type": "application/json"}, `{"name":"refresh_sales","arguments":{}}`)
-	if r.status != http.StatusForbidden || !strings.Contains(r.body, "not run its tools") {
+	if r.status != http.StatusForbidden || !strings.Contains(r.body, "agents.run") {
 		t.Errorf("owner without agents.run: %d %s, want 403", r.status, r.body)
 	}
 	runner := &person{TID: tenantA, OID: "eeeeeeee-0000-0000-0000-00000000000e", Name: "Erin", Roles: []string{"agents.read", "agents.run"}}
@@ -419,7 +460,7 @@ func TestCall(t *testing.T) {
 		{"too large", func() *http.Client { return cl }, jsonCT, `{"name":"refresh_sales","arguments":{"x":"` + strings.Repeat("a", 1<<20) + `"}}`, 413},
 		{"not signed in", func() *http.Client { return e.client(nil) }, jsonCT, `{"name":"refresh_sales"}`, 401},
 		{"another person", func() *http.Client { return e.client(bob()) }, jsonCT, `{"name":"refresh_sales"}`, 403},
-		{"another tenant", func() *http.Client { return e.client(mallory()) }, jsonCT, `{"name":"refresh_sales"}`, 403},
+		{"another tenant", func() *http.Client { return e.client(mallory()) }, jsonCT, `{"name":"refresh_sales"}`, 404},
 	}
 	for _, c := range refused {
 		r := do(t, c.client(), http.MethodPost, callURL, c.header, c.body)
@@ -447,17 +488,23 @@ func TestCall(t *testing.T) {
 			t.Errorf("no agent.mcp_app.call record with result refused for %s: %+v", tool, e.callAudit(tenantA))
 		}
 	}
-	// A refusal of someone of another tenant names their tenant, so the
-	// record is not read as one of the owner's (Mallory has Alice's user
-	// id in her own tenant).
-	found := false
+	// Someone of another tenant learns nothing (404, as for an unknown
+	// id) and writes nothing into the owner's log: the refusal is recorded
+	// in their own tenant, without the tool name they chose (Mallory has
+	// Alice's user id in her own tenant).
 	for _, rec := range e.callAudit(tenantA) {
-		if rec.Fields["result"] == "refused" && rec.Fields["caller_tenant"] == tenantB && rec.Fields["agent"] == v.AgentID {
+		if rec.Fields["caller_tenant"] != nil || (rec.Actor == mallory().OID && rec.Fields["tool"] == "refresh_sales" && rec.Fields["caller"] != alice().OID) {
+			t.Errorf("another tenant's call reached the owner's log: %+v", rec)
+		}
+	}
+	found := false
+	for _, rec := range e.callAudit(tenantB) {
+		if rec.Fields["result"] == "refused" && rec.Fields["view"] == v.ID && rec.Fields["tool"] == "" {
 			found = true
 		}
 	}
 	if !found {
-		t.Errorf("no refused record naming the caller's tenant %s: %+v", tenantB, e.callAudit(tenantA))
+		t.Errorf("no refused record in the caller's tenant %s: %+v", tenantB, e.callAudit(tenantB))
 	}
 }
 
@@ -651,5 +698,44 @@ func TestSameOriginFramesArePaths(t *testing.T) {
 	page := do(t, cl, http.MethodGet, e.base+"/mcp-apps/"+v.ID, nil, "")
 	if csp := page.header.Get("Content-Security-Policy"); !strings.Contains(csp, "frame-src 'self';") || !strings.Contains(csp, "frame-ancestors 'none'") {
 		t.Errorf("page CSP %q, want frame-src 'self'", csp)
+	}
+}
+
+// "POST /api/mcp-apps/{id}/call ... needs agents.run and the Cedar invoke
+// on the agent": a tenant policy that forbids one tool from views refuses
+// the view's call with 403, audited as refused with the policy's id; once
+// the admin changes the policy, the same call goes through.
+func TestCedarPolicyDecidesViewCall(t *testing.T) {
+	e := newEnv(t, envOptions{})
+	v := e.run(alice(), "/sales_report {}")
+	admin := access.Person{TenantID: tenantA, UserID: "adadadad-0000-0000-0000-0000000000ad", Roles: []string{access.PermAdmin}}
+	ctx := context.Background()
+	_, version, err := e.access.PolicyText(ctx, tenantA)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if version, err = e.access.SetPolicies(ctx, admin, access.DefaultPolicyText+`
+@id("no-refresh-from-views")
+forbid (principal, action == Action::"invoke", resource) when { context.caller == "view" && context.tool == "refresh_sales" };
+`, version); err != nil {
+		t.Fatal(err)
+	}
+	call := func() response {
+		return do(t, e.client(alice()), http.MethodPost, e.base+"/api/mcp-apps/"+v.ID+"/call",
+			map[string]string{"Content-Type": "application/json"}, `{"name":"refresh_sales","arguments":{}}`)
+	}
+	if r := call(); r.status != http.StatusForbidden || !strings.Contains(r.body, "policy denied") {
+		t.Fatalf("forbidden call: %d %s, want 403", r.status, r.body)
+	}
+	recs := e.callAudit(tenantA)
+	last := recs[len(recs)-1]
+	if last.Fields["result"] != "refused" || last.Fields["decision"] != "deny" || fmt.Sprint(last.Fields["policies"]) != "[no-refresh-from-views]" {
+		t.Errorf("audit record %+v, want refused by no-refresh-from-views", last)
+	}
+	if _, err := e.access.SetPolicies(ctx, admin, access.DefaultPolicyText, version); err != nil {
+		t.Fatal(err)
+	}
+	if r := call(); r.status != http.StatusOK {
+		t.Errorf("after the policy change: %d %s", r.status, r.body)
 	}
 }

@@ -61,6 +61,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"teamsbot/access"
 	"teamsbot/agent"
 	"teamsbot/internal/netaddr"
 	"teamsbot/internal/web"
@@ -101,9 +102,8 @@ type Options struct {
 	Agent *agent.Service
 	// SignIn tells who is signed in and where to sign in. Required.
 	SignIn *signin.Service
-	// Access decides who may open a view and call its tools; nil means
-	// OwnerRule{}.
-	Access Access
+	// Access decides who may open a view and call its tools. Required.
+	Access *access.Service
 	// PublicBaseURL is where people reach the service, such as
 	// https://bot.example.com. Required. With a SandboxBaseURL, it is the
 	// only origin allowed to frame the sandbox proxy.
@@ -131,7 +131,7 @@ type Handler struct {
 	store  *store.Store
 	agent  *agent.Service
 	signin *signin.Service
-	access Access
+	access *access.Service
 	logger *slog.Logger
 	now    func() time.Time
 	keys   *tokenKeys
@@ -177,6 +177,9 @@ func New(opts Options) (*Handler, error) {
 	if opts.SignIn == nil {
 		errs = append(errs, errors.New("viewpage: SignIn is required"))
 	}
+	if opts.Access == nil {
+		errs = append(errs, errors.New("viewpage: Access is required"))
+	}
 	if opts.PublicBaseURL.IsZero() {
 		errs = append(errs, errors.New("viewpage: PublicBaseURL is required"))
 	}
@@ -204,9 +207,6 @@ func New(opts Options) (*Handler, error) {
 	var err error
 	if err = h.cop.AddTrustedOrigin(public.String()); err != nil {
 		return nil, fmt.Errorf("viewpage: PublicBaseURL: %w", err)
-	}
-	if h.access == nil {
-		h.access = OwnerRule{}
 	}
 	if h.logger == nil {
 		h.logger = slog.New(slog.DiscardHandler)
@@ -418,12 +418,12 @@ func (h *Handler) page(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	v, err := h.loadView(r.Context(), id)
+	v, err := h.viewFor(r.Context(), id, s)
 	if err != nil {
 		return err
 	}
-	if err := h.access.CanRead(r.Context(), s, v); err != nil {
-		return h.refusal(err)
+	if err := h.access.CanRead(r.Context(), personOf(s), accessView(v)); err != nil {
+		return refusal(err)
 	}
 	title := v.ToolTitle
 	if title == "" {
@@ -462,15 +462,6 @@ func prettyJSON(raw json.RawMessage) string {
 		return string(raw)
 	}
 	return b.String()
-}
-
-// refusal wraps an Access error: a refusal stays ErrForbidden, anything
-// else is a failure of the check.
-func (h *Handler) refusal(err error) error {
-	if errors.Is(err, ErrForbidden) {
-		return err
-	}
-	return fmt.Errorf("viewpage: access check: %w", err)
 }
 
 // ViewInfo is the answer of GET /api/mcp-apps/{id}: what the page needs to
@@ -525,12 +516,12 @@ func (h *Handler) viewAPI(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	v, err := h.loadView(r.Context(), c.Param("id"))
+	v, err := h.viewFor(r.Context(), c.Param("id"), s)
 	if err != nil {
 		return err
 	}
-	if err := h.access.CanRead(r.Context(), s, v); err != nil {
-		return h.refusal(err)
+	if err := h.access.CanRead(r.Context(), personOf(s), accessView(v)); err != nil {
+		return refusal(err)
 	}
 	now := h.now()
 	info := ViewInfo{
@@ -625,51 +616,34 @@ func (h *Handler) call(c echo.Context) error {
 		return err
 	}
 	ctx := r.Context()
-	v, err := h.loadView(ctx, c.Param("id"))
+	// Access is decided before anything of the view or the body is read:
+	// another tenant's id is answered as an unknown one, and the refusal
+	// is recorded in the caller's own tenant.
+	id := c.Param("id")
+	v, err := h.viewFor(ctx, id, s)
+	if errors.Is(err, ErrNotFound) && validID(id) {
+		h.metrics.calls.WithLabelValues("refused").Inc()
+		h.auditRefusal(ctx, s, store.View{ID: id}, "", "no view of the caller's tenant has this id")
+	}
 	if err != nil {
 		return err
 	}
-	body, err := io.ReadAll(http.MaxBytesReader(c.Response(), r.Body, MaxCallBodyBytes))
+	if err := h.access.CanCall(ctx, personOf(s), accessView(v)); err != nil {
+		err = refusal(err)
+		if errors.Is(err, access.ErrDenied) {
+			// The caller's own tenant, the caller's own words: the tool
+			// they asked for is recorded, clipped, for their admins.
+			h.metrics.calls.WithLabelValues("refused").Inc()
+			req, _, _ := readCall(c)
+			h.auditRefusal(ctx, s, v, req.Name, err.Error())
+		}
+		return err
+	}
+	req, args, err := readCall(c)
 	if err != nil {
-		var tooLarge *http.MaxBytesError
-		if errors.As(err, &tooLarge) {
-			return ErrTooLarge
-		}
-		return fmt.Errorf("%w: reading the body: %w", ErrBadRequest, err)
+		return err
 	}
-	var req callRequest
-	dec := json.NewDecoder(bytes.NewReader(body))
-	if err := dec.Decode(&req); err != nil {
-		return badRequest("the body is not valid JSON", err)
-	}
-	if dec.More() {
-		return badRequest("the body holds more than one JSON value", nil)
-	}
-	if req.Name == "" {
-		return badRequest("name is required", nil)
-	}
-	if len(req.Name) > MaxToolNameBytes {
-		return badRequest(fmt.Sprintf("name is longer than %d bytes", MaxToolNameBytes), nil)
-	}
-	args := bytes.TrimSpace(req.Arguments)
-	switch {
-	case len(args) == 0 || string(args) == "null":
-		args = []byte(`{}`)
-	case args[0] != '{':
-		return badRequest("arguments must be a JSON object", nil)
-	}
-	if err := h.access.CanCall(ctx, s, v, req.Name); err != nil {
-		if !errors.Is(err, ErrForbidden) {
-			return fmt.Errorf("viewpage: access check: %w", err)
-		}
-		h.metrics.calls.WithLabelValues("refused").Inc()
-		h.auditRefusal(ctx, s, v, req.Name)
-		if !errors.Is(err, ErrCallForbidden) && h.access.CanRead(ctx, s, v) == nil {
-			return fmt.Errorf("tool %q: %w: %w", req.Name, ErrCallForbidden, err)
-		}
-		return fmt.Errorf("tool %q: %w", req.Name, err)
-	}
-	caller := agent.Person{TenantID: s.TenantID, UserID: s.UserID, Name: s.Name}
+	caller := agentPersonOf(s)
 	res, err := h.agent.CallFromView(ctx, v, caller, req.Name, json.RawMessage(args))
 	switch {
 	case err == nil:
@@ -697,10 +671,45 @@ func (h *Handler) call(c echo.Context) error {
 	return c.JSON(http.StatusOK, res)
 }
 
-// auditRefusal has the agent record a call refused by the access rule.
-func (h *Handler) auditRefusal(ctx context.Context, s signin.Session, v store.View, tool string) {
-	caller := agent.Person{TenantID: s.TenantID, UserID: s.UserID, Name: s.Name}
-	if err := h.agent.RefuseViewCall(ctx, v, caller, tool, "access: the caller may not run this view's tools"); err != nil {
+// readCall reads and checks the body of a view's tool call: one JSON
+// object {name, arguments}, the arguments an object ({} when absent).
+func readCall(c echo.Context) (callRequest, []byte, error) {
+	body, err := io.ReadAll(http.MaxBytesReader(c.Response(), c.Request().Body, MaxCallBodyBytes))
+	if err != nil {
+		var tooLarge *http.MaxBytesError
+		if errors.As(err, &tooLarge) {
+			return callRequest{}, nil, ErrTooLarge
+		}
+		return callRequest{}, nil, fmt.Errorf("%w: reading the body: %w", ErrBadRequest, err)
+	}
+	var req callRequest
+	dec := json.NewDecoder(bytes.NewReader(body))
+	if err := dec.Decode(&req); err != nil {
+		return callRequest{}, nil, badRequest("the body is not valid JSON", err)
+	}
+	if dec.More() {
+		return callRequest{}, nil, badRequest("the body holds more than one JSON value", nil)
+	}
+	if req.Name == "" {
+		return callRequest{}, nil, badRequest("name is required", nil)
+	}
+	if len(req.Name) > MaxToolNameBytes {
+		return callRequest{}, nil, badRequest(fmt.Sprintf("name is longer than %d bytes", MaxToolNameBytes), nil)
+	}
+	args := bytes.TrimSpace(req.Arguments)
+	switch {
+	case len(args) == 0 || string(args) == "null":
+		args = []byte(`{}`)
+	case args[0] != '{':
+		return callRequest{}, nil, badRequest("arguments must be a JSON object", nil)
+	}
+	return req, args, nil
+}
+
+// auditRefusal has the agent record a call refused by the access rule, in
+// the caller's own tenant.
+func (h *Handler) auditRefusal(ctx context.Context, s signin.Session, v store.View, tool, why string) {
+	if err := h.agent.RefuseViewCall(ctx, v, agentPersonOf(s), tool, "access: "+why); err != nil {
 		h.logger.ErrorContext(ctx, "audit of a refused view call failed", "view", v.ID, "err", err)
 	}
 }
