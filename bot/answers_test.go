@@ -244,6 +244,13 @@ func TestUpdateAnswer(t *testing.T) {
 // question.
 func TestDeliveryNotRecordedIsLogged(t *testing.T) {
 	h := newHarness(t, setup{})
+	// A first answer, while the store is open, leaves the tenant's access
+	// rules in memory for the second.
+	if s, b := h.send(h.message("personal", "a:no-store", "ns-0", "/lookup_customer {}")); s != http.StatusAccepted {
+		t.Fatalf("%d %s", s, b)
+	}
+	h.conn.waitFor(t, "the first answer", hasReplyTo("ns-0"))
+	h.idle()
 	if err := h.store.Close(); err != nil {
 		t.Fatal(err)
 	}

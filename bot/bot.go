@@ -44,6 +44,7 @@ import (
 	"github.com/labstack/echo/v4"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"teamsbot/access"
 	"teamsbot/agent"
 	"teamsbot/internal/netaddr"
 	"teamsbot/store"
@@ -109,6 +110,14 @@ type Options struct {
 	// Store keeps conversation references and where each answer went; nil
 	// keeps none, and then nothing can be sent proactively or updated.
 	Store *store.Store
+	// AllowedTenants are the Entra tenants whose messages make runs
+	// (TICKETIQ_BOT_ALLOWED_TENANTS); every other tenant's get a polite
+	// refusal and no run, and its installs store nothing. Required with an
+	// app id; local mode serves its loopback callers whatever they send.
+	AllowedTenants []string
+	// Access decides whether a person may run the agent (agents.run); nil
+	// lets every served person run it.
+	Access *access.Service
 	// PublicBaseURL is where people reach the service; the cards have an
 	// Open button only when it is https.
 	PublicBaseURL netaddr.Origin
@@ -147,6 +156,7 @@ type Options struct {
 type Bot struct {
 	opts      Options
 	agentName string
+	agentID   string
 	local     bool
 	logger    *slog.Logger
 	now       func() time.Time
@@ -177,6 +187,9 @@ func New(opts Options) (*Bot, error) {
 	}
 	if opts.AppID != "" && opts.AppPassword == "" {
 		return nil, errors.New("bot: an app id needs an app password (TICKETIQ_BOT_APP_PASSWORD)")
+	}
+	if opts.AppID != "" && len(opts.AllowedTenants) == 0 {
+		return nil, errors.New("bot: an app id needs the tenants it serves (TICKETIQ_BOT_ALLOWED_TENANTS, or TICKETIQ_BOT_TENANT_ID)")
 	}
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
@@ -222,7 +235,9 @@ func New(opts Options) (*Bot, error) {
 		seen:    newSeenSet(dedupTTL, dedupMax),
 		sem:     make(chan struct{}, opts.MaxConcurrentTurns),
 	}
+	b.agentID = opts.AgentID
 	if ids := opts.Agent.Agents(); opts.AgentID == "" && len(ids) > 0 {
+		b.agentID = ids[0]
 		b.agentName, _ = opts.Agent.AgentName(ids[0])
 	} else if opts.AgentID != "" {
 		if b.agentName, err = opts.Agent.AgentName(opts.AgentID); err != nil {

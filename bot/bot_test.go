@@ -640,8 +640,16 @@ func TestMessageWithoutPersonIsRefused(t *testing.T) {
 		}
 	}
 	audit, _ := h.store.Audit(context.Background(), store.AuditQuery{})
-	if len(audit) != 0 {
-		t.Errorf("the agent ran for a message without a person (%d audit records)", len(audit))
+	refused := 0
+	for _, rec := range audit {
+		if rec.Action != AuditRefused || rec.Fields["reason"] != RefusedIdentity {
+			t.Errorf("the agent ran for a message without a person: %+v", rec)
+			continue
+		}
+		refused++
+	}
+	if refused != 2 {
+		t.Errorf("%d bot.refused records, want one per message", refused)
 	}
 }
 

@@ -20,6 +20,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"teamsbot/access"
 	"teamsbot/agent"
 	"teamsbot/internal/netaddr"
 	"teamsbot/internal/testenv"
@@ -121,6 +122,7 @@ func held(started chan<- struct{}, release <-chan struct{}, text string) func(co
 // real agent with the built-in model and demo server, a real bbolt file,
 // and the fakes for the Bot Framework.
 type harness struct {
+	access *access.Service
 	t      testing.TB
 	bf     *fakeBotFramework
 	tokens *fakeTokenEndpoint
@@ -187,6 +189,11 @@ func newHarness(t testing.TB, s setup) *harness {
 	if !s.defaultClient {
 		opts.HTTPClient = loopbackClient()
 	}
+	ax, err := access.New(access.Options{Store: st, Now: h.now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.access, opts.Access = ax, ax
 	if s.publicBase == "" {
 		s.publicBase = httpsBaseURL
 	}
@@ -201,6 +208,7 @@ func newHarness(t testing.TB, s setup) *harness {
 		h.tokens = newFakeTokenEndpoint(t, testTenant, testAppID, testSecret)
 		h.conn = newFakeConnector(t, h.tokens)
 		opts.AppID, opts.AppPassword, opts.TenantID = testAppID, testSecret, testTenant
+		opts.AllowedTenants = []string{testTenant}
 		opts.OpenIDMetadataURL = h.bf.metadataURL()
 		opts.TokenURL = h.tokens.url()
 		opts.AllowLoopbackServiceURL = true

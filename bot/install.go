@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"slices"
 	"teamsbot/cards"
 	"teamsbot/internal/web"
 	"teamsbot/store"
@@ -72,6 +73,15 @@ func conversationTenant(a *schema.Activity) string {
 // with both a conversationUpdate and an installationUpdate).
 func (b *Bot) installed(ctx context.Context, a *schema.Activity, welcome bool) error {
 	tenant := conversationTenant(a)
+	if !b.local && (!slices.Contains(servedChannels, a.ChannelID) || tenant == "" || !b.serves(tenant)) {
+		// Another organisation installed the app, or another channel
+		// claims to be Teams: nothing is kept for it and nothing is sent.
+		b.logger.Info("installation outside the served tenants ignored", "tenant", clipID(tenant), "channel", clipID(a.ChannelID), "conversation", a.Conversation.ID)
+		b.audit(ctx, store.AuditRecord{Action: AuditRefused, Fields: map[string]any{
+			"reason": RefusedTenant, "detail": "installation", "claimed_tenant": clipID(tenant), "channel": clipID(a.ChannelID), "conversation": clipID(a.Conversation.ID),
+		}})
+		return nil
+	}
 	if tenant == "" {
 		b.logger.Warn("bot added to a conversation without a tenant; reference not stored", "conversation", a.Conversation.ID)
 	} else if b.opts.Store != nil {

@@ -40,12 +40,14 @@ func (b *Bot) onMessage(t *activity.TurnContext) (schema.Activity, error) {
 	go func() {
 		defer b.turns.Done()
 		defer b.pending.Add(-1)
-		if p.TenantID == "" || p.UserID == "" {
-			b.metrics.turns.WithLabelValues("refused").Inc()
-			b.logger.Info("message without tenant or user object id refused", "conversation", a.Conversation.ID, "channel", a.ChannelID)
-			b.sendCard(&a, cards.MissingIdentity())
+		ctx, cancel := context.WithTimeout(b.ctx, sendTimeout)
+		r := b.gate(ctx, &a, p)
+		if r != nil {
+			b.refuseMessage(ctx, &a, p, r)
+			cancel()
 			return
 		}
+		cancel()
 		b.runTurn(&a, p)
 	}()
 	return schema.Activity{}, nil

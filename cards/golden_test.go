@@ -120,12 +120,15 @@ func goldenCases() map[string][]Card {
 		}, https),
 		"answer_expired": AnswerCards(Answer{Text: "An old answer.", Views: twoViews()[:1]},
 			Options{PublicBaseURL: httpsBase, Now: now.Add(8 * 24 * time.Hour)}),
-		"answer_empty":     AnswerCards(Answer{}, https),
-		"welcome":          {Welcome(Options{PublicBaseURL: httpsBase, AgentName: "Contoso Helpdesk"})},
-		"welcome_console":  {Welcome(Options{PublicBaseURL: httpBase})},
-		"working":          {Working("Which tickets did **Contoso** open last week, and which are still waiting for a reply from the second-level support team in Lisbon, grouped by priority and sorted by age, oldest first, please, with links?")},
-		"missing_identity": {MissingIdentity()},
-		"error":            {RunFailed("run-01JEXAMPLE")},
+		"answer_empty":       AnswerCards(Answer{}, https),
+		"welcome":            {Welcome(Options{PublicBaseURL: httpsBase, AgentName: "Contoso Helpdesk"})},
+		"welcome_console":    {Welcome(Options{PublicBaseURL: httpBase})},
+		"working":            {Working("Which tickets did **Contoso** open last week, and which are still waiting for a reply from the second-level support team in Lisbon, grouped by priority and sorted by age, oldest first, please, with links?")},
+		"missing_identity":   {MissingIdentity()},
+		"not_served":         {NotServed()},
+		"not_allowed":        {NotAllowed("using default needs the agents.run role. Ask an administrator of your organisation's Teams app to give you the role.")},
+		"access_unavailable": {AccessUnavailable()},
+		"error":              {RunFailed("run-01JEXAMPLE")},
 	}
 }
 

@@ -77,3 +77,43 @@ func RunFailed(reference string) Card {
 	}
 	return newCard("Sorry, something went wrong", fallback, box("attention", items...))
 }
+
+// NotServed is the card for a message the bot will not run: from another
+// channel than Teams, or from an organisation it does not serve. It says
+// so and nothing else.
+func NotServed() Card {
+	return newCard(
+		"Sorry, I don't serve this conversation",
+		"Sorry, I can't answer here. I answer in Microsoft Teams, for the organisation that installed me. "+
+			"If you think I should answer you, ask your Teams administrator.",
+		heading("Sorry, I can't answer here"),
+		text("I answer in Microsoft Teams, for the organisation that installed me."),
+		text("If you think I should answer you, ask your Teams administrator."),
+	)
+}
+
+// NotAllowed is the card for a person the access rules do not let run the
+// agent; reason says which role is missing and whom to ask, in the access
+// rules' own words (which hold no names, links or markup of anyone else).
+func NotAllowed(reason string) Card {
+	reason = label(reason, maxMessage)
+	return newCard(
+		"Sorry, you can't use me yet",
+		"Sorry, you can't use me yet. "+reason,
+		heading("Sorry, you can't use me yet"),
+		text(reason),
+	)
+}
+
+// AccessUnavailable is the card for a message whose access decision could
+// not be made because group memberships could not be checked: nothing is
+// allowed until they can.
+func AccessUnavailable() Card {
+	return newCard(
+		"Sorry, I can't check your access right now",
+		"Sorry, I can't check your access right now: your group memberships could not be looked up in Microsoft Entra ID. "+
+			"Please try again in a few minutes.",
+		heading("Sorry, I can't check your access right now"),
+		text("Your group memberships could not be looked up in Microsoft Entra ID, and I answer only when I know you may use me. Please try again in a few minutes."),
+	)
+}

@@ -43,8 +43,11 @@ func (s *Service) handleLocal(c echo.Context) error {
 	if err := s.cop.Check(c.Request()); err != nil {
 		return errCrossSite
 	}
-	if !s.loopbackHost(c.Request().Host) {
+	if !netaddr.IsLoopbackHostPort(c.Request().Host) {
 		return errNotLoopbackHost
+	}
+	if proxied(c.Request()) {
+		return errProxied
 	}
 	r := c.Request()
 	ret := LocalPath(r.PostFormValue("return"))
@@ -83,14 +86,21 @@ func (s *Service) handleLocal(c echo.Context) error {
 var errNotLoopbackHost = web.NewError(http.StatusForbidden,
 	"The development sign-in answers only at a loopback address such as http://localhost or http://127.0.0.1.")
 
-// loopbackHost reports whether host (a Host header) names this service on
-// loopback: localhost, a loopback IP, or the public base URL's host.
-func (s *Service) loopbackHost(host string) bool {
-	if !s.origin.IsZero() && strings.EqualFold(host, s.origin.Host()) {
-		return true
+// proxied reports whether a request came through a proxy or a tunnel,
+// which say so in Forwarded or X-Forwarded-* headers: someone other than
+// this machine's user may have sent it.
+func proxied(r *http.Request) bool {
+	for name := range r.Header {
+		if name == "Forwarded" || strings.HasPrefix(name, "X-Forwarded-") {
+			return true
+		}
 	}
-	return netaddr.IsLoopbackHostPort(host)
+	return false
 }
+
+// errProxied refuses the local sign-in through a proxy or a tunnel.
+var errProxied = web.NewError(http.StatusForbidden,
+	"The development sign-in is refused through a proxy or a tunnel: it has no password, so it answers only requests made on this machine.")
 
 // errCrossSite refuses a state-changing request sent from another site.
 var errCrossSite = web.NewError(http.StatusForbidden, "This request came from another site and was refused.")

@@ -254,7 +254,7 @@ func TestKeyFileCreatedOnceAndReused(t *testing.T) {
 	e.whoami()
 
 	// Restart: a new service on the same folder.
-	again, err := signin.New(context.Background(), signin.Options{Loopback: true, DataDir: dir, Logger: log})
+	again, err := signin.New(context.Background(), signin.Options{Loopback: true, DataDir: dir, Logger: log, PublicBaseURL: netaddr.MustParseOrigin("http://127.0.0.1:1")})
 	if err != nil {
 		t.Fatalf("restart: %v", err)
 	}
@@ -295,5 +295,61 @@ func TestKeyFileDamaged(t *testing.T) {
 	}
 	if err != nil && strings.Contains(err.Error(), "short") {
 		t.Error("the error shows the key file's content")
+	}
+}
+
+// A tunnel or a reverse proxy on this machine makes every request come
+// from 127.0.0.1: with a public base URL that is not a loopback http://
+// address, the local sign-in is not offered at all, even on a loopback
+// listener.
+func TestLocalSignInRefusedUnderAPublicHostName(t *testing.T) {
+	for _, base := range []string{"https://bot.example.com", "https://localhost:8443"} {
+		svc, err := signin.New(context.Background(), signin.Options{
+			Loopback: true, DataDir: t.TempDir(), PublicBaseURL: netaddr.MustParseOrigin(base),
+		})
+		if err != nil {
+			t.Fatalf("%s: %v", base, err)
+		}
+		if svc.Local() || !svc.Off() {
+			t.Errorf("%s: Local %v, Off %v; want no local sign-in", base, svc.Local(), svc.Off())
+		}
+		e := echo.New()
+		e.HTTPErrorHandler = web.ErrorHandler(nil)
+		svc.Register(e)
+		req := httptest.NewRequest(http.MethodPost, "/signin/local", strings.NewReader(localForm("/").Encode()))
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		req.Host = "127.0.0.1:3978"
+		rec := httptest.NewRecorder()
+		e.ServeHTTP(rec, req)
+		if rec.Code < 400 || len(rec.Result().Cookies()) > 0 {
+			t.Errorf("%s: POST /signin/local answered %d with cookies %v", base, rec.Code, rec.Result().Cookies())
+		}
+	}
+}
+
+// A request that says it came through a proxy (Forwarded, X-Forwarded-*)
+// gets neither the form nor a session.
+func TestLocalSignInRefusesProxiedRequests(t *testing.T) {
+	e := newEnv(t, signin.Options{Loopback: true}, false)
+	for _, h := range []map[string]string{
+		{"Forwarded": "for=203.0.113.7;proto=https"},
+		{"X-Forwarded-For": "203.0.113.7"},
+		{"X-Forwarded-Host": "bot.example.com"},
+		{"X-Forwarded-Proto": "https"},
+	} {
+		resp, body := e.postLocal(localForm("/"), h)
+		if resp.StatusCode != http.StatusForbidden || !strings.Contains(body, "proxy") {
+			t.Errorf("POST with %v: %d, want 403 saying why: %s", h, resp.StatusCode, body)
+		}
+		req, _ := http.NewRequest(http.MethodGet, e.srv.URL+"/signin?return=/", nil)
+		for k, v := range h {
+			req.Header.Set(k, v)
+		}
+		if resp, body := do(t, e.noFollow(), req); resp.StatusCode != http.StatusForbidden {
+			t.Errorf("GET /signin with %v: %d %s", h, resp.StatusCode, body)
+		}
+	}
+	if _, code := e.whoami(); code != http.StatusUnauthorized {
+		t.Error("a proxied request signed someone in")
 	}
 }

@@ -135,6 +135,9 @@ func randomString() string {
 func (s *Service) handleSignIn(c echo.Context) error {
 	ret := LocalPath(c.QueryParam("return"))
 	if s.oidc == nil {
+		if proxied(c.Request()) {
+			return errProxied
+		}
 		return s.renderLocalForm(c, ret)
 	}
 	p := flowPayload{

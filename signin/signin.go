@@ -167,7 +167,12 @@ func New(ctx context.Context, opts Options) (*Service, error) {
 	}
 	s.origin = opts.PublicBaseURL
 	s.secure = s.origin.HTTPS()
-	if opts.Issuer == "" && !opts.Loopback {
+	// The local sign-in has no password: it is offered only where nobody
+	// but this machine's own user can reach it. A loopback listener alone
+	// is not enough, since a tunnel or a reverse proxy on the same machine
+	// makes every request come from 127.0.0.1: the public base URL must be
+	// a loopback http:// address too.
+	if opts.Issuer == "" && (!opts.Loopback || s.origin.IsZero() || !s.origin.Loopback() || s.origin.HTTPS()) {
 		// The rest of the service (the bot, the agent) still runs; only
 		// opening views waits for a configured sign-in.
 		s.off = true
@@ -247,7 +252,7 @@ var idPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$`)
 // offHelp says how to turn sign-in on; the start-up warning and the sign-in
 // page both show it.
 const offHelp = "set TICKETIQ_OIDC_ISSUER, TICKETIQ_OIDC_CLIENT_ID and TICKETIQ_OIDC_CLIENT_SECRET; " +
-	"the local development sign-in is offered only while the service listens on loopback, as ./run.sh does"
+	"the local development sign-in is offered only while the service listens on loopback and its public base URL is a loopback http:// address, as ./run.sh does"
 
 // ErrOff is returned by the sign-in page when sign-in is off: no OIDC issuer
 // is configured and the service does not listen on loopback.

@@ -4,8 +4,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/url"
 	"os"
 	"path/filepath"
+	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -15,6 +18,7 @@ import (
 
 	"teamsbot/agent"
 	"teamsbot/internal/netaddr"
+	"teamsbot/internal/textclip"
 )
 
 // config is everything the service reads from its environment and its
@@ -31,15 +35,18 @@ type config struct {
 	BotTenantID          string
 	BotOpenIDMetadataURL string
 	BotTokenURL          string // empty: derived from the tenant
+	// BotAllowedTenants are the tenants whose messages make runs.
+	BotAllowedTenants []string
 
 	OIDCIssuer         string
 	OIDCClientID       string
 	OIDCClientSecret   string // secret
 	OIDCAllowedTenants []string
 
-	GraphBaseURL string
-	ConfigPath   string
-	LogLevel     string
+	GraphBaseURL  string
+	GraphTokenURL string // with {tenant}
+	ConfigPath    string
+	LogLevel      string
 
 	// Agents comes from TICKETIQ_CONFIG, or is the built-in demo agent.
 	Agents agent.Config
@@ -63,11 +70,13 @@ var envVars = []envVar{
 	{name: "TICKETIQ_BOT_TENANT_ID"},
 	{name: "TICKETIQ_BOT_OPENID_METADATA_URL", def: "https://login.botframework.com/v1/.well-known/openidconfiguration"},
 	{name: "TICKETIQ_BOT_TOKEN_URL"},
+	{name: "TICKETIQ_BOT_ALLOWED_TENANTS"},
 	{name: "TICKETIQ_OIDC_ISSUER"},
 	{name: "TICKETIQ_OIDC_CLIENT_ID"},
 	{name: "TICKETIQ_OIDC_CLIENT_SECRET", secret: true},
 	{name: "TICKETIQ_OIDC_ALLOWED_TENANTS"},
 	{name: "TICKETIQ_GRAPH_BASE_URL", def: "https://graph.microsoft.com/v1.0"},
+	{name: "TICKETIQ_GRAPH_TOKEN_URL", def: "https://login.microsoftonline.com/{tenant}/oauth2/v2.0/token"},
 	{name: "TICKETIQ_CONFIG"},
 	{name: "TICKETIQ_LOG_LEVEL", def: "info"},
 }
@@ -98,6 +107,7 @@ func loadConfig(getenv func(string) string) (config, error) {
 		OIDCClientID:         get("TICKETIQ_OIDC_CLIENT_ID"),
 		OIDCClientSecret:     get("TICKETIQ_OIDC_CLIENT_SECRET"),
 		GraphBaseURL:         get("TICKETIQ_GRAPH_BASE_URL"),
+		GraphTokenURL:        get("TICKETIQ_GRAPH_TOKEN_URL"),
 		ConfigPath:           get("TICKETIQ_CONFIG"),
 		LogLevel:             strings.ToLower(get("TICKETIQ_LOG_LEVEL")),
 	}
@@ -141,16 +151,31 @@ func loadConfig(getenv func(string) string) (config, error) {
 		{"TICKETIQ_BOT_TOKEN_URL", &c.BotTokenURL},
 		{"TICKETIQ_OIDC_ISSUER", &c.OIDCIssuer},
 		{"TICKETIQ_GRAPH_BASE_URL", &c.GraphBaseURL},
+		{"TICKETIQ_GRAPH_TOKEN_URL", &c.GraphTokenURL},
 	} {
+		// Checked, not rewritten: a token URL keeps its {tenant} as written.
 		if *u.value == "" {
 			continue
 		}
-		parsed, err := netaddr.ParseURL(*u.value)
-		if err != nil {
+		if _, err := netaddr.ParseURL(*u.value); err != nil {
 			errs = append(errs, fmt.Errorf("%s: %w", u.name, err))
-			continue
 		}
-		*u.value = parsed.String()
+	}
+	if c.GraphTokenURL != "" && !strings.Contains(c.GraphTokenURL, "{tenant}") {
+		errs = append(errs, errors.New("TICKETIQ_GRAPH_TOKEN_URL: must name the tenant as {tenant}: each tenant's token comes from its own endpoint"))
+	}
+	c.BotAllowedTenants = tenantList(get("TICKETIQ_BOT_ALLOWED_TENANTS"))
+	if len(c.BotAllowedTenants) == 0 {
+		// The bot's own tenant, and the sign-in's when it is one tenant.
+		c.BotAllowedTenants = tenantList(c.BotTenantID + "," + issuerTenant(c.OIDCIssuer))
+	}
+	for _, t := range c.BotAllowedTenants {
+		if !tenantID.MatchString(t) {
+			errs = append(errs, fmt.Errorf("TICKETIQ_BOT_ALLOWED_TENANTS: %q is not a tenant id (a GUID)", textclip.Clip(t, 64)))
+		}
+	}
+	if c.BotAppID != "" && len(c.BotAllowedTenants) == 0 {
+		errs = append(errs, errors.New("TICKETIQ_BOT_ALLOWED_TENANTS is required for a bot without TICKETIQ_BOT_TENANT_ID: list the tenants whose messages may run the agent"))
 	}
 	if c.OIDCIssuer != "" && c.OIDCClientID == "" {
 		errs = append(errs, errors.New("TICKETIQ_OIDC_CLIENT_ID is required with TICKETIQ_OIDC_ISSUER"))
@@ -202,6 +227,35 @@ func loadConfigFile(data []byte, getenv func(string) string) (agent.Config, erro
 		return agent.Config{}, errors.Join(errs...)
 	}
 	return agent.LoadConfig(data, getenv)
+}
+
+// tenantID is an Entra tenant id: a GUID.
+var tenantID = regexp.MustCompile(`^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$`)
+
+// tenantList splits a comma-separated list of tenant ids, lower-cased,
+// without blanks or repeats.
+func tenantList(s string) []string {
+	var out []string
+	for _, t := range strings.Split(s, ",") {
+		if t = strings.ToLower(strings.TrimSpace(t)); t != "" && !slices.Contains(out, t) {
+			out = append(out, t)
+		}
+	}
+	return out
+}
+
+// issuerTenant is the tenant of a single-tenant Entra issuer
+// (https://login.microsoftonline.com/<tenant GUID>/v2.0), or "".
+func issuerTenant(issuer string) string {
+	u, err := url.Parse(issuer)
+	if err != nil {
+		return ""
+	}
+	parts := strings.Split(strings.Trim(u.Path, "/"), "/")
+	if len(parts) == 2 && parts[1] == "v2.0" && tenantID.MatchString(parts[0]) {
+		return parts[0]
+	}
+	return ""
 }
 
 // writeTimeout bounds writing one response. A view's tool call answers
@@ -263,6 +317,7 @@ func (c config) logAttrs() []any {
 		"public_base_url", c.PublicBaseURL.String(),
 		"mcp_apps", c.AppsEnabled,
 		"bot_mode", map[bool]string{true: "local (loopback only)", false: "Bot Framework"}[c.BotAppID == ""],
+		"bot_tenants", c.BotAllowedTenants,
 		"signin", c.signInMode(),
 		"agents", len(c.Agents.Agents),
 		"open_buttons", c.openButtons(),

@@ -157,6 +157,7 @@ func TestConfigCommandRedactsSecrets(t *testing.T) {
 	env := envOf(map[string]string{
 		"TICKETIQ_BOT_APP_ID":         "app",
 		"TICKETIQ_BOT_APP_PASSWORD":   "bot-password-value",
+		"TICKETIQ_BOT_TENANT_ID":      "72f988bf-86f1-41af-91ab-2d7cd011db47",
 		"TICKETIQ_OIDC_ISSUER":        "https://login.example.com/t/v2.0",
 		"TICKETIQ_OIDC_CLIENT_ID":     "client",
 		"TICKETIQ_OIDC_CLIENT_SECRET": "oidc-secret-value",
@@ -228,5 +229,39 @@ func TestWriteTimeoutOutlastsToolTimeouts(t *testing.T) {
 	}
 	if got := cfg.writeTimeout(); got <= 5*time.Minute {
 		t.Errorf("write timeout %v does not outlast a 5m tool timeout", got)
+	}
+}
+
+// The tenants whose messages make runs: the list when given, else the
+// bot's own tenant and a single-tenant sign-in's; a bot with an app id
+// and none of them is refused at start.
+func TestConfigBotAllowedTenants(t *testing.T) {
+	const a, b = "72f988bf-86f1-41af-91ab-2d7cd011db47", "0b0b0b0b-0000-4000-8000-00000000000B"
+	for _, tc := range []struct {
+		env  map[string]string
+		want []string
+		why  string
+	}{
+		{env: map[string]string{"TICKETIQ_BOT_ALLOWED_TENANTS": a + ", " + b + "," + a}, want: []string{a, strings.ToLower(b)}},
+		{env: map[string]string{"TICKETIQ_BOT_TENANT_ID": a}, want: []string{a}},
+		{env: map[string]string{"TICKETIQ_BOT_TENANT_ID": a, "TICKETIQ_OIDC_ISSUER": "https://login.microsoftonline.com/" + b + "/v2.0", "TICKETIQ_OIDC_CLIENT_ID": "c"}, want: []string{a, strings.ToLower(b)}},
+		{env: map[string]string{"TICKETIQ_OIDC_ISSUER": "https://login.microsoftonline.com/organizations/v2.0", "TICKETIQ_OIDC_CLIENT_ID": "c"}, want: nil},
+		{env: map[string]string{"TICKETIQ_BOT_APP_ID": "app", "TICKETIQ_BOT_APP_PASSWORD": "p"}, why: "TICKETIQ_BOT_ALLOWED_TENANTS is required"},
+		{env: map[string]string{"TICKETIQ_BOT_ALLOWED_TENANTS": "contoso.onmicrosoft.com"}, why: "not a tenant id"},
+	} {
+		cfg, err := loadConfig(envOf(tc.env))
+		if tc.why != "" {
+			if err == nil || !strings.Contains(err.Error(), tc.why) {
+				t.Errorf("%v: %v, want an error saying %q", tc.env, err, tc.why)
+			}
+			continue
+		}
+		if err != nil {
+			t.Errorf("%v: %v", tc.env, err)
+			continue
+		}
+		if strings.Join(cfg.BotAllowedTenants, ",") != strings.Join(tc.want, ",") {
+			t.Errorf("%v: allowed %v, want %v", tc.env, cfg.BotAllowedTenants, tc.want)
+		}
 	}
 }

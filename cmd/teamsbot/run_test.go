@@ -166,7 +166,13 @@ func TestRunFromTeamsMessageToOpenedView(t *testing.T) {
 	defer connector.Close()
 
 	const publicBase = "https://teams.example.test"
-	base, logs, _ := startService(t, map[string]string{"TICKETIQ_PUBLIC_BASE_URL": publicBase})
+	m := testenv.StartMockOIDC(t)
+	base, logs, _ := startService(t, map[string]string{
+		"TICKETIQ_PUBLIC_BASE_URL":    publicBase,
+		"TICKETIQ_OIDC_ISSUER":        m.Issuer(),
+		"TICKETIQ_OIDC_CLIENT_ID":     m.ClientID,
+		"TICKETIQ_OIDC_CLIENT_SECRET": m.ClientSecret,
+	})
 	if logs.logLine("starting") == nil {
 		t.Fatalf("no start line:\n%s", logs)
 	}
@@ -212,17 +218,20 @@ func TestRunFromTeamsMessageToOpenedView(t *testing.T) {
 		t.Fatalf("no answer card with an Open button reached the connector; sent %d activities\n%s", len(sent), logs)
 	}
 
-	jar, _ := cookiejar.New(nil)
-	c := &http.Client{Jar: jar, Timeout: 10 * time.Second}
-	// Not signed in: the API refuses.
-	if code, _ := get(t, c, base+"/api/mcp-apps/"+viewID); code != http.StatusUnauthorized {
+	// The browser reaches the public host, which is this service on
+	// loopback; it signs in through the OIDC provider as the person the
+	// run was for, who holds no app role: the tenant default lets them
+	// open their own view.
+	browser := func() *http.Client {
+		jar, _ := cookiejar.New(nil)
+		return &http.Client{Jar: jar, Timeout: 10 * time.Second, Transport: publicHost{publicBase, base}}
+	}
+	c := browser()
+	if code, _ := get(t, c, publicBase+"/api/mcp-apps/"+viewID); code != http.StatusUnauthorized {
 		t.Errorf("view API without a session: %d, want 401", code)
 	}
-	// The local development sign-in, as the person the run was for.
-	resp, err = c.PostForm(base+"/signin/local", url.Values{
-		"name": {"Ada Lovelace"}, "tenant": {"tenant-1"}, "user": {"user-oid-1"},
-		"roles": {"agents.read agents.run"}, "return": {"/mcp-apps/" + viewID},
-	})
+	m.QueueUser(&testenv.EntraUser{TID: "tenant-1", OID: "user-oid-1", Name: "Ada Lovelace"})
+	resp, err = c.Get(publicBase + "/mcp-apps/" + viewID)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -231,7 +240,7 @@ func TestRunFromTeamsMessageToOpenedView(t *testing.T) {
 	if resp.StatusCode != 200 || !strings.Contains(string(page), "sales_report") && !strings.Contains(string(page), "Sales report") {
 		t.Fatalf("view page after sign-in: %d\n%s", resp.StatusCode, page)
 	}
-	code, apiBody := get(t, c, base+"/api/mcp-apps/"+viewID)
+	code, apiBody := get(t, c, publicBase+"/api/mcp-apps/"+viewID)
 	if code != 200 {
 		t.Fatalf("view API: %d %s", code, apiBody)
 	}
@@ -249,16 +258,33 @@ func TestRunFromTeamsMessageToOpenedView(t *testing.T) {
 	}
 
 	// Another person of the same tenant cannot open it.
-	jar2, _ := cookiejar.New(nil)
-	other := &http.Client{Jar: jar2, Timeout: 10 * time.Second}
-	resp, err = other.PostForm(base+"/signin/local", url.Values{"name": {"Eve"}, "tenant": {"tenant-1"}, "user": {"user-oid-2"}, "roles": {"agents.read agents.run"}, "return": {"/"}})
+	other := browser()
+	m.QueueUser(&testenv.EntraUser{TID: "tenant-1", OID: "user-oid-2", Name: "Eve", Roles: []string{"agents.read", "agents.run"}})
+	resp, err = other.Get(publicBase + "/signin?return=/")
 	if err != nil {
 		t.Fatal(err)
 	}
 	resp.Body.Close()
-	if code, _ := get(t, other, base+"/api/mcp-apps/"+viewID); code != http.StatusForbidden {
+	if code, _ := get(t, other, publicBase+"/api/mcp-apps/"+viewID); code != http.StatusForbidden {
 		t.Errorf("another person's view API: %d, want 403", code)
 	}
+}
+
+// publicHost is a browser's way to the public host: requests to public
+// go to the service's loopback address instead, as a reverse proxy would
+// send them, while cookies and redirects stay the public host's.
+type publicHost struct{ public, local string }
+
+func (p publicHost) RoundTrip(r *http.Request) (*http.Response, error) {
+	if strings.HasPrefix(r.URL.String(), p.public) {
+		u, err := url.Parse(p.local + strings.TrimPrefix(r.URL.String(), p.public))
+		if err != nil {
+			return nil, err
+		}
+		r = r.Clone(r.Context())
+		r.URL, r.Host = u, strings.TrimPrefix(p.public, "https://")
+	}
+	return http.DefaultTransport.RoundTrip(r)
 }
 
 // TestRunNeverLogsSecrets starts the service with every secret set (a real

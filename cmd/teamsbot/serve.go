@@ -17,6 +17,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"teamsbot/access"
+	"teamsbot/access/graph"
 	"teamsbot/agent"
 	"teamsbot/bot"
 	"teamsbot/internal/web"
@@ -51,8 +53,30 @@ func serve(ctx context.Context, cfg config, getenv func(string) string, logger *
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 
+	// Group membership comes from Microsoft Graph with the bot's own app
+	// registration (client credentials, one token per tenant); without one
+	// (local mode) no group can be looked up, and a rule naming a group
+	// fails closed.
+	var groups access.Groups
+	if cfg.BotAppID != "" {
+		gc, err := graph.New(graph.Options{
+			BaseURL: cfg.GraphBaseURL, TokenURL: cfg.GraphTokenURL,
+			ClientID: cfg.BotAppID, ClientSecret: cfg.BotAppPassword,
+			Logger: logger.With("part", "graph"),
+		})
+		if err != nil {
+			return fmt.Errorf("graph: %w", err)
+		}
+		groups = gc
+	}
+	decide, err := access.New(access.Options{Store: st, Groups: groups, Logger: logger.With("part", "access")})
+	if err != nil {
+		return fmt.Errorf("access: %w", err)
+	}
+
 	agents, err := agent.New(ctx, cfg.Agents, agent.Options{
 		Store:       st,
+		Access:      decide,
 		Logger:      logger.With("part", "agent"),
 		AppsEnabled: cfg.AppsEnabled,
 		Getenv:      getenv,
@@ -86,6 +110,7 @@ func serve(ctx context.Context, cfg config, getenv func(string) string, logger *
 		Store:          st,
 		Agent:          agents,
 		SignIn:         signIn,
+		Access:         decide,
 		PublicBaseURL:  cfg.PublicBaseURL,
 		SandboxBaseURL: cfg.SandboxBaseURL,
 		DataDir:        cfg.DataDir,
@@ -104,6 +129,8 @@ func serve(ctx context.Context, cfg config, getenv func(string) string, logger *
 		TokenURL:          cfg.BotTokenURL,
 		Agent:             agents,
 		Store:             st,
+		AllowedTenants:    cfg.BotAllowedTenants,
+		Access:            decide,
 		PublicBaseURL:     cfg.PublicBaseURL,
 		Logger:            logger.With("part", "bot"),
 		Registerer:        reg,
