@@ -3,6 +3,7 @@ package graph_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"path/filepath"
 	"testing"
 	"time"
@@ -101,5 +102,55 @@ func TestDecisionsWhenGraphFails(t *testing.T) {
 	}
 	if n := e.fake.Counts().CheckMemberGroups - before; n != 2 {
 		t.Errorf("%d checkMemberGroups calls, want the throttled one and its retry", n)
+	}
+}
+
+// BenchmarkDecisionWarm is one full decision for a view's tool call, as the
+// governed path makes it: the tenant's rules from memory, group membership
+// from the client's cache, CanCall and the Cedar Invoke with ten policies
+// beside the default. Target: under 50 µs.
+func BenchmarkDecisionWarm(b *testing.B) {
+	e := newEnv(b, nil)
+	st, err := store.Open(context.Background(), filepath.Join(b.TempDir(), "teamsbot.db"), store.Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { st.Close() })
+	svc, err := access.New(access.Options{Store: st, Groups: e.client, CacheTTL: time.Hour})
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx := context.Background()
+	for i := range 20 {
+		if err := svc.AddBinding(ctx, tenantAdmin, store.Binding{AgentID: "default", Kind: store.KindUser, Subject: guid(0x77, i), Role: store.RoleRunner}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	if err := svc.AddBinding(ctx, tenantAdmin, store.Binding{AgentID: store.AllAgents, Kind: store.KindGroup, Subject: readers, Role: store.RoleReader}); err != nil {
+		b.Fatal(err)
+	}
+	text := access.DefaultPolicyText
+	for i := range 10 {
+		text += fmt.Sprintf("\n@id(\"rule-%d\")\nforbid (principal, action, resource) when { context.tool == \"tool-%d\" && context.caller == \"view\" };\n", i, i)
+	}
+	if _, err := svc.SetPolicies(ctx, tenantAdmin, text, 0); err != nil {
+		b.Fatal(err)
+	}
+	p := access.Person{TenantID: tenantA, UserID: alice}
+	v := access.View{ID: "v1", TenantID: tenantA, UserID: alice, AgentID: "default"}
+	call := access.Call{AgentID: "default", AgentTenantID: tenantA, Server: "crm", Tool: "lookup", Caller: access.CallerView, ViewID: "v1"}
+	if err := svc.CanCall(ctx, p, v); err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for b.Loop() {
+		if err := svc.CanCall(ctx, p, v); err != nil {
+			b.Fatal(err)
+		}
+		d, err := svc.Invoke(ctx, p, call)
+		if err != nil || !d.Allowed {
+			b.Fatalf("%+v %v", d, err)
+		}
 	}
 }
