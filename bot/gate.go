@@ -84,7 +84,10 @@ func (b *Bot) gate(ctx context.Context, a *schema.Activity, p agent.Person) *ref
 	case errors.As(err, &de):
 		return &refusal{reason: RefusedPermission, card: cards.NotAllowed(de.Reason), tenant: p.TenantID, detail: de.Reason}
 	default:
-		b.logger.Warn("access decision failed; message refused", "tenant", p.TenantID, "conversation", a.Conversation.ID, "err", err)
+		if !errors.Is(err, access.ErrUnavailable) {
+			// Graph's own client has logged its failure already.
+			b.logger.Warn("access decision failed; message refused", "tenant", p.TenantID, "conversation", a.Conversation.ID, "err", err)
+		}
 		return &refusal{reason: RefusedUnavailable, card: cards.AccessUnavailable(), tenant: p.TenantID, detail: "the access decision could not be made"}
 	}
 }

@@ -10,13 +10,14 @@ import (
 
 	"github.com/labstack/echo/v4"
 
+	"teamsbot/internal/netaddr"
 	"teamsbot/signin"
 )
 
 // BenchmarkSession measures what every view page request pays: reading and
 // opening the session cookie.
 func BenchmarkSession(b *testing.B) {
-	svc, err := signin.New(context.Background(), signin.Options{Loopback: true, DataDir: b.TempDir()})
+	svc, err := signin.New(context.Background(), signin.Options{Loopback: true, DataDir: b.TempDir(), PublicBaseURL: netaddr.MustParseOrigin("http://localhost:3978")})
 	if err != nil {
 		b.Fatal(err)
 	}

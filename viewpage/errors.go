@@ -101,7 +101,8 @@ func Classify(err error) *web.Error {
 	if status == 0 {
 		return nil
 	}
-	return &web.Error{Status: status, Heading: heading, Message: msg, Err: err}
+	// Graph's client logs its own failures, once each.
+	return &web.Error{Status: status, Heading: heading, Message: msg, Err: err, Logged: errors.Is(err, access.ErrUnavailable)}
 }
 
 // classify returns the status, the page heading (empty: chosen from the

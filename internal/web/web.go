@@ -37,6 +37,9 @@ type Error struct {
 	Link *Link
 	// Err is the cause, for errors.Is and the log.
 	Err error
+	// Logged says the cause was logged where it happened, so a 5xx is
+	// not logged again.
+	Logged bool
 }
 
 // Link is a next step offered on an error page.
@@ -153,7 +156,7 @@ func ErrorHandler(logger *slog.Logger, classifiers ...Classifier) echo.HTTPError
 		if status < 400 || status > 599 {
 			status = http.StatusInternalServerError
 		}
-		if status >= 500 {
+		if status >= 500 && !we.Logged {
 			logger.ErrorContext(r.Context(), "request failed",
 				"method", r.Method, "path", r.URL.Path, "status", status, "err", err.Error())
 		}
