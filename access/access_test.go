@@ -307,3 +307,42 @@ when { context.caller == "view" && context.tool == "delete_customer" };
 		t.Errorf("cross-tenant invoke: %+v %v", d, err)
 	}
 }
+
+// The policy tester answers for any person of the admin's tenant, for the
+// saved policies or a text being edited, and only for admins.
+func TestExplainAndAppsSetting(t *testing.T) {
+	e := newEnv(t, nil)
+	ctx := context.Background()
+	forbid := access.DefaultPolicyText + "\n@id(\"no-export\")\nforbid (principal, action, resource) when { context.tool == \"export_all\" };\n"
+	c := access.Call{AgentID: agentID, Server: "crm", Tool: "export_all", Caller: access.CallerModel}
+	d, err := e.svc.Explain(ctx, tenantAdmin, forbid, bob, c)
+	if err != nil || d.Allowed || !slices.Equal(d.Policies, []string{"no-export"}) {
+		t.Errorf("edited text: %+v %v", d, err)
+	}
+	if d, err := e.svc.Explain(ctx, tenantAdmin, "", bob, c); err != nil || !d.Allowed {
+		t.Errorf("saved (default) policies: %+v %v", d, err)
+	}
+	if _, err := e.svc.Explain(ctx, tenantAdmin, "permit (principal", bob, c); err == nil {
+		t.Error("a text that does not parse was tested")
+	}
+	if _, err := e.svc.Explain(ctx, person(tenantA, bob), "", bob, c); missing(err) != access.PermAdmin {
+		t.Errorf("a non-admin used the tester: %v", err)
+	}
+
+	if !e.svc.AppsEnabled(ctx, tenantA) {
+		t.Fatal("MCP Apps off by default")
+	}
+	if err := e.svc.SetAppsEnabled(ctx, person(tenantA, bob), false); missing(err) != access.PermAdmin {
+		t.Errorf("a non-admin turned MCP Apps off: %v", err)
+	}
+	if err := e.svc.SetAppsEnabled(ctx, tenantAdmin, false); err != nil {
+		t.Fatal(err)
+	}
+	if e.svc.AppsEnabled(ctx, tenantA) || !e.svc.AppsEnabled(ctx, tenantB) {
+		t.Errorf("apps: tenant A %v, tenant B %v", e.svc.AppsEnabled(ctx, tenantA), e.svc.AppsEnabled(ctx, tenantB))
+	}
+	recs, _ := e.st.Audit(ctx, store.AuditQuery{TenantID: tenantA, Action: access.AuditSettingsSet})
+	if len(recs) != 1 || recs[0].Fields["after"].(map[string]any)["appsEnabled"] != false {
+		t.Errorf("settings audit %+v", recs)
+	}
+}

@@ -142,3 +142,105 @@ func (s *Service) SetPolicies(ctx context.Context, admin Person, text string, wa
 	s.forget(admin.TenantID)
 	return wantVersion + 1, nil
 }
+
+// AuditSettingsSet is the audit action of a change of tenant settings
+// other than the default (MCP Apps on or off).
+const AuditSettingsSet = "admin.settings.set"
+
+// Settings are what the admin console shows of a tenant: the default and
+// whether MCP Apps are on.
+type Settings struct {
+	Default     Default
+	AppsEnabled bool
+}
+
+// TenantSettings returns the admin's view of tenantID's settings.
+func (s *Service) TenantSettings(ctx context.Context, tenantID string) (Settings, error) {
+	ts, err := s.store.TenantSettings(ctx, tenantID)
+	if err != nil {
+		return Settings{}, fmt.Errorf("access: settings of %s: %w", tenantID, err)
+	}
+	return Settings{Default: Default{Runner: ts.DefaultRunner, Group: ts.DefaultGroup}, AppsEnabled: !ts.AppsDisabled}, nil
+}
+
+// AppsEnabled reports whether MCP Apps are on for tenantID (views made,
+// app-only tools kept from the model). A tenant admin can turn them off
+// for their tenant; TICKETIQ_MCP_APPS_ENABLED=false turns them off for
+// all, whatever this says. When the settings cannot be read it says off.
+func (s *Service) AppsEnabled(ctx context.Context, tenantID string) bool {
+	ts, err := s.tenant(ctx, tenantID)
+	if err != nil {
+		s.log.Warn("tenant settings unreadable; MCP Apps off for the run", "tenant", tenantID, "err", err)
+		return false
+	}
+	return !ts.settings.AppsDisabled
+}
+
+// SetAppsEnabled turns MCP Apps on or off for the admin's tenant, and
+// audits the change.
+func (s *Service) SetAppsEnabled(ctx context.Context, admin Person, on bool) error {
+	if err := s.requireAdmin(ctx, admin, store.AllAgents); err != nil {
+		return err
+	}
+	cur, err := s.store.TenantSettings(ctx, admin.TenantID)
+	if err != nil {
+		return fmt.Errorf("access: set apps: %w", err)
+	}
+	next := cur
+	next.AppsDisabled, next.UpdatedBy = !on, admin.UserID
+	rec := store.AuditRecord{TenantID: admin.TenantID, Action: AuditSettingsSet, Actor: admin.UserID, Fields: map[string]any{
+		"before": map[string]any{"appsEnabled": !cur.AppsDisabled}, "after": map[string]any{"appsEnabled": on},
+	}}
+	if _, err := s.store.PutTenantSettings(ctx, next, rec); err != nil {
+		return fmt.Errorf("access: set apps: %w", err)
+	}
+	s.forget(admin.TenantID)
+	return nil
+}
+
+// RequireAdmin refuses anyone who is not an admin of their own tenant:
+// the admin console and API ask it before showing anything.
+func (s *Service) RequireAdmin(ctx context.Context, p Person) error {
+	return s.requireAdmin(ctx, p, store.AllAgents)
+}
+
+// Bindings lists the role bindings of the admin's tenant.
+func (s *Service) Bindings(ctx context.Context, admin Person) ([]store.Binding, error) {
+	if err := s.requireAdmin(ctx, admin, store.AllAgents); err != nil {
+		return nil, err
+	}
+	return s.store.Bindings(ctx, admin.TenantID, "")
+}
+
+// Explain is the policy tester: the decision a tool call of user (an Entra
+// object id of the admin's tenant) would get, with the policies that would
+// make it. text, when not empty, is tested instead of the saved policies
+// (it must parse). The user's grants come from bindings, groups and the
+// default; app roles of their token are not known here.
+func (s *Service) Explain(ctx context.Context, admin Person, text, user string, c Call) (Decision, error) {
+	if err := s.requireAdmin(ctx, admin, store.AllAgents); err != nil {
+		return Decision{}, err
+	}
+	ts, err := s.tenant(ctx, admin.TenantID)
+	if err != nil {
+		return Decision{}, err
+	}
+	policies := ts.policies
+	if text != "" {
+		if policies, err = ParsePolicies(text); err != nil {
+			return Decision{}, err
+		}
+	} else if ts.policyErr != nil {
+		return Decision{}, ts.policyErr
+	}
+	c.AgentTenantID = admin.TenantID
+	p := Person{TenantID: admin.TenantID, UserID: user}
+	g, err := s.grants(ctx, p, c.AgentID, ts, nil)
+	if err != nil {
+		return Decision{}, err
+	}
+	return policies.Decide(Invoke{
+		Principal: Principal{TenantID: p.TenantID, UserID: user, Groups: g.Groups, Permissions: g.Permissions()},
+		AgentID:   c.AgentID, AgentTenantID: c.AgentTenantID, Server: c.Server, Tool: c.Tool, Caller: c.Caller, ViewID: c.ViewID,
+	}), nil
+}

@@ -331,6 +331,7 @@ type runState struct {
 	svc    *Service
 	agent  *agentRuntime
 	person Person
+	apps   bool // MCP Apps on for this run: globally and for the tenant
 	id     string
 	start  time.Time
 
@@ -359,7 +360,11 @@ func (s *Service) Run(ctx context.Context, req Request) (Answer, error) {
 	if req.Person.TenantID == "" {
 		return Answer{}, fmt.Errorf("%w: a run needs a tenant", ErrBadRequest)
 	}
-	r := &runState{svc: s, agent: a, person: req.Person, id: newID(), start: s.now()}
+	r := &runState{svc: s, agent: a, person: req.Person, id: newID(), start: s.now(), apps: s.opts.AppsEnabled}
+	if r.apps && s.opts.Access != nil && !s.opts.Access.AppsEnabled(ctx, req.Person.TenantID) {
+		r.apps = false
+		r.note("MCP Apps are turned off for this tenant: every tool is offered and no views are made")
+	}
 	r.answer.RunID = r.id
 	r.answer.AgentID = a.cfg.ID
 	r.cat = a.catalogue(ctx, r)

@@ -81,6 +81,9 @@ type toolList struct {
 	specs []ToolSpec
 	notes []string
 	more  int // notes left out
+	// all are every tool with a valid name, _meta.ui or not: what a run
+	// of a tenant whose admin turned MCP Apps off is offered.
+	all []ToolSpec
 }
 
 // Bounds on what one server's tools/list can make the service hold. The
@@ -556,18 +559,20 @@ func (c *serverConn) buildToolList(tools []*mcp.Tool, more bool) *toolList {
 			}
 		}
 		tl.byName[t.Name] = e
-		if !e.toModel {
-			tl.note("tool %s/%s is not offered to the model: %s", c.name, t.Name, e.notOffered)
-			continue
-		}
-		tl.specs = append(tl.specs, ToolSpec{
+		spec := ToolSpec{
 			Name:        c.name + "/" + t.Name,
 			Server:      c.name,
 			Tool:        t.Name,
 			Title:       toolTitle(t),
 			Description: t.Description,
 			InputSchema: t.InputSchema,
-		})
+		}
+		tl.all = append(tl.all, spec)
+		if !e.toModel {
+			tl.note("tool %s/%s is not offered to the model: %s", c.name, t.Name, e.notOffered)
+			continue
+		}
+		tl.specs = append(tl.specs, spec)
 	}
 	if tl.more > 0 {
 		tl.notes = append(tl.notes, fmt.Sprintf("server %s: %d more notes about its tools are left out", c.name, tl.more))

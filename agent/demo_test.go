@@ -13,6 +13,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"teamsbot/access"
 	"teamsbot/agent"
 	"teamsbot/agent/demo"
 	"teamsbot/mcpapps"
@@ -424,5 +425,40 @@ func TestServerWithoutUIWorksAsBefore(t *testing.T) {
 	}
 	if n := reads.Load(); n != 0 {
 		t.Errorf("%d resources/read sent to a server without UI resources", n)
+	}
+}
+
+// A tenant admin can turn MCP Apps off for their tenant: that tenant's
+// runs are offered every tool and make no views, its views' calls are
+// refused, and other tenants keep the extension.
+func TestAppsOffForOneTenant(t *testing.T) {
+	st := openStore(t)
+	ax, err := access.New(access.Options{Store: st})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := newService(t, oneAgent(agent.ServerConfig{Name: "demo", Builtin: "demo"}), agent.Options{Store: st, AppsEnabled: true, Access: ax})
+	ctx := context.Background()
+	before := run(t, s, "/sales_report {}")
+	if len(before.Views) != 1 {
+		t.Fatalf("apps on: %d views", len(before.Views))
+	}
+	admin := access.Person{TenantID: alice.TenantID, UserID: "user-admin", Roles: []string{access.PermAdmin}}
+	if err := ax.SetAppsEnabled(ctx, admin, false); err != nil {
+		t.Fatal(err)
+	}
+	ans := run(t, s, "/tools")
+	if !strings.Contains(ans.Text, "demo/refresh_sales") || !hasNote(ans.Notes, "turned off for this tenant") {
+		t.Errorf("apps off for the tenant: %q, notes %q", ans.Text, ans.Notes)
+	}
+	if ans := run(t, s, "/sales_report {}"); len(ans.Views) != 0 {
+		t.Errorf("apps off for the tenant: %d views", len(ans.Views))
+	}
+	if _, err := s.CallFromView(ctx, before.Views[0], alice, "refresh_sales", nil); !errors.Is(err, agent.ErrToolNotAllowed) {
+		t.Errorf("a view's call with apps off for its tenant: %v", err)
+	}
+	other := agent.Person{TenantID: "tenant-2", UserID: "user-bob", Name: "Bob"}
+	if ans, err := s.Run(ctx, agent.Request{Person: other, Text: "/sales_report {}"}); err != nil || len(ans.Views) != 1 {
+		t.Errorf("another tenant lost its views: %d, %v", len(ans.Views), err)
 	}
 }

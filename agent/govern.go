@@ -272,12 +272,19 @@ func (a *agentRuntime) catalogue(ctx context.Context, r *runState) catalogue {
 			r.note("server %s did not list its tools, they are not offered: %v", c.name, err)
 			continue
 		}
-		if len(a.servers) == 1 {
-			cat.specs = tl.specs // read-only, shared with other runs
+		specs := tl.specs
+		if !r.apps {
+			// MCP Apps are off for the tenant: every tool, as without the
+			// extension, and no notes about visibility.
+			specs = tl.all
 		} else {
-			cat.specs = append(cat.specs, tl.specs...)
+			r.answer.Notes = append(r.answer.Notes, tl.notes...)
 		}
-		r.answer.Notes = append(r.answer.Notes, tl.notes...)
+		if len(a.servers) == 1 {
+			cat.specs = specs // read-only, shared with other runs
+		} else {
+			cat.specs = append(cat.specs, specs...)
+		}
 	}
 	return cat
 }
@@ -359,7 +366,7 @@ func (r *runState) callForModel(ctx context.Context, call ToolCall) Message {
 		svc.metrics.call(server, "", false, ResultRefused)
 		return refuse(ResultRefused, fmt.Sprintf("server %s has no tool %q", server, tool))
 	}
-	if !e.toModel {
+	if !e.toModel && r.apps {
 		svc.metrics.call(server, tool, false, ResultRefused)
 		reason := fmt.Sprintf("tool %s/%s is not offered to the model: %s", server, tool, e.notOffered)
 		r.note("refused the model's call: %s", reason)
@@ -387,7 +394,7 @@ func (r *runState) callForModel(ctx context.Context, call ToolCall) Message {
 	}
 	// A view is made for a failed call too: MCP App views show error
 	// results (isError) themselves.
-	if svc.opts.AppsEnabled && e.ui.ResourceURI != "" {
+	if r.apps && e.ui.ResourceURI != "" {
 		r.makeView(ctx, c, cs, e, call.Arguments, res)
 	}
 	return msg
@@ -540,6 +547,9 @@ func (s *Service) CallFromView(ctx context.Context, v store.View, caller Person,
 	}
 	if !s.opts.AppsEnabled {
 		return refuse(ErrToolNotAllowed, "", "MCP Apps are turned off")
+	}
+	if s.opts.Access != nil && !s.opts.Access.AppsEnabled(ctx, v.TenantID) {
+		return refuse(ErrToolNotAllowed, "", "MCP Apps are turned off for this tenant")
 	}
 	if strings.Contains(name, "/") {
 		return refuse(ErrToolNotAllowed, "", fmt.Sprintf("a view calls tools of its own server (%s) by name", v.Server))
