@@ -724,6 +724,11 @@ func (h *Handler) proxy(c echo.Context) error {
 	if err := framedOnly(c.Request()); err != nil {
 		return err
 	}
+	// A view that expired or was revoked since its token was minted is
+	// gone from its frames too, at once.
+	if _, err := h.loadView(c.Request().Context(), id); err != nil {
+		return err
+	}
 	hd := c.Response().Header()
 	hd.Set("Content-Security-Policy", h.proxyCSP)
 	frameHeaders(hd)
