@@ -1,0 +1,279 @@
+// Package manifest writes the Teams app package that a tenant admin
+// uploads to the organisation's app catalog: a flat zip of manifest.json
+// (Teams app manifest schema 1.29), color.png (192×192, full color) and
+// outline.png (32×32, white on transparent), following Microsoft's "Teams
+// app manifest schema reference" (v1.29) and "Create app icons".
+//
+// It only builds the package from what it is given; reading settings and
+// writing the file are the command line's.
+package manifest
+
+import (
+	"archive/zip"
+	"bytes"
+	"crypto/sha1"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/url"
+	"regexp"
+	"slices"
+	"strings"
+	"time"
+	"unicode/utf8"
+)
+
+// SchemaURL and Version are the manifest schema the package follows.
+const (
+	SchemaURL       = "https://developer.microsoft.com/json-schemas/teams/v1.29/MicrosoftTeams.schema.json"
+	ManifestVersion = "1.29"
+)
+
+// Command is one bot command Teams offers in its command menu.
+type Command struct {
+	Title, Description string
+}
+
+// DefaultCommands are the bot's commands when Options names none.
+var DefaultCommands = []Command{
+	{Title: "/tools", Description: "List the tools I can use"},
+	{Title: "help", Description: "What I do and how to ask"},
+}
+
+// Options are the package's inputs. Empty optional fields get defaults.
+type Options struct {
+	// AppID is the app's GUID; empty derives a stable one from BotID.
+	AppID string
+	// Version is the app's semantic version; empty is "1.0.0".
+	Version string
+	// Developer is who publishes the app; WebsiteURL, PrivacyURL and
+	// TermsURL are its https pages.
+	Developer                        string
+	WebsiteURL, PrivacyURL, TermsURL string
+	// ShortName (at most 30 characters) and FullName (100); empty full
+	// name is the short one.
+	ShortName, FullName string
+	// ShortDescription (80) and FullDescription (4000).
+	ShortDescription, FullDescription string
+	// AccentColor is #RRGGBB; empty is DefaultAccentColor.
+	AccentColor string
+	// BotID is TICKETIQ_BOT_APP_ID. Required.
+	BotID string
+	// PublicBaseURL and SandboxBaseURL (optional) are https origins;
+	// their hosts are the app's valid domains.
+	PublicBaseURL, SandboxBaseURL string
+	// SignInClientID and SignInResource are webApplicationInfo's id and
+	// resource (for example api://host/<client id>); both or neither.
+	SignInClientID, SignInResource string
+	// Commands are the bot's commands; nil is DefaultCommands.
+	Commands []Command
+}
+
+// DefaultAccentColor is the app's accent color when none is given.
+const DefaultAccentColor = "#3A5BA0"
+
+var (
+	guidRE    = regexp.MustCompile(`^[0-9a-fA-F]{8}-([0-9a-fA-F]{4}-){3}[0-9a-fA-F]{12}$`)
+	semverRE  = regexp.MustCompile(`^(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)$`)
+	hexRE     = regexp.MustCompile(`^#[0-9a-fA-F]{6}$`)
+	errLayout = errors.New("manifest")
+)
+
+// AppIDFor derives the app id from a bot id: a name-based GUID (SHA-1,
+// version 5 layout), so every package built for one bot has the same id
+// and an upload replaces the previous version.
+func AppIDFor(botID string) string {
+	sum := sha1.Sum([]byte("teamsbot app package\x00" + strings.ToLower(botID)))
+	b := sum[:16]
+	b[6] = b[6]&0x0f | 0x50
+	b[8] = b[8]&0x3f | 0x80
+	return fmt.Sprintf("%x-%x-%x-%x-%x", b[0:4], b[4:6], b[6:8], b[8:10], b[10:16])
+}
+
+// check applies the defaults and names every missing or invalid input.
+func (o *Options) check() error {
+	var errs []error
+	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
+	if !guidRE.MatchString(o.BotID) {
+		bad("bot id %q: want the bot's app id, a GUID (TICKETIQ_BOT_APP_ID)", o.BotID)
+	}
+	if o.AppID == "" && guidRE.MatchString(o.BotID) {
+		o.AppID = AppIDFor(o.BotID)
+	} else if !guidRE.MatchString(o.AppID) {
+		bad("app id %q: want a GUID", o.AppID)
+	}
+	if o.Version == "" {
+		o.Version = "1.0.0"
+	}
+	if !semverRE.MatchString(o.Version) {
+		bad("version %q: want a semantic version such as 1.2.0", o.Version)
+	}
+	text := func(what, v string, max int, required bool) {
+		switch n := utf8.RuneCountInString(v); {
+		case n == 0 && required:
+			bad("%s is required", what)
+		case n > max:
+			bad("%s has %d characters, at most %d", what, n, max)
+		}
+	}
+	text("developer name", o.Developer, 32, true)
+	text("short name", o.ShortName, 30, true)
+	if o.FullName == "" {
+		o.FullName = o.ShortName
+	}
+	text("full name", o.FullName, 100, true)
+	text("short description", o.ShortDescription, 80, true)
+	text("full description", o.FullDescription, 4000, true)
+	for _, u := range []struct{ what, v string }{{"website URL", o.WebsiteURL}, {"privacy URL", o.PrivacyURL}, {"terms of use URL", o.TermsURL}} {
+		if err := httpsURL(u.v); err != nil {
+			bad("%s: %v", u.what, err)
+		}
+	}
+	if o.AccentColor == "" {
+		o.AccentColor = DefaultAccentColor
+	}
+	if !hexRE.MatchString(o.AccentColor) {
+		bad("accent color %q: want #RRGGBB", o.AccentColor)
+	}
+	if err := httpsURL(o.PublicBaseURL); err != nil {
+		bad("public base URL: %v", err)
+	}
+	if o.SandboxBaseURL != "" {
+		if err := httpsURL(o.SandboxBaseURL); err != nil {
+			bad("sandbox base URL: %v", err)
+		}
+	}
+	switch {
+	case o.SignInClientID == "" && o.SignInResource == "":
+	case !guidRE.MatchString(o.SignInClientID):
+		bad("sign-in client id %q: want the sign-in app registration's id, a GUID", o.SignInClientID)
+	case o.SignInResource == "":
+		bad("sign-in resource is required with a sign-in client id (such as api://host/<client id>)")
+	}
+	if o.Commands == nil {
+		o.Commands = DefaultCommands
+	}
+	if len(o.Commands) > 10 {
+		bad("%d commands, at most 10", len(o.Commands))
+	}
+	for i, c := range o.Commands {
+		text(fmt.Sprintf("command %d title", i+1), c.Title, 32, true)
+		text(fmt.Sprintf("command %d description", i+1), c.Description, 128, true)
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("%w: %w", errLayout, err)
+	}
+	return nil
+}
+
+func httpsURL(s string) error {
+	if s == "" {
+		return errors.New("required")
+	}
+	u, err := url.Parse(s)
+	if err != nil || u.Scheme != "https" || u.Hostname() == "" || u.User != nil {
+		return fmt.Errorf("%q: want an https:// address", s)
+	}
+	return nil
+}
+
+func host(s string) string {
+	u, _ := url.Parse(s)
+	return u.Host
+}
+
+// JSON builds manifest.json.
+func JSON(opts Options) ([]byte, error) {
+	if err := opts.check(); err != nil {
+		return nil, err
+	}
+	return manifestJSON(opts)
+}
+
+func manifestJSON(o Options) ([]byte, error) {
+	cmds := make([]map[string]string, 0, len(o.Commands))
+	for _, c := range o.Commands {
+		cmds = append(cmds, map[string]string{"title": c.Title, "description": c.Description})
+	}
+	scopes := []string{"personal", "team", "groupChat"}
+	var lists []map[string]any
+	for _, s := range scopes {
+		lists = append(lists, map[string]any{"scopes": []string{s}, "commands": cmds})
+	}
+	domains := []string{host(o.PublicBaseURL)}
+	if o.SandboxBaseURL != "" && !slices.Contains(domains, host(o.SandboxBaseURL)) {
+		domains = append(domains, host(o.SandboxBaseURL))
+	}
+	m := map[string]any{
+		"$schema":         SchemaURL,
+		"manifestVersion": ManifestVersion,
+		"version":         o.Version,
+		"id":              o.AppID,
+		"developer": map[string]string{
+			"name": o.Developer, "websiteUrl": o.WebsiteURL, "privacyUrl": o.PrivacyURL, "termsOfUseUrl": o.TermsURL,
+		},
+		"name":        map[string]string{"short": o.ShortName, "full": o.FullName},
+		"description": map[string]string{"short": o.ShortDescription, "full": o.FullDescription},
+		"icons":       map[string]string{"color": "color.png", "outline": "outline.png"},
+		"accentColor": o.AccentColor,
+		"bots": []map[string]any{{
+			"botId": o.BotID, "scopes": scopes, "supportsFiles": false, "isNotificationOnly": false, "commandLists": lists,
+		}},
+		"validDomains": domains,
+	}
+	if o.SignInClientID != "" {
+		m["webApplicationInfo"] = map[string]string{"id": o.SignInClientID, "resource": o.SignInResource}
+	}
+	return json.MarshalIndent(m, "", "  ")
+}
+
+// Build returns the app package zip.
+func Build(opts Options) ([]byte, error) {
+	var b bytes.Buffer
+	if err := Write(&b, opts); err != nil {
+		return nil, err
+	}
+	return b.Bytes(), nil
+}
+
+// Write writes the app package zip to w. Every missing or invalid input
+// is named in one error, and then nothing is written.
+func Write(w io.Writer, opts Options) error {
+	if err := opts.check(); err != nil {
+		return err
+	}
+	mj, err := manifestJSON(opts)
+	if err != nil {
+		return fmt.Errorf("manifest: %w", err)
+	}
+	color, err := ColorIcon(opts.AccentColor)
+	if err != nil {
+		return err
+	}
+	outline, err := OutlineIcon()
+	if err != nil {
+		return err
+	}
+	var b bytes.Buffer
+	zw := zip.NewWriter(&b)
+	// A fixed time, so that one input gives the same bytes.
+	when := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	for _, f := range []struct {
+		name string
+		data []byte
+	}{{"manifest.json", mj}, {"color.png", color}, {"outline.png", outline}} {
+		fw, err := zw.CreateHeader(&zip.FileHeader{Name: f.name, Method: zip.Deflate, Modified: when})
+		if err != nil {
+			return fmt.Errorf("manifest: %w", err)
+		}
+		if _, err := fw.Write(f.data); err != nil {
+			return fmt.Errorf("manifest: %w", err)
+		}
+	}
+	if err := zw.Close(); err != nil {
+		return fmt.Errorf("manifest: %w", err)
+	}
+	_, err = w.Write(b.Bytes())
+	return err
+}
