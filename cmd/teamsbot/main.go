@@ -42,7 +42,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	fs := flag.NewFlagSet("teamsbot", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: teamsbot [serve|config|version]")
+		fmt.Fprintln(stderr, "usage: teamsbot [serve|config|version|manifest -o FILE ...]")
 		fmt.Fprintln(stderr, "Settings come from TICKETIQ_* environment variables (see README).")
 	}
 	if err := fs.Parse(args[1:]); err != nil {
@@ -51,6 +51,9 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	cmd := "serve"
 	if fs.NArg() > 0 {
 		cmd = fs.Arg(0)
+	}
+	if cmd == "manifest" {
+		return writeManifest(fs.Args()[1:], getenv, stdout, stderr)
 	}
 	if fs.NArg() > 1 {
 		fs.Usage()
