@@ -5,7 +5,10 @@
 // proactive sends need, where each run's answer was delivered in Teams, and
 // the records access is decided from: role bindings, tenant settings and
 // each tenant's Cedar policy text. It runs the schema migrations when the
-// file is opened and sweeps expired views away.
+// file is opened, lists a tenant's records for its admins (audit log pages
+// and exports, active views, recent runs, conversations), revokes views,
+// and sweeps away expired and revoked views and the runs, deliveries and
+// audit records past their retention.
 //
 // It is the only package that knows bbolt. Its exported methods take and
 // return plain values, never transactions or cursors, so that a second
@@ -23,12 +26,20 @@
 //
 //	meta/
 //	  "schema_version"            -> N: the last migration applied
+//	  "cursor_key"                -> 32 random bytes that sign listing cursors (since 4)
 //	runs/
 //	  <run id>                    -> Run as JSON
+//	runs_by_time/                 (since schema version 4)
+//	  T(createdAt) | <run id>     -> empty
+//	runs_by_tenant/               (since schema version 4)
+//	  <tenant> 0x00 | T(createdAt) | <run id> -> empty
 //	views/
 //	  <view id>                   -> View as JSON
 //	views_by_expiry/
-//	  T(expiresAt) | <view id>    -> the view's HTML SHA-256 (hex)
+//	  T(end) | <view id>          -> the view's HTML SHA-256 (64 hex digits) | T(createdAt) | <tenant>
+//	                                 (before version 4: the hash alone)
+//	views_by_tenant/              (since schema version 4)
+//	  <tenant> 0x00 | T(createdAt) | <view id> -> T(end)
 //	html/
 //	  <SHA-256 hex>               -> the HTML bytes, as given
 //	html_refs/
@@ -43,6 +54,8 @@
 //	  <tenant> 0x00 <action> 0x00 | T | N -> empty
 //	conversations/
 //	  <key>                       -> ConversationRef as JSON
+//	conversations_by_tenant/      (since schema version 4)
+//	  <tenant> 0x00 <key>         -> empty
 //	deliveries/                   (since schema version 2)
 //	  <run id>                    -> Delivery as JSON
 //	bindings/                     (since schema version 3)
@@ -52,14 +65,36 @@
 //	policy_sets/                  (since schema version 3)
 //	  <tenant>                    -> PolicySet as JSON
 //
+// A view's end is when it stops being served: its ExpiresAt, or when it
+// was revoked (RevokeView moves both index entries to that time).
+//
 // The layout is chosen for range scans. A sweep reads views_by_expiry from
 // the start up to T(now), so it never reads a live view; the index value
-// carries the HTML hash so that the sweep can release the document without
+// carries the HTML hash and the rest of the view's views_by_tenant key, so
+// that the sweep can release the document and drop that entry without
 // decoding the view. The audit indexes end in the primary key (T | N), so an
 // audit query by tenant, action or both seeks straight to
 // prefix | T(from) and stops at prefix | T(to), reading only matching
 // records. The audit bucket's own sequence numbers the records: it only
 // grows, so two records written in the same nanosecond keep their order.
+// The sweep deletes audit records from the start of audit/ up to
+// T(now - AuditRetention), each with its three index entries (rebuilt from
+// the record's tenant and action), and runs from the start of runs_by_time
+// up to T(now - RunRetention), each with its runs_by_tenant entry and its
+// delivery, skipping a run while a view it lists can still be opened.
+//
+// The listings read one tenant's prefix newest first, from the end of the
+// prefix (or the cursor's position) backwards: an audit page through
+// audit_by_tenant or audit_by_tenant_action, active views through
+// views_by_tenant (whose value lets it skip views that have ended without
+// reading them), recent runs through runs_by_tenant, conversations through
+// conversations_by_tenant. A listing's cursor is its position (the key
+// after the tenant's prefix) with an HMAC, keyed by meta/cursor_key, over
+// the position and the query, so that it cannot be edited or used with
+// another tenant's query. Filters that no index answers (an audit
+// record's actor, tool, result) are checked on each record read, and a
+// page reads at most a bounded number of index entries, so that a
+// filter matching little makes short pages rather than long requests.
 //
 // html_refs counts the views (live or expired but not yet swept) that point
 // at a document. Saving a view increments it, deleting or replacing a view
@@ -77,14 +112,18 @@
 // (agent "*"), reading only the bindings that match.
 //
 // A delivery is keyed by its run's id and is written only for a stored
-// run, so it lives exactly as long as that run. Runs are never swept
-// today, so neither are deliveries; a sweep of runs added later must delete
-// their deliveries in the same transaction.
+// run, so it lives exactly as long as that run: the sweep deletes it in
+// the same transaction as its run.
+//
+// Tenant ids are key parts of the _by_tenant indexes, so runs, views and
+// conversation references refuse a tenant id with a NUL byte, as access
+// records do.
 //
 // # Writes
 //
 // Every write (SaveRun, Append, PutConversation, DeleteConversation,
-// PutDelivery, PutBinding, DeleteBinding, PutTenantSettings, PutPolicySet)
+// PutDelivery, RevokeView, PutBinding, DeleteBinding, PutTenantSettings,
+// PutPolicySet)
 // is validated and encoded in the caller's goroutine, then handed to one
 // writer goroutine that commits at once when it is idle and, while a
 // commit is under way, gathers every write that arrives into the next
@@ -97,20 +136,27 @@
 // 5 ms for another write to share its commit, instead of committing it
 // alone just before a write that someone waits for.
 //
-// The access writes take audit records and write them in the same
-// transaction as the change, so that an admin's change and its audit
+// The access writes and RevokeView take audit records and write them in
+// the same transaction as the change, so that an admin's change and its audit
 // record are both stored or neither is. PutPolicySet is optimistic: it
 // names the version it replaces and gets ErrConflict if the stored set
 // has moved on, so that of two admins editing at once the second does not
-// silently undo the first. Two small records are encoded inside the
+// silently undo the first. A few records are encoded inside the
 // transaction, because they depend on what is stored: tenant settings,
-// whose version is the stored one's plus one, and a binding put again,
-// which keeps its first grant's creator and time.
+// whose version is the stored one's plus one; a binding put again, which
+// keeps its first grant's creator and time; a run saved again, which keeps
+// the view ids it had; and a revoked view (with RevokeView's own audit
+// record), which keeps everything else it had.
 //
 // # Schema
 //
 // meta/schema_version holds the number of the last migration applied.
 // Open applies the missing migrations in order, each in its own transaction
 // together with the new version number, and refuses a file whose version is
-// newer than this code knows.
+// newer than this code knows. A migration that rewrites every record of a
+// kind (version 4 indexes every run, view and conversation, and rewrites
+// the expiry index's values) does so in transactions of at most 10,000
+// records each, and bumps the version in a last one: stopped half way, it
+// is run again from the start at the next Open, and as it only puts the
+// keys and values it computes, that is harmless.
 package store

@@ -1,10 +1,14 @@
 package store
 
 import (
+	"bytes"
 	"context"
+	"crypto/rand"
 	"encoding/binary"
+	"encoding/json"
 	"fmt"
 	"math"
+	"strings"
 	"time"
 
 	"go.etcd.io/bbolt"
@@ -27,9 +31,18 @@ const (
 	bucketBindings            = "bindings"
 	bucketTenantSettings      = "tenant_settings"
 	bucketPolicySets          = "policy_sets"
+	bucketRunsByTime          = "runs_by_time"
+	bucketRunsByTenant        = "runs_by_tenant"
+	bucketViewsByTenant       = "views_by_tenant"
+	bucketConvsByTenant       = "conversations_by_tenant"
 
 	keySchemaVersion = "schema_version"
+	keyCursorKey     = "cursor_key"
 )
+
+// migrateBatch is how many records one transaction of a migration's
+// backfill rewrites at most.
+const migrateBatch = 10_000
 
 // migration moves the file from version-1 to version. It runs in one
 // write transaction with the version bump, so a failed migration leaves
@@ -40,6 +53,14 @@ type migration struct {
 	version uint64
 	name    string
 	apply   func(tx *bbolt.Tx) error
+	// backfill, when set, makes the migration take several transactions:
+	// apply alone, then backfill over and over, each call rewriting a
+	// bounded batch after the position it returned last (nil at first)
+	// and returning the next (nil when done), then the version bump. A
+	// migration stopped half way leaves the old version number, so that
+	// the next Open runs it again from the start: apply and backfill must
+	// be idempotent.
+	backfill func(tx *bbolt.Tx, after []byte) (next []byte, err error)
 }
 
 // schema lists the migrations in order; a new one is appended with the
@@ -50,6 +71,7 @@ func schema() []migration {
 		{version: 1, name: "create buckets", apply: migrateV1},
 		{version: 2, name: "deliveries", apply: migrateV2},
 		{version: 3, name: "access records", apply: migrateV3},
+		{version: 4, name: "tenant and time indexes", apply: migrateV4, backfill: backfillV4},
 	}
 }
 
@@ -88,6 +110,133 @@ func migrateV3(tx *bbolt.Tx) error {
 	}
 	return nil
 }
+
+// migrateV4 adds the indexes that let runs be swept by age and runs, views
+// and conversations be listed by tenant, and the key that signs listing
+// cursors. backfillV4 then fills the indexes for the records already
+// stored, and gives the expiry index its new value (the HTML hash followed
+// by the view's views_by_tenant key, so that a sweep can delete that entry
+// without decoding the view).
+func migrateV4(tx *bbolt.Tx) error {
+	for _, name := range []string{bucketRunsByTime, bucketRunsByTenant, bucketViewsByTenant, bucketConvsByTenant} {
+		if _, err := tx.CreateBucketIfNotExists([]byte(name)); err != nil {
+			return fmt.Errorf("bucket %s: %w", name, err)
+		}
+	}
+	meta := tx.Bucket([]byte(bucketMeta))
+	if meta.Get([]byte(keyCursorKey)) != nil {
+		return nil // a migration stopped half way made it already
+	}
+	key := make([]byte, 32)
+	if _, err := rand.Read(key); err != nil {
+		return fmt.Errorf("cursor key: %w", err)
+	}
+	return meta.Put([]byte(keyCursorKey), key)
+}
+
+// Phases of backfillV4; its position is a phase byte and the last key done.
+const (
+	fillRuns  = 'r'
+	fillViews = 'v'
+	fillConvs = 'c'
+)
+
+// backfillV4 indexes up to migrateBatch records of runs, then views, then
+// conversations, after the position after. Puts of the same keys and
+// values make it idempotent. A record whose tenant holds a NUL byte (which
+// older versions did not refuse) is indexed by time but not by tenant,
+// since its key would reach into another tenant's.
+func backfillV4(tx *bbolt.Tx, after []byte) ([]byte, error) {
+	phase, key := byte(fillRuns), []byte(nil)
+	if len(after) > 0 {
+		phase, key = after[0], after[1:]
+	}
+	var bucket string
+	var fill func(k, v []byte) error
+	switch phase {
+	case fillRuns:
+		bucket = bucketRuns
+		byTime, byTenant := tx.Bucket([]byte(bucketRunsByTime)), tx.Bucket([]byte(bucketRunsByTenant))
+		fill = func(k, v []byte) error {
+			var r struct {
+				TenantID  string    `json:"tenantId"`
+				CreatedAt time.Time `json:"createdAt"`
+			}
+			if err := json.Unmarshal(v, &r); err != nil {
+				return fmt.Errorf("run %q: %w", k, err)
+			}
+			created := timeKey(r.CreatedAt)
+			if err := byTime.Put(timeIDKey(created, k), []byte{}); err != nil {
+				return err
+			}
+			if !keyablePart(r.TenantID) {
+				return nil
+			}
+			return byTenant.Put(tenantTimeKey(r.TenantID, created, k), []byte{})
+		}
+	case fillViews:
+		bucket = bucketViews
+		byTenant, byExpiry := tx.Bucket([]byte(bucketViewsByTenant)), tx.Bucket([]byte(bucketViewsByExpiry))
+		fill = func(k, v []byte) error {
+			var hdr viewHeader
+			if err := json.Unmarshal(v, &hdr); err != nil {
+				return fmt.Errorf("view %q: %w", k, err)
+			}
+			created, end := timeKey(hdr.CreatedAt), timeKey(hdr.end())
+			tenant := hdr.TenantID
+			if !keyablePart(tenant) {
+				tenant = "\x00" // matches no tenant's key
+			} else if err := byTenant.Put(tenantTimeKey(tenant, created, k), end[:]); err != nil {
+				return err
+			}
+			return byExpiry.Put(timeIDKey(end, k), expiryValue([]byte(hdr.HTMLSHA256), created, tenant))
+		}
+	case fillConvs:
+		bucket = bucketConversations
+		byTenant := tx.Bucket([]byte(bucketConvsByTenant))
+		fill = func(k, v []byte) error {
+			var c struct {
+				TenantID string `json:"tenantId"`
+			}
+			if err := json.Unmarshal(v, &c); err != nil {
+				return fmt.Errorf("conversation %q: %w", k, err)
+			}
+			if !keyablePart(c.TenantID) {
+				return nil
+			}
+			return byTenant.Put(indexKey(k, c.TenantID), []byte{})
+		}
+	default:
+		return nil, fmt.Errorf("backfill position %x: unknown phase", after)
+	}
+	c := tx.Bucket([]byte(bucket)).Cursor()
+	k, v := c.First()
+	if key != nil {
+		if k, v = c.Seek(key); k != nil && bytes.Equal(k, key) {
+			k, v = c.Next()
+		}
+	}
+	for n := 0; k != nil; k, v = c.Next() {
+		if n == migrateBatch {
+			return append([]byte{phase}, key...), nil
+		}
+		if err := fill(k, v); err != nil {
+			return nil, err
+		}
+		key = bytes.Clone(k)
+		n++
+	}
+	switch phase {
+	case fillRuns:
+		return []byte{fillViews}, nil
+	case fillViews:
+		return []byte{fillConvs}, nil
+	}
+	return nil, nil
+}
+
+// keyablePart reports whether a stored tenant id can be a key part.
+func keyablePart(v string) bool { return strings.IndexByte(v, 0) < 0 }
 
 // schemaVersion reads meta/schema_version; 0 means a new, empty file.
 func schemaVersion(tx *bbolt.Tx) (uint64, error) {
@@ -129,22 +278,59 @@ func (s *Store) migrate(ctx context.Context, migrations []migration) error {
 			return err
 		}
 		start := time.Now()
-		err := s.db.Update(func(tx *bbolt.Tx) error {
-			if err := m.apply(tx); err != nil {
-				return err
-			}
-			meta, err := tx.CreateBucketIfNotExists([]byte(bucketMeta))
-			if err != nil {
-				return err
-			}
-			return meta.Put([]byte(keySchemaVersion), binary.BigEndian.AppendUint64(nil, m.version))
-		})
+		txs, err := s.runMigration(ctx, m)
 		if err != nil {
 			return fmt.Errorf("store: migration %d (%s): %w", m.version, m.name, err)
 		}
-		s.log.Info("store migrated", "version", m.version, "migration", m.name, "took", time.Since(start))
+		s.log.Info("store migrated", "version", m.version, "migration", m.name, "transactions", txs, "took", time.Since(start))
 	}
 	return nil
+}
+
+// runMigration applies one migration and bumps the version: in one
+// transaction, or for a migration with a backfill in several, the bump
+// last. It returns how many transactions it took.
+func (s *Store) runMigration(ctx context.Context, m migration) (int, error) {
+	bump := func(tx *bbolt.Tx) error {
+		meta, err := tx.CreateBucketIfNotExists([]byte(bucketMeta))
+		if err != nil {
+			return err
+		}
+		return meta.Put([]byte(keySchemaVersion), binary.BigEndian.AppendUint64(nil, m.version))
+	}
+	if m.backfill == nil {
+		return 1, s.db.Update(func(tx *bbolt.Tx) error {
+			if err := m.apply(tx); err != nil {
+				return err
+			}
+			return bump(tx)
+		})
+	}
+	if err := s.db.Update(m.apply); err != nil {
+		return 1, err
+	}
+	txs := 1
+	var after []byte
+	for {
+		if err := ctx.Err(); err != nil {
+			return txs, err
+		}
+		var next []byte
+		err := s.db.Update(func(tx *bbolt.Tx) error {
+			var err error
+			next, err = m.backfill(tx, after)
+			return err
+		})
+		txs++
+		if err != nil {
+			return txs, err
+		}
+		if next == nil {
+			break
+		}
+		after = next
+	}
+	return txs + 1, s.db.Update(bump)
 }
 
 // timeKey encodes t so that byte order is time order: Unix nanoseconds with

@@ -1,6 +1,7 @@
 package store
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -32,6 +33,17 @@ type expiredError struct{}
 func (expiredError) Error() string { return "store: expired" }
 func (expiredError) Unwrap() error { return ErrNotFound }
 
+// ErrRevoked is returned (wrapped) by View for a view an admin revoked
+// (RevokeView). It wraps ErrExpired, and so ErrNotFound too: everything
+// that refuses an expired view refuses a revoked one the same way, and a
+// caller that wants to say why checks ErrRevoked first.
+var ErrRevoked error = revokedError{}
+
+type revokedError struct{}
+
+func (revokedError) Error() string { return "store: revoked" }
+func (revokedError) Unwrap() error { return ErrExpired }
+
 // ErrInvalid is returned (wrapped, with the reason) for a write that could
 // never succeed: a missing id, an HTML hash that does not match the bytes, a
 // tenant id containing a NUL byte. Nothing of such a write is stored.
@@ -58,6 +70,13 @@ var ErrSchemaTooNew = errors.New("store: schema is newer than this program")
 // Options.OpenTimeout is zero.
 const DefaultOpenTimeout = 5 * time.Second
 
+// Retention defaults: what Options.AuditRetention and Options.RunRetention
+// mean when zero.
+const (
+	DefaultAuditRetention = 90 * 24 * time.Hour
+	DefaultRunRetention   = 30 * 24 * time.Hour
+)
+
 // Options configures Open. The zero value is usable.
 type Options struct {
 	// Now is the clock; nil means time.Now.
@@ -66,6 +85,17 @@ type Options struct {
 	Logger *slog.Logger
 	// OpenTimeout bounds waiting for the file lock; zero means 5 s.
 	OpenTimeout time.Duration
+	// AuditRetention is how long an audit record is kept after its Time:
+	// a sweep deletes the records whose Time is at or before now minus
+	// AuditRetention. Zero means DefaultAuditRetention (90 days); a
+	// negative value keeps them forever.
+	AuditRetention time.Duration
+	// RunRetention is how long a run and its delivery are kept after the
+	// run's CreatedAt: a sweep deletes those made at or before now minus
+	// RunRetention, unless a view of the run can still be opened, which
+	// keeps the run until a later sweep. Zero means DefaultRunRetention
+	// (30 days); a negative value keeps them forever.
+	RunRetention time.Duration
 }
 
 // Store is the service's bbolt file. Its methods are safe for concurrent
@@ -81,6 +111,21 @@ type Store struct {
 	// lazyWait is how long an idle writer holds a lazy write back
 	// (defaultLazyWait); tests raise it.
 	lazyWait time.Duration
+	// auditRetention and runRetention are the Options' (defaults
+	// applied); zero or less keeps records forever.
+	auditRetention, runRetention time.Duration
+	// pageScan is how many index entries one page of a listing reads at
+	// most (defaultPageScan); tests lower it.
+	pageScan int
+	// exportBatch is how many index entries one read transaction of an
+	// export reads at most (defaultExportBatch); tests lower it.
+	exportBatch int
+	// exportTxs counts the exports' open read transactions, so that tests
+	// can check that an export never calls back inside one.
+	exportTxs atomic.Int32
+	// cursorKey signs the cursors of listings (meta/cursor_key), so that
+	// a cursor cannot be forged or moved to another query.
+	cursorKey []byte
 
 	// The group-commit queue (see writer.go).
 	mu      sync.Mutex
@@ -153,13 +198,17 @@ func open(ctx context.Context, path string, opts Options, migrations []migration
 		return nil, fmt.Errorf("store: open %s: %w", path, err)
 	}
 	s := &Store{
-		db:         db,
-		now:        opts.Now,
-		log:        opts.Logger,
-		sweepBatch: defaultSweepBatch,
-		lazyWait:   defaultLazyWait,
-		wake:       make(chan struct{}, 1),
-		stopped:    make(chan struct{}),
+		db:             db,
+		now:            opts.Now,
+		log:            opts.Logger,
+		sweepBatch:     defaultSweepBatch,
+		lazyWait:       defaultLazyWait,
+		pageScan:       defaultPageScan,
+		exportBatch:    defaultExportBatch,
+		auditRetention: retention(opts.AuditRetention, DefaultAuditRetention),
+		runRetention:   retention(opts.RunRetention, DefaultRunRetention),
+		wake:           make(chan struct{}, 1),
+		stopped:        make(chan struct{}),
 	}
 	if s.now == nil {
 		s.now = time.Now
@@ -171,8 +220,29 @@ func open(ctx context.Context, path string, opts Options, migrations []migration
 		db.Close()
 		return nil, err
 	}
+	if err := s.read(func(tx *bbolt.Tx) error {
+		// Files of a version before 4 (only tests open those) have no
+		// key, and their listings refuse cursors.
+		s.cursorKey = bytes.Clone(tx.Bucket([]byte(bucketMeta)).Get([]byte(keyCursorKey)))
+		return nil
+	}); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("store: open %s: %w", path, err)
+	}
 	go s.runWriter()
 	return s, nil
+}
+
+// retention is an Options retention with its default applied: zero is
+// def, and a negative value (keep forever) becomes zero.
+func retention(d, def time.Duration) time.Duration {
+	switch {
+	case d == 0:
+		return def
+	case d < 0:
+		return 0
+	}
+	return d
 }
 
 // Close waits for the writes already handed in to commit, then closes the

@@ -34,7 +34,39 @@ type View struct {
 	Result        json.RawMessage        `json:"result"` // a CallToolResult as JSON
 	CreatedAt     time.Time              `json:"createdAt"`
 	ExpiresAt     time.Time              `json:"expiresAt"`
+	// RevokedAt and RevokedBy are set by RevokeView: from then on the
+	// view answers as expired.
+	RevokedAt time.Time `json:"revokedAt,omitzero"`
+	RevokedBy string    `json:"revokedBy,omitempty"`
 }
 
-// Expired reports whether the view can no longer be opened at now.
-func (v View) Expired(now time.Time) bool { return !now.Before(v.ExpiresAt) }
+// Expired reports whether the view can no longer be opened at now: its
+// ExpiresAt has come, or it was revoked.
+func (v View) Expired(now time.Time) bool {
+	return v.Revoked() || !now.Before(v.ExpiresAt)
+}
+
+// Revoked reports whether an admin revoked the view.
+func (v View) Revoked() bool { return !v.RevokedAt.IsZero() }
+
+// viewEnd is when a view stops being served: its expiry, or its
+// revocation if that came first. The expiry index and views_by_tenant's
+// values hold it.
+func viewEnd(expires, revoked time.Time) time.Time {
+	if !revoked.IsZero() && revoked.Before(expires) {
+		return revoked
+	}
+	return expires
+}
+
+// viewHeader is the part of a stored view that its index entries are made
+// from; decoding it skips the view's arguments and result.
+type viewHeader struct {
+	TenantID   string    `json:"tenantId"`
+	HTMLSHA256 string    `json:"htmlSha256"`
+	CreatedAt  time.Time `json:"createdAt"`
+	ExpiresAt  time.Time `json:"expiresAt"`
+	RevokedAt  time.Time `json:"revokedAt"`
+}
+
+func (h viewHeader) end() time.Time { return viewEnd(h.ExpiresAt, h.RevokedAt) }

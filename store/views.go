@@ -43,7 +43,7 @@ type NewView struct {
 // Each view needs an ID, a non-empty HTML and an ExpiresAt. Its
 // HTMLSHA256 is checked against the HTML (and filled in when empty); its
 // RunID and TenantID default to the run's, and its ID is added to
-// run.ViewIDs if missing. A view whose ID is already stored is replaced.
+// run.ViewIDs if missing. Tenant ids must be valid UTF-8 without NUL bytes. A view whose ID is already stored is replaced.
 // Audit records are stamped as by Append. An invalid argument returns
 // ErrInvalid and writes nothing; SaveRun returns only once the commit is
 // on disk.
@@ -63,18 +63,23 @@ func (s *Store) SaveRun(ctx context.Context, run Run, views []NewView, audit []A
 
 // preparedRun is a SaveRun encoded outside the transaction.
 type preparedRun struct {
-	runID []byte
-	run   []byte
-	views []preparedView
-	audit []preparedAudit
+	runID   []byte
+	run     []byte
+	rec     Run // what run encodes, for a run saved again (see apply)
+	created [8]byte
+	tenant  string
+	views   []preparedView
+	audit   []preparedAudit
 }
 
 type preparedView struct {
-	id     []byte
-	value  []byte
-	expiry [8]byte
-	sha    []byte // hex
-	html   []byte
+	id      []byte
+	value   []byte
+	expiry  [8]byte
+	created [8]byte
+	tenant  string
+	sha     []byte // hex
+	html    []byte
 }
 
 func checkID(what, id string) error {
@@ -90,6 +95,11 @@ func checkID(what, id string) error {
 func (s *Store) prepareRun(run Run, views []NewView, audit []AuditRecord) (*preparedRun, error) {
 	if err := checkID("run", run.ID); err != nil {
 		return nil, err
+	}
+	// Tenant ids are parts of index keys: no NUL, and valid UTF-8 so
+	// that JSON keeps them as the keys have them.
+	if err := checkText("run tenant", run.TenantID, maxIDLen); err != nil {
+		return nil, fmt.Errorf("run %s: %w", run.ID, err)
 	}
 	if run.CreatedAt.IsZero() {
 		run.CreatedAt = s.now()
@@ -125,6 +135,11 @@ func (s *Store) prepareRun(run Run, views []NewView, audit []AuditRecord) (*prep
 		}
 		if v.TenantID == "" {
 			v.TenantID = run.TenantID
+		} else if err := checkText("view tenant", v.TenantID, maxIDLen); err != nil {
+			return nil, fmt.Errorf("view %s: %w", v.ID, err)
+		}
+		if v.Revoked() || v.RevokedBy != "" {
+			return nil, fmt.Errorf("view %s: a new view cannot be revoked already: %w", v.ID, ErrInvalid)
 		}
 		if v.CreatedAt.IsZero() {
 			v.CreatedAt = run.CreatedAt
@@ -137,13 +152,15 @@ func (s *Store) prepareRun(run Run, views []NewView, audit []AuditRecord) (*prep
 			return nil, fmt.Errorf("view %s: %w", v.ID, err)
 		}
 		op.views = append(op.views, preparedView{
-			id: []byte(v.ID), value: value, expiry: timeKey(v.ExpiresAt), sha: []byte(sha), html: nv.HTML,
+			id: []byte(v.ID), value: value, expiry: timeKey(v.ExpiresAt), created: timeKey(v.CreatedAt),
+			tenant: v.TenantID, sha: []byte(sha), html: nv.HTML,
 		})
 	}
 	var err error
 	if op.run, err = json.Marshal(run); err != nil {
 		return nil, fmt.Errorf("run %s: %w", run.ID, err)
 	}
+	op.rec, op.created, op.tenant = run, timeKey(run.CreatedAt), run.TenantID
 	if op.audit, err = s.prepareAudit(audit); err != nil {
 		return nil, err
 	}
@@ -153,19 +170,18 @@ func (s *Store) prepareRun(run Run, views []NewView, audit []AuditRecord) (*prep
 func (op *preparedRun) apply(tx *bbolt.Tx) error {
 	viewsB := tx.Bucket([]byte(bucketViews))
 	expiryB := tx.Bucket([]byte(bucketViewsByExpiry))
+	byTenantB := tx.Bucket([]byte(bucketViewsByTenant))
 	for _, v := range op.views {
 		old := viewsB.Get(v.id)
-		var oldExpiry [8]byte
-		var oldSHA []byte
+		var hdr viewHeader
 		if old != nil {
-			var hdr struct {
-				HTMLSHA256 string    `json:"htmlSha256"`
-				ExpiresAt  time.Time `json:"expiresAt"`
-			}
 			if err := json.Unmarshal(old, &hdr); err != nil {
 				return fmt.Errorf("view %s: stored record: %w", v.id, err)
 			}
-			oldExpiry, oldSHA = timeKey(hdr.ExpiresAt), []byte(hdr.HTMLSHA256)
+			if !hdr.RevokedAt.IsZero() {
+				// Saving it again must not bring it back.
+				return fmt.Errorf("view %s: %w", v.id, ErrRevoked)
+			}
 		}
 		// Take the new reference before dropping the old one, so that
 		// replacing a view by one with the same HTML keeps the document.
@@ -173,29 +189,103 @@ func (op *preparedRun) apply(tx *bbolt.Tx) error {
 			return err
 		}
 		if old != nil {
-			if err := expiryB.Delete(expiryKey(oldExpiry, v.id)); err != nil {
+			if err := expiryB.Delete(timeIDKey(timeKey(hdr.end()), v.id)); err != nil {
 				return err
 			}
-			if _, err := dropHTMLRef(tx, oldSHA); err != nil {
+			if err := byTenantB.Delete(tenantTimeKey(hdr.TenantID, timeKey(hdr.CreatedAt), v.id)); err != nil {
+				return err
+			}
+			if _, err := dropHTMLRef(tx, []byte(hdr.HTMLSHA256)); err != nil {
 				return err
 			}
 		}
 		if err := viewsB.Put(v.id, v.value); err != nil {
 			return err
 		}
-		if err := expiryB.Put(expiryKey(v.expiry, v.id), v.sha); err != nil {
+		if err := expiryB.Put(timeIDKey(v.expiry, v.id), expiryValue(v.sha, v.created, v.tenant)); err != nil {
+			return err
+		}
+		if err := byTenantB.Put(tenantTimeKey(v.tenant, v.created, v.id), v.expiry[:]); err != nil {
 			return err
 		}
 	}
-	if err := tx.Bucket([]byte(bucketRuns)).Put(op.runID, op.run); err != nil {
+	runs := tx.Bucket([]byte(bucketRuns))
+	byTime := tx.Bucket([]byte(bucketRunsByTime))
+	runsByTenant := tx.Bucket([]byte(bucketRunsByTenant))
+	value := op.run
+	if old := runs.Get(op.runID); old != nil {
+		// Saved again (a retry, or more views): drop the old index
+		// entries, and keep the view ids it had, so that the run's
+		// retention still sees every view it made. Only then is the run
+		// encoded here, inside the transaction.
+		var prev struct {
+			TenantID  string    `json:"tenantId"`
+			CreatedAt time.Time `json:"createdAt"`
+			ViewIDs   []string  `json:"viewIds"`
+		}
+		if err := json.Unmarshal(old, &prev); err != nil {
+			return fmt.Errorf("run %s: stored record: %w", op.runID, err)
+		}
+		created := timeKey(prev.CreatedAt)
+		if err := byTime.Delete(timeIDKey(created, op.runID)); err != nil {
+			return err
+		}
+		if err := runsByTenant.Delete(tenantTimeKey(prev.TenantID, created, op.runID)); err != nil {
+			return err
+		}
+		if ids := mergeIDs(prev.ViewIDs, op.rec.ViewIDs); len(ids) > len(op.rec.ViewIDs) {
+			r := op.rec
+			r.ViewIDs = ids
+			var err error
+			if value, err = json.Marshal(r); err != nil {
+				return fmt.Errorf("run %s: %w", op.runID, err)
+			}
+		}
+	}
+	if err := runs.Put(op.runID, value); err != nil {
+		return err
+	}
+	if err := byTime.Put(timeIDKey(op.created, op.runID), []byte{}); err != nil {
+		return err
+	}
+	if err := runsByTenant.Put(tenantTimeKey(op.tenant, op.created, op.runID), []byte{}); err != nil {
 		return err
 	}
 	return appendAudit(tx, op.audit)
 }
 
-func expiryKey(t [8]byte, id []byte) []byte {
+// mergeIDs returns old followed by the ids of add that old lacks.
+func mergeIDs(old, add []string) []string {
+	out := slices.Clone(old)
+	for _, id := range add {
+		if !slices.Contains(out, id) {
+			out = append(out, id)
+		}
+	}
+	return out
+}
+
+// timeIDKey is T | id: the key of views_by_expiry and runs_by_time.
+func timeIDKey(t [8]byte, id []byte) []byte {
 	return append(append(make([]byte, 0, 8+len(id)), t[:]...), id...)
 }
+
+// tenantTimeKey is <tenant> 0x00 | T | id: the key of views_by_tenant and
+// runs_by_tenant.
+func tenantTimeKey(tenant string, t [8]byte, id []byte) []byte {
+	return indexKey(timeIDKey(t, id), tenant)
+}
+
+// expiryValue is a views_by_expiry value: the HTML hash (64 hex digits),
+// then the view's creation time and tenant, from which the sweep rebuilds
+// its views_by_tenant key.
+func expiryValue(sha []byte, created [8]byte, tenant string) []byte {
+	v := make([]byte, 0, len(sha)+8+len(tenant))
+	return append(append(append(v, sha...), created[:]...), tenant...)
+}
+
+// shaHexLen is the length of an HTML hash in hex.
+const shaHexLen = 64
 
 // addHTMLRef counts one more view using the document sha, storing html if
 // it is not stored yet.
@@ -245,13 +335,17 @@ func (s *Store) ViewTenant(ctx context.Context, id string) (string, error) {
 }
 
 // View returns a view. It returns an error wrapping ErrNotFound for an
-// unknown id, and one wrapping ErrExpired (which also matches ErrNotFound)
+// unknown id, one wrapping ErrExpired (which also matches ErrNotFound)
 // for a view whose ExpiresAt is at or before now, even if no sweep has
-// deleted it yet.
+// deleted it yet, and one wrapping ErrRevoked (which also matches
+// ErrExpired and ErrNotFound) for a revoked view.
 func (s *Store) View(ctx context.Context, id string) (View, error) {
 	v, err := getJSON[View](ctx, s, bucketViews, "view", id)
 	if err != nil {
 		return View{}, err
+	}
+	if v.Revoked() {
+		return View{}, fmt.Errorf("view %s revoked at %s: %w", id, v.RevokedAt.UTC().Format(time.RFC3339), ErrRevoked)
 	}
 	if v.Expired(s.now()) {
 		return View{}, fmt.Errorf("view %s expired at %s: %w", id, v.ExpiresAt.UTC().Format(time.RFC3339), ErrExpired)
@@ -284,6 +378,46 @@ func (s *Store) ViewHTML(ctx context.Context, sha256hex string) ([]byte, error) 
 // GetRun returns a run.
 func (s *Store) GetRun(ctx context.Context, id string) (Run, error) {
 	return getJSON[Run](ctx, s, bucketRuns, "run", id)
+}
+
+// RecentRuns returns up to limit runs of tenant, newest first (by
+// CreatedAt). A limit of zero or less means DefaultPageSize; more than
+// MaxPageSize means MaxPageSize. It reads only the tenant's runs, through
+// runs_by_tenant.
+func (s *Store) RecentRuns(ctx context.Context, tenant string, limit int) ([]Run, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	if err := checkKeyPart("runs tenant", tenant); err != nil {
+		return nil, err
+	}
+	limit = pageLimit(limit)
+	prefix := indexKey(nil, tenant)
+	var out []Run
+	err := s.read(func(tx *bbolt.Tx) error {
+		runs := tx.Bucket([]byte(bucketRuns))
+		c := tx.Bucket([]byte(bucketRunsByTenant)).Cursor()
+		for k, _ := seekLastUnder(c, prefix, nil); k != nil && len(out) < limit; k, _ = c.Prev() {
+			if !bytes.HasPrefix(k, prefix) || len(k) < len(prefix)+8 {
+				break
+			}
+			id := k[len(prefix)+8:]
+			data := runs.Get(id)
+			if data == nil {
+				return fmt.Errorf("runs_by_tenant: no run %q", id)
+			}
+			var r Run
+			if err := json.Unmarshal(data, &r); err != nil {
+				return fmt.Errorf("run %q: %w", id, err)
+			}
+			out = append(out, r)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("store: recent runs of tenant %s: %w", tenant, err)
+	}
+	return out, nil
 }
 
 // getJSON reads and decodes the record key of bucket; an unknown key gives
