@@ -22,6 +22,9 @@ import (
 	"github.com/oauth2-proxy/mockoidc"
 
 	"teamsbot/access"
+	"teamsbot/access/graph"
+	"teamsbot/access/graph/fakegraph"
+	"teamsbot/admin"
 	"teamsbot/agent"
 	"teamsbot/internal/netaddr"
 	"teamsbot/internal/testenv"
@@ -41,6 +44,12 @@ type (
 func agentPerson(p *person) agent.Person {
 	return agent.Person{TenantID: p.TID, UserID: p.OID, Name: p.Name, Roles: p.Roles}
 }
+
+// The app registration the fake Graph knows.
+const (
+	graphApp    = "5a3b1f3e-0d8e-4c4f-9a57-6f1b2c3d4e5f"
+	graphSecret = "fake-graph-secret"
+)
 
 const (
 	tenantA = "11111111-1111-1111-1111-111111111111"
@@ -73,6 +82,8 @@ type env struct {
 	signin  *signin.Service
 	access  *access.Service
 	handler *viewpage.Handler
+	graph   *fakegraph.Server // with envOptions.admin
+	groups  *graph.Client
 	oidc    *mockoidc.MockOIDC
 	clock   *clock
 	base    string // public origin, http://127.0.0.1:port
@@ -116,6 +127,9 @@ type envOptions struct {
 	servers    []agent.ServerConfig
 	builtins   map[string]func() *mcp.Server
 	sameOrigin bool
+	// admin serves the admin console too, with group names and
+	// memberships from a fake Microsoft Graph (e.graph).
+	admin bool
 	// mutate lets a test change viewpage options before New.
 	mutate func(*viewpage.Options)
 }
@@ -142,7 +156,17 @@ func newEnv(t testing.TB, o envOptions) *env {
 		t.Fatalf("store.Open: %v", err)
 	}
 	t.Cleanup(func() { e.store.Close() })
-	e.access, err = access.New(access.Options{Store: e.store, Now: e.clock.Now})
+	var groups access.Groups
+	if o.admin {
+		e.graph = fakegraph.New(t)
+		e.graph.AddApp(graphApp, graphSecret)
+		gc, err := graph.New(graph.Options{BaseURL: e.graph.BaseURL(), TokenURL: e.graph.TokenURL(), ClientID: graphApp, ClientSecret: graphSecret, HTTPClient: e.graph.Client()})
+		if err != nil {
+			t.Fatalf("graph.New: %v", err)
+		}
+		e.groups, groups = gc, gc
+	}
+	e.access, err = access.New(access.Options{Store: e.store, Now: e.clock.Now, Groups: groups})
 	if err != nil {
 		t.Fatalf("access.New: %v", err)
 	}
@@ -197,6 +221,13 @@ func newEnv(t testing.TB, o envOptions) *env {
 	})
 	e.signin.Register(ec)
 	e.handler.Register(ec)
+	if o.admin {
+		ah, err := admin.New(admin.Options{Store: e.store, Access: e.access, SignIn: e.signin, Groups: e.groups, Agents: []string{"default"}, AppsEnabled: true})
+		if err != nil {
+			t.Fatalf("admin.New: %v", err)
+		}
+		ah.Register(ec)
+	}
 	srv := &http.Server{Handler: ec, ReadHeaderTimeout: 10 * time.Second}
 	go srv.Serve(ln)
 	t.Cleanup(func() { srv.Close() })

@@ -48,6 +48,10 @@ type config struct {
 	ConfigPath    string
 	LogLevel      string
 
+	// AuditRetention and RunRetention are how long audit records, and runs
+	// with their deliveries, are kept.
+	AuditRetention, RunRetention time.Duration
+
 	// Agents comes from TICKETIQ_CONFIG, or is the built-in demo agent.
 	Agents agent.Config
 }
@@ -78,6 +82,8 @@ var envVars = []envVar{
 	{name: "TICKETIQ_GRAPH_BASE_URL", def: "https://graph.microsoft.com/v1.0"},
 	{name: "TICKETIQ_GRAPH_TOKEN_URL", def: "https://login.microsoftonline.com/{tenant}/oauth2/v2.0/token"},
 	{name: "TICKETIQ_CONFIG"},
+	{name: "TICKETIQ_AUDIT_RETENTION", def: "90d"},
+	{name: "TICKETIQ_RUN_RETENTION", def: "30d"},
 	{name: "TICKETIQ_LOG_LEVEL", def: "info"},
 }
 
@@ -185,6 +191,16 @@ func loadConfig(getenv func(string) string) (config, error) {
 			c.OIDCAllowedTenants = append(c.OIDCAllowedTenants, t)
 		}
 	}
+	for _, r := range []struct {
+		name string
+		to   *time.Duration
+	}{{"TICKETIQ_AUDIT_RETENTION", &c.AuditRetention}, {"TICKETIQ_RUN_RETENTION", &c.RunRetention}} {
+		d, err := parseRetention(get(r.name))
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", r.name, err))
+		}
+		*r.to = d
+	}
 	switch c.LogLevel {
 	case "debug", "info", "warn", "error":
 	default:
@@ -227,6 +243,28 @@ func loadConfigFile(data []byte, getenv func(string) string) (agent.Config, erro
 		return agent.Config{}, errors.Join(errs...)
 	}
 	return agent.LoadConfig(data, getenv)
+}
+
+// parseRetention reads a retention: whole days ("90d") or a Go duration
+// ("720h"), at least one day.
+func parseRetention(s string) (time.Duration, error) {
+	var d time.Duration
+	if days, ok := strings.CutSuffix(s, "d"); ok {
+		n, err := strconv.Atoi(days)
+		if err != nil {
+			return 0, fmt.Errorf("%q: want whole days such as 90d, or a duration such as 720h", s)
+		}
+		d = time.Duration(n) * 24 * time.Hour
+	} else {
+		var err error
+		if d, err = time.ParseDuration(s); err != nil {
+			return 0, fmt.Errorf("%q: want whole days such as 90d, or a duration such as 720h", s)
+		}
+	}
+	if d < 24*time.Hour {
+		return 0, fmt.Errorf("%q: at least one day", s)
+	}
+	return d, nil
 }
 
 // tenantID is an Entra tenant id: a GUID.

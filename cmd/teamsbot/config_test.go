@@ -265,3 +265,22 @@ func TestConfigBotAllowedTenants(t *testing.T) {
 		}
 	}
 }
+
+func TestConfigRetention(t *testing.T) {
+	cfg, err := loadConfig(envOf(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.AuditRetention != 90*24*time.Hour || cfg.RunRetention != 30*24*time.Hour {
+		t.Errorf("defaults: audit %v, runs %v", cfg.AuditRetention, cfg.RunRetention)
+	}
+	cfg, err = loadConfig(envOf(map[string]string{"TICKETIQ_AUDIT_RETENTION": "365d", "TICKETIQ_RUN_RETENTION": "168h"}))
+	if err != nil || cfg.AuditRetention != 365*24*time.Hour || cfg.RunRetention != 7*24*time.Hour {
+		t.Errorf("set: %v %v %v", cfg.AuditRetention, cfg.RunRetention, err)
+	}
+	for _, bad := range []string{"forever", "12h", "-3d", "3.5d"} {
+		if _, err := loadConfig(envOf(map[string]string{"TICKETIQ_AUDIT_RETENTION": bad})); err == nil || !strings.Contains(err.Error(), "TICKETIQ_AUDIT_RETENTION") {
+			t.Errorf("%q: %v", bad, err)
+		}
+	}
+}

@@ -19,6 +19,7 @@ import (
 
 	"teamsbot/access"
 	"teamsbot/access/graph"
+	"teamsbot/admin"
 	"teamsbot/agent"
 	"teamsbot/bot"
 	"teamsbot/internal/web"
@@ -44,7 +45,9 @@ func serve(ctx context.Context, cfg config, getenv func(string) string, logger *
 		return fmt.Errorf("data folder: %w", err)
 	}
 
-	st, err := store.Open(ctx, filepath.Join(cfg.DataDir, "teamsbot.db"), store.Options{Logger: logger.With("part", "store")})
+	st, err := store.Open(ctx, filepath.Join(cfg.DataDir, "teamsbot.db"), store.Options{
+		Logger: logger.With("part", "store"), AuditRetention: cfg.AuditRetention, RunRetention: cfg.RunRetention,
+	})
 	if err != nil {
 		return fmt.Errorf("open store: %w", err)
 	}
@@ -58,6 +61,7 @@ func serve(ctx context.Context, cfg config, getenv func(string) string, logger *
 	// (local mode) no group can be looked up, and a rule naming a group
 	// fails closed.
 	var groups access.Groups
+	var groupNames admin.GroupNamer
 	if cfg.BotAppID != "" {
 		gc, err := graph.New(graph.Options{
 			BaseURL: cfg.GraphBaseURL, TokenURL: cfg.GraphTokenURL,
@@ -67,7 +71,7 @@ func serve(ctx context.Context, cfg config, getenv func(string) string, logger *
 		if err != nil {
 			return fmt.Errorf("graph: %w", err)
 		}
-		groups = gc
+		groups, groupNames = gc, gc
 	}
 	decide, err := access.New(access.Options{Store: st, Groups: groups, Logger: logger.With("part", "access")})
 	if err != nil {
@@ -164,6 +168,15 @@ func serve(ctx context.Context, cfg config, getenv func(string) string, logger *
 	teams.Register(e)
 	signIn.Register(e)
 	views.Register(e)
+	console, err := admin.New(admin.Options{
+		Store: st, Access: decide, SignIn: signIn, Groups: groupNames,
+		Agents: agents.Agents(), Rules: consoleRules(cfg), AppsEnabled: cfg.AppsEnabled,
+		Logger: logger.With("part", "admin"),
+	})
+	if err != nil {
+		return fmt.Errorf("admin console: %w", err)
+	}
+	console.Register(e)
 
 	ln, err := net.Listen("tcp", cfg.Addr.String())
 	if err != nil {
@@ -205,3 +218,13 @@ const homeText = `teamsbot is running.
 This is the Microsoft Teams side of the agent: ask the bot in Teams, and open
 the views in its answers with the Open button on the card.
 `
+
+// consoleRules are the configured data rules, as the admin console shows
+// them.
+func consoleRules(cfg config) []admin.Rules {
+	var out []admin.Rules
+	for _, a := range cfg.Agents.Agents {
+		out = append(out, admin.Rules{Agent: a.ID, Deny: a.Rules.DenyTools, Redact: a.Rules.Redact})
+	}
+	return out
+}

@@ -1,0 +1,243 @@
+// Package admin is the tenant admins' console at /admin and the admin API
+// under /api/admin/: role bindings, the tenant default, the Cedar policy
+// set and its tester, MCP Apps on or off, active views and their revoking,
+// recent runs, the conversations where the app is installed, and the
+// audit log with its exports.
+//
+// It decides nothing itself: every page and call asks access whether the
+// signed-in person is an admin of their own tenant (agents.admin), and
+// every change goes through access or store, which audit it. It only
+// ever shows the admin's own tenant. The pages are server-rendered HTML
+// with no script and no external asset, usable with the keyboard alone,
+// under a strict CSP; state-changing requests are refused across origins.
+package admin
+
+import (
+	"bytes"
+	"context"
+	"embed"
+	"errors"
+	"fmt"
+	"html/template"
+	"log/slog"
+	"net/http"
+	"time"
+
+	"github.com/labstack/echo/v4"
+
+	"teamsbot/access"
+	"teamsbot/internal/web"
+	"teamsbot/signin"
+	"teamsbot/store"
+)
+
+//go:embed assets
+var assets embed.FS
+
+// GroupNamer looks an Entra group's display name up, for the bindings
+// table; access/graph implements it.
+type GroupNamer interface {
+	GroupName(ctx context.Context, tenantID, groupID string) (string, error)
+}
+
+// Rules are an agent's data rules, as the console shows them.
+type Rules struct {
+	Agent        string
+	Deny, Redact []string
+}
+
+// Options configures New.
+type Options struct {
+	Store  *store.Store    // required
+	Access *access.Service // required
+	SignIn *signin.Service // required
+	// Groups looks group names up; nil shows a group by its id only.
+	Groups GroupNamer
+	// Agents are the agent ids bindings and the tester may name.
+	Agents []string
+	// Rules are the configured data rules of each agent.
+	Rules []Rules
+	// AppsEnabled is TICKETIQ_MCP_APPS_ENABLED: off, no tenant can turn
+	// MCP Apps on.
+	AppsEnabled bool
+	// Logger; nil discards.
+	Logger *slog.Logger
+	// Now is the clock; nil means time.Now.
+	Now func() time.Time
+}
+
+// Handler serves the console and the admin API.
+type Handler struct {
+	opts  Options
+	log   *slog.Logger
+	now   func() time.Time
+	cop   *http.CrossOriginProtection
+	pages map[string]*template.Template
+	csp   string
+	css   string
+}
+
+// pageNames are the console's pages, each a template of its own.
+var pageNames = []string{"access", "policies", "views", "runs", "conversations", "audit"}
+
+// New builds the Handler.
+func New(opts Options) (*Handler, error) {
+	var errs []error
+	if opts.Store == nil {
+		errs = append(errs, errors.New("admin: Store is required"))
+	}
+	if opts.Access == nil {
+		errs = append(errs, errors.New("admin: Access is required"))
+	}
+	if opts.SignIn == nil {
+		errs = append(errs, errors.New("admin: SignIn is required"))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	h := &Handler{opts: opts, log: opts.Logger, now: opts.Now, cop: http.NewCrossOriginProtection(), pages: map[string]*template.Template{}}
+	if h.log == nil {
+		h.log = slog.New(slog.DiscardHandler)
+	}
+	if h.now == nil {
+		h.now = time.Now
+	}
+	css, err := assets.ReadFile("assets/admin.css")
+	if err != nil {
+		return nil, fmt.Errorf("admin: %w", err)
+	}
+	h.css = string(css)
+	// No script at all; the one inline style, by hash; forms post only to
+	// this origin; nobody may frame the console.
+	h.csp = "default-src 'none'; style-src " + web.CSPHash(h.css) +
+		"; form-action 'self'; base-uri 'none'; frame-ancestors 'none'"
+	funcs := template.FuncMap{"fields": fieldsText}
+	for _, name := range pageNames {
+		t, err := template.New(name).Funcs(funcs).ParseFS(assets, "assets/layout.html", "assets/"+name+".html")
+		if err != nil {
+			return nil, fmt.Errorf("admin: page %s: %w", name, err)
+		}
+		h.pages[name] = t
+	}
+	return h, nil
+}
+
+// Register adds the console and the API to e.
+func (h *Handler) Register(e *echo.Echo) {
+	page := func(f func(echo.Context, access.Person) error) echo.HandlerFunc { return h.withAdmin(f, false) }
+	api := func(f func(echo.Context, access.Person) error) echo.HandlerFunc { return h.withAdmin(f, true) }
+
+	e.GET("/admin", page(h.accessPage))
+	e.POST("/admin/bindings", page(h.addBinding))
+	e.POST("/admin/bindings/remove", page(h.removeBinding))
+	e.POST("/admin/default", page(h.setDefault))
+	e.POST("/admin/apps", page(h.setApps))
+	e.GET("/admin/policies", page(h.policiesPage))
+	e.POST("/admin/policies", page(h.savePolicies))
+	e.POST("/admin/policies/test", page(h.testPolicies))
+	e.GET("/admin/views", page(h.viewsPage))
+	e.POST("/admin/views/:id/revoke", page(h.revokeView))
+	e.GET("/admin/runs", page(h.runsPage))
+	e.GET("/admin/conversations", page(h.conversationsPage))
+	e.GET("/admin/audit", page(h.auditPage))
+	e.GET("/admin/audit/export.jsonl", page(h.exportJSONL))
+	e.GET("/admin/audit/export.csv", page(h.exportCSV))
+
+	e.GET("/api/admin/bindings", api(h.apiBindings))
+	e.POST("/api/admin/bindings", api(h.apiAddBinding))
+	e.DELETE("/api/admin/bindings", api(h.apiRemoveBinding))
+	e.GET("/api/admin/settings", api(h.apiSettings))
+	e.PUT("/api/admin/settings", api(h.apiPutSettings))
+	e.GET("/api/admin/policies", api(h.apiPolicies))
+	e.PUT("/api/admin/policies", api(h.apiPutPolicies))
+	e.POST("/api/admin/policies/test", api(h.apiTestPolicies))
+	e.GET("/api/admin/views", api(h.apiViews))
+	e.POST("/api/admin/views/:id/revoke", api(h.apiRevokeView))
+	e.GET("/api/admin/runs", api(h.apiRuns))
+	e.GET("/api/admin/conversations", api(h.apiConversations))
+	e.GET("/api/admin/audit", api(h.apiAudit))
+	e.GET("/api/admin/audit/export", api(h.apiExport))
+}
+
+// Errors of the console, for the server's error handler.
+var (
+	errNotAdmin  = web.NewError(http.StatusForbidden, "This is for the administrators of your organisation's Teams app: it needs the agents.admin role. Ask an administrator to give it to you.")
+	errCrossSite = web.NewError(http.StatusForbidden, "Cross-site requests are not allowed.")
+	errNoSession = web.NewError(http.StatusUnauthorized, "Sign in first.")
+)
+
+// withAdmin runs f for a signed-in admin of their own tenant: anyone else
+// gets 403 (a page sends a person who is not signed in to sign-in and
+// back). State-changing requests from another origin are refused first.
+func (h *Handler) withAdmin(f func(echo.Context, access.Person) error, api bool) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		r := c.Request()
+		if r.Method != http.MethodGet && r.Method != http.MethodHead {
+			if err := h.cop.Check(r); err != nil {
+				return errCrossSite.Wrap(err)
+			}
+		}
+		s, err := h.opts.SignIn.Session(r)
+		if err != nil {
+			if !api && r.Method == http.MethodGet {
+				return c.Redirect(http.StatusSeeOther, h.opts.SignIn.SignInURL(r.URL.RequestURI()))
+			}
+			return errNoSession.Wrap(err)
+		}
+		p := access.Person{TenantID: s.TenantID, UserID: s.UserID, Name: s.Name, Roles: s.Roles}
+		if err := h.opts.Access.RequireAdmin(r.Context(), p); err != nil {
+			if errors.Is(err, access.ErrDenied) {
+				return errNotAdmin.Wrap(err)
+			}
+			return err
+		}
+		hd := c.Response().Header()
+		web.NoStore(hd)
+		hd.Set("Referrer-Policy", "no-referrer")
+		return f(c, p)
+	}
+}
+
+// pageData is what every page shows; each page's data embeds it.
+type pageData struct {
+	Title, Page, Tenant, Admin string
+	Notice, Problem            string
+	CSS                        template.CSS
+}
+
+func (d *pageData) base() *pageData { return d }
+
+// page is a page's data.
+type page interface{ base() *pageData }
+
+// notices are the words shown after a change, by the code the redirect
+// carries: a link cannot make the console say anything else.
+var notices = map[string]string{
+	"binding-added":   "The binding was added.",
+	"binding-removed": "The binding was removed.",
+	"default-saved":   "The tenant default was saved.",
+	"apps-saved":      "The MCP Apps setting was saved.",
+	"policies-saved":  "The policies were checked and saved.",
+	"view-revoked":    "The view was revoked: it can no longer be opened.",
+}
+
+// done redirects to a page after a change, with the notice to show.
+func done(c echo.Context, path, notice string) error {
+	return c.Redirect(http.StatusSeeOther, path+"?done="+notice)
+}
+
+// render writes a console page; problem, when set, is shown as an alert.
+func (h *Handler) render(c echo.Context, status int, name, title string, p access.Person, d page, problem string) error {
+	who := p.Name
+	if who == "" {
+		who = p.UserID
+	}
+	*d.base() = pageData{Title: title, Page: name, Tenant: p.TenantID, Admin: who, CSS: template.CSS(h.css),
+		Notice: notices[c.QueryParam("done")], Problem: problem}
+	var b bytes.Buffer
+	if err := h.pages[name].ExecuteTemplate(&b, "layout", d); err != nil {
+		return fmt.Errorf("admin: render %s: %w", name, err)
+	}
+	c.Response().Header().Set("Content-Security-Policy", h.csp)
+	return c.HTMLBlob(status, b.Bytes())
+}

@@ -1,0 +1,280 @@
+package admin_test
+
+import (
+	"context"
+	"encoding/csv"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/cookiejar"
+	"net/http/httptest"
+	"net/url"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/labstack/echo/v4"
+	"github.com/oauth2-proxy/mockoidc"
+
+	"teamsbot/access"
+	"teamsbot/admin"
+	"teamsbot/internal/netaddr"
+	"teamsbot/internal/testenv"
+	"teamsbot/internal/web"
+	"teamsbot/signin"
+	"teamsbot/store"
+)
+
+const (
+	tenantA = "11111111-1111-4111-8111-111111111111"
+	tenantB = "22222222-2222-4222-8222-222222222222"
+)
+
+var (
+	adminA = &testenv.EntraUser{TID: tenantA, OID: "adadadad-0000-4000-8000-0000000000aa", Name: "Ada Admin", Roles: []string{access.PermAdmin}}
+	adminB = &testenv.EntraUser{TID: tenantB, OID: "adadadad-0000-4000-8000-0000000000bb", Name: "Bea Admin", Roles: []string{access.PermAdmin}}
+	userA  = &testenv.EntraUser{TID: tenantA, OID: "aaaaaaaa-0000-4000-8000-00000000000a", Name: "Alice", Roles: []string{access.PermRead, access.PermRun}}
+)
+
+// env is the console on real HTTP on loopback: a bbolt store, access, the
+// OIDC sign-in against mockoidc with Entra ID claims, and the server's one
+// error handler.
+type env struct {
+	t      *testing.T
+	base   string
+	store  *store.Store
+	access *access.Service
+	oidc   *mockoidc.MockOIDC
+}
+
+func newEnv(t *testing.T) *env {
+	t.Helper()
+	ctx := context.Background()
+	st, err := store.Open(ctx, filepath.Join(t.TempDir(), "teamsbot.db"), store.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	ax, err := access.New(access.Options{Store: st, CacheTTL: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := testenv.StartMockOIDC(t)
+	e := echo.New()
+	e.HTTPErrorHandler = web.ErrorHandler(nil)
+	srv := httptest.NewUnstartedServer(e)
+	base := "http://" + srv.Listener.Addr().String()
+	cfg := m.Config()
+	si, err := signin.New(ctx, signin.Options{Issuer: cfg.Issuer, ClientID: cfg.ClientID, ClientSecret: cfg.ClientSecret,
+		PublicBaseURL: netaddr.MustParseOrigin(base), DataDir: t.TempDir(), Loopback: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := admin.New(admin.Options{Store: st, Access: ax, SignIn: si, Agents: []string{"default"}, AppsEnabled: true,
+		Rules: []admin.Rules{{Agent: "default", Deny: []string{"crm/delete_customer"}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	si.Register(e)
+	h.Register(e)
+	srv.Start()
+	t.Cleanup(srv.Close)
+	return &env{t: t, base: base, store: st, access: ax, oidc: m}
+}
+
+// client signs u in through mockoidc and returns a browser-like client.
+func (e *env) client(u *testenv.EntraUser) *http.Client {
+	e.t.Helper()
+	jar, _ := cookiejar.New(nil)
+	c := &http.Client{Jar: jar, Timeout: 20 * time.Second}
+	e.oidc.QueueUser(u)
+	resp, err := c.Get(e.base + "/signin?return=/")
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	resp.Body.Close()
+	return c
+}
+
+func (e *env) do(c *http.Client, method, path, contentType, body string) (int, string) {
+	e.t.Helper()
+	req, _ := http.NewRequest(method, e.base+path, strings.NewReader(body))
+	if contentType != "" {
+		req.Header.Set("Content-Type", contentType)
+	}
+	resp, err := c.Do(req)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+func (e *env) form(c *http.Client, path string, v url.Values) (int, string) {
+	return e.do(c, http.MethodPost, path, "application/x-www-form-urlencoded", v.Encode())
+}
+
+// Only admins, each of their own tenant; the pages carry the strict CSP.
+func TestConsoleIsForAdminsOfTheirTenant(t *testing.T) {
+	e := newEnv(t)
+	admin := e.client(adminA)
+	for _, path := range []string{"/admin", "/admin/policies", "/admin/views", "/admin/runs", "/admin/conversations", "/admin/audit"} {
+		req, _ := http.NewRequest(http.MethodGet, e.base+path, nil)
+		resp, err := admin.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		csp := resp.Header.Get("Content-Security-Policy")
+		if resp.StatusCode != http.StatusOK || !strings.Contains(string(body), tenantA) || strings.Contains(string(body), "<script") ||
+			!strings.Contains(csp, "default-src 'none'") || !strings.Contains(csp, "frame-ancestors 'none'") {
+			t.Errorf("%s: %d, CSP %q", path, resp.StatusCode, csp)
+		}
+	}
+	user := e.client(userA)
+	if code, body := e.do(user, http.MethodGet, "/admin", "", ""); code != http.StatusForbidden || !strings.Contains(body, "agents.admin") {
+		t.Errorf("a non-admin: %d %s", code, body)
+	}
+	if code, _ := e.do(user, http.MethodGet, "/api/admin/bindings", "", ""); code != http.StatusForbidden {
+		t.Errorf("a non-admin on the API: %d", code)
+	}
+	anon := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	if code, _ := e.do(anon, http.MethodGet, "/admin", "", ""); code != http.StatusSeeOther {
+		t.Errorf("not signed in: %d, want a redirect to sign-in", code)
+	}
+	if code, _ := e.do(anon, http.MethodGet, "/api/admin/bindings", "", ""); code != http.StatusUnauthorized {
+		t.Errorf("not signed in, API: %d", code)
+	}
+
+	// What one tenant's admin does, the other's never sees.
+	if code, body := e.form(admin, "/admin/bindings", url.Values{"kind": {"user"}, "subject": {userA.OID}, "role": {"reader"}, "agent": {"*"}}); code != http.StatusOK || !strings.Contains(body, "The binding was added") {
+		t.Fatalf("add binding: %d %s", code, body)
+	}
+	other := e.client(adminB)
+	if _, body := e.do(other, http.MethodGet, "/api/admin/bindings", "", ""); strings.Contains(body, userA.OID) {
+		t.Errorf("tenant B's admin sees tenant A's bindings: %s", body)
+	}
+	if _, body := e.do(other, http.MethodGet, "/admin/audit", "", ""); strings.Contains(body, userA.OID) || strings.Contains(body, "admin.binding.add") {
+		t.Errorf("tenant B's admin sees tenant A's audit log")
+	}
+}
+
+// Cross-site posts are refused before anything changes.
+func TestConsoleRefusesCrossSitePosts(t *testing.T) {
+	e := newEnv(t)
+	admin := e.client(adminA)
+	req, _ := http.NewRequest(http.MethodPost, e.base+"/admin/default", strings.NewReader("group="))
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	req.Header.Set("Sec-Fetch-Site", "cross-site")
+	req.Header.Set("Origin", "https://evil.example")
+	resp, err := admin.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusForbidden {
+		t.Errorf("cross-site post: %d", resp.StatusCode)
+	}
+	if s, _ := e.access.TenantSettings(context.Background(), tenantA); !s.Default.Runner {
+		t.Error("the cross-site post turned the default off")
+	}
+}
+
+// The policy page checks a text before saving it and its tester says what
+// a call would get; the API does the same, with the line of a parse error.
+func TestPoliciesAndTester(t *testing.T) {
+	e := newEnv(t)
+	admin := e.client(adminA)
+	text := access.DefaultPolicyText + "\n@id(\"no-export\")\nforbid (principal, action, resource) when { context.tool == \"export_all\" };\n"
+	code, body := e.form(admin, "/admin/policies", url.Values{"text": {"permit (principal,\naction"}, "version": {"0"}})
+	if code != http.StatusBadRequest || !strings.Contains(body, "line") {
+		t.Errorf("a text that does not parse: %d %s", code, body)
+	}
+	if code, body = e.form(admin, "/admin/policies", url.Values{"text": {text}, "version": {"0"}}); code != http.StatusOK || !strings.Contains(body, "checked and saved") {
+		t.Fatalf("save: %d %s", code, body)
+	}
+	code, body = e.form(admin, "/admin/policies/test", url.Values{"user": {userA.OID}, "agent": {"default"}, "server": {"crm"}, "tool": {"export_all"}, "caller": {"view"}})
+	if code != http.StatusOK || !strings.Contains(body, "<strong>Denied</strong> by <code>no-export</code>") {
+		t.Errorf("tester: %d %s", code, body)
+	}
+	code, body = e.do(admin, http.MethodPost, "/api/admin/policies/test", "application/json",
+		`{"user":"`+userA.OID+`","agent":"default","server":"crm","tool":"lookup","caller":"model"}`)
+	var res struct {
+		Allowed  bool
+		Policies []string
+	}
+	if json.Unmarshal([]byte(body), &res) != nil || code != http.StatusOK || !res.Allowed || len(res.Policies) != 1 {
+		t.Errorf("API tester: %d %s", code, body)
+	}
+	code, body = e.do(admin, http.MethodPut, "/api/admin/policies", "application/json", `{"text":"permit (principal,\naction","version":1}`)
+	if code != http.StatusBadRequest || !strings.Contains(body, `"line":2`) {
+		t.Errorf("API parse error: %d %s", code, body)
+	}
+	if code, body = e.do(admin, http.MethodPut, "/api/admin/policies", "application/json", `{"text":"","version":0}`); code != http.StatusConflict {
+		t.Errorf("API version conflict: %d %s", code, body)
+	}
+}
+
+// The audit log pages and its two exports hold the same records, and the
+// exports are the admin's tenant's only.
+func TestAuditPagesAndExports(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	var recs []store.AuditRecord
+	for i := range 120 {
+		tenant := tenantA
+		if i%4 == 3 {
+			tenant = tenantB
+		}
+		recs = append(recs, store.AuditRecord{TenantID: tenant, Action: "agent.mcp_app.call", Actor: userA.OID,
+			Time: time.Date(2026, 12, 1, 0, 0, i, 0, time.UTC), Fields: map[string]any{"tool": "refresh_sales", "result": []string{"ok", "refused"}[i%2], "n": i}})
+	}
+	if err := e.store.Append(ctx, recs...); err != nil {
+		t.Fatal(err)
+	}
+	admin := e.client(adminA)
+	code, body := e.do(admin, http.MethodGet, "/api/admin/audit?result=refused&tool=refresh_sales", "", "")
+	var page struct {
+		Records []store.AuditRecord
+		Next    string
+	}
+	if json.Unmarshal([]byte(body), &page) != nil || code != http.StatusOK {
+		t.Fatalf("audit page: %d %s", code, body)
+	}
+	seen := 0
+	for {
+		for _, r := range page.Records {
+			if r.TenantID != tenantA || r.Fields["result"] != "refused" {
+				t.Fatalf("record %+v does not match the filter", r)
+			}
+			seen++
+		}
+		if page.Next == "" {
+			break
+		}
+		_, body = e.do(admin, http.MethodGet, "/api/admin/audit?result=refused&tool=refresh_sales&cursor="+url.QueryEscape(page.Next), "", "")
+		page.Records, page.Next = nil, ""
+		if err := json.Unmarshal([]byte(body), &page); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Of i in 0..119: tenant A (i%4 != 3) and refused (odd i): i%4 == 1.
+	if seen != 30 {
+		t.Errorf("%d refused records of tenant A over all pages, want 30", seen)
+	}
+	_, jsonl := e.do(admin, http.MethodGet, "/admin/audit/export.jsonl?result=refused", "", "")
+	if n := strings.Count(jsonl, "\n"); n != 30 || strings.Contains(jsonl, tenantB) {
+		t.Errorf("JSON Lines export: %d lines", n)
+	}
+	_, body = e.do(admin, http.MethodGet, "/admin/audit/export.csv?result=refused", "", "")
+	rows, err := csv.NewReader(strings.NewReader(body)).ReadAll()
+	if err != nil || len(rows) != 31 || rows[0][2] != "action" || strings.Contains(body, tenantB) {
+		t.Errorf("CSV export: %d rows, %v", len(rows), err)
+	}
+	if code, _ := e.do(admin, http.MethodGet, "/api/admin/audit?cursor=not-a-cursor", "", ""); code != http.StatusBadRequest {
+		t.Errorf("a forged cursor: %d", code)
+	}
+}

@@ -1,0 +1,354 @@
+package admin
+
+import (
+	"bufio"
+	"encoding/csv"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/labstack/echo/v4"
+
+	"teamsbot/access"
+	"teamsbot/internal/web"
+	"teamsbot/store"
+)
+
+// maxAPIBody bounds an admin API request body: a policy text is at most
+// 256 KiB.
+const maxAPIBody = 512 << 10
+
+// readJSON decodes a request body of at most maxAPIBody bytes.
+func readJSON(c echo.Context, v any) error {
+	dec := json.NewDecoder(http.MaxBytesReader(c.Response(), c.Request().Body, maxAPIBody))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return web.NewError(http.StatusBadRequest, "The body is not the JSON this call takes: "+err.Error()).Wrap(err)
+	}
+	return nil
+}
+
+// apiError answers a refused change with its words, under the same rules
+// as the console.
+func apiError(err error) error {
+	if msg, ok := problemOf(err); ok {
+		status := http.StatusBadRequest
+		switch {
+		case errors.Is(err, store.ErrConflict):
+			status = http.StatusConflict
+		case errors.Is(err, store.ErrNotFound):
+			status = http.StatusNotFound
+		case errors.Is(err, access.ErrDenied):
+			status = http.StatusForbidden
+		}
+		return web.NewError(status, msg).Wrap(err)
+	}
+	return err
+}
+
+// binding is a binding as the API takes and gives it.
+type binding struct {
+	Agent       string    `json:"agent"`
+	Kind        string    `json:"kind"`
+	Subject     string    `json:"subject"`
+	Role        string    `json:"role"`
+	DisplayName string    `json:"displayName,omitempty"`
+	CreatedBy   string    `json:"createdBy,omitempty"`
+	CreatedAt   time.Time `json:"createdAt,omitzero"`
+}
+
+func (h *Handler) apiBindings(c echo.Context, p access.Person) error {
+	bs, err := h.opts.Access.Bindings(c.Request().Context(), p)
+	if err != nil {
+		return err
+	}
+	out := make([]binding, 0, len(bs))
+	for _, b := range bs {
+		out = append(out, binding{Agent: b.AgentID, Kind: b.Kind, Subject: b.Subject, Role: b.Role, DisplayName: b.DisplayName, CreatedBy: b.CreatedBy, CreatedAt: b.CreatedAt})
+	}
+	return c.JSON(http.StatusOK, map[string]any{"bindings": out})
+}
+
+func (h *Handler) apiAddBinding(c echo.Context, p access.Person) error {
+	var in binding
+	if err := readJSON(c, &in); err != nil {
+		return err
+	}
+	b, err := h.bindingFrom(c.Request().Context(), p, in.Agent, in.Kind, in.Subject, in.Role)
+	if err == nil {
+		err = h.opts.Access.AddBinding(c.Request().Context(), p, b)
+	}
+	if err != nil {
+		return apiError(err)
+	}
+	return c.JSON(http.StatusCreated, binding{Agent: b.AgentID, Kind: b.Kind, Subject: b.Subject, Role: b.Role, DisplayName: b.DisplayName})
+}
+
+func (h *Handler) apiRemoveBinding(c echo.Context, p access.Person) error {
+	var in binding
+	if err := readJSON(c, &in); err != nil {
+		return err
+	}
+	if err := h.opts.Access.RemoveBinding(c.Request().Context(), p, in.Agent, in.Kind, strings.ToLower(in.Subject), in.Role); err != nil {
+		return apiError(err)
+	}
+	return c.NoContent(http.StatusNoContent)
+}
+
+// settings are the tenant settings as the API takes and gives them.
+type settings struct {
+	DefaultRunner bool   `json:"defaultRunner"`
+	DefaultGroup  string `json:"defaultGroup"`
+	AppsEnabled   bool   `json:"appsEnabled"`
+}
+
+func (h *Handler) apiSettings(c echo.Context, p access.Person) error {
+	s, err := h.opts.Access.TenantSettings(c.Request().Context(), p.TenantID)
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, settings{DefaultRunner: s.Default.Runner, DefaultGroup: s.Default.Group, AppsEnabled: s.AppsEnabled})
+}
+
+func (h *Handler) apiPutSettings(c echo.Context, p access.Person) error {
+	var in settings
+	if err := readJSON(c, &in); err != nil {
+		return err
+	}
+	in.DefaultGroup = strings.ToLower(strings.TrimSpace(in.DefaultGroup))
+	if in.DefaultGroup != "" && !guid(in.DefaultGroup) {
+		return web.NewError(http.StatusBadRequest, "defaultGroup must be an Entra object id (a GUID), or empty.")
+	}
+	ctx := c.Request().Context()
+	cur, err := h.opts.Access.TenantSettings(ctx, p.TenantID)
+	if err != nil {
+		return err
+	}
+	if cur.Default != (access.Default{Runner: in.DefaultRunner, Group: in.DefaultGroup}) {
+		if err := h.opts.Access.SetDefault(ctx, p, access.Default{Runner: in.DefaultRunner, Group: in.DefaultGroup}); err != nil {
+			return apiError(err)
+		}
+	}
+	if cur.AppsEnabled != in.AppsEnabled {
+		if err := h.opts.Access.SetAppsEnabled(ctx, p, in.AppsEnabled); err != nil {
+			return apiError(err)
+		}
+	}
+	return h.apiSettings(c, p)
+}
+
+// policies are the policy set as the API takes and gives it.
+type policies struct {
+	Text    string `json:"text"`
+	Version uint64 `json:"version"`
+}
+
+func (h *Handler) apiPolicies(c echo.Context, p access.Person) error {
+	text, version, err := h.opts.Access.PolicyText(c.Request().Context(), p.TenantID)
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, policies{Text: text, Version: version})
+}
+
+func (h *Handler) apiPutPolicies(c echo.Context, p access.Person) error {
+	var in policies
+	if err := readJSON(c, &in); err != nil {
+		return err
+	}
+	v, err := h.opts.Access.SetPolicies(c.Request().Context(), p, in.Text, in.Version)
+	if err != nil {
+		var pe *access.PolicyError
+		if errors.As(err, &pe) {
+			return c.JSON(http.StatusBadRequest, map[string]any{"error": pe.Error(), "line": pe.Line, "column": pe.Column})
+		}
+		return apiError(err)
+	}
+	return c.JSON(http.StatusOK, policies{Text: in.Text, Version: v})
+}
+
+// policyTest is the tester's request: text empty tests the saved policies.
+type policyTest struct {
+	Text   string `json:"text"`
+	User   string `json:"user"`
+	Agent  string `json:"agent"`
+	Server string `json:"server"`
+	Tool   string `json:"tool"`
+	Caller string `json:"caller"`
+}
+
+func (h *Handler) apiTestPolicies(c echo.Context, p access.Person) error {
+	var in policyTest
+	if err := readJSON(c, &in); err != nil {
+		return err
+	}
+	if !guid(strings.ToLower(in.User)) {
+		return web.NewError(http.StatusBadRequest, "user must be an Entra object id (a GUID).")
+	}
+	d, err := h.explain(c.Request().Context(), p, in.Text, testForm{User: strings.ToLower(in.User), Agent: in.Agent, Server: in.Server, Tool: in.Tool, Caller: in.Caller})
+	if err != nil {
+		return apiError(err)
+	}
+	return c.JSON(http.StatusOK, map[string]any{"allowed": d.Allowed, "policies": nonNil(d.Policies), "errors": nonNil(d.Errors)})
+}
+
+func nonNil(s []string) []string {
+	if s == nil {
+		return []string{}
+	}
+	return s
+}
+
+func (h *Handler) apiViews(c echo.Context, p access.Person) error {
+	views, next, err := h.opts.Store.ActiveViews(c.Request().Context(), p.TenantID, viewsPerPage, c.QueryParam("cursor"))
+	if err != nil {
+		if errors.Is(err, store.ErrInvalid) {
+			return errBadCursor
+		}
+		return err
+	}
+	out := make([]map[string]any, 0, len(views))
+	for _, v := range views {
+		out = append(out, map[string]any{"id": v.ID, "owner": v.UserID, "ownerName": v.UserName, "server": v.Server, "tool": v.Tool, "createdAt": v.CreatedAt, "expiresAt": v.ExpiresAt})
+	}
+	return c.JSON(http.StatusOK, map[string]any{"views": out, "next": next})
+}
+
+func (h *Handler) apiRevokeView(c echo.Context, p access.Person) error {
+	if err := h.revoke(c.Request().Context(), p, c.Param("id")); err != nil {
+		if errors.Is(err, store.ErrNotFound) {
+			return errNoView
+		}
+		return err
+	}
+	return c.NoContent(http.StatusNoContent)
+}
+
+func (h *Handler) apiRuns(c echo.Context, p access.Person) error {
+	runs, err := h.opts.Store.RecentRuns(c.Request().Context(), p.TenantID, runsPerPage)
+	if err != nil {
+		return err
+	}
+	if runs == nil {
+		runs = []store.Run{}
+	}
+	return c.JSON(http.StatusOK, map[string]any{"runs": runs})
+}
+
+func (h *Handler) apiConversations(c echo.Context, p access.Person) error {
+	convs, err := h.opts.Store.Conversations(c.Request().Context(), p.TenantID)
+	if err != nil {
+		return err
+	}
+	out := make([]map[string]any, 0, len(convs))
+	for _, cv := range convs {
+		out = append(out, map[string]any{"key": cv.Key, "conversation": cv.ConversationID, "channel": cv.ChannelID, "updatedAt": cv.UpdatedAt})
+	}
+	return c.JSON(http.StatusOK, map[string]any{"conversations": out})
+}
+
+func (h *Handler) apiAudit(c echo.Context, p access.Person) error {
+	f, _, _, err := filterFrom(c, p)
+	if err != nil {
+		return err
+	}
+	recs, next, err := h.opts.Store.AuditPage(c.Request().Context(), f, c.QueryParam("cursor"), auditPerPage)
+	if err != nil {
+		if errors.Is(err, store.ErrInvalid) {
+			return errBadCursor
+		}
+		return err
+	}
+	if recs == nil {
+		recs = []store.AuditRecord{}
+	}
+	return c.JSON(http.StatusOK, map[string]any{"records": recs, "next": next})
+}
+
+func (h *Handler) apiExport(c echo.Context, p access.Person) error {
+	switch c.QueryParam("format") {
+	case "csv":
+		return h.exportCSV(c, p)
+	case "", "jsonl":
+		return h.exportJSONL(c, p)
+	}
+	return web.NewError(http.StatusBadRequest, "format is jsonl or csv.")
+}
+
+// exportJSONL streams the filtered audit records as JSON Lines, newest
+// first, never holding the set in memory.
+func (h *Handler) exportJSONL(c echo.Context, p access.Person) error {
+	return h.export(c, p, "application/x-ndjson", "audit.jsonl", func(w *bufio.Writer) func(store.AuditRecord) error {
+		enc := json.NewEncoder(w)
+		return func(r store.AuditRecord) error { return enc.Encode(r) }
+	})
+}
+
+// exportCSV streams the filtered audit records as CSV: time, tenant,
+// action, person, and the fields as JSON.
+func (h *Handler) exportCSV(c echo.Context, p access.Person) error {
+	return h.export(c, p, "text/csv; charset=utf-8", "audit.csv", func(w *bufio.Writer) func(store.AuditRecord) error {
+		cw := csv.NewWriter(w)
+		header := false
+		return func(r store.AuditRecord) error {
+			if !header {
+				header = true
+				if err := cw.Write([]string{"time", "tenant", "action", "actor", "fields"}); err != nil {
+					return err
+				}
+			}
+			fields := fieldsText(r.Fields)
+			if err := cw.Write([]string{r.Time.UTC().Format(time.RFC3339Nano), r.TenantID, r.Action, csvSafe(r.Actor), csvSafe(fields)}); err != nil {
+				return err
+			}
+			cw.Flush()
+			return cw.Error()
+		}
+	})
+}
+
+// csvSafe keeps a spreadsheet from reading a value as a formula.
+func csvSafe(s string) string {
+	if s != "" && strings.ContainsRune("=+-@\t\r", rune(s[0])) {
+		return "'" + s
+	}
+	return s
+}
+
+// export writes the response head, then every record through the
+// writer's encoder as the store reads them. An error after the first byte
+// cannot change the status any more: it is logged and the body ends.
+func (h *Handler) export(c echo.Context, p access.Person, contentType, name string, encoder func(*bufio.Writer) func(store.AuditRecord) error) error {
+	f, _, _, err := filterFrom(c, p)
+	if err != nil {
+		return err
+	}
+	res := c.Response()
+	res.Header().Set("Content-Type", contentType)
+	res.Header().Set("Content-Disposition", `attachment; filename="`+name+`"`)
+	res.WriteHeader(http.StatusOK)
+	w := bufio.NewWriterSize(res, 64<<10)
+	enc := encoder(w)
+	n := 0
+	err = h.opts.Store.ExportAudit(c.Request().Context(), f, func(r store.AuditRecord) error {
+		if err := enc(r); err != nil {
+			return err
+		}
+		if n++; n%1000 == 0 {
+			if err := w.Flush(); err != nil {
+				return err
+			}
+			res.Flush()
+		}
+		return nil
+	})
+	if ferr := w.Flush(); err == nil {
+		err = ferr
+	}
+	if err != nil {
+		h.log.Warn("audit export ended early", "tenant", p.TenantID, "records", n, "err", err)
+	}
+	return nil
+}

@@ -1,0 +1,387 @@
+package admin
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/labstack/echo/v4"
+
+	"teamsbot/access"
+	"teamsbot/internal/web"
+	"teamsbot/store"
+)
+
+// The console's page sizes.
+const (
+	viewsPerPage = 50
+	runsPerPage  = 50
+	auditPerPage = 50
+)
+
+// accessPage is /admin: role bindings, the tenant default, MCP Apps, the
+// data rules.
+type accessPage struct {
+	pageData
+	Bindings   []store.Binding
+	Agents     []string
+	Settings   access.Settings
+	AppsGlobal bool
+	Rules      []Rules
+}
+
+func (h *Handler) accessPage(c echo.Context, p access.Person) error {
+	return h.renderAccess(c, http.StatusOK, p, "")
+}
+
+func (h *Handler) renderAccess(c echo.Context, status int, p access.Person, problem string) error {
+	ctx := c.Request().Context()
+	bindings, err := h.opts.Access.Bindings(ctx, p)
+	if err != nil {
+		return err
+	}
+	settings, err := h.opts.Access.TenantSettings(ctx, p.TenantID)
+	if err != nil {
+		return err
+	}
+	d := &accessPage{Bindings: bindings, Agents: h.opts.Agents, Settings: settings, AppsGlobal: h.opts.AppsEnabled, Rules: h.opts.Rules}
+	return h.render(c, status, "access", "Access", p, d, problem)
+}
+
+// problemOf turns a refused change into words for the page, or returns
+// the error when it is not the admin's to fix.
+func problemOf(err error) (string, bool) {
+	var de *access.DeniedError
+	var pe *access.PolicyError
+	switch {
+	case errors.As(err, &pe):
+		return "The policies were not saved: " + pe.Error(), true
+	case errors.Is(err, store.ErrConflict):
+		return "Someone else saved a change in the meantime. Reload the page, then make your change again.", true
+	case errors.Is(err, store.ErrInvalid):
+		return "That was refused: " + strings.TrimPrefix(err.Error(), "access: "), true
+	case errors.Is(err, store.ErrNotFound):
+		return "There is no such record any more. Reload the page.", true
+	case errors.As(err, &de):
+		return de.Reason, true
+	}
+	return "", false
+}
+
+func (h *Handler) addBinding(c echo.Context, p access.Person) error {
+	b, err := h.bindingFrom(c.Request().Context(), p, c.FormValue("agent"), c.FormValue("kind"), strings.TrimSpace(c.FormValue("subject")), c.FormValue("role"))
+	if err == nil {
+		err = h.opts.Access.AddBinding(c.Request().Context(), p, b)
+	}
+	if err != nil {
+		if msg, ok := problemOf(err); ok {
+			return h.renderAccess(c, http.StatusBadRequest, p, msg)
+		}
+		return err
+	}
+	return done(c, "/admin", "binding-added")
+}
+
+// bindingFrom builds a binding, with a group's display name looked up
+// through Graph when it can be (a group that cannot be found is refused:
+// its id is mistyped or of another tenant).
+func (h *Handler) bindingFrom(ctx context.Context, p access.Person, agent, kind, subject, role string) (store.Binding, error) {
+	if agent == "" {
+		agent = store.AllAgents
+	}
+	b := store.Binding{TenantID: p.TenantID, AgentID: agent, Kind: kind, Subject: strings.ToLower(subject), Role: role}
+	if !guid(b.Subject) {
+		return b, errors.Join(store.ErrInvalid, errors.New("the object id must be a GUID, as Entra shows it"))
+	}
+	if kind == store.KindGroup && h.opts.Groups != nil {
+		name, err := h.opts.Groups.GroupName(ctx, p.TenantID, b.Subject)
+		if err != nil {
+			return b, errors.Join(store.ErrInvalid, errors.New("the group could not be found in your directory"), err)
+		}
+		b.DisplayName = name
+	}
+	return b, nil
+}
+
+func (h *Handler) removeBinding(c echo.Context, p access.Person) error {
+	err := h.opts.Access.RemoveBinding(c.Request().Context(), p, c.FormValue("agent"), c.FormValue("kind"), c.FormValue("subject"), c.FormValue("role"))
+	if err != nil {
+		if msg, ok := problemOf(err); ok {
+			return h.renderAccess(c, http.StatusBadRequest, p, msg)
+		}
+		return err
+	}
+	return done(c, "/admin", "binding-removed")
+}
+
+func (h *Handler) setDefault(c echo.Context, p access.Person) error {
+	d := access.Default{Runner: c.FormValue("runner") == "on", Group: strings.ToLower(strings.TrimSpace(c.FormValue("group")))}
+	if d.Group != "" && !guid(d.Group) {
+		return h.renderAccess(c, http.StatusBadRequest, p, "The group must be an Entra object id (a GUID), or empty for everyone.")
+	}
+	if err := h.opts.Access.SetDefault(c.Request().Context(), p, d); err != nil {
+		if msg, ok := problemOf(err); ok {
+			return h.renderAccess(c, http.StatusBadRequest, p, msg)
+		}
+		return err
+	}
+	return done(c, "/admin", "default-saved")
+}
+
+func (h *Handler) setApps(c echo.Context, p access.Person) error {
+	if err := h.opts.Access.SetAppsEnabled(c.Request().Context(), p, c.FormValue("on") == "on"); err != nil {
+		return err
+	}
+	return done(c, "/admin", "apps-saved")
+}
+
+// policiesPage is /admin/policies: the text, saving it, and the tester.
+type policiesPage struct {
+	pageData
+	Text    string
+	Version uint64
+	Agents  []string
+	Test    testForm
+	Result  *access.Decision
+}
+
+// testForm is the tester's input.
+type testForm struct {
+	User, Agent, Server, Tool, Caller string
+}
+
+func (h *Handler) policiesPage(c echo.Context, p access.Person) error {
+	return h.renderPolicies(c, http.StatusOK, p, nil, testForm{Caller: access.CallerView}, nil, "")
+}
+
+func (h *Handler) renderPolicies(c echo.Context, status int, p access.Person, text *string, t testForm, res *access.Decision, problem string) error {
+	saved, version, err := h.opts.Access.PolicyText(c.Request().Context(), p.TenantID)
+	if err != nil {
+		return err
+	}
+	if text == nil {
+		text = &saved
+	}
+	d := &policiesPage{Text: *text, Version: version, Agents: h.opts.Agents, Test: t, Result: res}
+	return h.render(c, status, "policies", "Policies", p, d, problem)
+}
+
+func (h *Handler) savePolicies(c echo.Context, p access.Person) error {
+	text := c.FormValue("text")
+	version, err := strconv.ParseUint(c.FormValue("version"), 10, 64)
+	if err != nil {
+		return h.renderPolicies(c, http.StatusBadRequest, p, &text, testForm{}, nil, "The form lost its version. Reload the page.")
+	}
+	if _, err := h.opts.Access.SetPolicies(c.Request().Context(), p, text, version); err != nil {
+		if msg, ok := problemOf(err); ok {
+			status := http.StatusBadRequest
+			if errors.Is(err, store.ErrConflict) {
+				status = http.StatusConflict
+			}
+			return h.renderPolicies(c, status, p, &text, testForm{}, nil, msg)
+		}
+		return err
+	}
+	return done(c, "/admin/policies", "policies-saved")
+}
+
+func (h *Handler) testPolicies(c echo.Context, p access.Person) error {
+	t := testForm{User: strings.ToLower(strings.TrimSpace(c.FormValue("user"))), Agent: c.FormValue("agent"),
+		Server: strings.TrimSpace(c.FormValue("server")), Tool: strings.TrimSpace(c.FormValue("tool")), Caller: c.FormValue("caller")}
+	text := c.FormValue("text")
+	if !guid(t.User) {
+		return h.renderPolicies(c, http.StatusBadRequest, p, &text, t, nil, "The person must be an Entra object id (a GUID).")
+	}
+	d, err := h.explain(c.Request().Context(), p, text, t)
+	if err != nil {
+		if msg, ok := problemOf(err); ok {
+			return h.renderPolicies(c, http.StatusBadRequest, p, &text, t, nil, msg)
+		}
+		return err
+	}
+	return h.renderPolicies(c, http.StatusOK, p, &text, t, &d, "")
+}
+
+// explain runs the tester; a view's call needs a view id, which the
+// tester names for what it is.
+func (h *Handler) explain(ctx context.Context, p access.Person, text string, t testForm) (access.Decision, error) {
+	call := access.Call{AgentID: t.Agent, Server: t.Server, Tool: t.Tool, Caller: t.Caller}
+	if t.Caller == access.CallerView {
+		call.ViewID = "tester"
+	}
+	return h.opts.Access.Explain(ctx, p, text, t.User, call)
+}
+
+// viewsPage is /admin/views.
+type viewsPage struct {
+	pageData
+	Views []store.View
+	Next  string
+}
+
+func (h *Handler) viewsPage(c echo.Context, p access.Person) error {
+	views, next, err := h.opts.Store.ActiveViews(c.Request().Context(), p.TenantID, viewsPerPage, c.QueryParam("cursor"))
+	if err != nil {
+		if errors.Is(err, store.ErrInvalid) {
+			return errBadCursor
+		}
+		return err
+	}
+	return h.render(c, http.StatusOK, "views", "Active views", p, &viewsPage{Views: views, Next: next}, "")
+}
+
+func (h *Handler) revokeView(c echo.Context, p access.Person) error {
+	if err := h.revoke(c.Request().Context(), p, c.Param("id")); err != nil {
+		if errors.Is(err, store.ErrNotFound) {
+			return errNoView
+		}
+		return err
+	}
+	return done(c, "/admin/views", "view-revoked")
+}
+
+// AuditViewRevoke is the audit action of a revoked view.
+const AuditViewRevoke = "admin.view.revoke"
+
+func (h *Handler) revoke(ctx context.Context, p access.Person, id string) error {
+	rec := store.AuditRecord{TenantID: p.TenantID, Action: AuditViewRevoke, Actor: p.UserID, Fields: map[string]any{
+		"view": id, "before": map[string]any{"revoked": false}, "after": map[string]any{"revoked": true},
+	}}
+	return h.opts.Store.RevokeView(ctx, p.TenantID, id, p.UserID, rec)
+}
+
+// runsPage is /admin/runs.
+type runsPage struct {
+	pageData
+	Runs []store.Run
+}
+
+func (h *Handler) runsPage(c echo.Context, p access.Person) error {
+	runs, err := h.opts.Store.RecentRuns(c.Request().Context(), p.TenantID, runsPerPage)
+	if err != nil {
+		return err
+	}
+	return h.render(c, http.StatusOK, "runs", "Recent runs", p, &runsPage{Runs: runs}, "")
+}
+
+// conversationsPage is /admin/conversations.
+type conversationsPage struct {
+	pageData
+	Conversations []store.ConversationRef
+}
+
+func (h *Handler) conversationsPage(c echo.Context, p access.Person) error {
+	convs, err := h.opts.Store.Conversations(c.Request().Context(), p.TenantID)
+	if err != nil {
+		return err
+	}
+	return h.render(c, http.StatusOK, "conversations", "Conversations", p, &conversationsPage{Conversations: convs}, "")
+}
+
+// auditPage is /admin/audit.
+type auditPage struct {
+	pageData
+	Filter   store.AuditFilter
+	From, To string // as the form shows them
+	Results  []string
+	Records  []store.AuditRecord
+	Next     string
+	Query    string // the filter as a query string, for the next page and the exports
+}
+
+// The console's errors of bad input.
+var (
+	errBadCursor = web.NewError(http.StatusBadRequest, "This page link is not valid any more. Start again from the first page.")
+	errBadFilter = web.NewError(http.StatusBadRequest, "The time range is not valid: give dates and times as the form shows them.")
+	errNoView    = web.NewError(http.StatusNotFound, "There is no such view in your tenant.")
+)
+
+// localTime is how the form's datetime-local fields write a time (UTC).
+const localTime = "2006-01-02T15:04"
+
+// filterFrom reads the audit filter of a request; the tenant is always the
+// admin's own.
+func filterFrom(c echo.Context, p access.Person) (store.AuditFilter, string, string, error) {
+	q := c.Request().URL.Query()
+	f := store.AuditFilter{TenantID: p.TenantID, Action: q.Get("action"), Actor: q.Get("actor"), Tool: q.Get("tool"), Result: q.Get("result")}
+	from, to := q.Get("from"), q.Get("to")
+	for _, x := range []struct {
+		s string
+		t *time.Time
+	}{{from, &f.From}, {to, &f.To}} {
+		if x.s == "" {
+			continue
+		}
+		t, err := time.Parse(localTime, x.s)
+		if err != nil {
+			if t, err = time.Parse(time.RFC3339, x.s); err != nil {
+				return f, from, to, errBadFilter
+			}
+		}
+		*x.t = t.UTC()
+	}
+	return f, from, to, nil
+}
+
+// filterQuery writes a filter back as a query string.
+func filterQuery(f store.AuditFilter, from, to string) string {
+	v := url.Values{}
+	for k, s := range map[string]string{"action": f.Action, "actor": f.Actor, "tool": f.Tool, "result": f.Result, "from": from, "to": to} {
+		if s != "" {
+			v.Set(k, s)
+		}
+	}
+	return v.Encode()
+}
+
+func (h *Handler) auditPage(c echo.Context, p access.Person) error {
+	f, from, to, err := filterFrom(c, p)
+	if err != nil {
+		return err
+	}
+	recs, next, err := h.opts.Store.AuditPage(c.Request().Context(), f, c.QueryParam("cursor"), auditPerPage)
+	if err != nil {
+		if errors.Is(err, store.ErrInvalid) {
+			return errBadCursor
+		}
+		return err
+	}
+	d := &auditPage{Filter: f, From: from, To: to, Results: []string{"ok", "error", "refused"}, Records: recs, Next: next, Query: filterQuery(f, from, to)}
+	return h.render(c, http.StatusOK, "audit", "Audit log", p, d, "")
+}
+
+// fieldsText shows a record's fields on one line.
+func fieldsText(fields map[string]any) string {
+	if len(fields) == 0 {
+		return ""
+	}
+	b, err := json.Marshal(fields)
+	if err != nil {
+		return ""
+	}
+	return string(b)
+}
+
+// guid reports whether s looks like an Entra object id.
+func guid(s string) bool {
+	if len(s) != 36 {
+		return false
+	}
+	for i, r := range s {
+		switch {
+		case i == 8 || i == 13 || i == 18 || i == 23:
+			if r != '-' {
+				return false
+			}
+		case r >= '0' && r <= '9', r >= 'a' && r <= 'f':
+		default:
+			return false
+		}
+	}
+	return true
+}
