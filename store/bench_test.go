@@ -3,7 +3,11 @@ package store_test
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
+	"io"
+	"path/filepath"
+	"runtime"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -245,4 +249,96 @@ func BenchmarkBindingsFor(b *testing.B) {
 			}
 		})
 	})
+}
+
+// benchAuditLog opens a store holding n audit records of one tenant (and as
+// many of another), a tenth of them refusals, written in large batches.
+func benchAuditLog(b *testing.B, n int) *store.Store {
+	b.Helper()
+	st, err := store.Open(context.Background(), filepath.Join(b.TempDir(), "teamsbot.db"), store.Options{AuditRetention: -1})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { st.Close() })
+	start := time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC)
+	const batch = 20_000
+	recs := make([]store.AuditRecord, 0, batch)
+	for i := 0; i < n; i++ {
+		tenant := "tenant-a"
+		if i%2 == 1 {
+			tenant = "tenant-b"
+		}
+		result := "ok"
+		if i%10 == 0 {
+			result = "refused"
+		}
+		recs = append(recs, store.AuditRecord{TenantID: tenant, Action: "agent.mcp_app.call", Actor: "user-1",
+			Time: start.Add(time.Duration(i) * time.Second), Fields: map[string]any{"tool": "refresh_sales", "result": result, "view": "v1"}})
+		if len(recs) == batch || i == n-1 {
+			if err := st.Append(context.Background(), recs...); err != nil {
+				b.Fatal(err)
+			}
+			recs = recs[:0]
+		}
+	}
+	return st
+}
+
+// auditSize is 1,000,000 records when the benchmark runs for real
+// (-benchtime above 1x), and a small log for the suite's one run.
+func auditSize(b *testing.B) int {
+	if b.N > 1 {
+		return 1_000_000
+	}
+	return 20_000
+}
+
+// BenchmarkAuditFirstPage is the audit page an admin opens first: 50
+// records of their tenant, newest first, filtered by action. Target:
+// under 50 ms over 1,000,000 records.
+func BenchmarkAuditFirstPage(b *testing.B) {
+	st := benchAuditLog(b, auditSize(b))
+	q := store.AuditFilter{TenantID: "tenant-a", Action: "agent.mcp_app.call"}
+	b.ResetTimer()
+	for range b.N {
+		recs, _, err := st.AuditPage(context.Background(), q, "", 50)
+		if err != nil || len(recs) != 50 {
+			b.Fatalf("%d records, %v", len(recs), err)
+		}
+	}
+}
+
+// BenchmarkAuditExport streams a tenant's whole log as JSON Lines and
+// reports how much the heap grew meanwhile: the export must run in
+// constant memory, whatever the log's size.
+func BenchmarkAuditExport(b *testing.B) {
+	n := auditSize(b)
+	st := benchAuditLog(b, n)
+	q := store.AuditFilter{TenantID: "tenant-a"}
+	runtime.GC()
+	var before runtime.MemStats
+	runtime.ReadMemStats(&before)
+	var peak uint64
+	b.ResetTimer()
+	for range b.N {
+		enc := json.NewEncoder(io.Discard)
+		count := 0
+		err := st.ExportAudit(context.Background(), q, func(r store.AuditRecord) error {
+			if count++; count%50_000 == 0 {
+				var m runtime.MemStats
+				runtime.ReadMemStats(&m)
+				peak = max(peak, m.HeapInuse)
+			}
+			return enc.Encode(r)
+		})
+		if err != nil || count != (n+1)/2 {
+			b.Fatalf("%d records, %v", count, err)
+		}
+	}
+	b.StopTimer()
+	if peak > before.HeapInuse {
+		b.ReportMetric(float64(peak-before.HeapInuse)/(1<<20), "heap-growth-MiB")
+	} else {
+		b.ReportMetric(0, "heap-growth-MiB")
+	}
 }
