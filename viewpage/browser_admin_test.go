@@ -99,6 +99,12 @@ forbid (principal, action == Action::"invoke", resource) when { context.caller =
 		}
 	}
 
+	for _, path := range []string{"/admin/runs", "/admin/conversations"} {
+		tb.navigate(e.base + path)
+		tb.wait(mainFrame, `document.querySelector("caption") !== null`, path)
+		keyboardWalk(t, tb, path)
+	}
+
 	// Revoking the view: 410 on every route at once, the frames whose
 	// tokens were minted before included.
 	owner := e.client(alice())
