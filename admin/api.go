@@ -202,11 +202,8 @@ func nonNil(s []string) []string {
 }
 
 func (h *Handler) apiViews(c echo.Context, p access.Person) error {
-	views, next, err := h.opts.Store.ActiveViews(c.Request().Context(), p.TenantID, viewsPerPage, c.QueryParam("cursor"))
+	views, next, err := h.activeViews(c, p)
 	if err != nil {
-		if errors.Is(err, store.ErrInvalid) {
-			return errBadCursor
-		}
 		return err
 	}
 	out := make([]map[string]any, 0, len(views))
@@ -250,15 +247,8 @@ func (h *Handler) apiConversations(c echo.Context, p access.Person) error {
 }
 
 func (h *Handler) apiAudit(c echo.Context, p access.Person) error {
-	f, _, _, err := filterFrom(c, p)
+	_, _, _, recs, next, err := h.auditRecords(c, p)
 	if err != nil {
-		return err
-	}
-	recs, next, err := h.opts.Store.AuditPage(c.Request().Context(), f, c.QueryParam("cursor"), auditPerPage)
-	if err != nil {
-		if errors.Is(err, store.ErrInvalid) {
-			return errBadCursor
-		}
 		return err
 	}
 	if recs == nil {

@@ -217,6 +217,15 @@ func (h *Handler) explain(ctx context.Context, p access.Person, text string, t t
 	return h.opts.Access.Explain(ctx, p, text, t.User, call)
 }
 
+// activeViews reads the page of active views a request asks for.
+func (h *Handler) activeViews(c echo.Context, p access.Person) ([]store.View, string, error) {
+	views, next, err := h.opts.Store.ActiveViews(c.Request().Context(), p.TenantID, viewsPerPage, c.QueryParam("cursor"))
+	if errors.Is(err, store.ErrInvalid) {
+		err = errBadCursor
+	}
+	return views, next, err
+}
+
 // viewsPage is /admin/views.
 type viewsPage struct {
 	pageData
@@ -225,11 +234,8 @@ type viewsPage struct {
 }
 
 func (h *Handler) viewsPage(c echo.Context, p access.Person) error {
-	views, next, err := h.opts.Store.ActiveViews(c.Request().Context(), p.TenantID, viewsPerPage, c.QueryParam("cursor"))
+	views, next, err := h.activeViews(c, p)
 	if err != nil {
-		if errors.Is(err, store.ErrInvalid) {
-			return errBadCursor
-		}
 		return err
 	}
 	return h.render(c, http.StatusOK, "views", "Active views", p, &viewsPage{Views: views, Next: next}, "")
@@ -339,16 +345,22 @@ func filterQuery(f store.AuditFilter, from, to string) string {
 	return v.Encode()
 }
 
-func (h *Handler) auditPage(c echo.Context, p access.Person) error {
-	f, from, to, err := filterFrom(c, p)
-	if err != nil {
-		return err
+// auditRecords reads the page of audit records a request asks for: the
+// console's and the API's alike.
+func (h *Handler) auditRecords(c echo.Context, p access.Person) (f store.AuditFilter, from, to string, recs []store.AuditRecord, next string, err error) {
+	if f, from, to, err = filterFrom(c, p); err != nil {
+		return
 	}
-	recs, next, err := h.opts.Store.AuditPage(c.Request().Context(), f, c.QueryParam("cursor"), auditPerPage)
+	recs, next, err = h.opts.Store.AuditPage(c.Request().Context(), f, c.QueryParam("cursor"), auditPerPage)
+	if errors.Is(err, store.ErrInvalid) {
+		err = errBadCursor
+	}
+	return
+}
+
+func (h *Handler) auditPage(c echo.Context, p access.Person) error {
+	f, from, to, recs, next, err := h.auditRecords(c, p)
 	if err != nil {
-		if errors.Is(err, store.ErrInvalid) {
-			return errBadCursor
-		}
 		return err
 	}
 	d := &auditPage{Filter: f, From: from, To: to, Results: []string{"ok", "error", "refused"}, Records: recs, Next: next, Query: filterQuery(f, from, to)}
