@@ -12,6 +12,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"teamsbot/access"
+	"teamsbot/internal/guid"
 	"teamsbot/internal/web"
 	"teamsbot/store"
 )
@@ -118,7 +119,7 @@ func (h *Handler) apiPutSettings(c echo.Context, p access.Person) error {
 		return err
 	}
 	in.DefaultGroup = strings.ToLower(strings.TrimSpace(in.DefaultGroup))
-	if in.DefaultGroup != "" && !guid(in.DefaultGroup) {
+	if in.DefaultGroup != "" && !guid.Valid(in.DefaultGroup) {
 		return web.NewError(http.StatusBadRequest, "defaultGroup must be an Entra object id (a GUID), or empty.")
 	}
 	ctx := c.Request().Context()
@@ -184,7 +185,7 @@ func (h *Handler) apiTestPolicies(c echo.Context, p access.Person) error {
 	if err := readJSON(c, &in); err != nil {
 		return err
 	}
-	if !guid(strings.ToLower(in.User)) {
+	if !guid.Valid(strings.ToLower(in.User)) {
 		return web.NewError(http.StatusBadRequest, "user must be an Entra object id (a GUID).")
 	}
 	d, err := h.explain(c.Request().Context(), p, in.Text, testForm{User: strings.ToLower(in.User), Agent: in.Agent, Server: in.Server, Tool: in.Tool, Caller: in.Caller})

@@ -13,6 +13,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"teamsbot/access"
+	"teamsbot/internal/guid"
 	"teamsbot/internal/web"
 	"teamsbot/store"
 )
@@ -95,7 +96,7 @@ func (h *Handler) bindingFrom(ctx context.Context, p access.Person, agent, kind,
 		agent = store.AllAgents
 	}
 	b := store.Binding{TenantID: p.TenantID, AgentID: agent, Kind: kind, Subject: strings.ToLower(subject), Role: role}
-	if !guid(b.Subject) {
+	if !guid.Valid(b.Subject) {
 		return b, errors.Join(store.ErrInvalid, errors.New("the object id must be a GUID, as Entra shows it"))
 	}
 	if kind == store.KindGroup && h.opts.Groups != nil {
@@ -121,7 +122,7 @@ func (h *Handler) removeBinding(c echo.Context, p access.Person) error {
 
 func (h *Handler) setDefault(c echo.Context, p access.Person) error {
 	d := access.Default{Runner: c.FormValue("runner") == "on", Group: strings.ToLower(strings.TrimSpace(c.FormValue("group")))}
-	if d.Group != "" && !guid(d.Group) {
+	if d.Group != "" && !guid.Valid(d.Group) {
 		return h.renderAccess(c, http.StatusBadRequest, p, "The group must be an Entra object id (a GUID), or empty for everyone.")
 	}
 	if err := h.opts.Access.SetDefault(c.Request().Context(), p, d); err != nil {
@@ -194,7 +195,7 @@ func (h *Handler) testPolicies(c echo.Context, p access.Person) error {
 	t := testForm{User: strings.ToLower(strings.TrimSpace(c.FormValue("user"))), Agent: c.FormValue("agent"),
 		Server: strings.TrimSpace(c.FormValue("server")), Tool: strings.TrimSpace(c.FormValue("tool")), Caller: c.FormValue("caller")}
 	text := c.FormValue("text")
-	if !guid(t.User) {
+	if !guid.Valid(t.User) {
 		return h.renderPolicies(c, http.StatusBadRequest, p, &text, t, nil, "The person must be an Entra object id (a GUID).")
 	}
 	d, err := h.explain(c.Request().Context(), p, text, t)
@@ -377,23 +378,4 @@ func fieldsText(fields map[string]any) string {
 		return ""
 	}
 	return string(b)
-}
-
-// guid reports whether s looks like an Entra object id.
-func guid(s string) bool {
-	if len(s) != 36 {
-		return false
-	}
-	for i, r := range s {
-		switch {
-		case i == 8 || i == 13 || i == 18 || i == 23:
-			if r != '-' {
-				return false
-			}
-		case r >= '0' && r <= '9', r >= 'a' && r <= 'f':
-		default:
-			return false
-		}
-	}
-	return true
 }

@@ -8,8 +8,9 @@ import (
 )
 
 // layout is README's layout table as rules: the project packages each
-// package may import. internal/netaddr, internal/textclip and internal/web
-// are the shared conventions (typed settings, text clipping, HTTP errors)
+// package may import. internal/netaddr, internal/textclip, internal/guid and
+// internal/web are the shared conventions (typed settings, text clipping,
+// GUIDs, HTTP errors)
 // and are open to every package that needs them; internal/testenv is for
 // tests only.
 var layout = map[string][]string{
@@ -29,12 +30,13 @@ var layout = map[string][]string{
 	"teamsbot/docs":              {},
 	"teamsbot/internal/netaddr":  {},
 	"teamsbot/internal/textclip": {},
+	"teamsbot/internal/guid":     {},
 	"teamsbot/internal/web":      {},
 	"teamsbot/internal/testenv":  {},
 }
 
 // shared are the internal packages any package may import.
-var shared = []string{"teamsbot/internal/netaddr", "teamsbot/internal/textclip", "teamsbot/internal/web"}
+var shared = []string{"teamsbot/internal/netaddr", "teamsbot/internal/textclip", "teamsbot/internal/web", "teamsbot/internal/guid"}
 
 // onlyIn names third-party packages that only some packages may import:
 // Echo stays in the HTTP parts, the Graph SDK in its one small package

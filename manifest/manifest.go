@@ -20,6 +20,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"teamsbot/internal/guid"
 	"time"
 	"unicode/utf8"
 )
@@ -74,7 +75,6 @@ type Options struct {
 const DefaultAccentColor = "#3A5BA0"
 
 var (
-	guidRE    = regexp.MustCompile(`^[0-9a-fA-F]{8}-([0-9a-fA-F]{4}-){3}[0-9a-fA-F]{12}$`)
 	semverRE  = regexp.MustCompile(`^(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)$`)
 	hexRE     = regexp.MustCompile(`^#[0-9a-fA-F]{6}$`)
 	errLayout = errors.New("manifest")
@@ -95,12 +95,12 @@ func AppIDFor(botID string) string {
 func (o *Options) check() error {
 	var errs []error
 	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
-	if !guidRE.MatchString(o.BotID) {
+	if !guid.Valid(o.BotID) {
 		bad("bot id %q: want the bot's app id, a GUID (TICKETIQ_BOT_APP_ID)", o.BotID)
 	}
-	if o.AppID == "" && guidRE.MatchString(o.BotID) {
+	if o.AppID == "" && guid.Valid(o.BotID) {
 		o.AppID = AppIDFor(o.BotID)
-	} else if !guidRE.MatchString(o.AppID) {
+	} else if !guid.Valid(o.AppID) {
 		bad("app id %q: want a GUID", o.AppID)
 	}
 	if o.Version == "" {
@@ -146,7 +146,7 @@ func (o *Options) check() error {
 	}
 	switch {
 	case o.SignInClientID == "" && o.SignInResource == "":
-	case !guidRE.MatchString(o.SignInClientID):
+	case !guid.Valid(o.SignInClientID):
 		bad("sign-in client id %q: want the sign-in app registration's id, a GUID", o.SignInClientID)
 	case o.SignInResource == "":
 		bad("sign-in resource is required with a sign-in client id (such as api://host/<client id>)")

@@ -29,6 +29,7 @@ import (
 	"net/url"
 	"slices"
 	"strings"
+	"teamsbot/internal/guid"
 	"time"
 
 	abs "github.com/microsoft/kiota-abstractions-go"
@@ -380,38 +381,16 @@ var errorMapping = abs.ErrorMappings{"XXX": odataerrors.CreateODataErrorFromDisc
 // id have the shape of a GUID, and names every one that does not.
 func checkIDs(tenantID, userID string, groupIDs []string) error {
 	var errs []error
-	if !isGUID(tenantID) {
+	if !guid.Valid(tenantID) {
 		errs = append(errs, fmt.Errorf("graph: tenant id %q is not a GUID", tenantID))
 	}
-	if userID != "" && !isGUID(userID) {
+	if userID != "" && !guid.Valid(userID) {
 		errs = append(errs, fmt.Errorf("graph: user id %q is not a GUID", userID))
 	}
 	for _, g := range groupIDs {
-		if !isGUID(g) {
+		if !guid.Valid(g) {
 			errs = append(errs, fmt.Errorf("graph: group id %q is not a GUID", g))
 		}
 	}
 	return errors.Join(errs...)
-}
-
-// isGUID reports whether s has the shape xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx
-// in hexadecimal digits.
-func isGUID(s string) bool {
-	if len(s) != 36 {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		switch i {
-		case 8, 13, 18, 23:
-			if c != '-' {
-				return false
-			}
-		default:
-			if !('0' <= c && c <= '9' || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F') {
-				return false
-			}
-		}
-	}
-	return true
 }

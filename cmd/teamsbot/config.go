@@ -7,7 +7,6 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
-	"regexp"
 	"slices"
 	"sort"
 	"strconv"
@@ -17,6 +16,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"teamsbot/agent"
+	"teamsbot/internal/guid"
 	"teamsbot/internal/netaddr"
 	"teamsbot/internal/textclip"
 )
@@ -176,7 +176,7 @@ func loadConfig(getenv func(string) string) (config, error) {
 		c.BotAllowedTenants = tenantList(c.BotTenantID + "," + issuerTenant(c.OIDCIssuer))
 	}
 	for _, t := range c.BotAllowedTenants {
-		if !tenantID.MatchString(t) {
+		if !guid.Valid(t) {
 			errs = append(errs, fmt.Errorf("TICKETIQ_BOT_ALLOWED_TENANTS: %q is not a tenant id (a GUID)", textclip.Clip(t, 64)))
 		}
 	}
@@ -267,9 +267,6 @@ func parseRetention(s string) (time.Duration, error) {
 	return d, nil
 }
 
-// tenantID is an Entra tenant id: a GUID.
-var tenantID = regexp.MustCompile(`^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$`)
-
 // tenantList splits a comma-separated list of tenant ids, lower-cased,
 // without blanks or repeats.
 func tenantList(s string) []string {
@@ -290,7 +287,7 @@ func issuerTenant(issuer string) string {
 		return ""
 	}
 	parts := strings.Split(strings.Trim(u.Path, "/"), "/")
-	if len(parts) == 2 && parts[1] == "v2.0" && tenantID.MatchString(parts[0]) {
+	if len(parts) == 2 && parts[1] == "v2.0" && guid.Valid(parts[0]) {
 		return parts[0]
 	}
 	return ""

@@ -61,6 +61,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"teamsbot/internal/guid"
 	"testing"
 	"time"
 )
@@ -451,7 +452,7 @@ func (s *Server) checkMemberGroups(w http.ResponseWriter, r *http.Request, tenan
 		return
 	}
 	for _, id := range ids {
-		if !isGUID(id) {
+		if !guid.Valid(id) {
 			graphError(w, r, http.StatusBadRequest, "Request_BadRequest", "Invalid GUID:"+id)
 			return
 		}
@@ -490,7 +491,7 @@ func (s *Server) getGroup(w http.ResponseWriter, r *http.Request, tenantID strin
 			}
 		}
 	}
-	if !isGUID(id) {
+	if !guid.Valid(id) {
 		graphError(w, r, http.StatusBadRequest, "Request_BadRequest", "Invalid object identifier '"+r.PathValue("id")+"'.")
 		return
 	}
@@ -573,26 +574,4 @@ func randomString(prefix string) string {
 	b := make([]byte, 24)
 	rand.Read(b)
 	return prefix + base64.RawURLEncoding.EncodeToString(b)
-}
-
-// isGUID reports whether s has the shape xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx
-// in hexadecimal digits.
-func isGUID(s string) bool {
-	if len(s) != 36 {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		switch i {
-		case 8, 13, 18, 23:
-			if c != '-' {
-				return false
-			}
-		default:
-			if !('0' <= c && c <= '9' || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F') {
-				return false
-			}
-		}
-	}
-	return true
 }
