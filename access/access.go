@@ -426,21 +426,28 @@ func (s *Service) Invoke(ctx context.Context, p Person, c Call) (Decision, error
 	if ts.policyErr != nil {
 		return Decision{Errors: []string{"the tenant's stored policy set does not parse: " + ts.policyErr.Error()}}, nil
 	}
-	principal := Principal{TenantID: p.TenantID, UserID: RunWithoutPerson, Permissions: []string{PermRun}}
-	if p.UserID != "" {
-		g, err := s.grants(ctx, p, c.AgentID, ts, nil)
-		if err != nil {
-			return Decision{}, err
-		}
-		principal = Principal{TenantID: p.TenantID, UserID: p.UserID, Groups: g.Groups, Permissions: g.Permissions()}
+	principal, err := s.principal(ctx, p, c.AgentID, ts)
+	if err != nil {
+		return Decision{}, err
 	}
-	return ts.policies.Decide(Invoke{
-		Principal:     principal,
-		AgentID:       c.AgentID,
-		AgentTenantID: c.AgentTenantID,
-		Server:        c.Server,
-		Tool:          c.Tool,
-		Caller:        c.Caller,
-		ViewID:        c.ViewID,
-	}), nil
+	return ts.policies.Decide(c.by(principal)), nil
+}
+
+// principal is p as Cedar sees it, with every group any rule of the
+// tenant names resolved; a run without a person is RunWithoutPerson.
+func (s *Service) principal(ctx context.Context, p Person, agentID string, ts *tenantState) (Principal, error) {
+	if p.UserID == "" {
+		return Principal{TenantID: p.TenantID, UserID: RunWithoutPerson, Permissions: []string{PermRun}}, nil
+	}
+	g, err := s.grants(ctx, p, agentID, ts, nil)
+	if err != nil {
+		return Principal{}, err
+	}
+	return Principal{TenantID: p.TenantID, UserID: p.UserID, Groups: g.Groups, Permissions: g.Permissions()}, nil
+}
+
+// by is the call made by principal.
+func (c Call) by(principal Principal) Invoke {
+	return Invoke{Principal: principal, AgentID: c.AgentID, AgentTenantID: c.AgentTenantID,
+		Server: c.Server, Tool: c.Tool, Caller: c.Caller, ViewID: c.ViewID}
 }

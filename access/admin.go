@@ -234,13 +234,9 @@ func (s *Service) Explain(ctx context.Context, admin Person, text, user string, 
 		return Decision{}, ts.policyErr
 	}
 	c.AgentTenantID = admin.TenantID
-	p := Person{TenantID: admin.TenantID, UserID: user}
-	g, err := s.grants(ctx, p, c.AgentID, ts, nil)
+	principal, err := s.principal(ctx, Person{TenantID: admin.TenantID, UserID: user}, c.AgentID, ts)
 	if err != nil {
 		return Decision{}, err
 	}
-	return policies.Decide(Invoke{
-		Principal: Principal{TenantID: p.TenantID, UserID: user, Groups: g.Groups, Permissions: g.Permissions()},
-		AgentID:   c.AgentID, AgentTenantID: c.AgentTenantID, Server: c.Server, Tool: c.Tool, Caller: c.Caller, ViewID: c.ViewID,
-	}), nil
+	return policies.Decide(c.by(principal)), nil
 }

@@ -97,7 +97,7 @@ func (b *Bot) serves(tenant string) bool {
 	return slices.ContainsFunc(b.opts.AllowedTenants, func(t string) bool { return strings.EqualFold(t, tenant) })
 }
 
-// refuse records a refused message, counts it and sends its card.
+// refuseMessage records a refused message, counts it and sends its card.
 func (b *Bot) refuseMessage(ctx context.Context, a *schema.Activity, p agent.Person, r *refusal) {
 	b.metrics.turns.WithLabelValues("refused").Inc()
 	b.logger.Info("message refused", "reason", r.reason, "tenant", clipID(p.TenantID), "conversation", a.Conversation.ID, "channel", clipID(a.ChannelID))

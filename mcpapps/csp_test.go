@@ -220,6 +220,10 @@ func TestBuildCSPDropsEntries(t *testing.T) {
 		{"https://intranet", "single-label"},
 		{"https://app.localhost", ".localhost"},
 		{"https://127.0.0.1", "IP address"},
+		// The service's own pages may live on http://localhost; a server's
+		// declaration never may.
+		{"http://localhost:3978", "http: is not https:"},
+		{"http://127.0.0.1:3978", "http: is not https:"},
 		{"https://10.0.0.1:8080", "IP address"},
 		{"https://[::1]", "IP address"},
 		{"https://[2001:db8::1]:443", "IP address"},

@@ -623,7 +623,7 @@ func (h *Handler) call(c echo.Context) error {
 	v, err := h.viewFor(ctx, id, s)
 	if errors.Is(err, ErrNotFound) && validID(id) {
 		h.metrics.calls.WithLabelValues("refused").Inc()
-		h.auditRefusal(ctx, s, store.View{ID: id}, "", "no view of the caller's tenant has this id")
+		h.auditRefusal(ctx, s, store.View{ID: id}, "", "access: no view of the caller's tenant has this id")
 	}
 	if err != nil {
 		return err
@@ -707,9 +707,9 @@ func readCall(c echo.Context) (callRequest, []byte, error) {
 }
 
 // auditRefusal has the agent record a call refused by the access rule, in
-// the caller's own tenant.
+// the caller's own tenant; why is the refusal's own text.
 func (h *Handler) auditRefusal(ctx context.Context, s signin.Session, v store.View, tool, why string) {
-	if err := h.agent.RefuseViewCall(ctx, v, agentPersonOf(s), tool, "access: "+why); err != nil {
+	if err := h.agent.RefuseViewCall(ctx, v, agentPersonOf(s), tool, why); err != nil {
 		h.logger.ErrorContext(ctx, "audit of a refused view call failed", "view", v.ID, "err", err)
 	}
 }
