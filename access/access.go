@@ -112,7 +112,11 @@ type tenantState struct {
 	// groups are the Entra groups any rule of the tenant names: bindings,
 	// the default's group, the policy text. Membership is looked up for
 	// these only.
-	groups   []string
+	groups []string
+	// rules are the tenant's own data rules; rulesErr is set when the
+	// stored ones no longer compile: every call is then refused.
+	rules    Rules
+	rulesErr error
 	loadedAt time.Time
 }
 
@@ -162,6 +166,12 @@ func (s *Service) tenant(ctx context.Context, tenantID string) (*tenantState, er
 		return nil, fmt.Errorf("access: tenant %s bindings: %w", tenantID, err)
 	}
 	ts = &tenantState{settings: settings, bindings: bindings, policies: s.defaultPolicies, loadedAt: now}
+	if ts.rules, err = (DataRules{DenyTools: settings.DenyTools, Redact: settings.Redact}).Compile(); err != nil {
+		// Saved rules are checked first, so this is a file from a newer
+		// or broken version: refuse every call rather than leak data.
+		ts.rulesErr = fmt.Errorf("access: tenant %s data rules: %w", tenantID, err)
+		s.log.Error("stored data rules do not compile; every tool call of the tenant is refused", "tenant", tenantID, "err", err)
+	}
 	switch ps, err := s.store.PolicySet(ctx, tenantID); {
 	case errors.Is(err, store.ErrNotFound):
 	case err != nil:

@@ -95,7 +95,7 @@ func (s *Service) SetDefault(ctx context.Context, admin Person, d Default) error
 		"before": map[string]any{"runner": cur.DefaultRunner, "group": cur.DefaultGroup},
 		"after":  map[string]any{"runner": d.Runner, "group": d.Group},
 	}}
-	if _, err := s.store.PutTenantSettings(ctx, next, rec); err != nil {
+	if _, err := s.store.PutTenantSettings(ctx, next, cur.Version, rec); err != nil {
 		return fmt.Errorf("access: set default: %w", err)
 	}
 	s.forget(admin.TenantID)
@@ -191,7 +191,7 @@ func (s *Service) SetAppsEnabled(ctx context.Context, admin Person, on bool) err
 	rec := store.AuditRecord{TenantID: admin.TenantID, Action: AuditSettingsSet, Actor: admin.UserID, Fields: map[string]any{
 		"before": map[string]any{"appsEnabled": !cur.AppsDisabled}, "after": map[string]any{"appsEnabled": on},
 	}}
-	if _, err := s.store.PutTenantSettings(ctx, next, rec); err != nil {
+	if _, err := s.store.PutTenantSettings(ctx, next, cur.Version, rec); err != nil {
 		return fmt.Errorf("access: set apps: %w", err)
 	}
 	s.forget(admin.TenantID)

@@ -1,6 +1,6 @@
 // Package admin is the tenant admins' console at /admin and the admin API
 // under /api/admin/: role bindings, the tenant default, the Cedar policy
-// set and its tester, MCP Apps on or off, active views and their revoking,
+// set and its tester, MCP Apps on or off, the tenant's data rules, active views and their revoking,
 // recent runs, the conversations where the app is installed, and the
 // audit log with its exports.
 //
@@ -132,6 +132,7 @@ func (h *Handler) Register(e *echo.Echo) {
 	e.POST("/admin/bindings/remove", page(h.removeBinding))
 	e.POST("/admin/default", page(h.setDefault))
 	e.POST("/admin/apps", page(h.setApps))
+	e.POST("/admin/rules", page(h.saveRules))
 	e.GET("/admin/policies", page(h.policiesPage))
 	e.POST("/admin/policies", page(h.savePolicies))
 	e.POST("/admin/policies/test", page(h.testPolicies))
@@ -148,6 +149,8 @@ func (h *Handler) Register(e *echo.Echo) {
 	e.DELETE("/api/admin/bindings", api(h.apiRemoveBinding))
 	e.GET("/api/admin/settings", api(h.apiSettings))
 	e.PUT("/api/admin/settings", api(h.apiPutSettings))
+	e.GET("/api/admin/datarules", api(h.apiDataRules))
+	e.PUT("/api/admin/datarules", api(h.apiPutDataRules))
 	e.GET("/api/admin/policies", api(h.apiPolicies))
 	e.PUT("/api/admin/policies", api(h.apiPutPolicies))
 	e.POST("/api/admin/policies/test", api(h.apiTestPolicies))
@@ -217,6 +220,7 @@ var notices = map[string]string{
 	"binding-removed": "The binding was removed.",
 	"default-saved":   "The tenant default was saved.",
 	"apps-saved":      "The MCP Apps setting was saved.",
+	"rules-saved":     "The data rules were checked and saved. They apply to the next tool call.",
 	"policies-saved":  "The policies were checked and saved.",
 	"view-revoked":    "The view was revoked: it can no longer be opened.",
 }

@@ -218,6 +218,74 @@ func TestPoliciesAndTester(t *testing.T) {
 	}
 }
 
+// The tenant's own data rules: the form checks every line before saving
+// and keeps what the admin typed when it refuses; the API does the same
+// with a list of problems and a version; another tenant's admin sees none
+// of it.
+func TestDataRulesFormAndAPI(t *testing.T) {
+	e := newEnv(t)
+	admin := e.client(adminA)
+	_, body := e.do(admin, http.MethodGet, "/admin", "", "")
+	if !strings.Contains(body, `<label for="r-deny">`) || !strings.Contains(body, `name="version" value="0"`) || !strings.Contains(body, "<code>crm/delete_customer</code>") {
+		t.Fatalf("the access page has no rules form or misses the configured rules:\n%s", body)
+	}
+
+	code, body := e.form(admin, "/admin/rules", url.Values{"deny": {"crm/export\r\n\r\nbad tool\r\n"}, "redact": {"(unclosed\r\n"}, "version": {"0"}})
+	if code != http.StatusBadRequest || !strings.Contains(body, `denied tool 2 (&#34;bad tool&#34;)`) || !strings.Contains(body, `redacted pattern 1 (&#34;(unclosed&#34;)`) ||
+		!strings.Contains(body, "crm/export\n\nbad tool") {
+		t.Errorf("refused rules: %d, want 400 naming both problems and keeping the text:\n%s", code, body)
+	}
+	if r, v, _ := e.access.TenantDataRules(context.Background(), tenantA); v != 0 || len(r.DenyTools) != 0 {
+		t.Errorf("refused rules were saved: %+v at %d", r, v)
+	}
+
+	code, body = e.form(admin, "/admin/rules", url.Values{"deny": {" crm/export \r\n\r\ndebug/*"}, "redact": {`\bSSN-\d+\b`}, "version": {"0"}})
+	if code != http.StatusOK || !strings.Contains(body, "The data rules were checked and saved") || !strings.Contains(body, "crm/export\ndebug/*") {
+		t.Fatalf("save: %d\n%s", code, body)
+	}
+	if code, body = e.form(admin, "/admin/rules", url.Values{"deny": {""}, "redact": {""}, "version": {"0"}}); code != http.StatusConflict || !strings.Contains(body, "Someone else saved") {
+		t.Errorf("stale form: %d\n%s", code, body)
+	}
+
+	code, body = e.do(admin, http.MethodGet, "/api/admin/datarules", "", "")
+	var got struct {
+		DenyTools, Redact []string
+		Version           uint64
+		Configured        []struct {
+			Agent     string
+			DenyTools []string
+		}
+	}
+	if err := json.Unmarshal([]byte(body), &got); err != nil || code != http.StatusOK || got.Version != 1 || strings.Join(got.DenyTools, ",") != "crm/export,debug/*" ||
+		len(got.Configured) != 1 || got.Configured[0].DenyTools[0] != "crm/delete_customer" {
+		t.Errorf("API read: %d %s", code, body)
+	}
+	code, body = e.do(admin, http.MethodPut, "/api/admin/datarules", "application/json", `{"denyTools":["","x/y/z"],"redact":[".*"],"version":1}`)
+	var refused struct{ Problems []string }
+	if json.Unmarshal([]byte(body), &refused) != nil || code != http.StatusBadRequest || len(refused.Problems) != 3 {
+		t.Errorf("API refusal: %d %s; want 400 with three problems", code, body)
+	}
+	if code, body = e.do(admin, http.MethodPut, "/api/admin/datarules", "application/json", `{"denyTools":[],"redact":["secret"],"version":1}`); code != http.StatusOK || !strings.Contains(body, `"version":2`) {
+		t.Errorf("API save: %d %s", code, body)
+	}
+	if code, _ = e.do(admin, http.MethodPut, "/api/admin/datarules", "application/json", `{"denyTools":[],"redact":[],"version":1}`); code != http.StatusConflict {
+		t.Errorf("API stale save: %d", code)
+	}
+
+	other := e.client(adminB)
+	if _, body := e.do(other, http.MethodGet, "/api/admin/datarules", "", ""); !strings.Contains(body, `"version":0`) || strings.Contains(body, "secret") {
+		t.Errorf("tenant B's admin reads %s", body)
+	}
+	user := e.client(userA)
+	if code, _ := e.form(user, "/admin/rules", url.Values{"deny": {""}, "redact": {""}, "version": {"2"}}); code != http.StatusForbidden {
+		t.Errorf("a non-admin's save: %d", code)
+	}
+	recs, _ := e.store.Audit(context.Background(), store.AuditQuery{TenantID: tenantA, Action: access.AuditDataRulesSet})
+	if len(recs) != 2 || recs[0].Actor != adminA.OID {
+		t.Errorf("audit: %+v", recs)
+	}
+}
+
 // The audit log pages and its two exports hold the same records, and the
 // exports are the admin's tenant's only.
 func TestAuditPagesAndExports(t *testing.T) {

@@ -140,6 +140,54 @@ func (h *Handler) apiPutSettings(c echo.Context, p access.Person) error {
 	return h.apiSettings(c, p)
 }
 
+// dataRules are the tenant's own data rules as the API takes and gives
+// them; Configured, in answers only, are the agents' rules from the
+// service's configuration file, which apply as well.
+type dataRules struct {
+	DenyTools  []string     `json:"denyTools"`
+	Redact     []string     `json:"redact"`
+	Version    uint64       `json:"version"`
+	Configured []agentRules `json:"configured,omitempty"`
+}
+
+// agentRules are one agent's configured data rules.
+type agentRules struct {
+	Agent     string   `json:"agent"`
+	DenyTools []string `json:"denyTools"`
+	Redact    []string `json:"redact"`
+}
+
+func (h *Handler) apiDataRules(c echo.Context, p access.Person) error {
+	r, version, err := h.opts.Access.TenantDataRules(c.Request().Context(), p.TenantID)
+	if err != nil {
+		return err
+	}
+	out := dataRules{DenyTools: nonNil(r.DenyTools), Redact: nonNil(r.Redact), Version: version, Configured: []agentRules{}}
+	for _, a := range h.opts.Rules {
+		out.Configured = append(out.Configured, agentRules{Agent: a.Agent, DenyTools: nonNil(a.Deny), Redact: nonNil(a.Redact)})
+	}
+	return c.JSON(http.StatusOK, out)
+}
+
+func (h *Handler) apiPutDataRules(c echo.Context, p access.Person) error {
+	var in dataRules
+	if err := readJSON(c, &in); err != nil {
+		return err
+	}
+	if in.Configured != nil {
+		return web.NewError(http.StatusBadRequest, "configured rules come from the service's configuration file; send denyTools, redact and version only.")
+	}
+	err := h.opts.Access.SetDataRules(c.Request().Context(), p, access.DataRules{DenyTools: in.DenyTools, Redact: in.Redact}, in.Version)
+	if err != nil {
+		var re *access.RulesError
+		if errors.As(err, &re) {
+			return c.JSON(http.StatusBadRequest, map[string]any{"error": "The data rules were not saved.", "problems": re.Problems})
+		}
+		return apiError(err)
+	}
+	return h.apiDataRules(c, p)
+}
+
 // policies are the policy set as the API takes and gives it.
 type policies struct {
 	Text    string `json:"text"`

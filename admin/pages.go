@@ -34,13 +34,26 @@ type accessPage struct {
 	Settings   access.Settings
 	AppsGlobal bool
 	Rules      []Rules
+	// TenantRules is the rules form: the saved rules, or the admin's
+	// refused edit, kept so that nothing typed is lost.
+	TenantRules  rulesForm
+	RulesVersion uint64
 }
+
+// rulesForm is the tenant's data rules as the form shows them, one a line.
+type rulesForm struct{ Deny, Redact string }
 
 func (h *Handler) accessPage(c echo.Context, p access.Person) error {
 	return h.renderAccess(c, http.StatusOK, p, "")
 }
 
 func (h *Handler) renderAccess(c echo.Context, status int, p access.Person, problem string) error {
+	return h.renderAccessWith(c, status, p, nil, problem)
+}
+
+// renderAccessWith renders /admin; draft, when set, fills the rules form
+// instead of the saved rules.
+func (h *Handler) renderAccessWith(c echo.Context, status int, p access.Person, draft *rulesForm, problem string) error {
 	ctx := c.Request().Context()
 	bindings, err := h.opts.Access.Bindings(ctx, p)
 	if err != nil {
@@ -50,8 +63,51 @@ func (h *Handler) renderAccess(c echo.Context, status int, p access.Person, prob
 	if err != nil {
 		return err
 	}
-	d := &accessPage{Bindings: bindings, Agents: h.opts.Agents, Settings: settings, AppsGlobal: h.opts.AppsEnabled, Rules: h.opts.Rules}
+	rules, version, err := h.opts.Access.TenantDataRules(ctx, p.TenantID)
+	if err != nil {
+		return err
+	}
+	d := &accessPage{Bindings: bindings, Agents: h.opts.Agents, Settings: settings, AppsGlobal: h.opts.AppsEnabled, Rules: h.opts.Rules,
+		TenantRules: rulesForm{Deny: strings.Join(rules.DenyTools, "\n"), Redact: strings.Join(rules.Redact, "\n")}, RulesVersion: version}
+	if draft != nil {
+		d.TenantRules = *draft
+	}
 	return h.render(c, status, "access", "Access", p, d, problem)
+}
+
+// saveRules saves the tenant's own data rules from the form: one rule a
+// line, blank lines ignored.
+func (h *Handler) saveRules(c echo.Context, p access.Person) error {
+	// Browsers send a textarea's lines with CRLF; the form shows them back.
+	nl := strings.NewReplacer("\r\n", "\n")
+	draft := rulesForm{Deny: nl.Replace(c.FormValue("deny")), Redact: nl.Replace(c.FormValue("redact"))}
+	version, err := strconv.ParseUint(c.FormValue("version"), 10, 64)
+	if err != nil {
+		return h.renderAccessWith(c, http.StatusBadRequest, p, &draft, "The form lost its version. Reload the page.")
+	}
+	rules := access.DataRules{DenyTools: lines(draft.Deny), Redact: lines(draft.Redact)}
+	if err := h.opts.Access.SetDataRules(c.Request().Context(), p, rules, version); err != nil {
+		if msg, ok := problemOf(err); ok {
+			status := http.StatusBadRequest
+			if errors.Is(err, store.ErrConflict) {
+				status = http.StatusConflict
+			}
+			return h.renderAccessWith(c, status, p, &draft, msg)
+		}
+		return err
+	}
+	return done(c, "/admin", "rules-saved")
+}
+
+// lines splits a textarea into its non-blank lines, trimmed.
+func lines(text string) []string {
+	var out []string
+	for l := range strings.Lines(text) {
+		if l = strings.TrimSpace(l); l != "" {
+			out = append(out, l)
+		}
+	}
+	return out
 }
 
 // problemOf turns a refused change into words for the page, or returns
@@ -59,9 +115,12 @@ func (h *Handler) renderAccess(c echo.Context, status int, p access.Person, prob
 func problemOf(err error) (string, bool) {
 	var de *access.DeniedError
 	var pe *access.PolicyError
+	var re *access.RulesError
 	switch {
 	case errors.As(err, &pe):
 		return "The policies were not saved: " + pe.Error(), true
+	case errors.As(err, &re):
+		return "The data rules were not saved:\n" + strings.Join(re.Problems, "\n"), true
 	case errors.Is(err, store.ErrConflict):
 		return "Someone else saved a change in the meantime. Reload the page, then make your change again.", true
 	case errors.Is(err, store.ErrInvalid):

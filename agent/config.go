@@ -7,10 +7,12 @@ import (
 	"io"
 	"regexp"
 	"strings"
-	"teamsbot/internal/netaddr"
 	"time"
 
 	"go.yaml.in/yaml/v3"
+
+	"teamsbot/access"
+	"teamsbot/internal/netaddr"
 )
 
 // Config is the agents part of the TICKETIQ_CONFIG file.
@@ -342,15 +344,13 @@ func (c Config) validate(known func(string) bool) error {
 			errs = append(errs, s.validate(sw, known))
 		}
 		for k, d := range a.Rules.DenyTools {
-			if strings.TrimSpace(d) == "" || strings.Count(d, "/") > 1 {
-				add("%s.rules.denyTools[%d] %q: use tool, server/tool or server/*", where, k, d)
+			if err := access.CheckDenyRule(d); err != nil {
+				add("%s.rules.denyTools[%d] %q: %w", where, k, d, err)
 			}
 		}
 		for k, r := range a.Rules.Redact {
-			if r == "" {
-				add("%s.rules.redact[%d]: empty pattern", where, k)
-			} else if _, err := regexp.Compile(r); err != nil {
-				add("%s.rules.redact[%d]: %w", where, k, err)
+			if _, err := access.CompileRedactPattern(r); err != nil {
+				add("%s.rules.redact[%d] %q: %w", where, k, r, err)
 			}
 		}
 	}

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"maps"
 	"regexp"
+	"slices"
 	"strings"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -61,7 +62,8 @@ func oneLine(s string) string {
 	}, s)
 }
 
-// dataRules are an agent's compiled data rules.
+// dataRules are compiled data rules: an agent's, and with the tenant's
+// own added for one call.
 type dataRules struct {
 	deny   []string
 	redact []*regexp.Regexp
@@ -73,6 +75,15 @@ func compileRules(rc RulesConfig) dataRules {
 		r.redact = append(r.redact, regexp.MustCompile(p)) // validated in New
 	}
 	return r
+}
+
+// with returns the rules and the tenant's own together; neither is
+// changed, since the agent's are shared by every call.
+func (r dataRules) with(t access.Rules) dataRules {
+	if len(t.Deny) == 0 && len(t.Redact) == 0 {
+		return r
+	}
+	return dataRules{deny: slices.Concat(r.deny, t.Deny), redact: slices.Concat(r.redact, t.Redact)}
 }
 
 // denies reports the deny rule matching server/tool, if any.
@@ -167,7 +178,15 @@ func (s *Service) govern(ctx context.Context, a *agentRuntime, c *serverConn, cs
 // call's audit record.
 func (s *Service) governCall(ctx context.Context, a *agentRuntime, c *serverConn, cs *mcp.ClientSession, args json.RawMessage, k toolCall, fields map[string]any) (*mcp.CallToolResult, error) {
 	tool := k.tool
-	if rule, ok := a.rules.denies(c.name, tool); ok {
+	rules := a.rules
+	if s.opts.Access != nil {
+		tenant, err := s.opts.Access.TenantRules(ctx, k.tenantID)
+		if err != nil {
+			return nil, fmt.Errorf("%w: the tenant's data rules cannot be read: %w", ErrUnavailable, err)
+		}
+		rules = rules.with(tenant)
+	}
+	if rule, ok := rules.denies(c.name, tool); ok {
 		return nil, fmt.Errorf("%w: data rule denyTools %q", ErrDenied, rule)
 	}
 	if s.opts.Access != nil {
@@ -193,7 +212,7 @@ func (s *Service) governCall(ctx context.Context, a *agentRuntime, c *serverConn
 		}
 		return nil, fmt.Errorf("%s/%s: %w", c.name, tool, err)
 	}
-	a.rules.redactResult(res)
+	rules.redactResult(res)
 	return res, nil
 }
 

@@ -206,6 +206,61 @@ forbid (principal, action, resource) when { context.tool == "fails" };
 	}
 }
 
+// A tenant admin's own data rules apply on top of the configured ones, to
+// the model's and the views' calls of that tenant only, from the next call
+// on; a change takes them back as quickly.
+func TestTenantDataRulesApplyToModelAndViewCalls(t *testing.T) {
+	var g govServer
+	st := openStore(t)
+	ax, err := access.New(access.Options{Store: st})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	// No configured rules: whatever is refused or hidden is the tenant's doing.
+	s := newService(t, oneAgent(agent.ServerConfig{Name: "gov", Builtin: "gov"}),
+		agent.Options{Store: st, AppsEnabled: true, Access: ax, Builtins: map[string]func() *mcp.Server{"gov": g.new}})
+	ans := run(t, s, "/secret {}")
+	if len(ans.Views) != 1 || !strings.Contains(ans.Text, secretCard) {
+		t.Fatalf("without rules: views %d, text %q", len(ans.Views), ans.Text)
+	}
+	view := ans.Views[0]
+
+	admin := access.Person{TenantID: alice.TenantID, UserID: "user-admin", Roles: []string{access.PermAdmin}}
+	if err := ax.SetDataRules(ctx, admin, access.DataRules{DenyTools: []string{"gov/danger"}, Redact: []string{`\b\d{4}-\d{4}-\d{4}-\d{4}\b`}}, 0); err != nil {
+		t.Fatal(err)
+	}
+	ans = run(t, s, "/secret {}")
+	if strings.Contains(ans.Text, secretCard) || !strings.Contains(ans.Text, "[redacted]") {
+		t.Errorf("model's answer with the tenant's redact rule = %q", ans.Text)
+	}
+	res, err := s.CallFromView(ctx, view, alice, "secret", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := json.Marshal(res); strings.Contains(string(b), secretCard) {
+		t.Errorf("the view's call result holds the secret: %s", b)
+	}
+	ans = run(t, s, "/danger {}")
+	if len(ans.ToolErrors) != 1 || !strings.Contains(ans.ToolErrors[0].Message, `denyTools "gov/danger"`) || g.count("danger") != 0 {
+		t.Errorf("denied tool: errors %+v, %d calls reached the server", ans.ToolErrors, g.count("danger"))
+	}
+
+	// Another tenant's person is not bound by these rules.
+	other := agent.Person{TenantID: "tenant-2", UserID: "user-2"}
+	ans, err = s.Run(ctx, agent.Request{Person: other, Text: "/secret {}"})
+	if err != nil || !strings.Contains(ans.Text, secretCard) {
+		t.Errorf("tenant-2's answer = %q, %v; want the tool's text unredacted", ans.Text, err)
+	}
+
+	if err := ax.SetDataRules(ctx, admin, access.DataRules{}, 1); err != nil {
+		t.Fatal(err)
+	}
+	if ans := run(t, s, "/danger {}"); len(ans.ToolErrors) != 0 || g.count("danger") != 1 {
+		t.Errorf("after the rules were cleared: errors %+v, %d calls", ans.ToolErrors, g.count("danger"))
+	}
+}
+
 // A tool that reports an error (IsError) comes back as a tool error; the
 // run goes on and the answer says so.
 func TestToolErrorResultIsReported(t *testing.T) {

@@ -334,11 +334,39 @@ type TenantSettings struct {
 	DefaultRunner bool `json:"defaultRunner"`
 	// DefaultGroup, when set, limits DefaultRunner to the members of this
 	// group (an Entra object id).
-	DefaultGroup string    `json:"defaultGroup,omitempty"`
-	AppsDisabled bool      `json:"appsDisabled"`
-	UpdatedBy    string    `json:"updatedBy,omitempty"`
-	UpdatedAt    time.Time `json:"updatedAt"`
-	Version      uint64    `json:"version"`
+	DefaultGroup string `json:"defaultGroup,omitempty"`
+	AppsDisabled bool   `json:"appsDisabled"`
+	// DenyTools and Redact are the tenant's own data rules: they apply to
+	// every call of every agent in the tenant, on top of the rules the
+	// service's configuration gives each agent. The store checks only
+	// their number and size; access checks their syntax.
+	DenyTools []string  `json:"denyTools,omitempty"`
+	Redact    []string  `json:"redact,omitempty"`
+	UpdatedBy string    `json:"updatedBy,omitempty"`
+	UpdatedAt time.Time `json:"updatedAt"`
+	Version   uint64    `json:"version"`
+}
+
+// Bounds of a tenant's own data rules.
+const (
+	MaxTenantRules    = 100 // entries in DenyTools, and in Redact
+	MaxTenantRuleText = 512 // bytes of one entry
+)
+
+// checkRules bounds one list of a tenant's data rules.
+func checkRules(what string, rules []string) error {
+	if len(rules) > MaxTenantRules {
+		return fmt.Errorf("%d %s, at most %d: %w", len(rules), what, MaxTenantRules, ErrInvalid)
+	}
+	for i, r := range rules {
+		if r == "" {
+			return fmt.Errorf("%s[%d] is empty: %w", what, i, ErrInvalid)
+		}
+		if err := checkText(fmt.Sprintf("%s[%d]", what, i), r, MaxTenantRuleText); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // defaultTenantSettings are the settings of a tenant that stored none:
@@ -363,13 +391,16 @@ func (s *Store) TenantSettings(ctx context.Context, tenant string) (TenantSettin
 	return ts, nil
 }
 
-// PutTenantSettings stores a tenant's settings, with the audit records of
-// the change in the same commit, and returns the settings it replaced (the
-// defaults if there were none). It sets Version to the replaced settings'
-// plus one, whatever ts.Version says; a zero UpdatedAt is set from the
-// store's clock. Audit records are checked as by PutBinding. On any error
-// nothing is written and prev is zero.
-func (s *Store) PutTenantSettings(ctx context.Context, ts TenantSettings, audit ...AuditRecord) (prev TenantSettings, err error) {
+// PutTenantSettings stores a tenant's settings if the stored ones are at
+// wantVersion (0: none are stored), with the audit records of the change
+// in the same commit, and returns the settings it replaced (the defaults
+// if there were none). The stored Version is wantVersion plus one,
+// whatever ts.Version says; a zero UpdatedAt is set from the store's
+// clock. Settings at another version give ErrConflict: someone changed
+// them since the caller read them, and their change stands. Audit records
+// are checked as by PutBinding. On any error nothing is written and prev
+// is zero.
+func (s *Store) PutTenantSettings(ctx context.Context, ts TenantSettings, wantVersion uint64, audit ...AuditRecord) (prev TenantSettings, err error) {
 	if err := ctx.Err(); err != nil {
 		return TenantSettings{}, err
 	}
@@ -382,8 +413,18 @@ func (s *Store) PutTenantSettings(ctx context.Context, ts TenantSettings, audit 
 	if err := checkText("settings updater", ts.UpdatedBy, maxIDLen); err != nil {
 		return TenantSettings{}, fmt.Errorf("settings of tenant %s: %w", ts.TenantID, err)
 	}
+	if err := errors.Join(checkRules("denied tools", ts.DenyTools), checkRules("redacted patterns", ts.Redact)); err != nil {
+		return TenantSettings{}, fmt.Errorf("settings of tenant %s: %w", ts.TenantID, err)
+	}
 	if ts.UpdatedAt.IsZero() {
 		ts.UpdatedAt = s.now()
+	}
+	// The put succeeds only over wantVersion, so the new version is
+	// known here and the record is encoded outside the transaction.
+	ts.Version = wantVersion + 1
+	value, err := json.Marshal(ts)
+	if err != nil {
+		return TenantSettings{}, fmt.Errorf("settings of tenant %s: %w", ts.TenantID, err)
 	}
 	prepared, err := s.prepareTenantAudit(ts.TenantID, audit)
 	if err != nil {
@@ -402,13 +443,8 @@ func (s *Store) PutTenantSettings(ctx context.Context, ts TenantSettings, audit 
 			}
 			prev = stored
 		}
-		// The version comes from the stored record, so this one small
-		// record is encoded inside the transaction.
-		next := ts
-		next.Version = prev.Version + 1
-		value, err := json.Marshal(next)
-		if err != nil {
-			return err
+		if prev.Version != wantVersion {
+			return fmt.Errorf("stored at version %d, not %d: %w", prev.Version, wantVersion, ErrConflict)
 		}
 		if err := bucket.Put(key, value); err != nil {
 			return err

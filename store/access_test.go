@@ -3,6 +3,7 @@ package store_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -349,8 +350,9 @@ func TestTenantSettings(t *testing.T) {
 		t.Errorf("TenantSettings of a tenant that stored none (-want +got):\n%s", diff)
 	}
 
-	first := store.TenantSettings{TenantID: "tenant-1", DefaultRunner: true, DefaultGroup: "group-staff", UpdatedBy: "user-admin", Version: 41}
-	prev, err := s.PutTenantSettings(ctx, first)
+	first := store.TenantSettings{TenantID: "tenant-1", DefaultRunner: true, DefaultGroup: "group-staff", UpdatedBy: "user-admin", Version: 41,
+		DenyTools: []string{"crm/delete_customer", "debug/*"}, Redact: []string{`\b\d{3}-\d{2}-\d{4}\b`}}
+	prev, err := s.PutTenantSettings(ctx, first, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -366,7 +368,7 @@ func TestTenantSettings(t *testing.T) {
 	// default.
 	clk.Set(clk.Now().Add(time.Minute))
 	second := store.TenantSettings{TenantID: "tenant-1", DefaultRunner: false, AppsDisabled: true, UpdatedBy: "user-admin-2"}
-	prev, err = s.PutTenantSettings(ctx, second)
+	prev, err = s.PutTenantSettings(ctx, second, 1)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -381,7 +383,7 @@ func TestTenantSettings(t *testing.T) {
 	// What was turned off comes back as the replaced settings, off.
 	third := first
 	third.UpdatedAt = time.Time{}
-	if prev, err := s.PutTenantSettings(ctx, third); err != nil || !cmp.Equal(prev, second) {
+	if prev, err := s.PutTenantSettings(ctx, third, 2); err != nil || !cmp.Equal(prev, second) {
 		t.Errorf("third PutTenantSettings returned %+v, %v; want %+v", prev, err, second)
 	}
 	third.UpdatedAt, third.Version = clk.Now(), 3
@@ -396,12 +398,29 @@ func TestTenantSettings(t *testing.T) {
 		}
 	}
 
+	// A put over a version that is no longer stored loses to the change
+	// that replaced it.
+	for _, stale := range []uint64{0, 2, 4} {
+		if prev, err := s.PutTenantSettings(ctx, second, stale); !errors.Is(err, store.ErrConflict) || !cmp.Equal(prev, store.TenantSettings{}) {
+			t.Errorf("PutTenantSettings over version %d with 3 stored = %+v, %v; want ErrConflict", stale, prev, err)
+		}
+	}
+
+	manyRules := make([]string, store.MaxTenantRules+1)
+	for i := range manyRules {
+		manyRules[i] = fmt.Sprintf("tool_%d", i)
+	}
 	for name, bad := range map[string]store.TenantSettings{
 		"no tenant":              {DefaultRunner: true},
 		"NUL in tenant":          {TenantID: "tenant-1\x00"},
 		"default group too long": {TenantID: "tenant-1", DefaultGroup: strings.Repeat("g", 600)},
+		"too many denied tools":  {TenantID: "tenant-1", DenyTools: manyRules},
+		"too many patterns":      {TenantID: "tenant-1", Redact: manyRules},
+		"an empty denied tool":   {TenantID: "tenant-1", DenyTools: []string{"crm/x", ""}},
+		"a pattern too long":     {TenantID: "tenant-1", Redact: []string{strings.Repeat("a", store.MaxTenantRuleText+1)}},
+		"NUL in a pattern":       {TenantID: "tenant-1", Redact: []string{"a\x00"}},
 	} {
-		if prev, err := s.PutTenantSettings(ctx, bad); !errors.Is(err, store.ErrInvalid) || !cmp.Equal(prev, store.TenantSettings{}) {
+		if prev, err := s.PutTenantSettings(ctx, bad, 3); !errors.Is(err, store.ErrInvalid) || !cmp.Equal(prev, store.TenantSettings{}) {
 			t.Errorf("PutTenantSettings with %s = %+v, %v; want ErrInvalid", name, prev, err)
 		}
 	}
@@ -418,7 +437,7 @@ func TestTenantSettingsAndTheirAuditCommitTogether(t *testing.T) {
 	s, _ := openTemp(t, clk)
 	ctx := context.Background()
 	rec := store.AuditRecord{Action: "access.settings.put", Actor: "user-admin", Fields: map[string]any{"defaultRunner": false}}
-	if _, err := s.PutTenantSettings(ctx, store.TenantSettings{TenantID: "tenant-1"}, rec); err != nil {
+	if _, err := s.PutTenantSettings(ctx, store.TenantSettings{TenantID: "tenant-1"}, 0, rec); err != nil {
 		t.Fatal(err)
 	}
 	want := rec
@@ -437,7 +456,7 @@ func TestTenantSettingsAndTheirAuditCommitTogether(t *testing.T) {
 		"another tenant's audit record":  {store.TenantSettings{TenantID: "tenant-1", AppsDisabled: true}, foreign},
 		"an audit record without action": {store.TenantSettings{TenantID: "tenant-1", AppsDisabled: true}, store.AuditRecord{}},
 	} {
-		if _, err := s.PutTenantSettings(ctx, c.ts, c.rec); !errors.Is(err, store.ErrInvalid) {
+		if _, err := s.PutTenantSettings(ctx, c.ts, 1, c.rec); !errors.Is(err, store.ErrInvalid) {
 			t.Errorf("PutTenantSettings with %s = %v, want ErrInvalid", name, err)
 		}
 	}
@@ -582,7 +601,7 @@ func TestAccessRecordsSurviveReopen(t *testing.T) {
 	putBindings(t, s, binding)
 	binding.CreatedAt = clk.Now()
 	settings := store.TenantSettings{TenantID: "tenant-1", DefaultRunner: false, AppsDisabled: true, UpdatedBy: "user-root"}
-	if _, err := s.PutTenantSettings(ctx, settings, store.AuditRecord{Action: "access.settings.put"}); err != nil {
+	if _, err := s.PutTenantSettings(ctx, settings, 0, store.AuditRecord{Action: "access.settings.put"}); err != nil {
 		t.Fatal(err)
 	}
 	settings.UpdatedAt, settings.Version = clk.Now(), 1
@@ -611,7 +630,7 @@ func TestAccessRecordsSurviveReopen(t *testing.T) {
 	if _, err := s.PutPolicySet(ctx, policy, 0); !errors.Is(err, store.ErrConflict) {
 		t.Errorf("PutPolicySet over version 0 after reopen = %v, want ErrConflict", err)
 	}
-	if prev, err := s.PutTenantSettings(ctx, settings); err != nil || prev.Version != 1 {
+	if prev, err := s.PutTenantSettings(ctx, settings, 1); err != nil || prev.Version != 1 {
 		t.Errorf("PutTenantSettings after reopen replaced version %d (%v), want 1", prev.Version, err)
 	}
 }

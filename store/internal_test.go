@@ -414,7 +414,7 @@ func TestMigrationV3AddsAccessRecordsToV2File(t *testing.T) {
 	if err := s.PutBinding(ctx, b); err != nil {
 		t.Errorf("PutBinding after the migration: %v", err)
 	}
-	if _, err := s.PutTenantSettings(ctx, TenantSettings{TenantID: "tenant-1"}); err != nil {
+	if _, err := s.PutTenantSettings(ctx, TenantSettings{TenantID: "tenant-1"}, 0); err != nil {
 		t.Errorf("PutTenantSettings after the migration: %v", err)
 	}
 	if _, err := s.PutPolicySet(ctx, PolicySet{TenantID: "tenant-1", Text: "permit (principal, action, resource);"}, 0); err != nil {
