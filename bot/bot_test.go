@@ -843,6 +843,25 @@ func TestRetryAfter(t *testing.T) {
 	}
 }
 
+// Teams may send the bot's mention entity with no text: the message still
+// reaches the agent without "<at>Name</at>", whatever the tag's case.
+func TestMentionWithoutTextIsStrippedOnTheWire(t *testing.T) {
+	h := newHarness(t, setup{})
+	for i, tag := range []string{"<at>Assistant</at>", "<at>ASSISTANT</at>"} {
+		id := fmt.Sprintf("act-mention-%d", i)
+		a := h.message("groupChat", "19:group-mention@thread.v2", id, "/tools")
+		a["text"] = tag + " /tools"
+		a["entities"] = []any{map[string]any{"type": "mention", "mentioned": map[string]any{"id": testBotMRI, "name": "Assistant"}}}
+		if status, body := h.send(a); status != http.StatusAccepted {
+			t.Fatalf("POST = %d %s", status, body)
+		}
+		reply, _ := replyTo(h.conn.waitFor(t, "the tools list", hasReplyTo(id)), id)
+		if !strings.Contains(string(reply.Raw), "Tools I can use") {
+			t.Errorf("%s /tools did not reach the agent as the /tools command: %s", tag, reply.Raw)
+		}
+	}
+}
+
 func TestStripMentions(t *testing.T) {
 	ents := []entity{
 		{Type: "mention", Text: "<at>TicketIQ</at>"},
@@ -858,9 +877,32 @@ func TestStripMentions(t *testing.T) {
 		"no mention\n\n  indented":                                         "no mention\n\n  indented",
 		"<at>TicketIQ</at>":                                                "",
 	} {
-		if got := stripMentions(in, ents, testBotMRI); got != want {
+		if got := stripMentions(in, ents, testBotMRI, "TicketIQ"); got != want {
 			t.Errorf("stripMentions(%q) = %q, want %q", in, got, want)
 		}
+	}
+
+	// An entity without text: the <at> tag of the mentioned name goes,
+	// in any case, and another person's mention stays.
+	noText := []entity{{Type: "mention"}, {Type: "mention", Text: "<at>Grace</at>"}}
+	noText[0].Mentioned.ID, noText[0].Mentioned.Name = testBotMRI, "Assistant"
+	noText[1].Mentioned.ID = "29:grace"
+	for in, want := range map[string]string{
+		"<at>Assistant</at> /tools":                             "/tools",
+		"<at>assistant</at> /tools":                             "/tools",
+		"<AT> ASSISTANT </AT> ask <at>Grace</at> too":           "ask <at>Grace</at> too",
+		"ask <at>Assistant</at> about <at>Assistant</at> sales": "ask about sales",
+		"<at>Assistant Two</at> /tools":                         "<at>Assistant Two</at> /tools",
+	} {
+		if got := stripMentions(in, noText, testBotMRI, "TicketIQ"); got != want {
+			t.Errorf("stripMentions(%q) without entity text = %q, want %q", in, got, want)
+		}
+	}
+	// Neither text nor name in the entity: the bot's own name is used.
+	unnamed := []entity{{Type: "mention"}}
+	unnamed[0].Mentioned.ID = testBotMRI
+	if got := stripMentions("<at>TicketIQ</at> /tools", unnamed, testBotMRI, "TicketIQ"); got != "/tools" {
+		t.Errorf("stripMentions with an unnamed entity = %q, want /tools", got)
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"regexp"
 	"strings"
 	"teamsbot/agent"
 	"teamsbot/internal/netaddr"
@@ -32,7 +33,8 @@ type entity struct {
 	Type      string `json:"type"`
 	Text      string `json:"text,omitempty"`
 	Mentioned struct {
-		ID string `json:"id"`
+		ID   string `json:"id"`
+		Name string `json:"name"`
 	} `json:"mentioned"`
 }
 
@@ -102,7 +104,7 @@ func (b *Bot) serve(c echo.Context) error {
 
 	switch in.Type {
 	case schema.Message:
-		in.Activity.Text = stripMentions(in.Activity.Text, in.Entities, in.Recipient.ID)
+		in.Activity.Text = stripMentions(in.Activity.Text, in.Entities, in.Recipient.ID, in.Recipient.Name)
 	case schema.Invoke:
 		in.Activity.Value = nil
 		if len(in.Value) > 0 && in.Value[0] == '{' {
@@ -208,18 +210,46 @@ func checkActivity(in *inbound) error {
 // channel and group chat messages as "<at>Name</at>". Only the mention and
 // one space beside it go: the rest of the text, its line breaks and the
 // spaces inside a tool's JSON arguments, reaches the agent as written.
-func stripMentions(text string, entities []entity, botID string) string {
+//
+// Teams does not always fill the entity's text. Then, as the Teams SDK's
+// stripMentionsText does (microsoft/teams.ts, @microsoft/teams.api), the
+// <at> tag around the mentioned account's name goes, or around the bot's
+// own name (botName) when the entity names nobody, whatever the case of
+// its letters (Teams docs, "Channel and group chat conversations with a
+// bot": the bot is mentioned as <at>name</at> in the text).
+func stripMentions(text string, entities []entity, botID, botName string) string {
 	for _, e := range entities {
-		if e.Type != "mention" || e.Mentioned.ID != botID || e.Text == "" {
+		if e.Type != "mention" || e.Mentioned.ID != botID {
 			continue
+		}
+		find := func(s string) (int, int) {
+			i := strings.Index(s, e.Text)
+			return i, i + len(e.Text)
+		}
+		if e.Text == "" {
+			name := strings.TrimSpace(e.Mentioned.Name)
+			if name == "" {
+				name = strings.TrimSpace(botName)
+			}
+			if name == "" {
+				continue
+			}
+			tag := regexp.MustCompile(`(?i)<at>\s*` + regexp.QuoteMeta(name) + `\s*</at>`)
+			find = func(s string) (int, int) {
+				if m := tag.FindStringIndex(s); m != nil {
+					return m[0], m[1]
+				}
+				return -1, -1
+			}
 		}
 		var b strings.Builder
 		for {
-			before, after, found := strings.Cut(text, e.Text)
-			if !found {
+			start, end := find(text)
+			if start < 0 {
 				b.WriteString(text)
 				break
 			}
+			before, after := text[:start], text[end:]
 			if strings.HasSuffix(before, " ") && strings.HasPrefix(after, " ") {
 				after = after[1:]
 			}
