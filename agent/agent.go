@@ -107,6 +107,15 @@ type Answer struct {
 	// Notes say what the run left out and why (tools not offered to the
 	// model, servers unavailable, rounds used up), one line each.
 	Notes []string
+	// Sources are the tools whose results the model read, each once, in
+	// the order of their first call: what the answer relies on.
+	Sources []Source
+}
+
+// Source is a tool whose result an answer relies on; ViewID names the view
+// made of one of its calls, if any.
+type Source struct {
+	Server, Tool, ViewID string
 }
 
 // toolCall is who makes one tool call, for the access decision and the audit

@@ -413,10 +413,32 @@ func (r *runState) callForModel(ctx context.Context, call ToolCall) Message {
 	}
 	// A view is made for a failed call too: MCP App views show error
 	// results (isError) themselves.
+	viewsBefore := len(r.answer.Views)
 	if r.apps && e.ui.ResourceURI != "" {
 		r.makeView(ctx, c, cs, e, call.Arguments, res)
 	}
+	if !res.IsError {
+		viewID := ""
+		if len(r.answer.Views) > viewsBefore {
+			viewID = r.answer.Views[len(r.answer.Views)-1].ID
+		}
+		r.addSource(Source{Server: server, Tool: tool, ViewID: viewID})
+	}
 	return msg
+}
+
+// addSource records a tool the answer relies on, once; a later call of
+// the same tool only adds the view the first one lacked.
+func (r *runState) addSource(src Source) {
+	for i, have := range r.answer.Sources {
+		if have.Server == src.Server && have.Tool == src.Tool {
+			if have.ViewID == "" {
+				r.answer.Sources[i].ViewID = src.ViewID
+			}
+			return
+		}
+	}
+	r.answer.Sources = append(r.answer.Sources, src)
 }
 
 // makeView reads and checks the tool's ui:// resource and makes a view of

@@ -246,6 +246,7 @@ type outActivity struct {
 	Summary      string                      `json:"summary,omitempty"`
 	TextFormat   schema.TextFormatTypes      `json:"textFormat,omitempty"`
 	Attachments  []schema.Attachment         `json:"attachments,omitempty"`
+	Entities     []any                       `json:"entities,omitempty"`
 	ChannelData  map[string]any              `json:"channelData,omitempty"`
 }
 

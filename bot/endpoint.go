@@ -285,6 +285,10 @@ func (b *Bot) onInvoke(t *activity.TurnContext) (schema.Activity, error) {
 			"type":       "application/vnd.microsoft.activity.message",
 			"value":      "Nothing to do here: open a view with its Open button, or write to me.",
 		}}
+	case "message/submitAction":
+		// Feedback on an answer; Teams wants 200 and an empty object.
+		b.onFeedback(b.ctx, &t.Activity)
+		ir = invokeResponse{Status: http.StatusOK, Body: map[string]any{}}
 	default:
 		ir = invokeResponse{Status: http.StatusOK, Body: map[string]any{}}
 	}

@@ -53,6 +53,31 @@ type refusal struct {
 // default). Nothing of the agent runs, and nothing of its data is sent,
 // for a refused message.
 func (b *Bot) gate(ctx context.Context, a *schema.Activity, p agent.Person) *refusal {
+	if r := b.gateIdentity(a, p); r != nil {
+		return r
+	}
+	if b.opts.Access == nil {
+		return nil
+	}
+	err := b.opts.Access.CanRun(ctx, access.Person{TenantID: p.TenantID, UserID: p.UserID, Name: p.Name}, b.agentID)
+	var de *access.DeniedError
+	switch {
+	case err == nil:
+		return nil
+	case errors.As(err, &de):
+		return &refusal{reason: RefusedPermission, card: cards.NotAllowed(de.Reason), tenant: p.TenantID, detail: de.Reason}
+	default:
+		if !errors.Is(err, access.ErrUnavailable) {
+			// Graph's own client has logged its failure already.
+			b.logger.Warn("access decision failed; message refused", "tenant", p.TenantID, "conversation", a.Conversation.ID, "err", err)
+		}
+		return &refusal{reason: RefusedUnavailable, card: cards.AccessUnavailable(), tenant: p.TenantID, detail: "the access decision could not be made"}
+	}
+}
+
+// gateIdentity is the first part of the gate, for every activity that a
+// person sends: the channel, the tenant, and a person to act for.
+func (b *Bot) gateIdentity(a *schema.Activity, p agent.Person) *refusal {
 	channels := servedChannels
 	if b.local {
 		channels = servedLocalChannels
@@ -73,23 +98,7 @@ func (b *Bot) gate(ctx context.Context, a *schema.Activity, p agent.Person) *ref
 	if p.TenantID == "" || p.UserID == "" {
 		return &refusal{reason: RefusedIdentity, card: cards.MissingIdentity(), tenant: p.TenantID}
 	}
-	if b.opts.Access == nil {
-		return nil
-	}
-	err := b.opts.Access.CanRun(ctx, access.Person{TenantID: p.TenantID, UserID: p.UserID, Name: p.Name}, b.agentID)
-	var de *access.DeniedError
-	switch {
-	case err == nil:
-		return nil
-	case errors.As(err, &de):
-		return &refusal{reason: RefusedPermission, card: cards.NotAllowed(de.Reason), tenant: p.TenantID, detail: de.Reason}
-	default:
-		if !errors.Is(err, access.ErrUnavailable) {
-			// Graph's own client has logged its failure already.
-			b.logger.Warn("access decision failed; message refused", "tenant", p.TenantID, "conversation", a.Conversation.ID, "err", err)
-		}
-		return &refusal{reason: RefusedUnavailable, card: cards.AccessUnavailable(), tenant: p.TenantID, detail: "the access decision could not be made"}
-	}
+	return nil
 }
 
 // serves reports whether messages of tenant make runs.

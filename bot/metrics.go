@@ -14,6 +14,7 @@ type metrics struct {
 	turnDuration     prometheus.Histogram
 	authFailures     *prometheus.CounterVec
 	connectorRetries prometheus.Counter
+	feedback         *prometheus.CounterVec
 }
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
@@ -35,12 +36,16 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Name: "teamsbot_bot_connector_retries_total",
 			Help: "Bot Connector calls retried after a 429 or 5xx.",
 		}),
+		feedback: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "teamsbot_bot_feedback_total",
+			Help: "Feedback on answers (Teams' feedback buttons), by reaction: like, dislike, unknown.",
+		}, []string{"reaction"}),
 	}
 	if reg == nil {
 		return m, nil
 	}
 	var errs []error
-	for _, c := range []prometheus.Collector{m.turns, m.turnDuration, m.authFailures, m.connectorRetries} {
+	for _, c := range []prometheus.Collector{m.turns, m.turnDuration, m.authFailures, m.connectorRetries, m.feedback} {
 		if err := reg.Register(c); err != nil {
 			errs = append(errs, err)
 		}

@@ -106,10 +106,10 @@ func (b *Bot) runTurn(a *schema.Activity, p agent.Person) {
 	if !timer.Stop() {
 		<-workingDone // workingID is read only after this
 	}
-	outcome, answer := b.chooseAnswer(a, p, ans, runErr)
+	outcome, answer, ai := b.chooseAnswer(a, p, ans, runErr)
 
 	<-typingDone
-	sent, err := b.deliver(ctx, a, workingID, answer)
+	sent, err := b.deliver(ctx, a, workingID, answer, ai)
 	if err != nil {
 		outcome = "failed"
 		b.logger.Error("answer not delivered", "tenant", p.TenantID, "conversation", a.Conversation.ID, "activity", a.ID, "run", ans.RunID, "err", err)
@@ -123,12 +123,13 @@ func (b *Bot) runTurn(a *schema.Activity, p agent.Person) {
 }
 
 // chooseAnswer decides what the person is sent for a finished run: the
-// answer's cards, or a failure card with a reference. The outcome is
-// "answered" or "failed", for the metrics.
-func (b *Bot) chooseAnswer(a *schema.Activity, p agent.Person, ans agent.Answer, runErr error) (string, []cards.Card) {
+// answer's cards, labelled as AI-generated with their sources, or a
+// failure card with a reference (no label: the service wrote it). The
+// outcome is "answered" or "failed", for the metrics.
+func (b *Bot) chooseAnswer(a *schema.Activity, p agent.Person, ans agent.Answer, runErr error) (string, []cards.Card, *aiAnswer) {
 	switch {
 	case runErr == nil:
-		return "answered", b.answerCards(ans)
+		return "answered", b.answerCards(ans), b.aiMarks(ans)
 	case errors.Is(runErr, agent.ErrModel) && len(ans.Views) > 0:
 		// The model failed after tools made views, which are stored and
 		// the person's: the card names them beside the agent's own words
@@ -136,7 +137,7 @@ func (b *Bot) chooseAnswer(a *schema.Activity, p agent.Person, ans agent.Answer,
 		// quote the model's error.
 		b.logger.Error("agent run failed after making views", "tenant", p.TenantID, "conversation", a.Conversation.ID, "activity", a.ID, "reference", ans.RunID, "views", len(ans.Views), "err", runErr)
 		ans.Notes = nil
-		return "failed", b.answerCards(ans)
+		return "failed", b.answerCards(ans), b.aiMarks(ans)
 	default:
 		// The card gives a reference, never the cause, which may carry
 		// internal detail; the log line has both.
@@ -145,7 +146,7 @@ func (b *Bot) chooseAnswer(a *schema.Activity, p agent.Person, ans agent.Answer,
 			ref = a.ID
 		}
 		b.logger.Error("agent run failed", "tenant", p.TenantID, "conversation", a.Conversation.ID, "activity", a.ID, "reference", ref, "err", runErr)
-		return "failed", []cards.Card{cards.RunFailed(ref)}
+		return "failed", []cards.Card{cards.RunFailed(ref)}, nil
 	}
 }
 
@@ -154,12 +155,15 @@ func (b *Bot) chooseAnswer(a *schema.Activity, p agent.Person, ans agent.Answer,
 // activities that carry the answer, in card order, kept so the cards can
 // be updated later. Should the connector not name a card's activity, only
 // the ids before it are kept: an id out of place would have a later update
-// put a card where another one was.
-func (b *Bot) deliver(ctx context.Context, a *schema.Activity, workingID string, answer []cards.Card) ([]string, error) {
+// put a card where another one was. ai, when set, labels each message.
+func (b *Bot) deliver(ctx context.Context, a *schema.Activity, workingID string, answer []cards.Card, ai *aiAnswer) ([]string, error) {
 	sent := make([]string, 0, len(answer))
 	gap := false
 	for i, c := range answer {
 		out := withCard(b.outgoing(a, schema.Message), c)
+		if ai != nil {
+			ai.mark(out, i == 0)
+		}
 		if i == 0 && workingID != "" {
 			err := b.conn.Update(ctx, a.ServiceURL, a.Conversation.ID, workingID, out)
 			if err == nil {

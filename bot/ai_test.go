@@ -1,0 +1,136 @@
+package bot
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/infracloudio/msbotbuilder-go/schema"
+
+	"teamsbot/agent"
+	"teamsbot/store"
+)
+
+// aiParts is what an answer carries for Teams' AI features, as Microsoft's
+// "Bot messages with AI-generated content" describes them.
+type aiParts struct {
+	Text     string `json:"text"`
+	Entities []struct {
+		Type           string   `json:"type"`
+		AtType         string   `json:"@type"`
+		AtContext      string   `json:"@context"`
+		AdditionalType []string `json:"additionalType"`
+		Citation       []struct {
+			AtType     string `json:"@type"`
+			Position   int    `json:"position"`
+			Appearance struct {
+				AtType   string   `json:"@type"`
+				Name     string   `json:"name"`
+				URL      string   `json:"url"`
+				Abstract string   `json:"abstract"`
+				Keywords []string `json:"keywords"`
+			} `json:"appearance"`
+		} `json:"citation"`
+	} `json:"entities"`
+	ChannelData struct {
+		FeedbackLoop struct {
+			Type string `json:"type"`
+		} `json:"feedbackLoop"`
+	} `json:"channelData"`
+}
+
+// Every answer is labelled as AI-generated, cites the tool results it relies
+// on (tool, server, and the view's page where the card can open it), and has
+// the feedback buttons; a failure card the service wrote has none of it.
+func TestAnswersCarryTheAILabelCitationsAndFeedback(t *testing.T) {
+	for _, base := range []string{httpsBaseURL, "http://localhost:3978"} {
+		h := newHarness(t, setup{publicBase: base})
+		h.send(h.message("groupChat", "19:ai@thread.v2", "act-ai-1", "/sales_report {}"))
+		reply, _ := replyTo(h.conn.waitFor(t, "the answer", hasReplyTo("act-ai-1")), "act-ai-1")
+		var got aiParts
+		if err := json.Unmarshal(reply.Raw, &got); err != nil {
+			t.Fatal(err)
+		}
+		if len(got.Entities) != 1 {
+			t.Fatalf("%s: %d entities, want the one root message entity: %s", base, len(got.Entities), reply.Raw)
+		}
+		e := got.Entities[0]
+		if e.Type != "https://schema.org/Message" || e.AtType != "Message" || e.AtContext != "https://schema.org" ||
+			len(e.AdditionalType) != 1 || e.AdditionalType[0] != "AIGeneratedContent" {
+			t.Errorf("%s: the message entity does not label the answer as AI-generated: %+v", base, e)
+		}
+		if got.ChannelData.FeedbackLoop.Type != "default" {
+			t.Errorf("%s: no feedback buttons: %s", base, reply.Raw)
+		}
+		if len(e.Citation) != 1 || got.Text != "Sources: [1]" {
+			t.Fatalf("%s: citations %+v with text %q, want one cited as [1]", base, e.Citation, got.Text)
+		}
+		c := e.Citation[0]
+		if c.AtType != "Claim" || c.Position != 1 || c.Appearance.AtType != "DigitalDocument" || c.Appearance.Name != "sales_report on demo" ||
+			len(c.Appearance.Name) > 80 || len(c.Appearance.Abstract) > 160 || len(c.Appearance.Keywords) > 3 {
+			t.Errorf("%s: citation %+v", base, c)
+		}
+		views, _, err := h.store.ActiveViews(context.Background(), testTenant, 10, "")
+		if base == httpsBaseURL {
+			if err != nil || len(views) != 1 || c.Appearance.URL != httpsBaseURL+"/mcp-apps/"+views[0].ID {
+				t.Errorf("the citation links %q, want the view's page (views %d, %v)", c.Appearance.URL, len(views), err)
+			}
+		} else if c.Appearance.URL != "" {
+			t.Errorf("with an http base the citation links %q; the card has no Open button either", c.Appearance.URL)
+		}
+	}
+
+	// A run that fails gets the service's failure card, which no model
+	// wrote: no label, no feedback buttons.
+	h := newHarness(t, setup{})
+	a := &schema.Activity{ID: "act-ai-2", Conversation: schema.ConversationAccount{ID: "a:ai-fail"}}
+	if _, cs, ai := h.bot.chooseAnswer(a, agent.Person{TenantID: testTenant}, agent.Answer{RunID: "run-1"}, errors.New("the model is down")); ai != nil || len(cs) != 1 {
+		t.Errorf("a failed run: %d cards, AI marks %+v; want the failure card alone, unlabelled", len(cs), ai)
+	}
+}
+
+// Teams' feedback buttons send a message/submitAction invoke: it is answered
+// 200 with an empty object and kept in the tenant's audit log as
+// bot.feedback with the reaction and the person's words; feedback from a
+// tenant the bot does not serve is not kept.
+func TestFeedbackInvokeIsStoredAndAudited(t *testing.T) {
+	h := newHarness(t, setup{})
+	send := func(id, tenant, reaction, words string) {
+		t.Helper()
+		inv := h.message("personal", "a:feedback", id, "")
+		inv["type"], inv["name"], inv["replyToId"] = "invoke", "message/submitAction", "answer-activity-7"
+		inv["value"] = map[string]any{"actionName": "feedback", "actionValue": map[string]any{
+			"reaction": reaction, "feedback": `{"feedbackText":"` + words + `"}`}}
+		if tenant != testTenant {
+			inv["channelData"] = map[string]any{"tenant": map[string]any{"id": tenant}}
+			inv["conversation"].(map[string]any)["tenantId"] = tenant
+		}
+		status, body := h.send(inv)
+		if status != http.StatusOK || strings.TrimSpace(body) != "{}" {
+			t.Errorf("feedback invoke: %d %q, want 200 and {}", status, body)
+		}
+	}
+	send("fb-1", testTenant, "dislike", "The total is wrong and the tone was rude.")
+	send("fb-2", "99999999-9999-4999-8999-999999999999", "like", "from elsewhere")
+
+	recs, err := h.store.Audit(context.Background(), store.AuditQuery{TenantID: testTenant, Action: AuditFeedback})
+	if err != nil || len(recs) != 1 {
+		t.Fatalf("bot.feedback records: %d, %v; want 1", len(recs), err)
+	}
+	r := recs[0]
+	if r.Actor != testUserOID || r.Fields["reaction"] != "dislike" || r.Fields["text"] != "The total is wrong and the tone was rude." ||
+		r.Fields["activity"] != "answer-activity-7" || r.Fields["conversation"] != "a:feedback" {
+		t.Errorf("feedback record %+v", r)
+	}
+	all, _ := h.store.Audit(context.Background(), store.AuditQuery{Action: AuditFeedback})
+	if len(all) != 1 {
+		t.Errorf("feedback from an unserved tenant was kept: %+v", all)
+	}
+	h.shutdown()
+	if n := len(h.conn.snapshot()); n != 0 {
+		t.Errorf("feedback made the bot send %d activities", n)
+	}
+}
