@@ -23,9 +23,8 @@ import (
 // Inbound authentication, as "Authenticate requests from the Bot Connector
 // service to your bot" (Bot Framework REST API documentation) describes it.
 const (
-	// Issuer is the only issuer the Bot Connector signs with.
-	Issuer = "https://api.botframework.com"
-	// DefaultOpenIDMetadataURL is the Bot Framework OpenID metadata document.
+	// DefaultOpenIDMetadataURL is the Bot Framework OpenID metadata
+	// document of the public cloud.
 	DefaultOpenIDMetadataURL = "https://login.botframework.com/v1/.well-known/openidconfiguration"
 
 	// clockSkew is the leeway the documentation allows on nbf and exp.
@@ -62,7 +61,7 @@ const (
 	ReasonUnknownKey = "unknown_key"
 	// ReasonSignature is a signature that does not verify with the key.
 	ReasonSignature = "signature"
-	// ReasonIssuer is an iss other than Issuer.
+	// ReasonIssuer is an iss other than the cloud's Bot Connector issuer.
 	ReasonIssuer = "issuer"
 	// ReasonAudience is an aud that does not hold the bot's app id.
 	ReasonAudience = "audience"
@@ -170,6 +169,7 @@ type verifiedToken struct {
 // tokens without exp.
 type Validator struct {
 	appID       string
+	issuer      string
 	metadataURL string
 	client      *http.Client
 	now         func() time.Time
@@ -196,6 +196,9 @@ type ValidatorOptions struct {
 	AppID string
 	// MetadataURL is the OpenID metadata; empty means DefaultOpenIDMetadataURL.
 	MetadataURL string
+	// Issuer is the iss tokens must carry; empty means the public cloud's
+	// Bot Connector, https://api.botframework.com.
+	Issuer string
 	// HTTPClient fetches the metadata and keys; nil means a client with
 	// timeouts.
 	HTTPClient *http.Client
@@ -214,6 +217,9 @@ func NewValidator(opts ValidatorOptions) (*Validator, error) {
 	if opts.MetadataURL == "" {
 		opts.MetadataURL = DefaultOpenIDMetadataURL
 	}
+	if opts.Issuer == "" {
+		opts.Issuer = publicCloud().Issuer
+	}
 	if opts.HTTPClient == nil {
 		opts.HTTPClient = newHTTPClient()
 	}
@@ -225,6 +231,7 @@ func NewValidator(opts ValidatorOptions) (*Validator, error) {
 	}
 	return &Validator{
 		appID:       opts.AppID,
+		issuer:      opts.Issuer,
 		metadataURL: opts.MetadataURL,
 		client:      opts.HTTPClient,
 		now:         opts.Now,
@@ -258,7 +265,7 @@ func (v *Validator) AuthenticateRequest(ctx context.Context, act schema.Activity
 		return nil, err
 	}
 	return auth.NewClaimIdentity(map[string]interface{}{
-		"iss":        Issuer,
+		"iss":        v.issuer,
 		"aud":        v.appID,
 		"serviceurl": serviceURL,
 	}, true), nil
@@ -344,8 +351,8 @@ func (v *Validator) verify(ctx context.Context, raw string) (verifiedToken, erro
 		}
 		return verifiedToken{}, authErr(ReasonSignature, "%v", err)
 	}
-	if claims.Issuer != Issuer {
-		return verifiedToken{}, authErr(ReasonIssuer, "issuer %q is not %s", claims.Issuer, Issuer)
+	if claims.Issuer != v.issuer {
+		return verifiedToken{}, authErr(ReasonIssuer, "issuer %q is not %s", claims.Issuer, v.issuer)
 	}
 	audOK := false
 	for _, a := range claims.Audience {

@@ -97,11 +97,14 @@ type Options struct {
 	// AppID is local mode: unauthenticated activities from loopback only,
 	// and no token sent with replies.
 	AppID, AppPassword, TenantID string
+	// Cloud is Microsoft's cloud the bot is registered in (CloudNamed);
+	// the zero value is the public cloud.
+	Cloud Cloud
 	// OpenIDMetadataURL is the Bot Framework OpenID metadata; empty means
-	// DefaultOpenIDMetadataURL.
+	// the cloud's.
 	OpenIDMetadataURL string
 	// TokenURL is the client-credentials token endpoint; empty means
-	// TokenURL(TenantID).
+	// Cloud.TokenURL(TenantID).
 	TokenURL string
 	// Agent runs the turns.
 	Agent *agent.Service
@@ -215,11 +218,14 @@ func New(opts Options) (*Bot, error) {
 	if opts.TurnTimeout <= 0 {
 		opts.TurnTimeout = DefaultTurnTimeout
 	}
+	if opts.Cloud.Name == "" {
+		opts.Cloud = publicCloud()
+	}
 	if opts.OpenIDMetadataURL == "" {
-		opts.OpenIDMetadataURL = DefaultOpenIDMetadataURL
+		opts.OpenIDMetadataURL = opts.Cloud.OpenIDMetadataURL
 	}
 	if opts.TokenURL == "" {
-		opts.TokenURL = TokenURL(opts.TenantID)
+		opts.TokenURL = opts.Cloud.TokenURL(opts.TenantID)
 	}
 	m, err := newMetrics(opts.Registerer)
 	if err != nil {
@@ -260,11 +266,11 @@ func New(opts Options) (*Bot, error) {
 	}
 	if !b.local {
 		b.conn.tokens = &tokenSource{
-			url: opts.TokenURL, appID: opts.AppID, password: opts.AppPassword,
+			url: opts.TokenURL, appID: opts.AppID, password: opts.AppPassword, scope: opts.Cloud.Scope,
 			client: &direct, now: opts.Now, logger: opts.Logger, life: b.ctx,
 		}
 		b.validator, err = NewValidator(ValidatorOptions{
-			AppID: opts.AppID, MetadataURL: opts.OpenIDMetadataURL,
+			AppID: opts.AppID, MetadataURL: opts.OpenIDMetadataURL, Issuer: opts.Cloud.Issuer,
 			HTTPClient: opts.HTTPClient, Now: opts.Now, Logger: opts.Logger,
 		})
 		if err != nil {

@@ -818,12 +818,54 @@ func TestServiceURLRules(t *testing.T) {
 	}
 }
 
-func TestTokenURL(t *testing.T) {
-	if got := TokenURL(""); got != "https://login.microsoftonline.com/botframework.com/oauth2/v2.0/token" {
-		t.Error(got)
+// Each TICKETIQ_BOT_CLOUD name gives Microsoft's endpoints of that cloud,
+// as the Teams SDK's cloud environments and Bot Service's "Configure Bot
+// Framework bots for US Government customers" list them.
+func TestCloudsGiveTheirDocumentedEndpoints(t *testing.T) {
+	for name, want := range map[string][5]string{ // issuer, metadata, scope, multi-tenant token URL, Graph
+		"": {"https://api.botframework.com", "https://login.botframework.com/v1/.well-known/openidconfiguration", "https://api.botframework.com/.default",
+			"https://login.microsoftonline.com/botframework.com/oauth2/v2.0/token", "https://graph.microsoft.com/v1.0"},
+		"Public": {"https://api.botframework.com", "https://login.botframework.com/v1/.well-known/openidconfiguration", "https://api.botframework.com/.default",
+			"https://login.microsoftonline.com/botframework.com/oauth2/v2.0/token", "https://graph.microsoft.com/v1.0"},
+		"usgov": {"https://api.botframework.us", "https://login.botframework.azure.us/v1/.well-known/openidconfiguration", "https://api.botframework.us/.default",
+			"https://login.microsoftonline.us/MicrosoftServices.onmicrosoft.us/oauth2/v2.0/token", "https://graph.microsoft.us/v1.0"},
+		"USGovDoD": {"https://api.botframework.us", "https://login.botframework.azure.us/v1/.well-known/openidconfiguration", "https://api.botframework.us/.default",
+			"https://login.microsoftonline.us/MicrosoftServices.onmicrosoft.us/oauth2/v2.0/token", "https://dod-graph.microsoft.us/v1.0"},
+		"china": {"https://api.botframework.azure.cn", "https://login.botframework.azure.cn/v1/.well-known/openidconfiguration", "https://api.botframework.azure.cn/.default",
+			"https://login.partner.microsoftonline.cn/microsoftservices.partner.onmschina.cn/oauth2/v2.0/token", "https://microsoftgraph.chinacloudapi.cn/v1.0"},
+	} {
+		c, err := CloudNamed(name)
+		if err != nil {
+			t.Fatalf("CloudNamed(%q): %v", name, err)
+		}
+		if got := [5]string{c.Issuer, c.OpenIDMetadataURL, c.Scope, c.TokenURL(""), c.GraphBaseURL}; got != want {
+			t.Errorf("cloud %q:\n got %q\nwant %q", name, got, want)
+		}
+		if got, want := c.TokenURL(testTenant), strings.TrimSuffix(want[3], c.LoginTenant+"/oauth2/v2.0/token")+testTenant+"/oauth2/v2.0/token"; got != want {
+			t.Errorf("cloud %q single-tenant token URL %q, want %q", name, got, want)
+		}
 	}
-	if got := TokenURL(testTenant); got != "https://login.microsoftonline.com/"+testTenant+"/oauth2/v2.0/token" {
-		t.Error(got)
+	if _, err := CloudNamed("gcc"); err == nil || !strings.Contains(err.Error(), "public, usgov, usgovdod, china") {
+		t.Errorf("an unknown cloud: %v", err)
+	}
+}
+
+// A bot in GCC High takes only tokens of that cloud's Bot Connector and
+// asks that cloud's scope for its own token: a public-cloud token is
+// refused, an answer goes out with the GCC High token.
+func TestGovernmentCloudBotOnTheWire(t *testing.T) {
+	h := newHarness(t, setup{cloud: CloudUSGov})
+	claims := h.claims()
+	claims["iss"] = "https://api.botframework.com"
+	if status, _ := h.post(h.message("personal", "a:gov", "gov-0", "/tools"), "Bearer "+h.token(claims)); status != http.StatusUnauthorized {
+		t.Errorf("a public-cloud token in GCC High: %d, want 401", status)
+	}
+	if status, body := h.send(h.message("personal", "a:gov", "gov-1", "/tools")); status != http.StatusAccepted {
+		t.Fatalf("a GCC High token: %d %s", status, body)
+	}
+	reply, _ := replyTo(h.conn.waitFor(t, "the answer", hasReplyTo("gov-1")), "gov-1")
+	if !strings.HasPrefix(reply.Auth, "Bearer bot-token-") {
+		t.Errorf("the answer went out with %q: the token endpoint refused the GCC High scope?", reply.Auth)
 	}
 }
 

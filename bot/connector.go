@@ -26,9 +26,6 @@ import (
 // (API reference - Bot Service) and "Authenticate requests from your bot to
 // the Bot Connector service".
 const (
-	// Scope is the OAuth scope of the bot's client-credentials token.
-	Scope = "https://api.botframework.com/.default"
-
 	// tokenEarly renews the bot token this long before it expires.
 	tokenEarly = 5 * time.Minute
 	// maxRetries bounds retries of one connector call on 429 and 5xx.
@@ -51,16 +48,6 @@ var (
 	// ErrConnector means the Bot Connector refused or failed a call.
 	ErrConnector = errors.New("bot: connector call failed")
 )
-
-// TokenURL returns the client-credentials token endpoint for the bot's
-// tenant: the single-tenant endpoint of tenantID, or the botframework.com
-// tenant used by multi-tenant bots when tenantID is empty.
-func TokenURL(tenantID string) string {
-	if tenantID == "" {
-		tenantID = "botframework.com"
-	}
-	return "https://login.microsoftonline.com/" + url.PathEscape(tenantID) + "/oauth2/v2.0/token"
-}
 
 // newHTTPClient returns a client with timeouts at every step and enough
 // idle connections per host that concurrent turns reuse them instead of
@@ -87,6 +74,7 @@ func newHTTPClient() *http.Client {
 // Concurrent callers share one fetch.
 type tokenSource struct {
 	url, appID, password string
+	scope                string
 	client               *http.Client
 	now                  func() time.Time
 	logger               *slog.Logger
@@ -176,7 +164,7 @@ func (ts *tokenSource) fetch(ctx context.Context) (string, time.Time, error) {
 		"grant_type":    {"client_credentials"},
 		"client_id":     {ts.appID},
 		"client_secret": {ts.password},
-		"scope":         {Scope},
+		"scope":         {ts.scope},
 	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, ts.url, strings.NewReader(form.Encode()))
 	if err != nil {

@@ -140,6 +140,9 @@ type fakeTokenEndpoint struct {
 	srv              *httptest.Server
 	tenant           string
 	clientID, secret string
+	// scope is the one scope it grants: the public cloud's Bot Connector
+	// unless a test sets another cloud's before the first request.
+	scope string
 
 	mu     sync.Mutex
 	calls  int
@@ -149,7 +152,7 @@ type fakeTokenEndpoint struct {
 }
 
 func newFakeTokenEndpoint(t testing.TB, tenant, clientID, secret string) *fakeTokenEndpoint {
-	f := &fakeTokenEndpoint{tenant: tenant, clientID: clientID, secret: secret}
+	f := &fakeTokenEndpoint{tenant: tenant, clientID: clientID, secret: secret, scope: "https://api.botframework.com/.default"}
 	f.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method != http.MethodPost || r.URL.Path != "/"+f.tenant+"/oauth2/v2.0/token" {
 			writeJSON(w, http.StatusNotFound, map[string]any{"error": "not_found"})
@@ -181,7 +184,7 @@ func newFakeTokenEndpoint(t testing.TB, tenant, clientID, secret string) *fakeTo
 		switch {
 		case r.PostForm.Get("grant_type") != "client_credentials":
 			writeJSON(w, http.StatusBadRequest, map[string]any{"error": "unsupported_grant_type"})
-		case r.PostForm.Get("scope") != "https://api.botframework.com/.default":
+		case r.PostForm.Get("scope") != f.scope:
 			writeJSON(w, http.StatusBadRequest, map[string]any{"error": "invalid_scope"})
 		case r.PostForm.Get("client_id") != f.clientID || r.PostForm.Get("client_secret") != f.secret:
 			writeJSON(w, http.StatusUnauthorized, map[string]any{"error": "invalid_client", "error_description": "AADSTS7000215: Invalid client secret provided."})

@@ -49,6 +49,7 @@ type setup struct {
 	publicBase   string
 	workingAfter time.Duration
 	tokenURL     string
+	cloud        string // TICKETIQ_BOT_CLOUD; empty: public
 	builtins     map[string]func() *mcp.Server
 	servers      []agent.ServerConfig
 	realClock    bool
@@ -136,6 +137,7 @@ type harness struct {
 	logs   *syncBuffer
 	reg    *prometheus.Registry
 	client *http.Client
+	issuer string // the iss of the Bot Connector's tokens in the bot's cloud
 }
 
 func newHarness(t testing.TB, s setup) *harness {
@@ -208,6 +210,11 @@ func newHarness(t testing.TB, s setup) *harness {
 		h.tokens = newFakeTokenEndpoint(t, testTenant, testAppID, testSecret)
 		h.conn = newFakeConnector(t, h.tokens)
 		opts.AppID, opts.AppPassword, opts.TenantID = testAppID, testSecret, testTenant
+		cloud, err := CloudNamed(s.cloud)
+		if err != nil {
+			t.Fatal(err)
+		}
+		opts.Cloud, h.tokens.scope, h.issuer = cloud, cloud.Scope, cloud.Issuer
 		opts.AllowedTenants = []string{testTenant}
 		opts.OpenIDMetadataURL = h.bf.metadataURL()
 		opts.TokenURL = h.tokens.url()
@@ -245,7 +252,7 @@ func newHarness(t testing.TB, s setup) *harness {
 func (h *harness) claims() jwt.MapClaims {
 	now := h.now()
 	return jwt.MapClaims{
-		"iss":        Issuer,
+		"iss":        h.issuer,
 		"aud":        testAppID,
 		"exp":        now.Add(time.Hour).Unix(),
 		"nbf":        now.Add(-time.Minute).Unix(),

@@ -16,6 +16,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"teamsbot/agent"
+	"teamsbot/bot"
 	"teamsbot/internal/guid"
 	"teamsbot/internal/netaddr"
 	"teamsbot/internal/textclip"
@@ -33,8 +34,11 @@ type config struct {
 	BotAppID             string
 	BotAppPassword       string // secret
 	BotTenantID          string
+	// BotCloud is Microsoft's cloud of the bot (TICKETIQ_BOT_CLOUD): the
+	// defaults of the metadata, token and Graph URLs come from it.
+	BotCloud             bot.Cloud
 	BotOpenIDMetadataURL string
-	BotTokenURL          string // empty: derived from the tenant
+	BotTokenURL          string // empty: derived from the cloud and the tenant
 	// BotAllowedTenants are the tenants whose messages make runs.
 	BotAllowedTenants []string
 
@@ -60,6 +64,8 @@ type config struct {
 type envVar struct {
 	name, def string
 	secret    bool
+	// fromCloud: unset, the value is TICKETIQ_BOT_CLOUD's.
+	fromCloud bool
 }
 
 // envVars lists every variable the service reads, in the order README shows.
@@ -72,15 +78,16 @@ var envVars = []envVar{
 	{name: "TICKETIQ_BOT_APP_ID"},
 	{name: "TICKETIQ_BOT_APP_PASSWORD", secret: true},
 	{name: "TICKETIQ_BOT_TENANT_ID"},
-	{name: "TICKETIQ_BOT_OPENID_METADATA_URL", def: "https://login.botframework.com/v1/.well-known/openidconfiguration"},
+	{name: "TICKETIQ_BOT_CLOUD", def: bot.CloudPublic},
+	{name: "TICKETIQ_BOT_OPENID_METADATA_URL", fromCloud: true},
 	{name: "TICKETIQ_BOT_TOKEN_URL"},
 	{name: "TICKETIQ_BOT_ALLOWED_TENANTS"},
 	{name: "TICKETIQ_OIDC_ISSUER"},
 	{name: "TICKETIQ_OIDC_CLIENT_ID"},
 	{name: "TICKETIQ_OIDC_CLIENT_SECRET", secret: true},
 	{name: "TICKETIQ_OIDC_ALLOWED_TENANTS"},
-	{name: "TICKETIQ_GRAPH_BASE_URL", def: "https://graph.microsoft.com/v1.0"},
-	{name: "TICKETIQ_GRAPH_TOKEN_URL", def: "https://login.microsoftonline.com/{tenant}/oauth2/v2.0/token"},
+	{name: "TICKETIQ_GRAPH_BASE_URL", fromCloud: true},
+	{name: "TICKETIQ_GRAPH_TOKEN_URL", fromCloud: true},
 	{name: "TICKETIQ_CONFIG"},
 	{name: "TICKETIQ_AUDIT_RETENTION", def: "90d"},
 	{name: "TICKETIQ_RUN_RETENTION", def: "30d"},
@@ -119,6 +126,23 @@ func loadConfig(getenv func(string) string) (config, error) {
 	}
 
 	var err error
+	if c.BotCloud, err = bot.CloudNamed(get("TICKETIQ_BOT_CLOUD")); err != nil {
+		errs = append(errs, fmt.Errorf("TICKETIQ_BOT_CLOUD: %w", err))
+	} else {
+		// Each URL the operator left unset is the cloud's.
+		for _, d := range []struct {
+			value *string
+			cloud string
+		}{
+			{&c.BotOpenIDMetadataURL, c.BotCloud.OpenIDMetadataURL},
+			{&c.GraphBaseURL, c.BotCloud.GraphBaseURL},
+			{&c.GraphTokenURL, c.BotCloud.GraphTokenURL()},
+		} {
+			if *d.value == "" {
+				*d.value = d.cloud
+			}
+		}
+	}
 	if c.Addr, err = netaddr.ParseListen(get("TICKETIQ_ADDR")); err != nil {
 		errs = append(errs, fmt.Errorf("TICKETIQ_ADDR: %w", err))
 	}
@@ -319,7 +343,11 @@ func (c config) write(w io.Writer, getenv func(string) string) error {
 	for _, v := range envVars {
 		val := strings.TrimSpace(getenv(v.name))
 		src := "set"
-		if val == "" {
+		switch {
+		case val != "":
+		case v.fromCloud:
+			val, src = c.cloudDefault(v.name), "default of the "+c.BotCloud.Name+" cloud"
+		default:
 			val, src = v.def, "default"
 		}
 		if v.secret && val != "" {
@@ -330,6 +358,19 @@ func (c config) write(w io.Writer, getenv func(string) string) error {
 	sort.Strings(lines)
 	_, err := fmt.Fprintln(w, strings.Join(lines, "\n"))
 	return err
+}
+
+// cloudDefault is the value a fromCloud variable takes when unset.
+func (c config) cloudDefault(name string) string {
+	switch name {
+	case "TICKETIQ_BOT_OPENID_METADATA_URL":
+		return c.BotCloud.OpenIDMetadataURL
+	case "TICKETIQ_GRAPH_BASE_URL":
+		return c.BotCloud.GraphBaseURL
+	case "TICKETIQ_GRAPH_TOKEN_URL":
+		return c.BotCloud.GraphTokenURL()
+	}
+	panic("cloudDefault: " + name + " has no cloud default") // a programming error, caught by tests
 }
 
 // signInMode names how people sign in to open views.
@@ -350,6 +391,7 @@ func (c config) logAttrs() []any {
 		"addr", c.Addr.String(),
 		"data", c.DataDir,
 		"public_base_url", c.PublicBaseURL.String(),
+		"bot_cloud", c.BotCloud.Name,
 		"mcp_apps", c.AppsEnabled,
 		"bot_mode", map[bool]string{true: "local (loopback only)", false: "Bot Framework"}[c.BotAppID == ""],
 		"bot_tenants", c.BotAllowedTenants,

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -282,5 +283,36 @@ func TestConfigRetention(t *testing.T) {
 		if _, err := loadConfig(envOf(map[string]string{"TICKETIQ_AUDIT_RETENTION": bad})); err == nil || !strings.Contains(err.Error(), "TICKETIQ_AUDIT_RETENTION") {
 			t.Errorf("%q: %v", bad, err)
 		}
+	}
+}
+
+// TICKETIQ_BOT_CLOUD sets the bot's inbound metadata and the Graph
+// endpoints together; a variable set by hand still wins; an unknown cloud
+// is named with the choices.
+func TestConfigCloud(t *testing.T) {
+	c, err := loadConfig(envOf(map[string]string{"TICKETIQ_BOT_CLOUD": "USGov"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.BotCloud.Issuer != "https://api.botframework.us" || c.BotOpenIDMetadataURL != "https://login.botframework.azure.us/v1/.well-known/openidconfiguration" ||
+		c.GraphBaseURL != "https://graph.microsoft.us/v1.0" || c.GraphTokenURL != "https://login.microsoftonline.us/{tenant}/oauth2/v2.0/token" {
+		t.Errorf("usgov: %+v", c)
+	}
+	c, err = loadConfig(envOf(map[string]string{"TICKETIQ_BOT_CLOUD": "china", "TICKETIQ_GRAPH_BASE_URL": "https://graph.example.cn/v1.0"}))
+	if err != nil || c.GraphBaseURL != "https://graph.example.cn/v1.0" || c.BotOpenIDMetadataURL != "https://login.botframework.azure.cn/v1/.well-known/openidconfiguration" {
+		t.Errorf("china with a Graph URL of its own: %+v, %v", c, err)
+	}
+	if c, err := loadConfig(envOf(nil)); err != nil || c.BotCloud.Name != "public" || c.GraphBaseURL != "https://graph.microsoft.com/v1.0" {
+		t.Errorf("default cloud: %+v, %v", c.BotCloud, err)
+	}
+	if _, err := loadConfig(envOf(map[string]string{"TICKETIQ_BOT_CLOUD": "gcc"})); err == nil || !strings.Contains(err.Error(), "TICKETIQ_BOT_CLOUD") || !strings.Contains(err.Error(), "usgovdod") {
+		t.Errorf("an unknown cloud: %v", err)
+	}
+	var out bytes.Buffer
+	if err := run(t.Context(), []string{"teamsbot", "config"}, envOf(map[string]string{"TICKETIQ_BOT_CLOUD": "usgovdod"}), &out, io.Discard); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out.String(), `TICKETIQ_GRAPH_BASE_URL="https://dod-graph.microsoft.us/v1.0"`+"\t(default of the usgovdod cloud)") {
+		t.Errorf("teamsbot config does not show the cloud's Graph URL:\n%s", out.String())
 	}
 }

@@ -129,6 +129,7 @@ func serve(ctx context.Context, cfg config, getenv func(string) string, logger *
 		AppID:             cfg.BotAppID,
 		AppPassword:       cfg.BotAppPassword,
 		TenantID:          cfg.BotTenantID,
+		Cloud:             cfg.BotCloud,
 		OpenIDMetadataURL: cfg.BotOpenIDMetadataURL,
 		TokenURL:          cfg.BotTokenURL,
 		Agent:             agents,
