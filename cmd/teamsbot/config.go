@@ -31,9 +31,9 @@ type config struct {
 	SandboxBaseURL netaddr.Origin // zero: the public base URL serves the frames too
 	AppsEnabled    bool
 
-	BotAppID             string
-	BotAppPassword       string // secret
-	BotTenantID          string
+	BotAppID       string
+	BotAppPassword string // secret
+	BotTenantID    string
 	// BotCloud is Microsoft's cloud of the bot (TICKETIQ_BOT_CLOUD): the
 	// defaults of the metadata, token and Graph URLs come from it.
 	BotCloud             bot.Cloud
