@@ -263,6 +263,13 @@ func New(opts Options) (*Bot, error) {
 		logger:        opts.Logger,
 		metrics:       m,
 		sleep:         sleepCtx,
+		// Pacing is about the Bot Connector's clock, the real one.
+		pacer: newPacer(time.Now, sleepCtx, func(waiting int, limit string) {
+			m.sendQueue.Set(float64(waiting))
+			if limit != "" {
+				m.paced.WithLabelValues(limit).Inc()
+			}
+		}),
 	}
 	if !b.local {
 		b.conn.tokens = &tokenSource{

@@ -219,6 +219,8 @@ type connector struct {
 	logger        *slog.Logger
 	metrics       *metrics
 	sleep         func(ctx context.Context, d time.Duration) error
+	// pacer keeps sends under Teams' rate limits; nil sends at once.
+	pacer *pacer
 }
 
 // outActivity is what the bot sends. It is not schema.Activity because that
@@ -303,7 +305,7 @@ func (c *connector) Send(ctx context.Context, serviceURL, conversationID, replyT
 	}
 	a.ReplyToID = replyToID
 	var rr schema.ResourceResponse
-	if err := c.do(ctx, http.MethodPost, target, a, &rr); err != nil {
+	if err := c.do(ctx, serviceURL+"\x00"+conversationID, http.MethodPost, target, a, &rr); err != nil {
 		return "", err
 	}
 	return rr.ID, nil
@@ -318,7 +320,7 @@ func (c *connector) Update(ctx context.Context, serviceURL, conversationID, acti
 	if err != nil {
 		return err
 	}
-	return c.do(ctx, http.MethodPut, target, a, nil)
+	return c.do(ctx, serviceURL+"\x00"+conversationID, http.MethodPut, target, a, nil)
 }
 
 // Remove deletes an activity the bot sent before ("Delete activity").
@@ -330,12 +332,26 @@ func (c *connector) Remove(ctx context.Context, serviceURL, conversationID, acti
 	if err != nil {
 		return err
 	}
-	return c.do(ctx, http.MethodDelete, target, nil, nil)
+	return c.do(ctx, serviceURL+"\x00"+conversationID, http.MethodDelete, target, nil, nil)
 }
 
-// do sends one call with retries on 429 and 5xx, honouring Retry-After,
-// and never waits past ctx's deadline.
-func (c *connector) do(ctx context.Context, method, target string, body any, out any) error {
+// retryable are the answers Microsoft asks bots to retry ("Optimize your
+// bot with rate limiting in Teams": 429, and 412, 502 and 504), with 503,
+// which says the same. A 500 is not retried: the connector may have taken
+// the activity, and a second post would show it twice; a 403 (the bot was
+// removed or blocked) is final.
+func retryable(status int) bool {
+	switch status {
+	case http.StatusTooManyRequests, http.StatusPreconditionFailed, http.StatusBadGateway, http.StatusServiceUnavailable, http.StatusGatewayTimeout:
+		return true
+	}
+	return false
+}
+
+// do sends one call to a conversation (conv: its service URL and id) with
+// retries of the retryable answers, honouring Retry-After, and never waits
+// past ctx's deadline. Every attempt takes its turn in the pacer first.
+func (c *connector) do(ctx context.Context, conv, method, target string, body any, out any) error {
 	var payload []byte
 	if body != nil {
 		var err error
@@ -350,6 +366,11 @@ func (c *connector) do(ctx context.Context, method, target string, body any, out
 			var err error
 			if tok, err = c.tokens.Token(ctx); err != nil {
 				return err
+			}
+		}
+		if c.pacer != nil {
+			if err := c.pacer.wait(ctx, tenantOf(ctx), conv); err != nil {
+				return fmt.Errorf("%w: %s %s: waiting for the conversation's send rate: %w", ErrConnector, method, redactPath(target), err)
 			}
 		}
 		req, err := http.NewRequestWithContext(ctx, method, target, bytes.NewReader(payload))
@@ -386,7 +407,8 @@ func (c *connector) do(ctx context.Context, method, target string, body any, out
 			c.tokens.invalidate(tok)
 			refreshed = true
 			continue
-		case resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode >= 500:
+		case retryable(resp.StatusCode):
+			c.metrics.throttled.WithLabelValues(strconv.Itoa(resp.StatusCode)).Inc()
 			if attempt >= maxRetries {
 				return fmt.Errorf("%w: %s %s: status %d after %d retries", ErrConnector, method, redactPath(target), resp.StatusCode, attempt)
 			}

@@ -167,13 +167,13 @@ func sendOne(c *connector, ctx context.Context, serviceURL string) (string, erro
 	return c.Send(ctx, serviceURL, "a:conv", "", &outActivity{Type: "message", Text: "hi"})
 }
 
-// 5xx answers are retried like 429: after the Retry-After the connector
-// gives, in seconds or as a date, or else after an exponential backoff with
-// jitter.
+// The answers Microsoft asks bots to retry (429, 412, 502, 504, and 503)
+// are retried after the Retry-After the connector gives, in seconds or as a
+// date, or else after an exponential backoff with jitter.
 func TestConnectorRetriesServerErrors(t *testing.T) {
 	s := newScriptedConnector(t,
 		scripted{status: 503},
-		scripted{status: 500, retryAfter: "2"},
+		scripted{status: 412, retryAfter: "2"},
 		scripted{status: 502, retryAfter: time.Now().Add(time.Hour).UTC().Format(http.TimeFormat)},
 		scripted{status: 429},
 		scripted{status: http.StatusCreated},
@@ -219,13 +219,23 @@ func TestConnectorRetriesAreBounded(t *testing.T) {
 		t.Errorf("waits %v, want %d", *waits, maxRetries)
 	}
 
-	bad := newScriptedConnector(t, scripted{status: http.StatusBadRequest})
-	c, waits = testConnector(t)
-	if _, err := sendOne(c, context.Background(), bad.srv.URL); !errors.Is(err, ErrConnector) {
-		t.Fatalf("Send = %v, want ErrConnector", err)
+	// A 400, a 403 (the bot was removed or blocked: final) and a 500 (the
+	// activity may have been taken: a second post could show it twice)
+	// are not retried; 504 is, like 412 and 502.
+	for _, status := range []int{http.StatusBadRequest, http.StatusForbidden, http.StatusInternalServerError} {
+		bad := newScriptedConnector(t, scripted{status: status})
+		c, waits = testConnector(t)
+		if _, err := sendOne(c, context.Background(), bad.srv.URL); !errors.Is(err, ErrConnector) {
+			t.Fatalf("%d: Send = %v, want ErrConnector", status, err)
+		}
+		if n := bad.callCount(); n != 1 || len(*waits) != 0 {
+			t.Errorf("%d: %d calls, waits %v; want 1 call, no wait", status, n, *waits)
+		}
 	}
-	if n := bad.callCount(); n != 1 || len(*waits) != 0 {
-		t.Errorf("400: %d calls, waits %v; want 1 call, no wait", n, *waits)
+	gw := newScriptedConnector(t, scripted{status: http.StatusGatewayTimeout}, scripted{status: http.StatusCreated})
+	c, _ = testConnector(t)
+	if _, err := sendOne(c, context.Background(), gw.srv.URL); err != nil || gw.callCount() != 2 {
+		t.Errorf("504 then 201: %v after %d calls; want success after a retry", err, gw.callCount())
 	}
 }
 

@@ -233,7 +233,8 @@ type received struct {
 	ConversationID string
 	ActivityID     string // reply-to id for POST, the updated id for PUT
 	Auth           string
-	AssignedID     string // the id the connector answered with
+	AssignedID     string    // the id the connector answered with
+	At             time.Time // when the call arrived, by the real clock
 	Activity       sentActivity
 	Raw            json.RawMessage
 }
@@ -306,7 +307,7 @@ func (f *fakeConnector) serve(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusUnauthorized, map[string]any{"error": map[string]any{"code": "Unauthorized", "message": "bad token"}})
 		return
 	}
-	rc := received{Method: r.Method, ConversationID: parts[0], Auth: auth}
+	rc := received{Method: r.Method, ConversationID: parts[0], Auth: auth, At: time.Now()}
 	if len(parts) == 3 {
 		rc.ActivityID = parts[2]
 	}

@@ -15,6 +15,9 @@ type metrics struct {
 	authFailures     *prometheus.CounterVec
 	connectorRetries prometheus.Counter
 	feedback         *prometheus.CounterVec
+	throttled        *prometheus.CounterVec
+	sendQueue        prometheus.Gauge
+	paced            *prometheus.CounterVec
 }
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
@@ -36,6 +39,18 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Name: "teamsbot_bot_connector_retries_total",
 			Help: "Bot Connector calls retried after a 429 or 5xx.",
 		}),
+		throttled: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "teamsbot_bot_connector_throttled_total",
+			Help: "Bot Connector answers that asked for a retry, by status: 429 (throttled), 412, 502, 503, 504.",
+		}, []string{"status"}),
+		sendQueue: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "teamsbot_bot_send_queue_depth",
+			Help: "Sends waiting for their turn under Teams' per-conversation and per-tenant rate limits.",
+		}),
+		paced: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "teamsbot_bot_sends_paced_total",
+			Help: "Sends held back to stay under Teams' rate limits, by the limit that held them: conversation or tenant.",
+		}, []string{"limit"}),
 		feedback: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "teamsbot_bot_feedback_total",
 			Help: "Feedback on answers (Teams' feedback buttons), by reaction: like, dislike, unknown.",
@@ -45,7 +60,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		return m, nil
 	}
 	var errs []error
-	for _, c := range []prometheus.Collector{m.turns, m.turnDuration, m.authFailures, m.connectorRetries, m.feedback} {
+	for _, c := range []prometheus.Collector{m.turns, m.turnDuration, m.authFailures, m.connectorRetries, m.feedback, m.throttled, m.sendQueue, m.paced} {
 		if err := reg.Register(c); err != nil {
 			errs = append(errs, err)
 		}

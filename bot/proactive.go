@@ -25,7 +25,7 @@ func (b *Bot) SendProactive(ctx context.Context, key string, c cards.Card) (stri
 	if err != nil {
 		return "", fmt.Errorf("bot: proactive send to %s: %w", key, err)
 	}
-	id, err := b.conn.Send(ctx, ref.ServiceURL, ref.ConversationID, "", out)
+	id, err := b.conn.Send(withTenant(ctx, ref.TenantID), ref.ServiceURL, ref.ConversationID, "", out)
 	if err != nil {
 		return "", fmt.Errorf("bot: proactive send to %s: %w", key, err)
 	}
@@ -37,7 +37,7 @@ func (b *Bot) SendProactive(ctx context.Context, key string, c cards.Card) (stri
 func (b *Bot) UpdateProactive(ctx context.Context, key, activityID string, c cards.Card) error {
 	ref, out, err := b.proactive(ctx, key, c)
 	if err == nil {
-		err = b.conn.Update(ctx, ref.ServiceURL, ref.ConversationID, activityID, out)
+		err = b.conn.Update(withTenant(ctx, ref.TenantID), ref.ServiceURL, ref.ConversationID, activityID, out)
 	}
 	if err != nil {
 		return fmt.Errorf("bot: proactive update in %s: %w", key, err)

@@ -58,7 +58,7 @@ func (b *Bot) onMessage(t *activity.TurnContext) (schema.Activity, error) {
 // card posted once the run has taken WorkingAfter.
 func (b *Bot) runTurn(a *schema.Activity, p agent.Person) {
 	start := b.now()
-	ctx, cancel := context.WithTimeout(b.ctx, b.opts.TurnTimeout)
+	ctx, cancel := context.WithTimeout(withTenant(b.ctx, p.TenantID), b.opts.TurnTimeout)
 	defer cancel()
 
 	// Without a token or a usable serviceUrl nothing can reach the
@@ -193,7 +193,7 @@ func (b *Bot) outgoing(a *schema.Activity, typ schema.ActivityTypes) *outActivit
 
 // sendCard sends one card in reply to a, outside a turn.
 func (b *Bot) sendCard(a *schema.Activity, c cards.Card) {
-	ctx, cancel := context.WithTimeout(b.ctx, sendTimeout)
+	ctx, cancel := context.WithTimeout(withTenant(b.ctx, channelTenant(a)), sendTimeout)
 	defer cancel()
 	out := withCard(b.outgoing(a, schema.Message), c)
 	if _, err := b.conn.Send(ctx, a.ServiceURL, a.Conversation.ID, a.ID, out); err != nil {

@@ -1,0 +1,170 @@
+package bot
+
+import (
+	"context"
+	"sync"
+	"time"
+)
+
+// Sends are paced below the limits in Microsoft's "Optimize your bot with
+// rate limiting in Teams": per bot per conversation at most 7 operations in
+// 1 s, 8 in 2 s, 60 in 30 s and 1,800 in an hour, and per app per tenant 30
+// requests a second. The pacer keeps a margin under each, in count and in
+// time (each window a twentieth longer, as the connector's clock is not
+// ours), so that a burst of answers never meets a 429 of its own making.
+func conversationWindows() []window {
+	return []window{{1050 * time.Millisecond, 6}, {2100 * time.Millisecond, 7}, {31500 * time.Millisecond, 55}, {63 * time.Minute, 1700}}
+}
+
+func tenantWindows() []window { return []window{{1050 * time.Millisecond, 25}} }
+
+// window is a limit: at most n operations in any span of d.
+type window struct {
+	d time.Duration
+	n int
+}
+
+// maxPacedKeys bounds the conversations and tenants the pacer remembers;
+// past it, those idle for the longest window are forgotten.
+const maxPacedKeys = 50_000
+
+// pacer hands out send times, one queue per conversation and one per
+// tenant. A conversation's sends wait only for its own queue and its
+// tenant's, so one busy channel never delays another conversation beyond
+// the tenant's share.
+type pacer struct {
+	now                        func() time.Time
+	sleep                      func(context.Context, time.Duration) error
+	conversation, tenantLimits []window
+
+	mu      sync.Mutex
+	queues  map[string]*paceQueue
+	waiting int // sends waiting for their time, for the metrics
+	onWait  func(waiting int, kind string)
+}
+
+// paceQueue holds the times handed out for one key, oldest first, as long
+// as the longest window can still count them.
+type paceQueue struct {
+	times   []time.Time
+	windows []window
+}
+
+func newPacer(now func() time.Time, sleep func(context.Context, time.Duration) error, onWait func(int, string)) *pacer {
+	return &pacer{now: now, sleep: sleep, queues: map[string]*paceQueue{}, onWait: onWait,
+		conversation: conversationWindows(), tenantLimits: tenantWindows()}
+}
+
+// wait blocks until one more operation may go to conversation (of
+// tenant, when known; see withTenant), or ctx ends: first for the
+// conversation's turn, then for the tenant's. The tenant's turn is taken
+// only once the conversation's has come, so a busy conversation's queued
+// sends hold no places in the tenant's queue that another conversation
+// could use. A wait that would pass ctx's deadline fails at once, taking
+// no place in the queue.
+func (p *pacer) wait(ctx context.Context, tenant, conversation string) error {
+	if err := p.turn(ctx, "c\x00"+conversation, p.conversation, "conversation"); err != nil {
+		return err
+	}
+	if tenant == "" {
+		return nil
+	}
+	return p.turn(ctx, "t\x00"+tenant, p.tenantLimits, "tenant")
+}
+
+// turn takes the next place in key's queue and sleeps until its time.
+func (p *pacer) turn(ctx context.Context, key string, ws []window, kind string) error {
+	p.mu.Lock()
+	now := p.now()
+	q := p.queue(key, ws, now)
+	at := q.next(now)
+	delay := at.Sub(now)
+	if dl, ok := ctx.Deadline(); ok && delay > 0 && dl.Before(at) {
+		p.mu.Unlock()
+		return context.DeadlineExceeded
+	}
+	q.take(at)
+	if delay <= 0 {
+		p.mu.Unlock()
+		return nil
+	}
+	p.waiting++
+	p.onWait(p.waiting, kind)
+	p.mu.Unlock()
+
+	err := p.sleep(ctx, delay)
+	p.mu.Lock()
+	p.waiting--
+	p.onWait(p.waiting, "")
+	p.mu.Unlock()
+	return err
+}
+
+// queue returns key's queue, forgetting idle ones when there are too many.
+func (p *pacer) queue(key string, ws []window, now time.Time) *paceQueue {
+	q := p.queues[key]
+	if q != nil {
+		return q
+	}
+	if len(p.queues) >= maxPacedKeys {
+		for k, old := range p.queues {
+			if old.idle(now) {
+				delete(p.queues, k)
+			}
+		}
+	}
+	q = &paceQueue{windows: ws}
+	p.queues[key] = q
+	return q
+}
+
+// next is the earliest time at or after from when one more operation stays
+// within every window.
+func (q *paceQueue) next(from time.Time) time.Time {
+	at := from
+	if n := len(q.times); n > 0 && q.times[n-1].After(at) {
+		at = q.times[n-1] // the queue is served in order
+	}
+	for _, w := range q.windows {
+		if n := len(q.times); n >= w.n {
+			if t := q.times[n-w.n].Add(w.d); t.After(at) {
+				at = t
+			}
+		}
+	}
+	return at
+}
+
+// take records an operation at t, dropping times no window counts any more.
+func (q *paceQueue) take(t time.Time) {
+	longest := q.windows[len(q.windows)-1].d
+	drop := 0
+	for drop < len(q.times) && !q.times[drop].After(t.Add(-longest)) {
+		drop++
+	}
+	q.times = append(q.times[drop:], t)
+}
+
+// idle reports whether no window counts any of the queue's times at now.
+func (q *paceQueue) idle(now time.Time) bool {
+	n := len(q.times)
+	return n == 0 || !q.times[n-1].After(now.Add(-q.windows[len(q.windows)-1].d))
+}
+
+// tenantKey carries, in a send's context, the tenant whose conversation it
+// goes to, for the per-tenant limit.
+type tenantKey struct{}
+
+// withTenant marks ctx's sends as going to tenant's conversations.
+func withTenant(ctx context.Context, tenant string) context.Context {
+	if tenant == "" {
+		return ctx
+	}
+	return context.WithValue(ctx, tenantKey{}, tenant)
+}
+
+// tenantOf is the tenant withTenant named, or "".
+func tenantOf(ctx context.Context) string {
+	t, _ := ctx.Value(tenantKey{}).(string)
+	return t
+}

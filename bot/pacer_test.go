@@ -1,0 +1,133 @@
+package bot
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"sync"
+	"testing"
+	"time"
+
+	"teamsbot/internal/testenv"
+)
+
+// Teams' documented per-conversation limits ("Optimize your bot with rate
+// limiting in Teams"): the pacer must stay at or under every one.
+var documentedLimits = []window{{time.Second, 7}, {2 * time.Second, 8}, {30 * time.Second, 60}, {time.Hour, 1800}}
+
+// overLimit returns the first documented limit that times (sorted) break.
+func overLimit(times []time.Time, limits []window) (window, bool) {
+	for _, w := range limits {
+		for i := range times {
+			n := sort.Search(len(times), func(j int) bool { return !times[j].Before(times[i].Add(w.d)) }) - i
+			if n > w.n {
+				return w, true
+			}
+		}
+	}
+	return window{}, false
+}
+
+// A burst of 100 sends into one conversation, on a fake clock, is paced
+// under every documented window, while a send to another conversation in
+// the middle of the burst goes at once.
+func TestPacerKeepsAConversationUnderTeamsLimits(t *testing.T) {
+	clk := testenv.NewClock(time.Date(2026, 12, 3, 9, 0, 0, 0, time.UTC))
+	var mu sync.Mutex
+	var waited []time.Duration
+	p := newPacer(clk.Now, func(_ context.Context, d time.Duration) error {
+		mu.Lock()
+		waited = append(waited, d)
+		mu.Unlock()
+		return nil
+	}, func(int, string) {})
+
+	// Each send goes at the time the pacer gave it: the clock is moved
+	// there, as a real sleep would.
+	var sent []time.Time
+	for i := range 100 {
+		before := len(waited)
+		if err := p.wait(context.Background(), "tenant-1", "busy"); err != nil {
+			t.Fatal(err)
+		}
+		if len(waited) > before {
+			clk.Advance(waited[len(waited)-1])
+		}
+		sent = append(sent, clk.Now())
+		if i == 50 {
+			before := len(waited)
+			if err := p.wait(context.Background(), "tenant-1", "quiet"); err != nil || len(waited) != before {
+				t.Errorf("a send to another conversation waited %v (%v)", waited[before:], err)
+			}
+		}
+	}
+	if w, over := overLimit(sent, documentedLimits); over {
+		t.Errorf("100 paced sends break the limit of %d in %v", w.n, w.d)
+	}
+	// Not slower than needed: 100 sends at 55 per 30 s take about 60 s.
+	if took := sent[99].Sub(sent[0]); took > 61*time.Second {
+		t.Errorf("100 sends took %v, want about 60 s", took)
+	}
+}
+
+// A wait that would pass the caller's deadline fails at once and leaves
+// the queue as it was.
+func TestPacerRefusesAWaitPastTheDeadline(t *testing.T) {
+	clk := testenv.NewClock(time.Now())
+	p := newPacer(clk.Now, func(context.Context, time.Duration) error { return nil }, func(int, string) {})
+	for range 6 {
+		if err := p.wait(context.Background(), "", "c"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ctx, cancel := context.WithDeadline(context.Background(), clk.Now().Add(100*time.Millisecond))
+	defer cancel()
+	if err := p.wait(ctx, "", "c"); err != context.DeadlineExceeded {
+		t.Errorf("the seventh send within a second with 100 ms left: %v, want DeadlineExceeded", err)
+	}
+	if n := len(p.queues["c\x00c"].times); n != 6 {
+		t.Errorf("the refused wait left %d times in the queue, want 6", n)
+	}
+}
+
+// Through the real connector and HTTP on loopback: a burst of 16 answers
+// into one conversation arrives at the Bot Connector within Teams' limits,
+// and an answer into another conversation, sent after the burst started,
+// is not held behind it.
+func TestBurstIntoOneConversationIsPacedOnTheWire(t *testing.T) {
+	h := newHarness(t, setup{})
+	ctx := withTenant(context.Background(), testTenant)
+	var wg sync.WaitGroup
+	for i := range 16 {
+		wg.Go(func() {
+			if _, err := h.bot.conn.Send(ctx, h.conn.srv.URL, "19:busy@thread.v2", "", &outActivity{Type: "message", Text: fmt.Sprint("answer ", i)}); err != nil {
+				t.Errorf("send %d: %v", i, err)
+			}
+		})
+	}
+	time.Sleep(50 * time.Millisecond)
+	start := time.Now()
+	if _, err := h.bot.conn.Send(ctx, h.conn.srv.URL, "19:quiet@thread.v2", "", &outActivity{Type: "message", Text: "elsewhere"}); err != nil {
+		t.Fatal(err)
+	}
+	if d := time.Since(start); d > time.Second {
+		t.Errorf("the other conversation's answer took %v behind the burst", d)
+	}
+	wg.Wait()
+	var busy []time.Time
+	for _, c := range h.conn.snapshot() {
+		if c.ConversationID == "19:busy@thread.v2" {
+			busy = append(busy, c.At)
+		}
+	}
+	sort.Slice(busy, func(i, j int) bool { return busy[i].Before(busy[j]) })
+	if len(busy) != 16 {
+		t.Fatalf("%d of 16 answers arrived", len(busy))
+	}
+	if w, over := overLimit(busy, documentedLimits); over {
+		t.Errorf("the burst broke Teams' limit of %d in %v at the connector: %v", w.n, w.d, busy)
+	}
+	if got := counterValue(t, h.reg, "teamsbot_bot_sends_paced_total", nil); got < 8 {
+		t.Errorf("teamsbot_bot_sends_paced_total = %v, want the held sends counted", got)
+	}
+}
