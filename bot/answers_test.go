@@ -101,9 +101,10 @@ func TestAnswerDeliveryIsKept(t *testing.T) {
 	}
 }
 
-// When a slow run's answer replaced the "working on it" card, the kept id
-// is the working card's: the answer lives in that activity.
-func TestSlowRunDeliveryIsTheWorkingCard(t *testing.T) {
+// When a slow run showed a "working on it" card, the answer is a new
+// message and the working card is deleted: the kept id is the answer's,
+// never the deleted card's.
+func TestSlowRunDeliveryIsTheAnswerNotTheWorkingCard(t *testing.T) {
 	release := make(chan struct{})
 	h := newHarness(t, setup{workingAfter: time.Millisecond}.withTool("slow", "wait_for_release", held(nil, release, "done waiting")))
 	if s, b := h.send(h.message("personal", "a:slow-kept", "sk-1", "/wait_for_release {}")); s != http.StatusAccepted {
@@ -111,19 +112,20 @@ func TestSlowRunDeliveryIsTheWorkingCard(t *testing.T) {
 	}
 	working, _ := replyTo(h.conn.waitFor(t, "the working card", hasReplyTo("sk-1")), "sk-1")
 	close(release)
-	h.conn.waitFor(t, "the update", func(c []received) bool {
-		return slices.ContainsFunc(c, func(x received) bool { return x.Method == http.MethodPut })
+	h.conn.waitFor(t, "the working card deleted", func(c []received) bool {
+		return slices.ContainsFunc(c, func(x received) bool { return x.Method == http.MethodDelete })
 	})
 	h.idle()
-	if posted := answerIDs(h.conn.snapshot(), "sk-1"); !slices.Equal(posted, []string{working.AssignedID}) {
-		t.Fatalf("messages posted %q, want only the working card %q", posted, working.AssignedID)
+	posted := answerIDs(h.conn.snapshot(), "sk-1")
+	if len(posted) != 2 || posted[0] != working.AssignedID {
+		t.Fatalf("messages posted %q, want the working card %q and then the answer", posted, working.AssignedID)
 	}
 	d, err := h.store.Delivery(context.Background(), h.onlyRun(t))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !slices.Equal(d.ActivityIDs, []string{working.AssignedID}) {
-		t.Errorf("kept ids %q, want the working card's %q", d.ActivityIDs, working.AssignedID)
+	if !slices.Equal(d.ActivityIDs, posted[1:]) {
+		t.Errorf("kept ids %q, want the answer's %q", d.ActivityIDs, posted[1:])
 	}
 }
 

@@ -568,9 +568,10 @@ func TestInstallAndUninstall(t *testing.T) {
 	}
 }
 
-// A run slower than WorkingAfter first shows a "working on it" card, which
-// the answer then replaces (PUT on the same activity id).
-func TestSlowRunPostsWorkingCardThenUpdatesIt(t *testing.T) {
+// A run slower than WorkingAfter first shows a "working on it" card. The
+// answer then arrives as a new message, which Teams notifies people of (an
+// edit would arrive silently), and the working card is deleted.
+func TestSlowRunAnswersAsANewMessageAndDeletesTheWorkingCard(t *testing.T) {
 	release := make(chan struct{})
 	h := newHarness(t, setup{workingAfter: time.Millisecond}.withTool("slow", "wait_for_release", held(nil, release, "done waiting")))
 	if s, b := h.send(h.message("personal", "a:slow", "s-1", "/wait_for_release {}")); s != http.StatusAccepted {
@@ -578,8 +579,54 @@ func TestSlowRunPostsWorkingCardThenUpdatesIt(t *testing.T) {
 	}
 	calls := h.conn.waitFor(t, "the working card", hasReplyTo("s-1"))
 	working, _ := replyTo(calls, "s-1")
+	if !strings.Contains(string(working.Raw), "Working on") || !strings.Contains(string(working.Raw), "wait_for_release") {
+		t.Errorf("the working card does not say it works on the question: %s", working.Raw)
+	}
 	close(release)
-	calls = h.conn.waitFor(t, "the update", func(c []received) bool {
+	calls = h.conn.waitFor(t, "the working card deleted", func(c []received) bool {
+		for _, x := range c {
+			if x.Method == http.MethodDelete {
+				return true
+			}
+		}
+		return false
+	})
+	h.shutdown()
+	var answers, updates, deletes []received
+	for _, c := range h.conn.snapshot() {
+		switch {
+		case c.Method == http.MethodPost && c.Activity.Type == "message" && c.AssignedID != working.AssignedID:
+			answers = append(answers, c)
+		case c.Method == http.MethodPut:
+			updates = append(updates, c)
+		case c.Method == http.MethodDelete:
+			deletes = append(deletes, c)
+		}
+	}
+	if len(answers) != 1 || !strings.Contains(string(answers[0].Raw), "done waiting") || answers[0].ActivityID != "s-1" {
+		t.Fatalf("answers posted: %d, want one new reply with the answer: %+v", len(answers), answers)
+	}
+	if len(updates) != 0 {
+		t.Errorf("the working card was edited %d times; the answer must be a new message", len(updates))
+	}
+	if len(deletes) != 1 || deletes[0].ActivityID != working.AssignedID || !deletes[0].At.After(answers[0].At) {
+		t.Errorf("deletes %+v, want the working card %q deleted after the answer arrived", deletes, working.AssignedID)
+	}
+}
+
+// When the answer cannot be sent, the working card does not go on saying
+// the bot works on it: it becomes the failure card, with the run's
+// reference.
+func TestFailedAnswerTurnsTheWorkingCardIntoTheFailureCard(t *testing.T) {
+	release := make(chan struct{})
+	h := newHarness(t, setup{workingAfter: time.Millisecond}.withTool("slow", "wait_for_release", held(nil, release, "done waiting")))
+	h.send(h.message("personal", "a:slowfail", "sf-1", "/wait_for_release {}"))
+	working, _ := replyTo(h.conn.waitFor(t, "the working card", hasReplyTo("sf-1")), "sf-1")
+	h.conn.mu.Lock()
+	h.conn.refuse = 1
+	h.conn.mu.Unlock()
+	close(release)
+	calls := h.conn.waitFor(t, "the working card updated", func(c []received) bool {
 		for _, x := range c {
 			if x.Method == http.MethodPut {
 				return true
@@ -587,30 +634,15 @@ func TestSlowRunPostsWorkingCardThenUpdatesIt(t *testing.T) {
 		}
 		return false
 	})
+	h.shutdown()
 	var update received
 	for _, c := range calls {
 		if c.Method == http.MethodPut {
 			update = c
 		}
 	}
-	h.shutdown()
-	if update.ConversationID != "a:slow" || update.ActivityID == "" {
-		t.Fatalf("update went to %q/%q", update.ConversationID, update.ActivityID)
-	}
-	// The PUT names the id the connector gave the working card.
-	if update.ActivityID != working.AssignedID {
-		t.Errorf("update of %q, but the working card's id is %q", update.ActivityID, working.AssignedID)
-	}
-	if !strings.Contains(string(working.Raw), "Working on") || !strings.Contains(string(working.Raw), "wait_for_release") {
-		t.Errorf("the working card does not say it works on the question: %s", working.Raw)
-	}
-	if !strings.Contains(string(update.Raw), "done waiting") {
-		t.Errorf("the update is not the answer: %s", update.Raw)
-	}
-	for _, c := range h.conn.snapshot() {
-		if c.Method == http.MethodPost && c.ActivityID == "s-1" && c.Activity.Type == "message" && string(c.Raw) != string(working.Raw) {
-			t.Errorf("a second answer was posted instead of updating: %s", c.Raw)
-		}
+	if update.ActivityID != working.AssignedID || !strings.Contains(string(update.Raw), "Sorry, something went wrong") || !strings.Contains(string(update.Raw), "this reference: ") {
+		t.Errorf("the working card became %s, want the failure card with the run's reference", update.Raw)
 	}
 }
 

@@ -272,6 +272,7 @@ type fakeConnector struct {
 	calls     []received
 	next      int
 	throttle  int // answer this many upcoming message posts with 429
+	refuse    int // answer this many upcoming message posts with 400
 	changed   chan struct{}
 	waiters   map[string]chan struct{} // reply-to id → closed on the first non-typing reply
 	recordAll bool
@@ -345,6 +346,13 @@ func (f *fakeConnector) serve(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	f.mu.Lock()
+	if f.refuse > 0 && rc.Activity.Type == "message" && r.Method == http.MethodPost {
+		f.refuse--
+		f.calls = append(f.calls, rc)
+		f.mu.Unlock()
+		writeJSON(w, http.StatusBadRequest, map[string]any{"error": map[string]any{"code": "BadArgument", "message": "refused by the test"}})
+		return
+	}
 	if f.throttle > 0 && rc.Activity.Type == "message" {
 		f.throttle--
 		f.mu.Unlock()

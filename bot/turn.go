@@ -109,7 +109,7 @@ func (b *Bot) runTurn(a *schema.Activity, p agent.Person) {
 	outcome, answer, ai := b.chooseAnswer(a, p, ans, runErr)
 
 	<-typingDone
-	sent, err := b.deliver(ctx, a, workingID, answer, ai)
+	sent, err := b.deliver(ctx, a, workingID, answer, ai, ans.RunID)
 	if err != nil {
 		outcome = "failed"
 		b.logger.Error("answer not delivered", "tenant", p.TenantID, "conversation", a.Conversation.ID, "activity", a.ID, "run", ans.RunID, "err", err)
@@ -150,13 +150,21 @@ func (b *Bot) chooseAnswer(a *schema.Activity, p agent.Person, ans agent.Answer,
 	}
 }
 
-// deliver sends the answer's cards in reply to a; the working card, when
-// one was posted, becomes the first of them. It returns the ids of the
-// activities that carry the answer, in card order, kept so the cards can
-// be updated later. Should the connector not name a card's activity, only
-// the ids before it are kept: an id out of place would have a later update
-// put a card where another one was. ai, when set, labels each message.
-func (b *Bot) deliver(ctx context.Context, a *schema.Activity, workingID string, answer []cards.Card, ai *aiAnswer) ([]string, error) {
+// deliver sends the answer's cards in reply to a, each a new message, and
+// returns the ids of the activities that carry the answer, in card order,
+// kept so the cards can be updated later. Should the connector not name a
+// card's activity, only the ids before it are kept: an id out of place
+// would have a later update put a card where another one was. ai, when
+// set, labels each message.
+//
+// Teams notifies people of new messages, not of edits ("Optimize your bot
+// with rate limiting in Teams" and "Update and delete bot messages"), so
+// the answer never replaces the working card: it arrives as new messages,
+// then the working card is deleted (or, if that fails, collapsed to one
+// line). When the answer cannot be sent, the working card becomes the
+// failure card, with runID as its reference, rather than promise an answer
+// that will not come.
+func (b *Bot) deliver(ctx context.Context, a *schema.Activity, workingID string, answer []cards.Card, ai *aiAnswer, runID string) ([]string, error) {
 	sent := make([]string, 0, len(answer))
 	gap := false
 	for i, c := range answer {
@@ -164,16 +172,11 @@ func (b *Bot) deliver(ctx context.Context, a *schema.Activity, workingID string,
 		if ai != nil {
 			ai.mark(out, i == 0)
 		}
-		if i == 0 && workingID != "" {
-			err := b.conn.Update(ctx, a.ServiceURL, a.Conversation.ID, workingID, out)
-			if err == nil {
-				sent = append(sent, workingID)
-				continue
-			}
-			b.logger.Warn("updating the working card failed; sending the answer as a new message", "conversation", a.Conversation.ID, "err", err)
-		}
 		id, err := b.conn.Send(ctx, a.ServiceURL, a.Conversation.ID, a.ID, out)
 		if err != nil {
+			if workingID != "" {
+				b.failWorkingCard(ctx, a, workingID, runID)
+			}
 			return sent, err
 		}
 		gap = gap || id == ""
@@ -181,7 +184,37 @@ func (b *Bot) deliver(ctx context.Context, a *schema.Activity, workingID string,
 			sent = append(sent, id)
 		}
 	}
+	if workingID != "" {
+		b.clearWorkingCard(ctx, a, workingID)
+	}
 	return sent, nil
+}
+
+// clearWorkingCard deletes the working card once the answer is below it,
+// or collapses it when it cannot be deleted.
+func (b *Bot) clearWorkingCard(ctx context.Context, a *schema.Activity, workingID string) {
+	err := b.conn.Remove(ctx, a.ServiceURL, a.Conversation.ID, workingID)
+	if err == nil {
+		return
+	}
+	b.logger.Warn("deleting the working card failed; collapsing it", "conversation", a.Conversation.ID, "err", err)
+	if err := b.conn.Update(ctx, a.ServiceURL, a.Conversation.ID, workingID, withCard(b.outgoing(a, schema.Message), cards.Answered())); err != nil {
+		b.logger.Warn("collapsing the working card failed", "conversation", a.Conversation.ID, "err", err)
+	}
+}
+
+// failWorkingCard turns the working card into the failure card. The turn's
+// own context may be what ran out, so this gets a short one of its own.
+func (b *Bot) failWorkingCard(ctx context.Context, a *schema.Activity, workingID, runID string) {
+	ref := runID
+	if ref == "" {
+		ref = a.ID
+	}
+	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), sendTimeout)
+	defer cancel()
+	if err := b.conn.Update(fctx, a.ServiceURL, a.Conversation.ID, workingID, withCard(b.outgoing(a, schema.Message), cards.RunFailed(ref))); err != nil {
+		b.logger.Warn("the working card could not be turned into the failure card", "conversation", a.Conversation.ID, "err", err)
+	}
 }
 
 // outgoing starts an activity addressed back to the conversation of a.

@@ -124,6 +124,7 @@ func goldenCases() map[string][]Card {
 		"welcome":            {Welcome(Options{PublicBaseURL: httpsBase, AgentName: "Contoso Helpdesk"})},
 		"welcome_console":    {Welcome(Options{PublicBaseURL: httpBase})},
 		"working":            {Working("Which tickets did **Contoso** open last week, and which are still waiting for a reply from the second-level support team in Lisbon, grouped by priority and sorted by age, oldest first, please, with links?")},
+		"answered":           {Answered()},
 		"missing_identity":   {MissingIdentity()},
 		"not_served":         {NotServed()},
 		"not_allowed":        {NotAllowed("using default needs the agents.run role. Ask an administrator of your organisation's Teams app to give you the role.")},

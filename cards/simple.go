@@ -40,10 +40,16 @@ func Working(question string) Card {
 		head = rich(subtle("Working on: "), run("“"+q+"”"))
 		summary = "Working on: " + oneLine(question, maxSummary-12)
 	}
-	return newCard(summary, summary+" I will answer here when I am done.",
+	return newCard(summary, summary+" I will answer below when I am done.",
 		head,
-		subtleText("I will answer here when I am done."),
+		subtleText("I will answer below when I am done."),
 	)
+}
+
+// Answered is what the working card becomes when the answer has arrived
+// below it but the card could not be deleted: one quiet line.
+func Answered() Card {
+	return newCard("Answered below", "Answered below.", subtleText("Answered below."))
 }
 
 // MissingIdentity is the polite refusal for a message that came without a
