@@ -229,6 +229,10 @@ func TestConnectorWireFormat(t *testing.T) {
 	if r := do(t, http.MethodPost, base, bj, `{"type":"typing"}`); r.status != http.StatusOK {
 		t.Errorf("typing: %d", r.status)
 	}
+	q := url.Values{"tenant": {pageTenant}, "user": {pageUser}, "name": {"Megan Bowen"}, "kind": {"personal"}}
+	if r := do(t, http.MethodGet, en.base+"/playground/api/state?"+q.Encode(), nil, ""); !strings.Contains(r.body, `"typingMs":`) {
+		t.Errorf("after a typing activity the page is not told the bot types: %s", r.body)
+	}
 	if r := do(t, http.MethodPut, base+"/"+rr.ID, bj, strings.Replace(card, `"one"`, `"two"`, 1)); r.status != http.StatusOK || !strings.Contains(r.body, rr.ID) {
 		t.Errorf("Update Activity: %d %s", r.status, r.body)
 	}
