@@ -181,7 +181,7 @@ func (h *Handler) connectorDelete(c echo.Context) error {
 // records, for each run, the ids of the activities that carry its answer,
 // and the run holds its views' ids.
 func (h *Handler) resolveLocked(ch *chat, it *item) {
-	if it.resolving || len(it.Attachments) == 0 || ch.tenant == "" {
+	if it.resolving || len(it.Attachments) == 0 || ch.tenant == "" || h.life.Err() != nil {
 		return
 	}
 	it.resolving = true

@@ -43,6 +43,7 @@ import (
 type env struct {
 	t     testing.TB
 	store *store.Store
+	pg    *playground.Handler
 	e     *echo.Echo
 	base  string // http://127.0.0.1:port
 	logs  testenv.LogBuffer
@@ -106,6 +107,7 @@ func newEnv(t testing.TB) *env {
 		t.Fatalf("playground.New: %v", err)
 	}
 	t.Cleanup(pg.Close)
+	en.pg = pg
 
 	en.e = echo.New()
 	en.e.HideBanner, en.e.HidePort = true, true

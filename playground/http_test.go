@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/url"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -319,5 +320,48 @@ func TestNewRefusesOutsideLocalMode(t *testing.T) {
 	_, err = playground.New(playground.Options{Self: netaddr.MustParseOrigin("http://127.0.0.1:3978"), Bot: teams})
 	if !errors.Is(err, playground.ErrNotLocal) {
 		t.Errorf("New with a bot that has an app id: %v, want ErrNotLocal", err)
+	}
+}
+
+// TestCloseEndsLongPolls: a page waiting for news gets its answer as soon
+// as the playground closes, so a shutdown is not held up by open tabs.
+func TestCloseEndsLongPolls(t *testing.T) {
+	en := newEnv(t)
+	// One change, so that the conversation has a seq to wait after.
+	if r := do(t, http.MethodPost, en.base+"/playground/api/send", pageJSON, whoJSON("groupChat", `,"text":"hello"`)); r.status != http.StatusOK {
+		t.Fatalf("send: %d %s", r.status, r.body)
+	}
+	q := url.Values{"tenant": {pageTenant}, "user": {pageUser}, "name": {"Megan Bowen"}, "kind": {"groupChat"}}
+	var first struct {
+		Seq uint64 `json:"seq"`
+	}
+	r := do(t, http.MethodGet, en.base+"/playground/api/state?"+q.Encode(), nil, "")
+	if err := json.Unmarshal([]byte(r.body), &first); err != nil || first.Seq == 0 {
+		t.Fatalf("state: %s", r.body)
+	}
+	q.Set("since", strconv.FormatUint(first.Seq, 10))
+	done := make(chan int, 1)
+	go func() {
+		resp, err := http.Get(en.base + "/playground/api/state?" + q.Encode())
+		if err != nil {
+			done <- 0
+			return
+		}
+		resp.Body.Close()
+		done <- resp.StatusCode
+	}()
+	select {
+	case code := <-done:
+		t.Fatalf("the poll answered (%d) before anything changed", code)
+	case <-time.After(300 * time.Millisecond):
+	}
+	en.pg.Close()
+	select {
+	case code := <-done:
+		if code != http.StatusOK {
+			t.Errorf("the poll ended with %d", code)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the poll still waits after Close")
 	}
 }

@@ -211,10 +211,17 @@ func New(opts Options) (*Handler, error) {
 	return h, nil
 }
 
-// Close stops the background lookups of answer cards' views and waits for
-// them.
+// Close ends the page's long polls at once (each answers with what there
+// is), stops the background lookups of answer cards' views and waits for
+// them. Call it when the server starts shutting down
+// (http.Server.RegisterOnShutdown), so that no poll holds the shutdown up;
+// calling it again does nothing more.
 func (h *Handler) Close() {
+	// Under the chats' lock, which resolveLocked holds: no lookup starts
+	// after this.
+	h.chats.mu.Lock()
 	h.cancel()
+	h.chats.mu.Unlock()
 	h.jobs.Wait()
 }
 

@@ -371,6 +371,9 @@ func (h *Handler) state(c echo.Context) error {
 		case <-wake:
 			continue
 		case <-timer.C:
+		case <-h.life.Done():
+			// Shutting down: the page gets what there is now, and the
+			// server need not wait for the poll.
 		case <-ctx.Done():
 			return ctx.Err()
 		}

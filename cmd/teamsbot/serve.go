@@ -186,10 +186,10 @@ func serve(ctx context.Context, cfg config, getenv func(string) string, logger *
 		c.Response().Header().Set("Content-Security-Policy", "default-src 'none'")
 		return c.String(http.StatusOK, homeText)
 	}
+	var pg *playground.Handler
 	if cfg.Playground {
 		self, err := netaddr.ParseOrigin("http://" + ln.Addr().String())
 		if err == nil {
-			var pg *playground.Handler
 			pg, err = playground.New(playground.Options{
 				Self: self, Bot: teams, Store: st, SignIn: signIn, Views: views,
 				BotName: agentName(agents), HostVersion: version,
@@ -215,6 +215,11 @@ func serve(ctx context.Context, cfg config, getenv func(string) string, logger *
 		WriteTimeout:      cfg.writeTimeout(),
 		IdleTimeout:       120 * time.Second,
 		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
+	}
+	if pg != nil {
+		// The playground's long polls end when shutdown begins, rather
+		// than hold it up for their 25 seconds.
+		srv.RegisterOnShutdown(pg.Close)
 	}
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- srv.Serve(ln) }()
