@@ -23,7 +23,9 @@ import (
 // in the view page's double-sandboxed frames, opened as the person the run
 // was for (signed in through the local development sign-in); the view's
 // app-only Refresh button calls refresh_sales through the bridge and
-// POST /api/mcp-apps/{id}/call, audited as agent.mcp_app.call ok. Then a
+// POST /api/mcp-apps/{id}/call, audited as agent.mcp_app.call ok; another
+// person of the tenant, signed in by the page, is refused the view and its
+// tool (403), as anywhere else. Then a
 // group-chat message with an @mention is answered, and the bot is added to
 // the group chat (welcome card, conversation kept) and removed (forgotten).
 func TestBrowserPlayground(t *testing.T) {
@@ -78,6 +80,15 @@ func TestBrowserPlayground(t *testing.T) {
 	if !ok {
 		t.Errorf("no agent.mcp_app.call record of refresh_sales with result ok: %+v", en.auditCalls(pageTenant))
 	}
+
+	// Access stays as it is: once the page has signed another person in
+	// (Alex, same tenant), the view is not theirs to open or call.
+	tb.must(mainFrame, `(() => { const p = document.getElementById("preset"); p.value = "1"; p.dispatchEvent(new Event("change")); return true; })()`)
+	tb.wait(mainFrame, `fetch("/api/mcp-apps/`+viewID+`").then(r => r.status === 403)`, "the view to be refused to another person")
+	if got := tb.must(mainFrame, `fetch("/api/mcp-apps/`+viewID+`/call", {method: "POST", headers: {"Content-Type": "application/json"}, body: JSON.stringify({name: "refresh_sales", arguments: {}})}).then(r => r.status)`); got != float64(403) {
+		t.Errorf("another person's call of the view's tool: %v, want 403", got)
+	}
+	tb.must(mainFrame, `(() => { const p = document.getElementById("preset"); p.value = "0"; p.dispatchEvent(new Event("change")); return true; })()`)
 
 	// A group chat: the message carries <at>Assistant</at> and its
 	// mention entity, and is answered.
