@@ -188,24 +188,19 @@ func serve(ctx context.Context, cfg config, getenv func(string) string, logger *
 	}
 	var pg *playground.Handler
 	if cfg.Playground {
-		self, err := netaddr.ParseOrigin("http://" + ln.Addr().String())
-		if err == nil {
-			pg, err = playground.New(playground.Options{
-				Self: self, Bot: teams, Store: st, SignIn: signIn, Views: views,
-				BotName: agentName(agents), HostVersion: version,
-				Logger: logger.With("part", "playground"),
-			})
-			if err == nil {
-				defer pg.Close()
-				pg.Register(e)
-				home = pg.Home
-				logger.Info("playground on", "url", self.URL(playground.Path))
-			}
-		}
+		pg, err = newPlayground(ln, playground.Options{
+			Bot: teams, Store: st, SignIn: signIn, Views: views,
+			BotName: agentName(agents), HostVersion: version,
+			Logger: logger.With("part", "playground"),
+		})
 		if err != nil {
 			ln.Close()
 			return fmt.Errorf("playground: %w", err)
 		}
+		defer pg.Close()
+		pg.Register(e)
+		home = pg.Home
+		logger.Info("playground on", "url", "http://"+ln.Addr().String()+playground.Path)
 	}
 	e.GET("/", home)
 	srv := &http.Server{
@@ -249,6 +244,17 @@ const homeText = `teamsbot is running.
 This is the Microsoft Teams side of the agent: ask the bot in Teams, and open
 the views in its answers with the Open button on the card.
 `
+
+// newPlayground builds the playground for the service listening on ln: its
+// activities go to that address.
+func newPlayground(ln net.Listener, o playground.Options) (*playground.Handler, error) {
+	self, err := netaddr.ParseOrigin("http://" + ln.Addr().String())
+	if err != nil {
+		return nil, err
+	}
+	o.Self = self
+	return playground.New(o)
+}
 
 // agentName is the name of the agent the bot serves (the first), as people
 // @mention it.
