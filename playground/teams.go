@@ -375,7 +375,9 @@ func (h *Handler) state(c echo.Context) error {
 			// Shutting down: the page gets what there is now, and the
 			// server need not wait for the poll.
 		case <-ctx.Done():
-			return ctx.Err()
+			// The page went away, or asked for another conversation:
+			// nobody reads an answer, and nothing failed.
+			return nil
 		}
 		h.chats.mu.Lock()
 		snap = h.chats.snapshotLocked(h.chats.chatLocked(id, w.Kind, w.Tenant))
