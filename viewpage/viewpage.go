@@ -70,6 +70,8 @@ import (
 )
 
 var (
+	//go:embed assets/bridge.js
+	bridgeJS string
 	//go:embed assets/page.js
 	pageJS string
 	//go:embed assets/page.css
@@ -83,6 +85,18 @@ var (
 	//go:embed assets/proxy.html
 	proxyHTML string
 )
+
+// BridgeScript is the host side of MCP Apps in plain JavaScript: it defines
+// TeamsbotBridge.mount, which frames a view's sandbox proxy and answers the
+// view's JSON-RPC messages through the view API. The view page runs it, and
+// so does any other page of the service that shows views inline (the
+// playground), so that every view meets the same host. A page includes it
+// as its own script element, allowed by BridgeScriptHash in its CSP.
+func BridgeScript() string { return bridgeJS }
+
+// BridgeScriptHash is the CSP source expression ('sha256-…') that allows
+// BridgeScript.
+func BridgeScriptHash() string { return web.CSPHash(bridgeJS) }
 
 // MaxCallBodyBytes bounds the body of POST /api/mcp-apps/{id}/call.
 const MaxCallBodyBytes = 1 << 20
@@ -273,15 +287,12 @@ func (h *Handler) buildDocuments() error {
 	// Without a separate sandbox origin the frames come from wherever the
 	// page was opened ('self'), which need not be the public base URL's
 	// host name (127.0.0.1 for localhost, an internal name behind a proxy).
-	frameSrc := h.sandboxOrigin.String()
-	if h.sameOrigin() {
-		frameSrc = "'self'"
-	}
+	frameSrc := h.FrameSource()
 
 	// The page: its own script and style only, talks to its own API,
 	// frames only the sandbox origin, and is framed by nobody.
 	h.pageCSP = "default-src 'none'; " +
-		"script-src " + web.CSPHash(pageJS) + "; " +
+		"script-src " + web.CSPHash(bridgeJS) + " " + web.CSPHash(pageJS) + "; " +
 		"style-src " + web.CSPHash(pageCSS) + "; " +
 		"img-src 'self' data:; " +
 		"connect-src 'self'; " +
@@ -327,6 +338,16 @@ func frameAncestors(origins ...netaddr.Origin) string {
 // sameOrigin reports whether the frame documents are served from the
 // page's own origin (no separate TICKETIQ_SANDBOX_BASE_URL).
 func (h *Handler) sameOrigin() bool { return h.sandboxOrigin == h.publicOrigin }
+
+// FrameSource is the CSP source expression of the frame documents: 'self'
+// when they share the page's origin, else the sandbox origin. Another page
+// that frames views (the playground) allows exactly this in frame-src.
+func (h *Handler) FrameSource() string {
+	if h.sameOrigin() {
+		return "'self'"
+	}
+	return h.sandboxOrigin.String()
+}
 
 // frameBase is what the frame URLs start with: nothing (a path the browser
 // resolves against the page) when they share the page's origin, else the
@@ -403,7 +424,7 @@ type pageData struct {
 	ShowArguments           bool
 	HostName, HostVersion   string
 	CSS                     template.CSS
-	Script                  template.JS
+	Bridge, Script          template.JS
 }
 
 // page serves GET /mcp-apps/{id}: sign-in first, then the access rule, then
@@ -439,6 +460,7 @@ func (h *Handler) page(c echo.Context) error {
 		HostName:      HostName,
 		HostVersion:   h.hostVersion,
 		CSS:           template.CSS(pageCSS),
+		Bridge:        template.JS(bridgeJS),
 		Script:        template.JS(pageJS),
 	}
 	var b bytes.Buffer

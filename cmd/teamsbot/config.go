@@ -56,6 +56,10 @@ type config struct {
 	// with their deliveries, are kept.
 	AuditRetention, RunRetention time.Duration
 
+	// Playground serves /playground and its Bot Connector; only ever true
+	// in local mode.
+	Playground bool
+
 	// Agents comes from TICKETIQ_CONFIG, or is the built-in demo agent.
 	Agents agent.Config
 }
@@ -92,6 +96,7 @@ var envVars = []envVar{
 	{name: "TICKETIQ_AUDIT_RETENTION", def: "90d"},
 	{name: "TICKETIQ_RUN_RETENTION", def: "30d"},
 	{name: "TICKETIQ_LOG_LEVEL", def: "info"},
+	{name: "TICKETIQ_PLAYGROUND", def: "auto"},
 }
 
 // loadConfig reads and validates the configuration, reporting every mistake
@@ -224,6 +229,23 @@ func loadConfig(getenv func(string) string) (config, error) {
 			errs = append(errs, fmt.Errorf("%s: %w", r.name, err))
 		}
 		*r.to = d
+	}
+	// The playground posts unauthenticated activities and answers as a Bot
+	// Connector: it exists only where the bot does the same (local mode,
+	// no app id) and only this machine can reach it (a loopback listener).
+	local := c.BotAppID == "" && c.Addr.Loopback()
+	switch v := strings.ToLower(get("TICKETIQ_PLAYGROUND")); v {
+	case "auto":
+		c.Playground = local
+	case "true", "1", "yes", "on":
+		if !local {
+			errs = append(errs, errors.New("TICKETIQ_PLAYGROUND: the playground runs only in local mode: no TICKETIQ_BOT_APP_ID and a loopback TICKETIQ_ADDR such as 127.0.0.1:3978"))
+		}
+		c.Playground = local
+	case "false", "0", "no", "off":
+		c.Playground = false
+	default:
+		errs = append(errs, fmt.Errorf("TICKETIQ_PLAYGROUND %q: want true, false or auto", v))
 	}
 	switch c.LogLevel {
 	case "debug", "info", "warn", "error":
@@ -398,6 +420,7 @@ func (c config) logAttrs() []any {
 		"signin", c.signInMode(),
 		"agents", len(c.Agents.Agents),
 		"open_buttons", c.openButtons(),
+		"playground", c.Playground,
 		"config_file", c.ConfigPath,
 	}
 }

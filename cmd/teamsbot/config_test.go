@@ -316,3 +316,53 @@ func TestConfigCloud(t *testing.T) {
 		t.Errorf("teamsbot config does not show the cloud's Graph URL:\n%s", out.String())
 	}
 }
+
+// TestConfigPlaygroundOnlyInLocalMode: the playground is on by default in
+// local mode (no bot app id, a loopback listener), can be turned off, and
+// asking for it anywhere else is a configuration error that says why.
+func TestConfigPlaygroundOnlyInLocalMode(t *testing.T) {
+	bot := map[string]string{
+		"TICKETIQ_BOT_APP_ID": "00000000-0000-0000-0000-000000000001", "TICKETIQ_BOT_APP_PASSWORD": "pw",
+		"TICKETIQ_BOT_TENANT_ID": "00000000-0000-0000-0000-0000000000aa",
+	}
+	with := func(base map[string]string, kv ...string) map[string]string {
+		m := map[string]string{}
+		for k, v := range base {
+			m[k] = v
+		}
+		for i := 0; i < len(kv); i += 2 {
+			m[kv[i]] = kv[i+1]
+		}
+		return m
+	}
+	for name, c := range map[string]struct {
+		env     map[string]string
+		want    bool
+		wantErr string
+	}{
+		"local by default":            {env: with(nil, "TICKETIQ_ADDR", "127.0.0.1:3978"), want: true},
+		"turned off":                  {env: with(nil, "TICKETIQ_ADDR", "127.0.0.1:3978", "TICKETIQ_PLAYGROUND", "false")},
+		"asked for in local mode":     {env: with(nil, "TICKETIQ_ADDR", "[::1]:3978", "TICKETIQ_PLAYGROUND", "true"), want: true},
+		"all interfaces":              {env: with(nil, "TICKETIQ_ADDR", ":3978")},
+		"a bot with an app id":        {env: with(bot, "TICKETIQ_ADDR", "127.0.0.1:3978")},
+		"asked for on all interfaces": {env: with(nil, "TICKETIQ_ADDR", ":3978", "TICKETIQ_PLAYGROUND", "on"), wantErr: "only in local mode"},
+		"asked for with an app id":    {env: with(bot, "TICKETIQ_ADDR", "127.0.0.1:3978", "TICKETIQ_PLAYGROUND", "true"), wantErr: "only in local mode"},
+		"not a setting":               {env: with(nil, "TICKETIQ_PLAYGROUND", "maybe"), wantErr: "TICKETIQ_PLAYGROUND"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			cfg, err := loadConfig(envOf(c.env))
+			if c.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), c.wantErr) {
+					t.Fatalf("error %v, want one saying %q", err, c.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if cfg.Playground != c.want {
+				t.Errorf("playground %v, want %v", cfg.Playground, c.want)
+			}
+		})
+	}
+}

@@ -315,3 +315,59 @@ func TestRunNeverLogsSecrets(t *testing.T) {
 		}
 	}
 }
+
+// TestRunPlaygroundOnlyInLocalMode starts the real service three ways: in
+// local mode the start page leads to the playground, which is served; with
+// a bot app id, or with the playground turned off, neither the page, its
+// API nor its Bot Connector exist (404), and the start page is the plain
+// one.
+func TestRunPlaygroundOnlyInLocalMode(t *testing.T) {
+	c := &http.Client{Timeout: 10 * time.Second}
+	routes := []struct{ method, path string }{
+		{http.MethodGet, "/playground"},
+		{http.MethodGet, "/playground/api/state"},
+		{http.MethodPost, "/playground/api/send"},
+		{http.MethodPost, "/playground/connector/v3/conversations/a:1/activities"},
+		{http.MethodPut, "/playground/connector/v3/conversations/a:1/activities/1"},
+		{http.MethodDelete, "/playground/connector/v3/conversations/a:1/activities/1"},
+	}
+	status := func(base, method, path string) int {
+		req, _ := http.NewRequest(method, base+path, strings.NewReader(`{"type":"message"}`))
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := c.Do(req)
+		if err != nil {
+			t.Fatalf("%s %s: %v", method, path, err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+
+	t.Run("local mode", func(t *testing.T) {
+		base, _, _ := startService(t, map[string]string{})
+		if code, body := get(t, c, base+"/"); code != 200 || !strings.Contains(body, `href="/playground"`) {
+			t.Errorf("/: %d, no link to the playground:\n%s", code, body)
+		}
+		if code, body := get(t, c, base+"/playground"); code != 200 || !strings.Contains(body, "teamsbot playground") {
+			t.Errorf("/playground: %d", code)
+		}
+	})
+	for name, env := range map[string]map[string]string{
+		"bot app id": {
+			"TICKETIQ_BOT_APP_ID": "00000000-0000-0000-0000-000000000001", "TICKETIQ_BOT_APP_PASSWORD": "pw",
+			"TICKETIQ_BOT_TENANT_ID": "00000000-0000-0000-0000-0000000000aa",
+		},
+		"turned off": {"TICKETIQ_PLAYGROUND": "false"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			base, _, _ := startService(t, env)
+			for _, r := range routes {
+				if code := status(base, r.method, r.path); code != http.StatusNotFound {
+					t.Errorf("%s %s: %d, want 404", r.method, r.path, code)
+				}
+			}
+			if code, body := get(t, c, base+"/"); code != 200 || strings.Contains(body, "/playground") {
+				t.Errorf("/: %d, mentions the playground:\n%s", code, body)
+			}
+		})
+	}
+}

@@ -22,7 +22,9 @@ import (
 	"teamsbot/admin"
 	"teamsbot/agent"
 	"teamsbot/bot"
+	"teamsbot/internal/netaddr"
 	"teamsbot/internal/web"
+	"teamsbot/playground"
 	"teamsbot/signin"
 	"teamsbot/store"
 	"teamsbot/viewpage"
@@ -149,12 +151,6 @@ func serve(ctx context.Context, cfg config, getenv func(string) string, logger *
 	e.HTTPErrorHandler = web.ErrorHandler(logger, viewpage.Classify)
 	e.Use(middleware.Recover())
 	e.Use(web.RequestLog(logger))
-	e.GET("/", func(c echo.Context) error {
-		// People who reach the bare address learn what it is and where views
-		// come from; nothing here needs a session.
-		c.Response().Header().Set("Content-Security-Policy", "default-src 'none'")
-		return c.String(http.StatusOK, homeText)
-	})
 	e.GET("/healthz", func(c echo.Context) error { return c.String(http.StatusOK, "ok\n") })
 	e.GET("/readyz", func(c echo.Context) error {
 		rctx, cancel := context.WithTimeout(c.Request().Context(), 5*time.Second)
@@ -179,10 +175,35 @@ func serve(ctx context.Context, cfg config, getenv func(string) string, logger *
 	}
 	console.Register(e)
 
+	// The listener comes before the playground, which posts to the
+	// service's own address (a port of 0 is chosen here).
 	ln, err := net.Listen("tcp", cfg.Addr.String())
 	if err != nil {
 		return fmt.Errorf("listen: %w", err)
 	}
+	home := func(c echo.Context) error {
+		// People who reach the bare address learn what it is and where views
+		// come from; nothing here needs a session.
+		c.Response().Header().Set("Content-Security-Policy", "default-src 'none'")
+		return c.String(http.StatusOK, homeText)
+	}
+	var pg *playground.Handler
+	if cfg.Playground {
+		pg, err = newPlayground(ln, playground.Options{
+			Bot: teams, Store: st, SignIn: signIn, Views: views,
+			BotName: agentName(agents), HostVersion: version,
+			Logger: logger.With("part", "playground"),
+		})
+		if err != nil {
+			ln.Close()
+			return fmt.Errorf("playground: %w", err)
+		}
+		defer pg.Close()
+		pg.Register(e)
+		home = pg.Home
+		logger.Info("playground on", "url", "http://"+ln.Addr().String()+playground.Path)
+	}
+	e.GET("/", home)
 	srv := &http.Server{
 		Handler:           e,
 		ReadHeaderTimeout: 10 * time.Second,
@@ -190,6 +211,11 @@ func serve(ctx context.Context, cfg config, getenv func(string) string, logger *
 		WriteTimeout:      cfg.writeTimeout(),
 		IdleTimeout:       120 * time.Second,
 		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
+	}
+	if pg != nil {
+		// The playground's long polls end when shutdown begins, rather
+		// than hold it up for their 25 seconds.
+		srv.RegisterOnShutdown(pg.Close)
 	}
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- srv.Serve(ln) }()
@@ -219,6 +245,28 @@ const homeText = `teamsbot is running.
 This is the Microsoft Teams side of the agent: ask the bot in Teams, and open
 the views in its answers with the Open button on the card.
 `
+
+// newPlayground builds the playground for the service listening on ln: its
+// activities go to that address.
+func newPlayground(ln net.Listener, o playground.Options) (*playground.Handler, error) {
+	self, err := netaddr.ParseOrigin("http://" + ln.Addr().String())
+	if err != nil {
+		return nil, err
+	}
+	o.Self = self
+	return playground.New(o)
+}
+
+// agentName is the name of the agent the bot serves (the first), as people
+// @mention it.
+func agentName(agents *agent.Service) string {
+	if ids := agents.Agents(); len(ids) > 0 {
+		if name, err := agents.AgentName(ids[0]); err == nil {
+			return name
+		}
+	}
+	return ""
+}
 
 // consoleRules are the configured data rules, as the admin console shows
 // them.

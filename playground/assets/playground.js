@@ -1,0 +1,444 @@
+// The playground page. It lets the person choose who writes, in which
+// tenant and in which kind of conversation; it asks the playground's server
+// side to send their message (or an install) to the bot as Teams would, and
+// reads the conversation back by long polling: the bot's cards, laid out by
+// cards.js, updated in place when the bot replaces them, and each view an
+// answer names, shown inline by the shared host bridge (bridge.js) after the
+// person is signed in through the local development sign-in.
+(function () {
+  "use strict";
+
+  var body = document.body;
+  var botName = body.getAttribute("data-bot-name") || "Assistant";
+  var hostInfo = { name: body.getAttribute("data-host-name"), version: body.getAttribute("data-host-version") };
+  var signInMode = body.getAttribute("data-signin");
+
+  // People and a tenant to start from; every field can be edited.
+  var PRESETS = [
+    { name: "Megan Bowen", user: "5f2c1c0e-8a34-4b8e-9a1d-3c6e2b7d9f01" },
+    { name: "Alex Wilber", user: "a7d3e5f1-2b4c-4d6e-8f90-1a2b3c4d5e6f" }
+  ];
+  var DEFAULT_TENANT = "0b2d9c7e-4f1a-4c3b-9e8d-7a6b5c4d3e2f";
+  var ROLES = "agents.read agents.run";
+
+  var $ = function (id) { return document.getElementById(id); };
+  var preset = $("preset");
+  var nameIn = $("user-name");
+  var userIn = $("user-id");
+  var tenantIn = $("tenant");
+  var transcript = $("transcript");
+  var typing = $("typing");
+  var compose = $("compose");
+  var textIn = $("text");
+  var mention = $("mention");
+  var mentionBox = $("mention-box");
+  var errorEl = $("error");
+  var conversationEl = $("conversation-id");
+  var installedEl = $("installed");
+
+  var current = null; // {tenant, user, name, kind}
+  var shownConversation = null;
+  var since = 0;
+  var poller = null; // AbortController of the poll in flight
+  var nodes = {}; // activity id → {el, content, views, rev, mounted}
+  var typingTimer = null;
+
+  function el(tag, cls, text) {
+    var e = document.createElement(tag);
+    if (cls) {
+      e.className = cls;
+    }
+    if (text !== undefined) {
+      e.textContent = text;
+    }
+    return e;
+  }
+
+  function showError(msg) {
+    errorEl.textContent = msg || "";
+    errorEl.hidden = !msg;
+  }
+
+  function selected() {
+    var kind = "personal";
+    var radios = document.querySelectorAll('input[name="kind"]');
+    for (var i = 0; i < radios.length; i++) {
+      if (radios[i].checked) {
+        kind = radios[i].value;
+      }
+    }
+    return { tenant: tenantIn.value.trim(), user: userIn.value.trim(), name: nameIn.value.trim(), kind: kind };
+  }
+
+  // The local sign-in: the person chosen here is the one the bot runs
+  // for, so the views of their runs open for them, and only for them.
+  var signedAs = null;
+  var signing = null;
+
+  function ensureSignedIn() {
+    if (signInMode !== "local") {
+      return Promise.reject(new Error("the local development sign-in is off (see README, Trying it locally), so views cannot be opened here"));
+    }
+    var who = current;
+    var want = who.tenant + "\n" + who.user + "\n" + who.name;
+    if (signedAs === want) {
+      return Promise.resolve();
+    }
+    if (signing && signing.want === want) {
+      return signing.p;
+    }
+    var form = new URLSearchParams();
+    form.set("name", who.name);
+    form.set("tenant", who.tenant);
+    form.set("user", who.user);
+    form.set("roles", ROLES);
+    form.set("return", "/playground");
+    var p = fetch("/signin/local", { method: "POST", body: form, credentials: "same-origin", redirect: "manual" })
+      .then(function (r) {
+        if (r.type === "opaqueredirect" || r.ok) {
+          signedAs = want;
+          return;
+        }
+        throw new Error("the local sign-in answered " + r.status);
+      });
+    signing = { want: want, p: p };
+    p.catch(function () {
+      if (signing && signing.p === p) {
+        signing = null;
+      }
+    });
+    return p;
+  }
+
+  function stateURL() {
+    var q = new URLSearchParams();
+    q.set("tenant", current.tenant);
+    q.set("user", current.user);
+    q.set("name", current.name);
+    q.set("kind", current.kind);
+    q.set("since", String(since));
+    return "/playground/api/state?" + q.toString();
+  }
+
+  function poll() {
+    var ctl = new AbortController();
+    poller = ctl;
+    fetch(stateURL(), { credentials: "same-origin", headers: { Accept: "application/json" }, signal: ctl.signal })
+      .then(function (r) {
+        return r.json().then(function (j) {
+          if (!r.ok) {
+            throw new Error(j && j.error ? j.error : "HTTP " + r.status);
+          }
+          return j;
+        });
+      })
+      .then(function (s) {
+        if (poller !== ctl) {
+          return;
+        }
+        apply(s);
+        poll();
+      })
+      .catch(function (e) {
+        if (poller !== ctl || ctl.signal.aborted) {
+          return;
+        }
+        showError("The playground could not read the conversation: " + e.message);
+        setTimeout(function () {
+          if (poller === ctl) {
+            poll();
+          }
+        }, 1000);
+      });
+  }
+
+  function restart() {
+    var next = selected();
+    if (current && next.tenant === current.tenant && next.user === current.user && next.name === current.name && next.kind === current.kind) {
+      return;
+    }
+    current = next;
+    mentionBox.hidden = current.kind === "personal";
+    since = 0;
+    if (poller) {
+      poller.abort();
+    }
+    showError("");
+    if (!current.tenant || !current.user || !current.name) {
+      showError("Give the person a name, an object id and a tenant id.");
+      return;
+    }
+    ensureSignedIn().catch(function (e) {
+      $("signin-note").textContent = "Views are not shown inline: " + e.message + ".";
+    });
+    poll();
+  }
+
+  function clearTranscript() {
+    nodes = {};
+    while (transcript.firstChild) {
+      transcript.removeChild(transcript.firstChild);
+    }
+  }
+
+  function timeOf(iso) {
+    var d = new Date(iso);
+    return isNaN(d.getTime()) ? "" : d.toLocaleTimeString(undefined, { hour: "2-digit", minute: "2-digit" });
+  }
+
+  // withMentions shows "<at>Name</at>" as Teams does: the name, marked.
+  function withMentions(parent, text) {
+    var re = /<at>([^<]*)<\/at>/g;
+    var last = 0;
+    var m;
+    while ((m = re.exec(text)) !== null) {
+      parent.appendChild(document.createTextNode(text.slice(last, m.index)));
+      parent.appendChild(el("span", "at", m[1]));
+      last = m.index + m[0].length;
+    }
+    parent.appendChild(document.createTextNode(text.slice(last)));
+  }
+
+  function initials(name) {
+    var parts = String(name || "?").trim().split(/\s+/);
+    return (parts[0].charAt(0) + (parts.length > 1 ? parts[parts.length - 1].charAt(0) : "")).toUpperCase();
+  }
+
+  function newNode(it) {
+    if (it.from === "event") {
+      var p = el("p", "event", it.text);
+      return { el: p, content: null, views: null, rev: it.revision, mounted: {} };
+    }
+    var row = el("div", "msg " + (it.from === "bot" ? "bot" : "user"));
+    row.setAttribute("data-activity-id", it.id);
+    row.appendChild(el("div", "avatar", initials(it.name)));
+    var b = el("div", "body");
+    var who = el("p", "who");
+    who.appendChild(el("strong", "", it.name));
+    who.appendChild(document.createTextNode(timeOf(it.time)));
+    b.appendChild(who);
+    var content = el("div", "content");
+    b.appendChild(content);
+    var views = el("div", "views");
+    b.appendChild(views);
+    row.appendChild(b);
+    return { el: row, content: content, views: views, rev: 0, mounted: {} };
+  }
+
+  function renderContent(n, it) {
+    n.el.setAttribute("data-revision", String(it.revision));
+    var c = n.content;
+    while (c.firstChild) {
+      c.removeChild(c.firstChild);
+    }
+    if (it.deleted) {
+      c.appendChild(el("div", "bubble deleted", "This message has been deleted."));
+      return;
+    }
+    if (it.text) {
+      var bubble = el("div", "bubble");
+      withMentions(bubble, it.text);
+      c.appendChild(bubble);
+    }
+    var atts = it.attachments || [];
+    for (var i = 0; i < atts.length; i++) {
+      if (atts[i].contentType === "application/vnd.microsoft.card.adaptive") {
+        c.appendChild(window.TeamsbotCards.render(atts[i].content, {
+          onAction: function (a) {
+            showError("Teams would send “" + (a.title || a.type) + "” to the bot; the playground does not.");
+          }
+        }));
+      } else {
+        c.appendChild(el("div", "bubble deleted", "[" + atts[i].contentType + "]"));
+      }
+    }
+  }
+
+  function mountView(n, v) {
+    var box = el("section", "inline-view");
+    box.setAttribute("data-view-id", v.id);
+    box.setAttribute("aria-label", "View " + (v.title || v.tool));
+    var head = el("div", "view-head");
+    head.appendChild(el("strong", "", (v.title || v.tool || "View") + (v.server ? " · " + v.server : "")));
+    var open = el("a", "", "Open");
+    open.href = "/mcp-apps/" + encodeURIComponent(v.id);
+    open.target = "_blank";
+    open.rel = "noopener noreferrer";
+    open.title = "Open the view on its own page, as the card's Open button does in Teams";
+    head.appendChild(open);
+    box.appendChild(head);
+    var frameBox = el("div", "frame-box");
+    box.appendChild(frameBox);
+    var status = el("p", "view-status");
+    status.setAttribute("role", "status");
+    box.appendChild(status);
+    var messages = el("div");
+    messages.hidden = true;
+    messages.appendChild(el("p", "view-status", "Messages from the view (shown here only; not sent to the agent):"));
+    var list = el("ul");
+    messages.appendChild(list);
+    box.appendChild(messages);
+    n.views.appendChild(box);
+    status.textContent = "Signing in…";
+    ensureSignedIn().then(function () {
+      window.TeamsbotBridge.mount({
+        api: "/api/mcp-apps/" + encodeURIComponent(v.id),
+        hostInfo: hostInfo,
+        box: frameBox,
+        status: status,
+        messages: messages,
+        messageList: list
+      });
+    }).catch(function (e) {
+      status.textContent = "The view could not be shown: " + e.message + ".";
+    });
+  }
+
+  function apply(s) {
+    if (s.conversation !== shownConversation) {
+      clearTranscript();
+      shownConversation = s.conversation;
+    }
+    since = s.seq;
+    conversationEl.textContent = s.conversation;
+    installedEl.textContent = s.installed
+      ? botName + " is installed here: the bot keeps this conversation's reference."
+      : botName + " is not installed here. Add it to get its welcome card (messages work either way).";
+    installedEl.setAttribute("data-installed", s.installed ? "true" : "false");
+
+    var nearBottom = transcript.scrollHeight - transcript.scrollTop - transcript.clientHeight < 80;
+    var seen = {};
+    var added = false;
+    var items = s.items || [];
+    for (var i = 0; i < items.length; i++) {
+      var it = items[i];
+      seen[it.id] = true;
+      var n = nodes[it.id];
+      if (!n) {
+        n = newNode(it);
+        nodes[it.id] = n;
+        transcript.appendChild(n.el);
+        added = true;
+      }
+      if (n.content && n.rev !== it.revision) {
+        renderContent(n, it);
+        n.rev = it.revision;
+      }
+      var views = it.views || [];
+      for (var k = 0; k < views.length; k++) {
+        if (!n.mounted[views[k].id] && n.views) {
+          n.mounted[views[k].id] = true;
+          mountView(n, views[k]);
+        }
+      }
+    }
+    for (var id in nodes) {
+      if (Object.prototype.hasOwnProperty.call(nodes, id) && !seen[id]) {
+        transcript.removeChild(nodes[id].el);
+        delete nodes[id];
+      }
+    }
+    if (added && nearBottom) {
+      transcript.scrollTop = transcript.scrollHeight;
+    }
+    clearTimeout(typingTimer);
+    typing.hidden = !(s.typingMs > 0);
+    if (s.typingMs > 0) {
+      typingTimer = setTimeout(function () { typing.hidden = true; }, s.typingMs);
+    }
+  }
+
+  function postJSON(path, payload) {
+    return fetch(path, {
+      method: "POST",
+      credentials: "same-origin",
+      headers: { "Content-Type": "application/json", Accept: "application/json" },
+      body: JSON.stringify(payload)
+    }).then(function (r) {
+      return r.json().then(function (j) {
+        if (!r.ok) {
+          throw new Error(j && j.error ? j.error : "HTTP " + r.status);
+        }
+        return j;
+      });
+    });
+  }
+
+  function who() {
+    return { tenant: current.tenant, user: current.user, name: current.name, kind: current.kind };
+  }
+
+  function send(text) {
+    restart();
+    showError("");
+    var p = who();
+    p.text = text;
+    p.mention = current.kind !== "personal" && mention.checked;
+    // Signed in first, so the views of the answer open at once.
+    return ensureSignedIn().catch(function () {}).then(function () {
+      return postJSON("/playground/api/send", p);
+    }).catch(function (e) {
+      showError(e.message);
+    });
+  }
+
+  function installAction(action) {
+    restart();
+    showError("");
+    var p = who();
+    p.action = action;
+    postJSON("/playground/api/install", p).catch(function (e) {
+      showError(e.message);
+    });
+  }
+
+  function usePreset() {
+    var i = Number(preset.value);
+    if (PRESETS[i]) {
+      nameIn.value = PRESETS[i].name;
+      userIn.value = PRESETS[i].user;
+    }
+  }
+
+  preset.addEventListener("change", function () {
+    usePreset();
+    restart();
+  });
+  [nameIn, userIn, tenantIn].forEach(function (input) {
+    input.addEventListener("change", function () {
+      if (input !== tenantIn) {
+        preset.value = "2";
+      }
+      restart();
+    });
+  });
+  var radios = document.querySelectorAll('input[name="kind"]');
+  for (var r = 0; r < radios.length; r++) {
+    radios[r].addEventListener("change", restart);
+  }
+  compose.addEventListener("submit", function (e) {
+    e.preventDefault();
+    var text = textIn.value.trim();
+    if (!text) {
+      return;
+    }
+    textIn.value = "";
+    send(text);
+  });
+  var tries = document.querySelectorAll("button.try");
+  for (var t = 0; t < tries.length; t++) {
+    tries[t].addEventListener("click", function (e) {
+      send(e.currentTarget.getAttribute("data-text"));
+    });
+  }
+  $("install").addEventListener("click", function () { installAction("add"); });
+  $("uninstall").addEventListener("click", function () { installAction("remove"); });
+
+  preset.value = "0";
+  usePreset();
+  tenantIn.value = DEFAULT_TENANT;
+  if (signInMode !== "local") {
+    $("signin-note").textContent = "The local development sign-in is off, so views are not shown inline; run ./run.sh, which listens on 127.0.0.1.";
+  }
+  restart();
+})();

@@ -1,0 +1,158 @@
+package playground_test
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/chromedp/chromedp"
+
+	"teamsbot/bot"
+	"teamsbot/store"
+)
+
+// TestBrowserPlayground drives the playground in headless Chromium through
+// the whole bot path, with nothing faked: the page asks the playground to
+// send /sales_report {}, which posts a Teams message activity over loopback
+// HTTP to /api/messages; the bot types, posts its "working on it" card and
+// replaces it with the answer card through the playground's Bot Connector;
+// the page shows the card in place of the working card and the view inline,
+// in the view page's double-sandboxed frames, opened as the person the run
+// was for (signed in through the local development sign-in); the view's
+// app-only Refresh button calls refresh_sales through the bridge and
+// POST /api/mcp-apps/{id}/call, audited as agent.mcp_app.call ok; another
+// person of the tenant, signed in by the page, is refused the view and its
+// tool (403), as anywhere else. Then a
+// group-chat message with an @mention is answered, and the bot is added to
+// the group chat (welcome card, conversation kept) and removed (forgotten).
+func TestBrowserPlayground(t *testing.T) {
+	en := newEnv(t)
+	tb := newTab(t)
+	tb.navigate(en.base + "/playground")
+	tb.wait(mainFrame, `document.getElementById("conversation-id").textContent.startsWith("a:")`, "the personal chat")
+
+	tb.send("/sales_report {}")
+	answer := `document.querySelector('.msg.bot[data-revision="2"] .ac-card')`
+	tb.wait(mainFrame, answer+` !== null && `+answer+`.innerText.includes("Interactive view from")`, "the answer card in place of the working card")
+	// The working card was replaced, not followed: one message of the
+	// bot, in its second revision, and no working card left.
+	if n := tb.must(mainFrame, `document.querySelectorAll(".msg.bot").length`); n != float64(1) {
+		t.Errorf("the bot's messages: %v, want 1 (the working card updated in place)", n)
+	}
+	if s := tb.str(mainFrame, `document.getElementById("transcript").innerText`); strings.Contains(s, "Working on") {
+		t.Errorf("the working card is still shown:\n%s", s)
+	}
+	if got := tb.str(mainFrame, `document.querySelector(".msg.user .bubble").innerText`); got != "/sales_report {}" {
+		t.Errorf("the person's message shows %q", got)
+	}
+
+	// The view inline: the proxy frame in the page, the view inside it,
+	// both sandbox="allow-scripts" only, beside an Open button.
+	tb.wait(mainFrame, `document.querySelector(".inline-view iframe.proxy") !== null`, "the inline view's frame")
+	if got := tb.str(mainFrame, `document.querySelector(".inline-view iframe.proxy").getAttribute("sandbox")`); got != "allow-scripts" {
+		t.Errorf("proxy frame sandbox = %q, want allow-scripts", got)
+	}
+	viewID := tb.str(mainFrame, `document.querySelector(".inline-view").dataset.viewId`)
+	if got := tb.str(mainFrame, `document.querySelector(".inline-view .view-head a").getAttribute("href")`); got != "/mcp-apps/"+viewID {
+		t.Errorf("Open button goes to %q, want /mcp-apps/%s", got, viewID)
+	}
+	tb.wait(viewFrame, `document.body.dataset.state === "ready" && document.body.dataset.revision === "0"`, "the sales view to show its result")
+	v, err := en.store.View(context.Background(), viewID)
+	if err != nil {
+		t.Fatalf("the inline view %s is not stored: %v", viewID, err)
+	}
+	if v.TenantID != pageTenant || v.UserID != pageUser {
+		t.Errorf("the view belongs to %s/%s, want the person the page chose (%s/%s)", v.TenantID, v.UserID, pageTenant, pageUser)
+	}
+
+	// The app-only tool through the bridge.
+	tb.must(viewFrame, `document.getElementById("refresh").click()`)
+	tb.wait(viewFrame, `document.body.dataset.revision === "1" && document.body.dataset.state === "ready"`, "the refreshed figures")
+	ok := false
+	for _, r := range en.auditCalls(pageTenant) {
+		if r.Fields["tool"] == "refresh_sales" && r.Fields["result"] == "ok" && r.Actor == pageUser {
+			ok = true
+		}
+	}
+	if !ok {
+		t.Errorf("no agent.mcp_app.call record of refresh_sales with result ok: %+v", en.auditCalls(pageTenant))
+	}
+
+	// Access stays as it is: once the page has signed another person in
+	// (Alex, same tenant), the view is not theirs to open or call.
+	tb.must(mainFrame, `(() => { const p = document.getElementById("preset"); p.value = "1"; p.dispatchEvent(new Event("change")); return true; })()`)
+	tb.wait(mainFrame, `fetch("/api/mcp-apps/`+viewID+`").then(r => r.status === 403)`, "the view to be refused to another person")
+	if got := tb.must(mainFrame, `fetch("/api/mcp-apps/`+viewID+`/call", {method: "POST", headers: {"Content-Type": "application/json"}, body: JSON.stringify({name: "refresh_sales", arguments: {}})}).then(r => r.status)`); got != float64(403) {
+		t.Errorf("another person's call of the view's tool: %v, want 403", got)
+	}
+	tb.must(mainFrame, `(() => { const p = document.getElementById("preset"); p.value = "0"; p.dispatchEvent(new Event("change")); return true; })()`)
+
+	// A group chat: the message carries <at>Assistant</at> and its
+	// mention entity, and is answered.
+	tb.must(mainFrame, `(() => { const r = document.querySelector('input[name="kind"][value="groupChat"]'); r.checked = true; r.dispatchEvent(new Event("change")); return true; })()`)
+	tb.wait(mainFrame, `document.getElementById("conversation-id").textContent.endsWith("@thread.v2") && !document.getElementById("mention-box").hidden`, "the group chat")
+	group := tb.str(mainFrame, `document.getElementById("conversation-id").textContent`)
+	tb.send("/tools")
+	tb.wait(mainFrame, `(() => { const c = document.querySelector(".msg.bot .ac-card"); return c !== null && c.innerText.includes("sales_report"); })()`, "the answer to /tools in the group chat")
+	if got := tb.str(mainFrame, `document.querySelector(".msg.user .at").textContent`); got != "Assistant" {
+		t.Errorf("the group message's mention shows %q, want Assistant", got)
+	}
+
+	// Install: the welcome card, and the conversation is kept.
+	tb.must(mainFrame, `document.getElementById("install").click()`)
+	tb.wait(mainFrame, `[...document.querySelectorAll(".msg.bot .ac-card")].some(c => c.innerText.includes("Hi, I'm Assistant"))`, "the welcome card")
+	tb.wait(mainFrame, `document.getElementById("installed").dataset.installed === "true"`, "the page to show the bot installed")
+	key := bot.ConversationKey(pageTenant, group)
+	if _, err := en.store.Conversation(context.Background(), key); err != nil {
+		t.Errorf("after install, conversation %s: %v", key, err)
+	}
+	// Uninstall: the reference is gone.
+	tb.must(mainFrame, `document.getElementById("uninstall").click()`)
+	tb.wait(mainFrame, `document.getElementById("installed").dataset.installed === "false"`, "the page to show the bot removed")
+	if _, err := en.store.Conversation(context.Background(), key); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("after uninstall, conversation %s: %v, want store.ErrNotFound", key, err)
+	}
+}
+
+// screenshotFile is the playground's picture in README.
+const screenshotFile = "../docs/playground.png"
+
+// TestScreenshot takes the picture of the playground that README shows: a
+// personal chat with the answer to /sales_report {} and its view inline.
+// With TEAMSBOT_UPDATE_SCREENSHOT=1 it writes docs/playground.png:
+//
+//	TEAMSBOT_UPDATE_SCREENSHOT=1 go test ./playground -run TestScreenshot
+func TestScreenshot(t *testing.T) {
+	en := newEnv(t)
+	tb := newTab(t)
+	if err := chromedp.Do(tb.ctx, chromedp.EmulateViewport(1280, 1000)); err != nil {
+		t.Fatalf("viewport: %v", err)
+	}
+	tb.navigate(en.base + "/playground")
+	tb.wait(mainFrame, `document.getElementById("conversation-id").textContent.startsWith("a:")`, "the personal chat")
+	tb.send("/sales_report {}")
+	tb.wait(viewFrame, `document.body.dataset.state === "ready"`, "the sales view")
+	// The frame has its height from the view's size-changed.
+	tb.wait(mainFrame, `document.querySelector(".inline-view iframe.proxy").style.height !== ""`, "the view's height")
+	tb.must(mainFrame, `(() => { document.activeElement.blur(); const t = document.getElementById("transcript"); t.scrollTop = 0; return true; })()`)
+	png, err := chromedp.Run(tb.ctx, chromedp.CaptureScreenshot())
+	if err != nil {
+		t.Fatalf("screenshot: %v", err)
+	}
+	if len(png) < 10_000 || string(png[1:4]) != "PNG" {
+		t.Fatalf("the screenshot is not a PNG of the page (%d bytes)", len(png))
+	}
+	if os.Getenv("TEAMSBOT_UPDATE_SCREENSHOT") == "" {
+		if _, err := os.Stat(screenshotFile); err != nil {
+			t.Errorf("%s is missing: run TEAMSBOT_UPDATE_SCREENSHOT=1 go test ./playground -run TestScreenshot", filepath.Base(screenshotFile))
+		}
+		return
+	}
+	if err := os.WriteFile(screenshotFile, png, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("wrote %s", screenshotFile)
+}

@@ -1,0 +1,259 @@
+package playground
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"slices"
+	"time"
+
+	"github.com/labstack/echo/v4"
+
+	"teamsbot/internal/web"
+	"teamsbot/store"
+)
+
+// The Bot Connector the playground's activities name as their serviceUrl.
+// It answers the calls the bot makes, as "API reference for the Bot
+// Framework Connector service" (Bot Service REST API, Conversations)
+// specifies them:
+//
+//	POST   /v3/conversations/{conversationId}/activities               Send to Conversation → 201 ResourceResponse {id}
+//	POST   /v3/conversations/{conversationId}/activities/{activityId}  Reply to Activity → 201 ResourceResponse {id}
+//	PUT    /v3/conversations/{conversationId}/activities/{activityId}  Update Activity → 200 ResourceResponse {id}
+//	DELETE /v3/conversations/{conversationId}/activities/{activityId}  Delete Activity → 200
+//
+// A typing activity is shown for a few seconds and gets no id, as Teams
+// keeps none. Local mode sends no Authorization header, and this connector
+// asks for none: it answers loopback callers only, never a web page.
+
+// Views of an answer card are looked up this often, for this long: the bot
+// records where an answer went just after sending it.
+const (
+	resolveEvery = 150 * time.Millisecond
+	resolveFor   = 15 * time.Second
+	resolveRuns  = 20
+)
+
+// botActivity is what the bot sends to the connector.
+type botActivity struct {
+	Type        string       `json:"type"`
+	Text        string       `json:"text"`
+	Summary     string       `json:"summary"`
+	ReplyToID   string       `json:"replyToId"`
+	Attachments []attachment `json:"attachments"`
+	From        *account     `json:"from"`
+}
+
+// resourceResponse is the Bot Connector's answer to a send or an update.
+type resourceResponse struct {
+	ID string `json:"id"`
+}
+
+// fromWebPage refuses what a browser sends: the bot's own calls carry no
+// Origin or Sec-Fetch headers, and nothing a web page sends should ever put
+// a card in the transcript.
+func fromWebPage(r *http.Request) error {
+	if r.Header.Get("Origin") != "" || r.Header.Get("Sec-Fetch-Site") != "" || r.Header.Get("Sec-Fetch-Mode") != "" {
+		return web.NewError(http.StatusForbidden, "The playground's Bot Connector takes calls from the bot only, not from web pages.").Wrap(ErrNotLoopback)
+	}
+	return nil
+}
+
+// connectorIDs reads the conversation and activity ids of a connector
+// call; the bot escapes them as path segments.
+func connectorIDs(c echo.Context) (conversation, activity string, err error) {
+	conversation, err = url.PathUnescape(c.Param("conversation"))
+	if err == nil {
+		activity, err = url.PathUnescape(c.Param("activity"))
+	}
+	if err != nil || conversation == "" {
+		return "", "", web.NewError(http.StatusBadRequest, "Malformed conversation or activity id.").Wrap(ErrBadRequest)
+	}
+	return conversation, activity, nil
+}
+
+// readActivity reads the bot's activity from a connector call.
+func readActivity(c echo.Context) (botActivity, error) {
+	var a botActivity
+	if err := readJSON(c, &a); err != nil {
+		return a, err
+	}
+	if a.Type == "" {
+		return a, web.NewError(http.StatusBadRequest, "The activity has no type.").Wrap(ErrBadRequest)
+	}
+	return a, nil
+}
+
+// connectorPost serves Send to Conversation and Reply to Activity.
+func (h *Handler) connectorPost(c echo.Context) error {
+	if err := fromWebPage(c.Request()); err != nil {
+		return err
+	}
+	convID, replyTo, err := connectorIDs(c)
+	if err != nil {
+		return err
+	}
+	a, err := readActivity(c)
+	if err != nil {
+		return err
+	}
+	cs := h.chats
+	cs.mu.Lock()
+	ch := cs.chatLocked(convID, "", "")
+	if a.Type == "typing" {
+		ch.typingUntil = cs.now().Add(typingFor)
+		cs.touchLocked(ch)
+		cs.mu.Unlock()
+		return c.JSON(http.StatusOK, resourceResponse{})
+	}
+	id := cs.newIDLocked()
+	if a.ReplyToID == "" {
+		a.ReplyToID = replyTo
+	}
+	it := &item{ID: id, From: "bot", Name: h.botName, Text: a.Text, Summary: a.Summary, Attachments: a.Attachments, ReplyToID: a.ReplyToID}
+	// The person sees the message, and the typing indicator ends.
+	ch.typingUntil = time.Time{}
+	cs.addLocked(ch, it)
+	h.resolveLocked(ch, it)
+	cs.mu.Unlock()
+	return c.JSON(http.StatusCreated, resourceResponse{ID: id})
+}
+
+// connectorPut serves Update Activity: the activity is replaced in place.
+func (h *Handler) connectorPut(c echo.Context) error {
+	if err := fromWebPage(c.Request()); err != nil {
+		return err
+	}
+	convID, id, err := connectorIDs(c)
+	if err != nil {
+		return err
+	}
+	a, err := readActivity(c)
+	if err != nil {
+		return err
+	}
+	cs := h.chats
+	cs.mu.Lock()
+	defer cs.mu.Unlock()
+	ch := cs.chatLocked(convID, "", "")
+	it := ch.find(id)
+	if it == nil || it.From != "bot" || it.Deleted {
+		return web.NewError(http.StatusNotFound, "No such activity of the bot in this conversation.").Wrap(fmt.Errorf("%w: activity %.64s", ErrNotFound, id))
+	}
+	it.Text, it.Summary, it.Attachments = a.Text, a.Summary, a.Attachments
+	it.Revision++
+	it.Views = nil
+	cs.touchLocked(ch)
+	h.resolveLocked(ch, it)
+	return c.JSON(http.StatusOK, resourceResponse{ID: id})
+}
+
+// connectorDelete serves Delete Activity: Teams shows that the message
+// was deleted.
+func (h *Handler) connectorDelete(c echo.Context) error {
+	if err := fromWebPage(c.Request()); err != nil {
+		return err
+	}
+	convID, id, err := connectorIDs(c)
+	if err != nil {
+		return err
+	}
+	cs := h.chats
+	cs.mu.Lock()
+	defer cs.mu.Unlock()
+	ch := cs.chatLocked(convID, "", "")
+	it := ch.find(id)
+	if it == nil || it.From != "bot" {
+		return web.NewError(http.StatusNotFound, "No such activity of the bot in this conversation.").Wrap(fmt.Errorf("%w: activity %.64s", ErrNotFound, id))
+	}
+	it.Deleted, it.Text, it.Summary, it.Attachments, it.Views = true, "", "", nil, nil
+	it.Revision++
+	cs.touchLocked(ch)
+	return c.NoContent(http.StatusOK)
+}
+
+// resolveLocked starts looking up the views a bot card names, unless a
+// lookup for it is under way. The card itself carries no view ids (it
+// names views by title, and has an Open button only under https); the bot
+// records, for each run, the ids of the activities that carry its answer,
+// and the run holds its views' ids.
+func (h *Handler) resolveLocked(ch *chat, it *item) {
+	if it.resolving || len(it.Attachments) == 0 || ch.tenant == "" || h.life.Err() != nil {
+		return
+	}
+	it.resolving = true
+	chatID, itemID, tenant := ch.id, it.ID, ch.tenant
+	h.jobs.Add(1)
+	go func() {
+		defer h.jobs.Done()
+		ctx, cancel := context.WithTimeout(h.life, resolveFor)
+		defer cancel()
+		views, found := h.findViews(ctx, tenant, itemID)
+		cs := h.chats
+		cs.mu.Lock()
+		defer cs.mu.Unlock()
+		ch := cs.byID[chatID]
+		if ch == nil {
+			return
+		}
+		it := ch.find(itemID)
+		if it == nil {
+			return
+		}
+		it.resolving = false
+		if found && len(views) > 0 {
+			it.Views = views
+			cs.touchLocked(ch)
+		}
+	}()
+}
+
+// findViews polls the tenant's recent runs until one's delivery names the
+// activity, and returns the run's views when the activity carries the
+// answer's first card (later cards continue the same answer). found is
+// false when no run names it before ctx ends: a welcome or a refusal card
+// belongs to no run.
+func (h *Handler) findViews(ctx context.Context, tenant, activityID string) (views []viewRef, found bool) {
+	tick := time.NewTicker(resolveEvery)
+	defer tick.Stop()
+	for {
+		runs, err := h.store.RecentRuns(ctx, tenant, resolveRuns)
+		if err != nil && ctx.Err() == nil {
+			h.logger.Warn("playground: reading recent runs failed", "tenant", tenant, "err", err)
+		}
+		for _, r := range runs {
+			d, err := h.store.Delivery(ctx, r.ID)
+			if err != nil {
+				if !errors.Is(err, store.ErrNotFound) && ctx.Err() == nil {
+					h.logger.Warn("playground: reading a delivery failed", "run", r.ID, "err", err)
+				}
+				continue
+			}
+			if !slices.Contains(d.ActivityIDs, activityID) {
+				continue
+			}
+			if d.ActivityIDs[0] != activityID {
+				return nil, true
+			}
+			for _, id := range r.ViewIDs {
+				ref := viewRef{ID: id}
+				if v, err := h.store.View(ctx, id); err == nil {
+					ref.Title, ref.Tool, ref.Server = v.ToolTitle, v.Tool, v.Server
+				}
+				if ref.Title == "" {
+					ref.Title = ref.Tool
+				}
+				views = append(views, ref)
+			}
+			return views, true
+		}
+		select {
+		case <-ctx.Done():
+			return nil, false
+		case <-tick.C:
+		}
+	}
+}

@@ -1,0 +1,356 @@
+// Package playground is the local playground: a chat page at /playground
+// that talks to the bot exactly as Microsoft Teams does, so that a person
+// who runs the service on their own machine sees the whole path (typing,
+// the "working on it" card and its update, the answer card, and each view
+// inline) without Teams.
+//
+// The page never posts to /api/messages itself: in local mode the endpoint
+// refuses requests from web pages. The page asks this package's server side,
+// which builds the Bot Framework activity Teams would send (a message with
+// its @mention entity, conversationUpdate, installationUpdate) and posts it
+// over loopback HTTP to the service's own /api/messages. Each activity names
+// as its serviceUrl the Bot Connector that this package also answers
+// (/playground/connector/v3/...), so the bot's replies, updates, deletions
+// and typing indicators come back here over loopback HTTP, and the page
+// reads them by long polling.
+//
+// Views are shown inline with viewpage's host bridge (BridgeScript), framed
+// from the same sandbox proxy and view documents as the view page, after the
+// page signs the chosen person in through the local development sign-in
+// (POST /signin/local): viewpage decides, as everywhere, who may open a view
+// and call its tools.
+//
+// The playground exists only in local mode: New refuses a bot with an app
+// id, and every route refuses callers that are not on this machine (a
+// loopback connection addressed by a loopback name, with no proxy headers).
+// It owns neither the bot's behaviour (package bot) nor card layout (package
+// cards): it only plays Teams' part.
+//
+// Routes added by Register:
+//
+//	GET    /playground                         the chat page
+//	GET    /playground/api/state?...           a conversation as the page shows it (long poll)
+//	POST   /playground/api/send                a message from the chosen person
+//	POST   /playground/api/install             install or uninstall the bot in the conversation
+//	POST   /playground/connector/v3/conversations/{id}/activities[/{activityId}]
+//	PUT    /playground/connector/v3/conversations/{id}/activities/{activityId}
+//	DELETE /playground/connector/v3/conversations/{id}/activities/{activityId}
+package playground
+
+import (
+	"bytes"
+	"context"
+	_ "embed"
+	"errors"
+	"fmt"
+	"html/template"
+	"log/slog"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/labstack/echo/v4"
+
+	"teamsbot/bot"
+	"teamsbot/internal/netaddr"
+	"teamsbot/internal/web"
+	"teamsbot/signin"
+	"teamsbot/store"
+	"teamsbot/viewpage"
+)
+
+var (
+	//go:embed assets/playground.html
+	pageHTML string
+	//go:embed assets/playground.css
+	pageCSS string
+	//go:embed assets/playground.js
+	pageJS string
+	//go:embed assets/cards.js
+	cardsJS string
+	//go:embed assets/home.html
+	homeHTML string
+	//go:embed assets/home.css
+	homeCSS string
+)
+
+// Path is the playground page.
+const Path = "/playground"
+
+// ConnectorPath is the serviceUrl the playground's activities name: the
+// Bot Connector that this package answers.
+const ConnectorPath = "/playground/connector"
+
+// Errors of the playground.
+var (
+	// ErrNotLocal means the playground was asked for outside local mode.
+	ErrNotLocal = errors.New("playground: only in local mode")
+	// ErrNotFound means no such conversation or activity (404).
+	ErrNotFound = errors.New("playground: not found")
+	// ErrNotLoopback means a caller not on this machine (403).
+	ErrNotLoopback = errors.New("playground: not a loopback caller")
+	// ErrBadRequest means a malformed request (400).
+	ErrBadRequest = errors.New("playground: bad request")
+	// ErrBot means /api/messages did not take an activity (502).
+	ErrBot = errors.New("playground: the bot refused the activity")
+)
+
+// Options configures New.
+type Options struct {
+	// Self is the service's own listener as an http loopback origin, such
+	// as http://127.0.0.1:3978: activities go to Self + /api/messages and
+	// name Self + ConnectorPath as their serviceUrl. Required.
+	Self netaddr.Origin
+	// Bot is the service's bot; it must be in local mode. Required.
+	Bot *bot.Bot
+	// Store tells whether the bot keeps a conversation (installed) and
+	// which views an answer card named (its run's delivery). Required.
+	Store *store.Store
+	// SignIn tells whether the local development sign-in is on, which the
+	// page needs to show views inline. Required.
+	SignIn *signin.Service
+	// Views is the view page, whose frames the page shows. Required.
+	Views *viewpage.Handler
+	// BotName is the bot's display name, as @mentions write it; empty
+	// means "Assistant".
+	BotName string
+	// HostVersion is hostInfo.version the inline views are told; empty
+	// means "dev".
+	HostVersion string
+	// HTTPClient posts activities to /api/messages; nil means a client
+	// with a 30 s timeout.
+	HTTPClient *http.Client
+	// Logger; nil discards.
+	Logger *slog.Logger
+	// Now is the clock; nil means time.Now.
+	Now func() time.Time
+}
+
+// Handler is the playground: the page, its API and the Bot Connector.
+type Handler struct {
+	self        netaddr.Origin
+	store       *store.Store
+	signin      *signin.Service
+	botName     string
+	hostVersion string
+	client      *http.Client
+	logger      *slog.Logger
+	now         func() time.Time
+	cop         *http.CrossOriginProtection
+
+	page    []byte
+	pageCSP string
+	home    []byte
+	homeCSP string
+
+	// life ends with Close: the goroutines that find the views of an
+	// answer card stop with it.
+	life   context.Context
+	cancel context.CancelFunc
+	jobs   sync.WaitGroup
+
+	chats *chats
+}
+
+// New builds the playground. It refuses a bot that is not in local mode and
+// a Self that is not an http loopback origin.
+func New(opts Options) (*Handler, error) {
+	var errs []error
+	if opts.Bot == nil {
+		errs = append(errs, errors.New("playground: Bot is required"))
+	} else if !opts.Bot.LocalMode() {
+		errs = append(errs, fmt.Errorf("%w: the bot has an app id", ErrNotLocal))
+	}
+	if opts.Store == nil {
+		errs = append(errs, errors.New("playground: Store is required"))
+	}
+	if opts.SignIn == nil {
+		errs = append(errs, errors.New("playground: SignIn is required"))
+	}
+	if opts.Views == nil {
+		errs = append(errs, errors.New("playground: Views is required"))
+	}
+	if opts.Self.IsZero() || opts.Self.HTTPS() || !opts.Self.Loopback() {
+		errs = append(errs, fmt.Errorf("%w: Self must be an http loopback origin, not %q", ErrNotLocal, opts.Self.String()))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	h := &Handler{
+		self:        opts.Self,
+		store:       opts.Store,
+		signin:      opts.SignIn,
+		botName:     opts.BotName,
+		hostVersion: opts.HostVersion,
+		client:      opts.HTTPClient,
+		logger:      opts.Logger,
+		now:         opts.Now,
+		cop:         http.NewCrossOriginProtection(),
+	}
+	if h.botName == "" {
+		h.botName = "Assistant"
+	}
+	if h.hostVersion == "" {
+		h.hostVersion = "dev"
+	}
+	if h.client == nil {
+		h.client = &http.Client{Timeout: 30 * time.Second}
+	}
+	if h.logger == nil {
+		h.logger = slog.New(slog.DiscardHandler)
+	}
+	if h.now == nil {
+		h.now = time.Now
+	}
+	h.chats = newChats(h.now)
+	h.life, h.cancel = context.WithCancel(context.Background())
+	if err := h.buildPage(opts.Views.FrameSource()); err != nil {
+		return nil, err
+	}
+	return h, nil
+}
+
+// Close ends the page's long polls at once (each answers with what there
+// is), stops the background lookups of answer cards' views and waits for
+// them. Call it when the server starts shutting down
+// (http.Server.RegisterOnShutdown), so that no poll holds the shutdown up;
+// calling it again does nothing more.
+func (h *Handler) Close() {
+	// Under the chats' lock, which resolveLocked holds: no lookup starts
+	// after this.
+	h.chats.mu.Lock()
+	h.cancel()
+	h.chats.mu.Unlock()
+	h.jobs.Wait()
+}
+
+// pageData is what playground.html shows.
+type pageData struct {
+	BotName, HostName, HostVersion string
+	SignIn                         string // "local", or "off" when views cannot be opened
+	CSS                            template.CSS
+	Bridge, Cards, Script          template.JS
+}
+
+// buildPage renders the page once (it is the same for every request) and
+// fixes its CSP: its own scripts and style by hash, its own API, frames only
+// from the sandbox origin, framed by nobody, no string into an HTML sink.
+func (h *Handler) buildPage(frameSrc string) error {
+	t, err := template.New("playground").Parse(pageHTML)
+	if err != nil {
+		return fmt.Errorf("playground: page template: %w", err)
+	}
+	signIn := "off"
+	if h.signin.Local() {
+		signIn = "local"
+	}
+	var b bytes.Buffer
+	err = t.Execute(&b, pageData{
+		BotName: h.botName, HostName: viewpage.HostName, HostVersion: h.hostVersion, SignIn: signIn,
+		CSS:    template.CSS(pageCSS),
+		Bridge: template.JS(viewpage.BridgeScript()), Cards: template.JS(cardsJS), Script: template.JS(pageJS),
+	})
+	if err != nil {
+		return fmt.Errorf("playground: page template: %w", err)
+	}
+	h.page = b.Bytes()
+
+	ht, err := template.New("home").Parse(homeHTML)
+	if err != nil {
+		return fmt.Errorf("playground: start page template: %w", err)
+	}
+	var hb bytes.Buffer
+	if err := ht.Execute(&hb, struct {
+		BotName string
+		CSS     template.CSS
+	}{h.botName, template.CSS(homeCSS)}); err != nil {
+		return fmt.Errorf("playground: start page template: %w", err)
+	}
+	h.home = hb.Bytes()
+	// No script at all; one style; links only.
+	h.homeCSP = "default-src 'none'; style-src " + web.CSPHash(homeCSS) + "; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
+	h.pageCSP = "default-src 'none'; " +
+		"script-src " + viewpage.BridgeScriptHash() + " " + web.CSPHash(cardsJS) + " " + web.CSPHash(pageJS) + "; " +
+		"style-src " + web.CSPHash(pageCSS) + "; " +
+		"img-src 'self' data:; " +
+		"connect-src 'self'; " +
+		"frame-src " + frameSrc + "; " +
+		"base-uri 'none'; form-action 'none'; object-src 'none'; " +
+		"require-trusted-types-for 'script'; trusted-types 'none'; frame-ancestors 'none'"
+	return nil
+}
+
+// Register adds the page, its API and the Bot Connector to e.
+func (h *Handler) Register(e *echo.Echo) {
+	g := e.Group("", h.localOnly)
+	g.GET(Path, h.servePage)
+	g.GET(Path+"/api/state", h.state)
+	g.POST(Path+"/api/send", h.send)
+	g.POST(Path+"/api/install", h.install)
+	c := ConnectorPath + "/v3/conversations/:conversation/activities"
+	g.POST(c, h.connectorPost)
+	g.POST(c+"/:activity", h.connectorPost)
+	g.PUT(c+"/:activity", h.connectorPut)
+	g.DELETE(c+"/:activity", h.connectorDelete)
+}
+
+// localOnly refuses every caller that is not on this machine: the
+// connection must come from loopback, name a loopback host (a page whose
+// name an attacker points at 127.0.0.1 carries its own name here) and come
+// through no proxy or tunnel, which would make anyone's request look local.
+func (h *Handler) localOnly(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		r := c.Request()
+		switch {
+		case !netaddr.IsLoopbackRemote(r.RemoteAddr):
+			return web.NewError(http.StatusForbidden, "The playground answers only on this machine.").Wrap(fmt.Errorf("%w: remote %s", ErrNotLoopback, r.RemoteAddr))
+		case !netaddr.IsLoopbackHostPort(r.Host):
+			return web.NewError(http.StatusForbidden, "The playground answers only at a loopback address such as http://127.0.0.1.").Wrap(fmt.Errorf("%w: host %.100q", ErrNotLoopback, r.Host))
+		case proxied(r):
+			return web.NewError(http.StatusForbidden, "The playground is refused through a proxy or a tunnel.").Wrap(fmt.Errorf("%w: proxy headers", ErrNotLoopback))
+		}
+		return next(c)
+	}
+}
+
+// proxied reports whether a request says it came through a proxy.
+func proxied(r *http.Request) bool {
+	for name := range r.Header {
+		if name == "Forwarded" || strings.HasPrefix(name, "X-Forwarded-") {
+			return true
+		}
+	}
+	return false
+}
+
+// servePage serves GET /playground.
+func (h *Handler) servePage(c echo.Context) error {
+	hd := c.Response().Header()
+	hd.Set("Content-Security-Policy", h.pageCSP)
+	web.NoStore(hd)
+	hd.Set("Referrer-Policy", "no-referrer")
+	return c.HTMLBlob(http.StatusOK, h.page)
+}
+
+// Home serves the start page, GET /, in local mode: one click to the
+// playground, and what to try there.
+func (h *Handler) Home(c echo.Context) error {
+	hd := c.Response().Header()
+	hd.Set("Content-Security-Policy", h.homeCSP)
+	web.NoStore(hd)
+	return c.HTMLBlob(http.StatusOK, h.home)
+}
+
+// pageRequest checks a state-changing request of the page: same origin
+// (Sec-Fetch-Site or Origin), JSON only, so no other site can drive the
+// playground from the person's browser.
+func (h *Handler) pageRequest(r *http.Request) error {
+	if err := h.cop.Check(r); err != nil {
+		return web.NewError(http.StatusForbidden, "This request came from another site and was refused.").Wrap(err)
+	}
+	if ct := r.Header.Get("Content-Type"); !strings.HasPrefix(ct, "application/json") {
+		return web.NewError(http.StatusUnsupportedMediaType, "Send JSON.").Wrap(ErrBadRequest)
+	}
+	return nil
+}

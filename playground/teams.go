@@ -1,0 +1,402 @@
+package playground
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/labstack/echo/v4"
+
+	"teamsbot/bot"
+	"teamsbot/internal/web"
+	"teamsbot/store"
+)
+
+// The activities built here follow what Teams sends a bot, as the Bot
+// Framework "Activity schema" and Teams' "Conversation events in your Teams
+// bot" and "Channel and group chat conversations with a bot" describe them:
+// channelId msteams, channelData.tenant, from.aadObjectId, the @mention
+// entity beside "<at>Name</at>" in group chats and channels,
+// channelData.team and channel (and eventType for conversation events) in
+// channels, installationUpdate with action add or remove.
+
+// botAccountID is the bot's id in the playground's conversations; Teams
+// writes "28:" and the app id, and local mode has none.
+const botAccountID = "28:teamsbot-playground"
+
+// idPattern is what a tenant or user id may be: the local sign-in takes
+// the same, so the person who asks is the one who can sign in.
+var idPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$`)
+
+// who is the person, tenant and conversation kind the page chose.
+type who struct {
+	Tenant string `json:"tenant"`
+	User   string `json:"user"` // Entra object id
+	Name   string `json:"name"`
+	Kind   string `json:"kind"`
+}
+
+func (w *who) check() error {
+	w.Tenant, w.User, w.Name = strings.TrimSpace(w.Tenant), strings.TrimSpace(w.User), strings.TrimSpace(w.Name)
+	var problems []string
+	if !idPattern.MatchString(w.Tenant) {
+		problems = append(problems, "the tenant id must be 1 to 128 letters, digits, dots, dashes or underscores")
+	}
+	if !idPattern.MatchString(w.User) {
+		problems = append(problems, "the user's object id must be 1 to 128 letters, digits, dots, dashes or underscores")
+	}
+	if w.Name == "" || utf8.RuneCountInString(w.Name) > 100 {
+		problems = append(problems, "the user's name must be 1 to 100 characters")
+	}
+	switch w.Kind {
+	case kindPersonal, kindGroup, kindChannel:
+	default:
+		problems = append(problems, "the conversation is personal, groupChat or channel")
+	}
+	if len(problems) > 0 {
+		return web.NewError(http.StatusBadRequest, "Check the form: "+strings.Join(problems, "; ")+".").Wrap(ErrBadRequest)
+	}
+	return nil
+}
+
+// short is a stable short hex name made of parts.
+func short(parts ...string) string {
+	sum := sha256.Sum256([]byte(strings.Join(parts, "\x00")))
+	return hex.EncodeToString(sum[:12])
+}
+
+// conversationID is the conversation Teams would name: one personal chat
+// per person and bot, one group chat and one channel (a team's General
+// channel, whose id is also the team's) per tenant.
+func (w who) conversationID() string {
+	switch w.Kind {
+	case kindPersonal:
+		return "a:1" + short("personal", w.Tenant, w.User)
+	case kindGroup:
+		return "19:" + short("group", w.Tenant) + "@thread.v2"
+	default:
+		return "19:" + short("channel", w.Tenant) + "@thread.tacv2"
+	}
+}
+
+// userAccountID is the person's Teams user id ("29:…"), which Teams
+// derives from the Entra object id.
+func (w who) userAccountID() string { return "29:1" + short("user", w.Tenant, w.User) }
+
+type account struct {
+	ID          string `json:"id"`
+	Name        string `json:"name,omitempty"`
+	AadObjectID string `json:"aadObjectId,omitempty"`
+}
+
+type conversation struct {
+	ID               string `json:"id"`
+	ConversationType string `json:"conversationType"`
+	TenantID         string `json:"tenantId"`
+	IsGroup          bool   `json:"isGroup,omitempty"`
+	Name             string `json:"name,omitempty"`
+}
+
+// activity is an activity as Teams sends it to a bot.
+type activity struct {
+	Type           string           `json:"type"`
+	ID             string           `json:"id"`
+	Timestamp      string           `json:"timestamp"`
+	LocalTimestamp string           `json:"localTimestamp,omitempty"`
+	ServiceURL     string           `json:"serviceUrl"`
+	ChannelID      string           `json:"channelId"`
+	From           account          `json:"from"`
+	Recipient      account          `json:"recipient"`
+	Conversation   conversation     `json:"conversation"`
+	Text           string           `json:"text,omitempty"`
+	TextFormat     string           `json:"textFormat,omitempty"`
+	Locale         string           `json:"locale,omitempty"`
+	Entities       []map[string]any `json:"entities,omitempty"`
+	ChannelData    map[string]any   `json:"channelData"`
+	MembersAdded   []account        `json:"membersAdded,omitempty"`
+	MembersRemoved []account        `json:"membersRemoved,omitempty"`
+	Action         string           `json:"action,omitempty"`
+}
+
+// activity starts an activity of typ from the person in their chosen
+// conversation.
+func (h *Handler) activity(typ, id string, w who) activity {
+	now := h.now()
+	a := activity{
+		Type:           typ,
+		ID:             id,
+		Timestamp:      now.UTC().Format(time.RFC3339Nano),
+		LocalTimestamp: now.Format(time.RFC3339Nano),
+		ServiceURL:     h.self.URL(ConnectorPath + "/"),
+		ChannelID:      "msteams",
+		From:           account{ID: w.userAccountID(), Name: w.Name, AadObjectID: w.User},
+		Recipient:      account{ID: botAccountID, Name: h.botName},
+		Conversation:   conversation{ID: w.conversationID(), ConversationType: w.Kind, TenantID: w.Tenant},
+		ChannelData:    map[string]any{"tenant": map[string]any{"id": w.Tenant}},
+	}
+	switch w.Kind {
+	case kindGroup:
+		a.Conversation.IsGroup = true
+	case kindChannel:
+		a.Conversation.IsGroup = true
+		a.Conversation.Name = "General"
+		team := w.conversationID()
+		a.ChannelData["team"] = map[string]any{"id": team, "name": "Playground team", "aadGroupId": short("team", w.Tenant)}
+		a.ChannelData["channel"] = map[string]any{"id": team, "name": "General"}
+		a.ChannelData["teamsTeamId"] = team
+		a.ChannelData["teamsChannelId"] = team
+	}
+	return a
+}
+
+// sendRequest is the body of POST /playground/api/send.
+type sendRequest struct {
+	who
+	Text string `json:"text"`
+	// Mention @mentions the bot, as a person must in a group chat or a
+	// channel for Teams to hand the bot the message.
+	Mention bool `json:"mention"`
+}
+
+// sendResponse tells the page what became of its message.
+type sendResponse struct {
+	ID        string `json:"id"`
+	Delivered bool   `json:"delivered"`
+	Status    int    `json:"status,omitempty"`
+}
+
+// maxTextRunes bounds a message; Teams' own limit is about 28 KB.
+const maxTextRunes = 4000
+
+// send serves POST /playground/api/send: the person's message is shown
+// and, unless Teams would keep it from the bot (a group chat or channel
+// message without the @mention), posted to /api/messages.
+func (h *Handler) send(c echo.Context) error {
+	r := c.Request()
+	if err := h.pageRequest(r); err != nil {
+		return err
+	}
+	var req sendRequest
+	if err := readJSON(c, &req); err != nil {
+		return err
+	}
+	if err := req.check(); err != nil {
+		return err
+	}
+	text := strings.TrimSpace(req.Text)
+	if text == "" || utf8.RuneCountInString(text) > maxTextRunes {
+		return web.NewError(http.StatusBadRequest, fmt.Sprintf("Write a message of 1 to %d characters.", maxTextRunes)).Wrap(ErrBadRequest)
+	}
+	// A personal chat needs no @mention: the page offers none there.
+	mention := req.Mention && req.Kind != kindPersonal
+	var entities []map[string]any
+	if mention {
+		tag := "<at>" + h.botName + "</at>"
+		text = tag + " " + strings.TrimSpace(strings.ReplaceAll(text, tag, ""))
+		entities = append(entities, map[string]any{
+			"type": "mention", "text": tag,
+			"mentioned": map[string]any{"id": botAccountID, "name": h.botName},
+		})
+	}
+
+	h.chats.mu.Lock()
+	id := h.chats.newIDLocked()
+	ch := h.chats.chatLocked(req.conversationID(), req.Kind, req.Tenant)
+	h.chats.addLocked(ch, &item{ID: id, From: "user", Name: req.Name, Text: text})
+	h.chats.mu.Unlock()
+
+	if req.Kind != kindPersonal && !mention {
+		h.chats.note(req.conversationID(), req.Kind, req.Tenant,
+			"Teams does not hand this message to "+h.botName+": in a group chat or a channel a bot gets only the messages that @mention it.")
+		return c.JSON(http.StatusOK, sendResponse{ID: id})
+	}
+
+	a := h.activity("message", id, req.who)
+	a.Text, a.TextFormat, a.Locale = text, "plain", "en-US"
+	a.Entities = append(entities, map[string]any{"type": "clientInfo", "locale": "en-US", "platform": "Web"})
+	if req.Kind == kindChannel {
+		// A new post in a channel starts a thread, which Teams names by
+		// the post's id; the bot answers in that thread.
+		a.Conversation.ID += ";messageid=" + id
+	}
+	status, err := h.post(r.Context(), a)
+	if err != nil {
+		h.chats.note(req.conversationID(), req.Kind, req.Tenant, "The bot did not take the message: "+err.Error())
+		return web.NewError(http.StatusBadGateway, "The bot did not take the message: "+err.Error()).Wrap(err)
+	}
+	return c.JSON(http.StatusOK, sendResponse{ID: id, Delivered: true, Status: status})
+}
+
+// installRequest is the body of POST /playground/api/install.
+type installRequest struct {
+	who
+	// Action is "add" or "remove".
+	Action string `json:"action"`
+}
+
+// install serves POST /playground/api/install: what Teams sends when the
+// person adds the bot to the conversation, or removes it. Teams announces
+// either twice, as an installationUpdate and as a conversationUpdate with
+// the bot among membersAdded or membersRemoved (for a team with
+// channelData.eventType teamMemberAdded or teamMemberRemoved); the bot
+// must cope with both, so both are sent.
+func (h *Handler) install(c echo.Context) error {
+	r := c.Request()
+	if err := h.pageRequest(r); err != nil {
+		return err
+	}
+	var req installRequest
+	if err := readJSON(c, &req); err != nil {
+		return err
+	}
+	if err := req.check(); err != nil {
+		return err
+	}
+	if req.Action != "add" && req.Action != "remove" {
+		return web.NewError(http.StatusBadRequest, "The action is add or remove.").Wrap(ErrBadRequest)
+	}
+	h.chats.mu.Lock()
+	installID, updateID := h.chats.newIDLocked(), h.chats.newIDLocked()
+	h.chats.chatLocked(req.conversationID(), req.Kind, req.Tenant)
+	h.chats.mu.Unlock()
+
+	iu := h.activity("installationUpdate", installID, req.who)
+	iu.Action = req.Action
+	cu := h.activity("conversationUpdate", updateID, req.who)
+	botAccount := []account{{ID: botAccountID, Name: h.botName}}
+	verb := "added"
+	if req.Action == "add" {
+		cu.MembersAdded = botAccount
+		if req.Kind == kindChannel {
+			cu.ChannelData["eventType"] = "teamMemberAdded"
+		}
+	} else {
+		verb = "removed"
+		cu.MembersRemoved = botAccount
+		if req.Kind == kindChannel {
+			cu.ChannelData["eventType"] = "teamMemberRemoved"
+		}
+	}
+	h.chats.note(req.conversationID(), req.Kind, req.Tenant, fmt.Sprintf("%s %s %s (installationUpdate %s, conversationUpdate).", req.Name, verb, h.botName, req.Action))
+	for _, a := range []activity{iu, cu} {
+		if _, err := h.post(r.Context(), a); err != nil {
+			h.chats.note(req.conversationID(), req.Kind, req.Tenant, "The bot did not take the "+a.Type+": "+err.Error())
+			return web.NewError(http.StatusBadGateway, "The bot did not take the "+a.Type+": "+err.Error()).Wrap(err)
+		}
+	}
+	// The bot has stored or forgotten the conversation by now (it answers
+	// these activities once done): the page reads it again.
+	h.chats.mu.Lock()
+	h.chats.touchLocked(h.chats.chatLocked(req.conversationID(), req.Kind, req.Tenant))
+	h.chats.mu.Unlock()
+	return c.JSON(http.StatusOK, map[string]bool{"ok": true})
+}
+
+// post sends an activity to the service's own /api/messages over loopback
+// HTTP, as the Bot Connector would, and returns the status.
+func (h *Handler) post(ctx context.Context, a activity) (int, error) {
+	body, err := json.Marshal(a)
+	if err != nil {
+		return 0, fmt.Errorf("%w: encoding the activity: %w", ErrBot, err)
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, h.self.URL(bot.Path), bytes.NewReader(body))
+	if err != nil {
+		return 0, fmt.Errorf("%w: %w", ErrBot, err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := h.client.Do(req)
+	if err != nil {
+		return 0, fmt.Errorf("%w: %w", ErrBot, err)
+	}
+	defer resp.Body.Close()
+	msg, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
+	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+		var e struct {
+			Error string `json:"error"`
+		}
+		_ = json.Unmarshal(msg, &e)
+		return resp.StatusCode, fmt.Errorf("%w: %s answered %d %s", ErrBot, bot.Path, resp.StatusCode, e.Error)
+	}
+	return resp.StatusCode, nil
+}
+
+// stateResponse is the answer of GET /playground/api/state.
+type stateResponse struct {
+	snapshot
+	Conversation string `json:"conversation"`
+	// Installed says whether the bot keeps this conversation's reference,
+	// as it does once installed there.
+	Installed bool `json:"installed"`
+}
+
+// state serves GET /playground/api/state?tenant=&user=&name=&kind=&since=:
+// the chosen conversation, once it has changed since seq "since"; it waits
+// for a change up to maxLongPoll.
+func (h *Handler) state(c echo.Context) error {
+	q := c.QueryParams()
+	w := who{Tenant: q.Get("tenant"), User: q.Get("user"), Name: q.Get("name"), Kind: q.Get("kind")}
+	if err := w.check(); err != nil {
+		return err
+	}
+	since, _ := strconv.ParseUint(q.Get("since"), 10, 64)
+	id := w.conversationID()
+	ctx := c.Request().Context()
+	timer := time.NewTimer(maxLongPoll)
+	defer timer.Stop()
+	var snap snapshot
+	for {
+		h.chats.mu.Lock()
+		ch := h.chats.chatLocked(id, w.Kind, w.Tenant)
+		// A first read (since 0), a change, or a page that knew a later
+		// state (the service restarted) is answered at once.
+		if since == 0 || ch.seq > since || since > h.chats.seq {
+			snap = h.chats.snapshotLocked(ch)
+			h.chats.mu.Unlock()
+			break
+		}
+		wake := h.chats.changed
+		h.chats.mu.Unlock()
+		select {
+		case <-wake:
+			continue
+		case <-timer.C:
+		case <-h.life.Done():
+			// Shutting down: the page gets what there is now, and the
+			// server need not wait for the poll.
+		case <-ctx.Done():
+			// The page went away, or asked for another conversation:
+			// nobody reads an answer, and nothing failed.
+			return nil
+		}
+		h.chats.mu.Lock()
+		snap = h.chats.snapshotLocked(h.chats.chatLocked(id, w.Kind, w.Tenant))
+		h.chats.mu.Unlock()
+		break
+	}
+	_, err := h.store.Conversation(ctx, bot.ConversationKey(w.Tenant, id))
+	if err != nil && !errors.Is(err, store.ErrNotFound) {
+		return fmt.Errorf("playground: conversation %s: %w", id, err)
+	}
+	web.NoStore(c.Response().Header())
+	return c.JSON(http.StatusOK, stateResponse{snapshot: snap, Conversation: id, Installed: err == nil})
+}
+
+// readJSON decodes one JSON object from the request body.
+func readJSON(c echo.Context, v any) error {
+	dec := json.NewDecoder(http.MaxBytesReader(c.Response(), c.Request().Body, maxBodyBytes))
+	if err := dec.Decode(v); err != nil {
+		return web.NewError(http.StatusBadRequest, "The body is not the JSON object expected.").Wrap(fmt.Errorf("%w: %w", ErrBadRequest, err))
+	}
+	return nil
+}
