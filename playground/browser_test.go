@@ -17,9 +17,10 @@ import (
 // TestBrowserPlayground drives the playground in headless Chromium through
 // the whole bot path, with nothing faked: the page asks the playground to
 // send /sales_report {}, which posts a Teams message activity over loopback
-// HTTP to /api/messages; the bot types, posts its "working on it" card and
-// replaces it with the answer card through the playground's Bot Connector;
-// the page shows the card in place of the working card and the view inline,
+// HTTP to /api/messages; the bot types, posts its "working on it" card,
+// then the answer card as a new message, and deletes the working card,
+// through the playground's Bot Connector; the page shows the answer card,
+// the deleted working card as Teams does, and the view inline,
 // in the view page's double-sandboxed frames, opened as the person the run
 // was for (signed in through the local development sign-in); the view's
 // app-only Refresh button calls refresh_sales through the bridge and
@@ -35,13 +36,12 @@ func TestBrowserPlayground(t *testing.T) {
 	tb.wait(mainFrame, `document.getElementById("conversation-id").textContent.startsWith("a:")`, "the personal chat")
 
 	tb.send("/sales_report {}")
-	answer := `document.querySelector('.msg.bot[data-revision="2"] .ac-card')`
-	tb.wait(mainFrame, answer+` !== null && `+answer+`.innerText.includes("Interactive view from")`, "the answer card in place of the working card")
-	// The working card was replaced, not followed: one message of the
-	// bot, in its second revision, and no working card left.
-	if n := tb.must(mainFrame, `document.querySelectorAll(".msg.bot").length`); n != float64(1) {
-		t.Errorf("the bot's messages: %v, want 1 (the working card updated in place)", n)
-	}
+	answer := `document.querySelector('.msg.bot .ac-card')`
+	tb.wait(mainFrame, answer+` !== null && `+answer+`.innerText.includes("Interactive view from")`, "the answer card")
+	// The answer is a new message, as Teams notifies people of new
+	// messages and not of edits; the working card before it was deleted,
+	// and the page shows it as Teams does.
+	tb.wait(mainFrame, `document.querySelectorAll(".msg.bot").length === 2 && document.querySelector(".msg.bot .bubble.deleted") !== null`, "the working card deleted")
 	if s := tb.str(mainFrame, `document.getElementById("transcript").innerText`); strings.Contains(s, "Working on") {
 		t.Errorf("the working card is still shown:\n%s", s)
 	}
