@@ -4,9 +4,11 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/infracloudio/msbotbuilder-go/schema"
 
@@ -132,5 +134,60 @@ func TestFeedbackInvokeIsStoredAndAudited(t *testing.T) {
 	h.shutdown()
 	if n := len(h.conn.snapshot()); n != 0 {
 		t.Errorf("feedback made the bot send %d activities", n)
+	}
+}
+
+// The written-out "open until" of an answer follows the time zone and the
+// locale Teams sent with the message (localTimezone, locale); without a
+// zone it is UTC. Inside the card Teams' own DATE()/TIME() show it in the
+// reader's zone.
+func TestAnswerTimesFollowThePersonsZoneAndLocale(t *testing.T) {
+	h := newHarness(t, setup{})
+	for i, c := range []struct {
+		zone, locale, want string
+	}{
+		{"Europe/Berlin", "de-DE", " CET"},
+		{"America/New_York", "en-US", " EST"},
+		{"", "en-GB", " UTC"},
+		{"Not/AZone", "en-US", " UTC"},
+	} {
+		id := fmt.Sprint("tz-", i)
+		m := h.message("personal", "a:tz", id, "/sales_report {}")
+		if c.zone != "" {
+			m["localTimezone"] = c.zone
+		}
+		m["locale"] = c.locale
+		h.send(m)
+		reply, _ := replyTo(h.conn.waitFor(t, "the answer", hasReplyTo(id)), id)
+		var got struct {
+			Attachments []struct {
+				Content struct {
+					FallbackText string `json:"fallbackText"`
+				} `json:"content"`
+			} `json:"attachments"`
+		}
+		if err := json.Unmarshal(reply.Raw, &got); err != nil || len(got.Attachments) == 0 {
+			t.Fatalf("%s: %v %s", id, err, reply.Raw)
+		}
+		fb := got.Attachments[0].Content.FallbackText
+		until := fb[strings.Index(fb, "open until ")+len("open until "):]
+		expires := h.now().Add(7 * 24 * time.Hour)
+		var wantTime string
+		switch c.zone {
+		case "Europe/Berlin":
+			loc, _ := time.LoadLocation(c.zone)
+			wantTime = expires.In(loc).Format("2 Jan 2006 15:04 MST")
+		case "America/New_York":
+			loc, _ := time.LoadLocation(c.zone)
+			wantTime = expires.In(loc).Format("Jan 2, 2006 3:04 PM MST")
+		default:
+			wantTime = expires.UTC().Format("2 Jan 2006 15:04 MST")
+			if c.locale == "en-US" {
+				wantTime = expires.UTC().Format("Jan 2, 2006 3:04 PM MST")
+			}
+		}
+		if !strings.HasPrefix(until, wantTime) || !strings.Contains(wantTime, c.want) {
+			t.Errorf("%s/%s: open until %q, want %q", c.zone, c.locale, until, wantTime)
+		}
 	}
 }

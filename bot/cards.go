@@ -1,6 +1,11 @@
 package bot
 
 import (
+	"time"
+	// Teams names the person's zone; the service knows every zone even
+	// where the system has no time zone database.
+	_ "time/tzdata"
+
 	"github.com/infracloudio/msbotbuilder-go/schema"
 
 	"teamsbot/agent"
@@ -14,8 +19,27 @@ func (b *Bot) cardOptions() cards.Options {
 	return cards.Options{PublicBaseURL: b.opts.PublicBaseURL, Now: b.now(), AgentName: b.agentName}
 }
 
-// answerCards renders an answer as the cards to send, one per message.
-func (b *Bot) answerCards(ans agent.Answer) []cards.Card {
+// personalOptions are cardOptions in the time zone and locale that Teams
+// sent with a (its localTimezone, an IANA name, and locale; UTC when it
+// sent no zone or one this service does not know), naming the writer as
+// the one who may open the views when others read the answer too (a group
+// chat or a channel).
+func (b *Bot) personalOptions(a *schema.Activity) cards.Options {
+	o := b.cardOptions()
+	o.Locale = a.Locale
+	o.Shared = a.Conversation.ConversationType != "" && a.Conversation.ConversationType != "personal"
+	o.Owner = a.From.Name
+	if a.LocalTimezone != "" {
+		if loc, err := time.LoadLocation(a.LocalTimezone); err == nil {
+			o.Location = loc
+		}
+	}
+	return o
+}
+
+// answerCards renders an answer as the cards to send, one per message, in
+// the time zone and locale of o.
+func (b *Bot) answerCards(ans agent.Answer, o cards.Options) []cards.Card {
 	ca := cards.Answer{Text: ans.Text, Notes: ans.Notes}
 	for _, v := range ans.Views {
 		ca.Views = append(ca.Views, cards.View{ID: v.ID, Title: v.ToolTitle, Tool: v.Tool, Server: v.Server, ExpiresAt: v.ExpiresAt})
@@ -26,7 +50,7 @@ func (b *Bot) answerCards(ans agent.Answer) []cards.Card {
 	for _, e := range ans.ToolErrors {
 		ca.ToolErrors = append(ca.ToolErrors, cards.ToolError(e))
 	}
-	return cards.AnswerCards(ca, b.cardOptions())
+	return cards.AnswerCards(ca, o)
 }
 
 // withCard puts one card in a message activity, with the card's summary as

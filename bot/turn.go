@@ -129,7 +129,7 @@ func (b *Bot) runTurn(a *schema.Activity, p agent.Person) {
 func (b *Bot) chooseAnswer(a *schema.Activity, p agent.Person, ans agent.Answer, runErr error) (string, []cards.Card, *aiAnswer) {
 	switch {
 	case runErr == nil:
-		return "answered", b.answerCards(ans), b.aiMarks(ans)
+		return "answered", b.answerCards(ans, b.personalOptions(a)), b.aiMarks(ans)
 	case errors.Is(runErr, agent.ErrModel) && len(ans.Views) > 0:
 		// The model failed after tools made views, which are stored and
 		// the person's: the card names them beside the agent's own words
@@ -137,7 +137,7 @@ func (b *Bot) chooseAnswer(a *schema.Activity, p agent.Person, ans agent.Answer,
 		// quote the model's error.
 		b.logger.Error("agent run failed after making views", "tenant", p.TenantID, "conversation", a.Conversation.ID, "activity", a.ID, "reference", ans.RunID, "views", len(ans.Views), "err", runErr)
 		ans.Notes = nil
-		return "failed", b.answerCards(ans), b.aiMarks(ans)
+		return "failed", b.answerCards(ans, b.personalOptions(a)), b.aiMarks(ans)
 	default:
 		// The card gives a reference, never the cause, which may carry
 		// internal detail; the log line has both.

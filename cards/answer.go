@@ -64,13 +64,28 @@ type Options struct {
 	// Open button.
 	Now time.Time
 	// Location is the time zone of times written out in fallback text and
-	// summaries; nil means UTC. Inside the card, times are Adaptive Card
-	// DATE()/TIME() functions, which Teams shows in the reader's own zone.
+	// summaries (the person's, from Teams' localTimezone); nil means UTC.
+	// Inside the card, times are Adaptive Card DATE()/TIME() functions,
+	// which Teams shows in the reader's own zone and locale.
 	Location *time.Location
+	// Locale is the person's locale as Teams sends it ("en-US", "de-DE"),
+	// for the order of written-out dates; the words stay English.
+	Locale string
+	// Shared says the answer goes to a group chat or a channel, where
+	// others read it: each view's block then says who may open it.
+	Shared bool
+	// Owner is the display name of the person the run was for, whom a
+	// shared answer names as the one who may open its views; empty says
+	// "the person who asked".
+	Owner string
 	// AgentName is the name the welcome card introduces; empty means
 	// "Assistant".
 	AgentName string
 }
+
+// maxOpenTitle bounds an Open button's title: Teams shows a button's title
+// on one line and cuts what does not fit.
+const maxOpenTitle = 40
 
 // notesID is the id of the hidden container of run notes.
 const notesID = "runNotes"
@@ -348,10 +363,18 @@ func (p *prepared) shownText(n int) string {
 		return "_The agent gave no written answer._"
 	}
 	if cut {
-		t = strings.TrimRight(t, " \n\t") + "\n\n" + Shortened
+		// A cut just after a list marker would leave an empty item.
+		t = strings.TrimRight(t, " \n\t")
+		if i := strings.LastIndexByte(t, '\n'); i >= 0 && bareListMarker.MatchString(t[i+1:]) {
+			t = strings.TrimRight(t[:i], " \n\t")
+		}
+		t += "\n\n" + Shortened
 	}
 	return t
 }
+
+// bareListMarker is a list item's marker with nothing after it.
+var bareListMarker = regexp.MustCompile(`^\s*(?:[-*+]|\d{1,9}[.)])$`)
 
 // summary is the notification line of a card.
 func (p *prepared) summary(s shape) string {
@@ -384,9 +407,21 @@ func (p *prepared) viewBlock(v viewInfo) container {
 			items = append(items, subtleText("Can be opened until "+when+"."))
 		}
 	}
+	if p.o.Shared && !v.expired {
+		// Others in the conversation see the button too; only the owner
+		// gets past it.
+		if owner := label(p.o.Owner, maxName); owner != "" {
+			items = append(items, rich(subtle("Only "), run(owner), subtle(" can open this view.")))
+		} else {
+			items = append(items, subtleText("Only the person who asked can open this view."))
+		}
+	}
 	switch {
 	case v.url != "":
-		items = append(items, buttons(openURL{Type: "Action.OpenUrl", Title: "Open", URL: v.url, Style: "positive"}))
+		// The title names the view, so that a screen reader does not read
+		// "Open, Open, Open" for an answer with several. Teams shows no
+		// positive or destructive button style, so none is set.
+		items = append(items, buttons(openURL{Type: "Action.OpenUrl", Title: label("Open "+v.title, maxOpenTitle), URL: v.url}))
 	case !v.expired && p.base:
 		// Only an id that cannot make a safe address ends here.
 		items = append(items, subtleText("Open this view from the web console."))
@@ -402,7 +437,7 @@ func (p *prepared) viewBlock(v viewInfo) container {
 func (p *prepared) viewFallback(v viewInfo) string {
 	s := "View: " + v.title + " (" + v.server + ")"
 	if !v.expires.IsZero() {
-		at := v.expires.In(p.loc).Format("2 Jan 2006 15:04 MST")
+		at := formatTime(v.expires.In(p.loc), p.o.Locale)
 		if v.expired {
 			return s + ", expired on " + at + "."
 		}
@@ -516,4 +551,16 @@ func plural(n int, one, many string) string {
 		return "1 " + one
 	}
 	return fmt.Sprintf("%d %s", n, many)
+}
+
+// formatTime writes a time out for fallback text in the order and clock
+// of the person's locale: month first and a 12-hour clock where that is
+// the custom (en-US and the regions that follow it), day first and a
+// 24-hour clock elsewhere. The zone is always named.
+func formatTime(t time.Time, locale string) string {
+	switch strings.ToLower(locale) {
+	case "en-us", "en-ph", "en-ca", "es-us":
+		return t.Format("Jan 2, 2006 3:04 PM MST")
+	}
+	return t.Format("2 Jan 2006 15:04 MST")
 }

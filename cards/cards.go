@@ -9,8 +9,10 @@
 // agent's answer and sends each Card as an attachment; this package does not
 // know the Bot Framework or the agent.
 //
-// The cards declare schema version 1.5 and use only elements and properties of
-// version 1.2, which is what Teams renders on mobile, so nothing vanishes there.
+// The cards declare, and use only, schema version 1.2: Teams desktop and web
+// render up to 1.5 ("Types of cards", Teams platform documentation), but
+// Teams mobile renders 1.2, and a card declaring a later version can be
+// shown there as unsupported.
 // Text from tools, MCP servers and the model is treated as hostile: names go in
 // TextRuns (which Teams never reads as markdown), links in the model's answer
 // are shown with their address, and the only URL a button ever carries is
@@ -27,10 +29,9 @@ import (
 // ContentType is the Bot Framework attachment content type of an Adaptive Card.
 const ContentType = "application/vnd.microsoft.card.adaptive"
 
-// SchemaVersion is the Adaptive Card version the cards declare. Teams desktop
-// and web render 1.5; mobile falls back to 1.2, which is why the cards use
-// nothing newer than 1.2.
-const SchemaVersion = "1.5"
+// SchemaVersion is the Adaptive Card version the cards declare: the one
+// every Teams client renders, desktop, web and mobile.
+const SchemaVersion = "1.2"
 
 // SchemaURL is the Adaptive Card JSON schema, named in every card.
 const SchemaURL = "http://adaptivecards.io/schemas/adaptive-card.json"

@@ -70,14 +70,20 @@ func texts(v any) string {
 	return strings.Join(out, "\n")
 }
 
-// TestEveryCardIsATeamsCard: version 1.5, full width, fallback text and a
+// TestEveryCardIsATeamsCard: version 1.2 (what every Teams client renders,
+// mobile too), no positive or destructive button style (Teams shows none), full width, fallback text and a
 // summary, within the size limit.
 func TestEveryCardIsATeamsCard(t *testing.T) {
 	for name, cs := range goldenCases() {
 		for i, c := range cs {
 			doc := decode(t, c)
-			if doc["type"] != "AdaptiveCard" || doc["version"] != "1.5" {
+			if doc["type"] != "AdaptiveCard" || doc["version"] != "1.2" {
 				t.Errorf("%s/%d: type %v version %v", name, i, doc["type"], doc["version"])
+			}
+			for _, a := range find(doc, "Action.OpenUrl") {
+				if _, styled := a["style"]; styled {
+					t.Errorf("%s/%d: a button has the style %v, which Teams does not show", name, i, a["style"])
+				}
 			}
 			if w, _ := doc["msteams"].(map[string]any); w["width"] != "Full" {
 				t.Errorf("%s/%d: msteams %v", name, i, doc["msteams"])
@@ -99,7 +105,8 @@ func TestEveryCardIsATeamsCard(t *testing.T) {
 }
 
 // TestViewBlockHTTPS: each view is named (title or tool name, server), says
-// until when it can be opened, and has an Open button to its page.
+// until when it can be opened, and has an Open button to its page whose
+// title names the view, so that a screen reader tells the buttons apart.
 func TestViewBlockHTTPS(t *testing.T) {
 	doc := decode(t, AnswerCards(Answer{Text: answerText, Views: twoViews()}, Options{PublicBaseURL: netaddr.MustParseOrigin("HTTPS://Teams.Example.com/"), Now: now})[0])
 	blocks := find(doc, "Container")
@@ -117,8 +124,11 @@ func TestViewBlockHTTPS(t *testing.T) {
 			}
 		}
 		open := find(blocks[i], "Action.OpenUrl")
-		if len(open) != 1 || open[0]["title"] != "Open" || open[0]["url"] != want.url {
-			t.Errorf("view %d buttons %v, want Open to %s", i, open, want.url)
+		if len(open) != 1 || open[0]["title"] != "Open "+want.name || open[0]["url"] != want.url {
+			t.Errorf("view %d buttons %v, want \"Open %s\" to %s", i, open, want.name, want.url)
+		}
+		if strings.Contains(txt, "can open this view") {
+			t.Errorf("view %d of a personal chat says who may open it:\n%s", i, txt)
 		}
 	}
 	if !strings.Contains(texts(doc), "**Contoso**") {
@@ -331,5 +341,41 @@ func TestFallbackTimesInLocation(t *testing.T) {
 	}
 	if !strings.Contains(texts(decode(t, c)), "{{DATE(2026-12-09T12:00:00Z, SHORT)}}") {
 		t.Error("card time is not in UTC for DATE()")
+	}
+}
+
+// TestSharedAnswerSaysWhoMayOpen: in a group chat or a channel, where
+// everyone sees the Open button, each view's block names the one person
+// who may open it; an expired view says nothing of the kind.
+func TestSharedAnswerSaysWhoMayOpen(t *testing.T) {
+	for owner, want := range map[string]string{
+		"Ada Lovelace":             "Only Ada Lovelace can open this view.",
+		"":                         "Only the person who asked can open this view.",
+		"Eve **www.evil.example**": "Only " + label("Eve **www.evil.example**", maxName) + " can open this view.",
+	} {
+		doc := decode(t, AnswerCards(Answer{Text: answerText, Views: twoViews()}, Options{PublicBaseURL: httpsBase, Now: now, Shared: true, Owner: owner})[0])
+		blocks := find(doc, "Container")
+		for i := range blocks {
+			if txt := strings.ReplaceAll(texts(blocks[i]), "\n", ""); !strings.Contains(txt, want) {
+				t.Errorf("owner %q, view %d block:\n%s\nwant %q", owner, i, txt, want)
+			}
+		}
+	}
+	expired := decode(t, AnswerCards(Answer{Text: answerText, Views: twoViews()}, Options{PublicBaseURL: httpsBase, Now: now.Add(8 * 24 * time.Hour), Shared: true, Owner: "Ada"})[0])
+	if strings.Contains(texts(expired), "can open this view") {
+		t.Errorf("an expired view says who may open it:\n%s", texts(expired))
+	}
+}
+
+// A cut right after a list item's marker drops the marker: Teams would
+// show an empty numbered item before "…(shortened)".
+func TestCutLeavesNoEmptyListItem(t *testing.T) {
+	for _, text := range []string{"1. one\n2. two\n3. three", "- one\n- two\n- three"} {
+		p := prepare(Answer{Text: text}, Options{})
+		cut := strings.LastIndexByte(p.text, '\n') + 3 // just after "3." or "- "
+		got := p.shownText(cut)
+		if !strings.HasSuffix(got, "two\n\n"+Shortened) {
+			t.Errorf("%q cut at %d = %q, want it to end with the second item and the mark", text, cut, got)
+		}
 	}
 }

@@ -79,6 +79,8 @@ func goldenCases() map[string][]Card {
 	return map[string][]Card{
 		"answer_views_https": AnswerCards(Answer{Text: answerText, Views: twoViews()}, https),
 		"answer_views_http":  AnswerCards(Answer{Text: answerText, Views: twoViews()}, http),
+		"answer_group_chat": AnswerCards(Answer{Text: answerText, Views: twoViews()},
+			Options{PublicBaseURL: httpsBase, Now: now, Shared: true, Owner: "Ada Lovelace"}),
 		"answer_refused": AnswerCards(Answer{
 			Text:  "I found two dashboards; one of them could be shown.",
 			Views: twoViews()[:1],
