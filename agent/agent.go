@@ -79,6 +79,15 @@ type Request struct {
 	Person  Person
 	AgentID string // empty: the first agent
 	Text    string
+	// Progress, when set, hears of each tool call the run is about to
+	// make, so that the person can be told what is going on. It is called
+	// on the run's goroutine and must return quickly.
+	Progress func(Step)
+}
+
+// Step is a tool call a run is about to make.
+type Step struct {
+	Server, Tool string
 }
 
 // Refusal is a view that was not made; the answer stands without it.
@@ -342,6 +351,8 @@ type runState struct {
 	person Person
 	apps   bool // MCP Apps on for this run: globally and for the tenant
 	id     string
+	// progress hears of each tool call; nil when nobody listens.
+	progress func(Step)
 	start  time.Time
 
 	answer Answer
@@ -369,7 +380,7 @@ func (s *Service) Run(ctx context.Context, req Request) (Answer, error) {
 	if req.Person.TenantID == "" {
 		return Answer{}, fmt.Errorf("%w: a run needs a tenant", ErrBadRequest)
 	}
-	r := &runState{svc: s, agent: a, person: req.Person, id: newID(), start: s.now(), apps: s.opts.AppsEnabled}
+	r := &runState{svc: s, agent: a, person: req.Person, id: newID(), start: s.now(), apps: s.opts.AppsEnabled, progress: req.Progress}
 	if r.apps && s.opts.Access != nil && !s.opts.Access.AppsEnabled(ctx, req.Person.TenantID) {
 		r.apps = false
 		r.note("MCP Apps are turned off for this tenant: every tool is offered and no views are made")

@@ -392,6 +392,9 @@ func (r *runState) callForModel(ctx context.Context, call ToolCall) Message {
 		return refuse(ResultRefused, reason)
 	}
 
+	if r.progress != nil {
+		r.progress(Step{Server: server, Tool: tool})
+	}
 	decided := map[string]any{}
 	res, err := svc.govern(ctx, r.agent, c, cs, call.Arguments, toolCall{
 		person: r.person, agentID: r.agent.cfg.ID, tenantID: r.person.TenantID, server: server, tool: tool,

@@ -107,7 +107,7 @@ func TestAnswerDeliveryIsKept(t *testing.T) {
 func TestSlowRunDeliveryIsTheAnswerNotTheWorkingCard(t *testing.T) {
 	release := make(chan struct{})
 	h := newHarness(t, setup{workingAfter: time.Millisecond}.withTool("slow", "wait_for_release", held(nil, release, "done waiting")))
-	if s, b := h.send(h.message("personal", "a:slow-kept", "sk-1", "/wait_for_release {}")); s != http.StatusAccepted {
+	if s, b := h.send(h.message("groupChat", "a:slow-kept", "sk-1", "/wait_for_release {}")); s != http.StatusAccepted {
 		t.Fatalf("%d %s", s, b)
 	}
 	working, _ := replyTo(h.conn.waitFor(t, "the working card", hasReplyTo("sk-1")), "sk-1")

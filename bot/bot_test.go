@@ -568,13 +568,14 @@ func TestInstallAndUninstall(t *testing.T) {
 	}
 }
 
-// A run slower than WorkingAfter first shows a "working on it" card. The
+// In a group chat (or a channel), a run slower than WorkingAfter first
+// shows a "working on it" card. The
 // answer then arrives as a new message, which Teams notifies people of (an
 // edit would arrive silently), and the working card is deleted.
 func TestSlowRunAnswersAsANewMessageAndDeletesTheWorkingCard(t *testing.T) {
 	release := make(chan struct{})
 	h := newHarness(t, setup{workingAfter: time.Millisecond}.withTool("slow", "wait_for_release", held(nil, release, "done waiting")))
-	if s, b := h.send(h.message("personal", "a:slow", "s-1", "/wait_for_release {}")); s != http.StatusAccepted {
+	if s, b := h.send(h.message("groupChat", "a:slow", "s-1", "/wait_for_release {}")); s != http.StatusAccepted {
 		t.Fatalf("%d %s", s, b)
 	}
 	calls := h.conn.waitFor(t, "the working card", hasReplyTo("s-1"))
@@ -620,7 +621,7 @@ func TestSlowRunAnswersAsANewMessageAndDeletesTheWorkingCard(t *testing.T) {
 func TestFailedAnswerTurnsTheWorkingCardIntoTheFailureCard(t *testing.T) {
 	release := make(chan struct{})
 	h := newHarness(t, setup{workingAfter: time.Millisecond}.withTool("slow", "wait_for_release", held(nil, release, "done waiting")))
-	h.send(h.message("personal", "a:slowfail", "sf-1", "/wait_for_release {}"))
+	h.send(h.message("groupChat", "a:slowfail", "sf-1", "/wait_for_release {}"))
 	working, _ := replyTo(h.conn.waitFor(t, "the working card", hasReplyTo("sf-1")), "sf-1")
 	h.conn.mu.Lock()
 	h.conn.refuse = 1

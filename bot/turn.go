@@ -87,13 +87,21 @@ func (b *Bot) runTurn(a *schema.Activity, p agent.Person) {
 		b.logger.Error("turn abandoned while waiting for a slot", "conversation", a.Conversation.ID, "activity", a.ID, "err", ctx.Err())
 		return
 	}
-	// Once the run has taken WorkingAfter, a timer posts the working card;
-	// the run itself stays in this goroutine.
+	// Once the run has taken WorkingAfter, a timer opens a streaming
+	// message in a personal chat (Teams streams only there), or posts the
+	// working card; the run itself stays in this goroutine.
 	var workingID string
+	var st *stream
+	prog := newProgress(a.Text)
 	workingDone := make(chan struct{})
 	timer := time.AfterFunc(b.opts.WorkingAfter, func() {
 		defer close(workingDone)
 		<-typingDone
+		if a.Conversation.ConversationType == "personal" {
+			if st = b.startStream(ctx, a, prog); st != nil {
+				return
+			}
+		}
 		w := withCard(b.outgoing(a, schema.Message), cards.Working(a.Text))
 		id, err := b.conn.Send(ctx, a.ServiceURL, a.Conversation.ID, a.ID, w)
 		if err != nil {
@@ -101,15 +109,18 @@ func (b *Bot) runTurn(a *schema.Activity, p agent.Person) {
 		}
 		workingID = id
 	})
-	ans, runErr := b.opts.Agent.Run(ctx, agent.Request{Person: p, AgentID: b.opts.AgentID, Text: a.Text})
+	ans, runErr := b.opts.Agent.Run(ctx, agent.Request{Person: p, AgentID: b.opts.AgentID, Text: a.Text, Progress: prog.step})
 	<-b.sem
 	if !timer.Stop() {
-		<-workingDone // workingID is read only after this
+		<-workingDone // workingID and st are read only after this
+	}
+	if st != nil && !st.stop() {
+		st = nil // it closed itself: the answer is an ordinary message
 	}
 	outcome, answer, ai := b.chooseAnswer(a, p, ans, runErr)
 
 	<-typingDone
-	sent, err := b.deliver(ctx, a, workingID, answer, ai, ans.RunID)
+	sent, err := b.deliver(ctx, a, workingID, st, answer, ai, ans.RunID)
 	if err != nil {
 		outcome = "failed"
 		b.logger.Error("answer not delivered", "tenant", p.TenantID, "conversation", a.Conversation.ID, "activity", a.ID, "run", ans.RunID, "err", err)
@@ -163,8 +174,9 @@ func (b *Bot) chooseAnswer(a *schema.Activity, p agent.Person, ans agent.Answer,
 // then the working card is deleted (or, if that fails, collapsed to one
 // line). When the answer cannot be sent, the working card becomes the
 // failure card, with runID as its reference, rather than promise an answer
-// that will not come.
-func (b *Bot) deliver(ctx context.Context, a *schema.Activity, workingID string, answer []cards.Card, ai *aiAnswer, runID string) ([]string, error) {
+// that will not come. An open stream (personal chats) ends with the first
+// card as its final message, or with the failure card.
+func (b *Bot) deliver(ctx context.Context, a *schema.Activity, workingID string, st *stream, answer []cards.Card, ai *aiAnswer, runID string) ([]string, error) {
 	sent := make([]string, 0, len(answer))
 	gap := false
 	for i, c := range answer {
@@ -172,12 +184,27 @@ func (b *Bot) deliver(ctx context.Context, a *schema.Activity, workingID string,
 		if ai != nil {
 			ai.mark(out, i == 0)
 		}
-		id, err := b.conn.Send(ctx, a.ServiceURL, a.Conversation.ID, a.ID, out)
+		replyTo := a.ID
+		if st != nil && i == 0 {
+			// "Stream bot messages" sends the final message to the
+			// conversation, like the stream's updates.
+			st.final(out)
+			replyTo = ""
+		}
+		id, err := b.conn.Send(ctx, a.ServiceURL, a.Conversation.ID, replyTo, out)
 		if err != nil {
-			if workingID != "" {
+			switch {
+			case workingID != "":
 				b.failWorkingCard(ctx, a, workingID, runID)
+			case st != nil && i == 0:
+				b.failStream(ctx, a, st, runID)
 			}
 			return sent, err
+		}
+		if st != nil && i == 0 && id == "" {
+			// Teams answers a stream's final message 202 with no id: the
+			// message is the stream's, whose id is the stream's id.
+			id = st.id
 		}
 		gap = gap || id == ""
 		if !gap {
@@ -200,6 +227,22 @@ func (b *Bot) clearWorkingCard(ctx context.Context, a *schema.Activity, workingI
 	b.logger.Warn("deleting the working card failed; collapsing it", "conversation", a.Conversation.ID, "err", err)
 	if err := b.conn.Update(ctx, a.ServiceURL, a.Conversation.ID, workingID, withCard(b.outgoing(a, schema.Message), cards.Answered())); err != nil {
 		b.logger.Warn("collapsing the working card failed", "conversation", a.Conversation.ID, "err", err)
+	}
+}
+
+// failStream ends an open stream with the failure card, so that it does not
+// hang on its last update until Teams closes it.
+func (b *Bot) failStream(ctx context.Context, a *schema.Activity, st *stream, runID string) {
+	ref := runID
+	if ref == "" {
+		ref = a.ID
+	}
+	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), sendTimeout)
+	defer cancel()
+	out := withCard(b.outgoing(a, schema.Message), cards.RunFailed(ref))
+	st.final(out)
+	if _, err := b.conn.Send(fctx, a.ServiceURL, a.Conversation.ID, "", out); err != nil {
+		b.logger.Warn("the streaming message could not be ended with the failure card", "conversation", a.Conversation.ID, "err", err)
 	}
 }
 

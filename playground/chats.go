@@ -37,10 +37,13 @@ type item struct {
 	ReplyToID   string       `json:"replyToId,omitempty"`
 	// Revision is 1 when the activity was posted and grows with each
 	// update, which the page uses to redraw it in place.
-	Revision int       `json:"revision"`
-	Deleted  bool      `json:"deleted,omitempty"`
-	Views    []viewRef `json:"views,omitempty"`
-	Time     time.Time `json:"time"`
+	Revision int  `json:"revision"`
+	Deleted  bool `json:"deleted,omitempty"`
+	// Streaming is set while the message is an open stream showing the
+	// bot's informative updates.
+	Streaming bool      `json:"streaming,omitempty"`
+	Views     []viewRef `json:"views,omitempty"`
+	Time      time.Time `json:"time"`
 
 	resolving bool // a lookup of the views this card names is under way
 }

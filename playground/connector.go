@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/url"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/labstack/echo/v4"
@@ -26,7 +27,11 @@ import (
 //	DELETE /v3/conversations/{conversationId}/activities/{activityId}  Delete Activity → 200
 //
 // A typing activity is shown for a few seconds and gets no id, as Teams
-// keeps none. Local mode sends no Authorization header, and this connector
+// keeps none. A streaming message ("Stream bot messages", REST API) is a
+// typing activity with a streaminfo entity: the first opens a message
+// (201 with its id, the stream's id), the later ones (202) and the final
+// message (streamType final) replace its text, the final one with its
+// attachments too. Local mode sends no Authorization header, and this connector
 // asks for none: it answers loopback callers only, never a web page.
 
 // Views of an answer card are looked up this often, for this long: the bot
@@ -45,6 +50,25 @@ type botActivity struct {
 	ReplyToID   string       `json:"replyToId"`
 	Attachments []attachment `json:"attachments"`
 	From        *account     `json:"from"`
+	Entities    []entityInfo `json:"entities"`
+}
+
+// entityInfo is the part of an activity's entity the connector reads: a
+// streaminfo entity's stream.
+type entityInfo struct {
+	Type       string `json:"type"`
+	StreamID   string `json:"streamId"`
+	StreamType string `json:"streamType"`
+}
+
+// stream returns the activity's streaminfo entity, if any.
+func (a botActivity) stream() (entityInfo, bool) {
+	for _, e := range a.Entities {
+		if strings.EqualFold(e.Type, "streaminfo") {
+			return e, true
+		}
+	}
+	return entityInfo{}, false
 }
 
 // resourceResponse is the Bot Connector's answer to a send or an update.
@@ -103,6 +127,10 @@ func (h *Handler) connectorPost(c echo.Context) error {
 	cs := h.chats
 	cs.mu.Lock()
 	ch := cs.chatLocked(convID, "", "")
+	if info, ok := a.stream(); ok {
+		defer cs.mu.Unlock()
+		return h.streamLocked(c, ch, a, info)
+	}
 	if a.Type == "typing" {
 		ch.typingUntil = cs.now().Add(typingFor)
 		cs.touchLocked(ch)
@@ -256,4 +284,35 @@ func (h *Handler) findViews(ctx context.Context, tenant, activityID string) (vie
 		case <-tick.C:
 		}
 	}
+}
+
+// streamLocked serves one activity of a streaming message: the first opens
+// the message, the others replace its text (and the final one its
+// attachments), as Teams shows a stream.
+func (h *Handler) streamLocked(c echo.Context, ch *chat, a botActivity, info entityInfo) error {
+	cs := h.chats
+	if info.StreamID == "" {
+		if a.Type != "typing" || a.Text == "" {
+			return web.NewError(http.StatusBadRequest, "Start streaming activities should include text.").Wrap(ErrBadRequest)
+		}
+		it := &item{ID: cs.newIDLocked(), From: "bot", Name: h.botName, Text: a.Text, Streaming: true}
+		ch.typingUntil = time.Time{}
+		cs.addLocked(ch, it)
+		return c.JSON(http.StatusCreated, resourceResponse{ID: it.ID})
+	}
+	it := ch.find(info.StreamID)
+	if it == nil || it.From != "bot" || !it.Streaming {
+		return web.NewError(http.StatusForbidden, "Content stream is not allowed on an already completed streamed message.").Wrap(fmt.Errorf("%w: stream %.64s", ErrNotFound, info.StreamID))
+	}
+	it.Text = a.Text
+	if info.StreamType == "final" {
+		it.Streaming = false
+		it.Summary, it.Attachments = a.Summary, a.Attachments
+	}
+	it.Revision++
+	cs.touchLocked(ch)
+	if !it.Streaming {
+		h.resolveLocked(ch, it)
+	}
+	return c.JSON(http.StatusAccepted, struct{}{})
 }

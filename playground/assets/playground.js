@@ -236,7 +236,8 @@
       return;
     }
     if (it.text) {
-      var bubble = el("div", "bubble");
+      // An open stream shows the bot's informative update, as Teams does.
+      var bubble = el("div", it.streaming ? "bubble streaming" : "bubble");
       withMentions(bubble, it.text);
       c.appendChild(bubble);
     }

@@ -1,0 +1,132 @@
+package bot
+
+import (
+	"encoding/json"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+)
+
+// streamParts is what a streaming activity carries, as Microsoft's "Stream
+// bot messages" (REST API) defines it.
+type streamParts struct {
+	Type        string `json:"type"`
+	Text        string `json:"text"`
+	ReplyToID   string `json:"replyToId"`
+	Attachments []any  `json:"attachments"`
+	Entities    []struct {
+		Type           string   `json:"type"`
+		StreamID       string   `json:"streamId"`
+		StreamType     string   `json:"streamType"`
+		StreamSequence *int     `json:"streamSequence"`
+		AdditionalType []string `json:"additionalType"`
+	} `json:"entities"`
+}
+
+// In a personal chat a slow run is a Teams streaming message: informative
+// updates that say what the run does (the question, then the tool it
+// calls), numbered 1, 2, … with the stream's id after the first, then the
+// answer card as the stream's final message (streamType final, no
+// sequence, with the AI label), sent to the conversation. No working card
+// is posted, and none is deleted.
+func TestSlowRunInAPersonalChatIsAStreamingMessage(t *testing.T) {
+	release := make(chan struct{})
+	started := make(chan struct{}, 1)
+	h := newHarness(t, setup{workingAfter: time.Millisecond}.withTool("slow", "wait_for_release", held(started, release, "done waiting")))
+	if s, b := h.send(h.message("personal", "a:stream", "st-1", "/wait_for_release {}")); s != http.StatusAccepted {
+		t.Fatalf("%d %s", s, b)
+	}
+	<-started
+	// Hold the run long enough for the stream to start and show the call.
+	h.conn.waitFor(t, "the tool call in the stream", func(c []received) bool {
+		for _, x := range c {
+			if x.Activity.Type == "typing" && strings.Contains(x.Activity.Text, "Calling wait_for_release on slow") {
+				return true
+			}
+		}
+		return false
+	})
+	close(release)
+	h.conn.waitFor(t, "the final message", func(c []received) bool {
+		for _, x := range c {
+			if x.Activity.Type == "message" && strings.Contains(string(x.Raw), `"streamType":"final"`) {
+				return true
+			}
+		}
+		return false
+	})
+	h.shutdown()
+
+	var streamID string
+	seq := 0
+	var final *streamParts
+	for _, c := range h.conn.snapshot() {
+		var p streamParts
+		if err := json.Unmarshal(c.Raw, &p); err != nil {
+			continue
+		}
+		var info *struct {
+			Type           string   `json:"type"`
+			StreamID       string   `json:"streamId"`
+			StreamType     string   `json:"streamType"`
+			StreamSequence *int     `json:"streamSequence"`
+			AdditionalType []string `json:"additionalType"`
+		}
+		for i := range p.Entities {
+			if p.Entities[i].Type == "streaminfo" {
+				info = &p.Entities[i]
+			}
+		}
+		switch {
+		case c.Method != http.MethodPost:
+			t.Errorf("a %s during a stream: %s", c.Method, c.Raw)
+		case info == nil && p.Type == "message":
+			t.Errorf("a message outside the stream (a working card?): %s", c.Raw)
+		case info == nil:
+			continue // the typing indicator at the start
+		case p.Type == "typing":
+			seq++
+			if info.StreamType != "informative" || info.StreamSequence == nil || *info.StreamSequence != seq || p.Text == "" {
+				t.Errorf("update %d: %s", seq, c.Raw)
+			}
+			if seq == 1 {
+				streamID = c.AssignedID
+				if info.StreamID != "" {
+					t.Errorf("the first update names a stream id: %s", c.Raw)
+				}
+			} else if info.StreamID != streamID {
+				t.Errorf("update %d names stream %q, want %q", seq, info.StreamID, streamID)
+			}
+		default:
+			final = &p
+			if info.StreamType != "final" || info.StreamSequence != nil || info.StreamID != streamID || c.ActivityID != "" {
+				t.Errorf("final message: %s (sent as a reply to %q)", c.Raw, c.ActivityID)
+			}
+		}
+	}
+	if seq == 0 || final == nil {
+		t.Fatalf("%d updates, final %v", seq, final)
+	}
+	if len(final.Attachments) != 1 || !strings.Contains(mustJSON(t, final.Attachments), "done waiting") {
+		t.Errorf("the final message does not carry the answer card: %+v", final)
+	}
+	labelled := false
+	for _, e := range final.Entities {
+		if len(e.AdditionalType) == 1 && e.AdditionalType[0] == "AIGeneratedContent" {
+			labelled = true
+		}
+	}
+	if !labelled {
+		t.Error("the final message has no AI label")
+	}
+}
+
+func mustJSON(t *testing.T, v any) string {
+	t.Helper()
+	b, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
