@@ -173,3 +173,20 @@ func TestRunWithCredentialFiles(t *testing.T) {
 		}
 	}
 }
+
+// A certificate that expires within a month is warned of at start, with
+// its date and file.
+func TestRunWarnsOfExpiringCertificate(t *testing.T) {
+	now := time.Now()
+	path := testenv.NewCertificate(t, now.Add(-time.Hour), now.Add(10*24*time.Hour)).File(t, nil)
+	_, logs, stop := startService(t, map[string]string{
+		"TICKETIQ_BOT_APP_ID": credAppID, "TICKETIQ_BOT_TENANT_ID": credTenant, "TICKETIQ_BOT_CERT_FILE": path,
+	})
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	line := logs.logLine("the bot's certificate expires soon: upload a new one to the app registration and set TICKETIQ_BOT_CERT_FILE to it")
+	if line == nil || line["file"] != path || line["level"] != "WARN" {
+		t.Errorf("no warning of the expiring certificate: %v\n%s", line, logs)
+	}
+}
