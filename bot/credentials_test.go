@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -137,5 +138,24 @@ func TestFederatedCredentialOfAnotherSubjectRefused(t *testing.T) {
 	_, err := h.bot.conn.tokens.Token(context.Background())
 	if !errors.Is(err, ErrToken) || !strings.Contains(err.Error(), "AADSTS700213") {
 		t.Fatalf("Token = %v, want ErrToken naming AADSTS700213", err)
+	}
+}
+
+// A token endpoint that answers with a redirect is not followed: a 307
+// would post the form, assertion and all, to wherever it points.
+func TestTokenRequestFollowsNoRedirect(t *testing.T) {
+	var target string
+	redirector := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, target, http.StatusTemporaryRedirect)
+	}))
+	defer redirector.Close()
+	h := newHarness(t, setup{cred: credCertificate, tokenURL: redirector.URL + "/" + testTenant + "/oauth2/v2.0/token"})
+	target = h.tokens.url()
+	_, err := h.bot.conn.tokens.Token(context.Background())
+	if !errors.Is(err, ErrToken) || !strings.Contains(err.Error(), "answered 307") {
+		t.Fatalf("Token = %v, want ErrToken for the 307", err)
+	}
+	if n := h.tokens.callCount(); n != 0 {
+		t.Errorf("the redirect was followed: %d requests reached the token endpoint", n)
 	}
 }
