@@ -46,6 +46,7 @@ import (
 
 	"teamsbot/access"
 	"teamsbot/agent"
+	"teamsbot/internal/clientcred"
 	"teamsbot/internal/netaddr"
 	"teamsbot/store"
 )
@@ -92,11 +93,15 @@ var (
 
 // Options configures New. Agent is required; everything else has a default.
 type Options struct {
-	// AppID, AppPassword and TenantID are the bot's Entra app registration
-	// (TICKETIQ_BOT_APP_ID, ..._APP_PASSWORD, ..._TENANT_ID). An empty
-	// AppID is local mode: unauthenticated activities from loopback only,
-	// and no token sent with replies.
-	AppID, AppPassword, TenantID string
+	// AppID and TenantID are the bot's Entra app registration
+	// (TICKETIQ_BOT_APP_ID, TICKETIQ_BOT_TENANT_ID). An empty AppID is
+	// local mode: unauthenticated activities from loopback only, and no
+	// token sent with replies.
+	AppID, TenantID string
+	// Credential proves the app registration to the token endpoint: its
+	// client secret, certificate or federated token file. Required with an
+	// AppID.
+	Credential clientcred.Credential
 	// Cloud is Microsoft's cloud the bot is registered in (CloudNamed);
 	// the zero value is the public cloud.
 	Cloud Cloud
@@ -188,8 +193,8 @@ func New(opts Options) (*Bot, error) {
 	if opts.Agent == nil {
 		return nil, errors.New("bot: Options.Agent is required")
 	}
-	if opts.AppID != "" && opts.AppPassword == "" {
-		return nil, errors.New("bot: an app id needs an app password (TICKETIQ_BOT_APP_PASSWORD)")
+	if opts.AppID != "" && opts.Credential.IsZero() {
+		return nil, errors.New("bot: an app id needs a credential (TICKETIQ_BOT_APP_PASSWORD, TICKETIQ_BOT_CERT_FILE or TICKETIQ_BOT_FEDERATED_TOKEN_FILE)")
 	}
 	if opts.AppID != "" && len(opts.AllowedTenants) == 0 {
 		return nil, errors.New("bot: an app id needs the tenants it serves (TICKETIQ_BOT_ALLOWED_TENANTS, or TICKETIQ_BOT_TENANT_ID)")
@@ -251,10 +256,11 @@ func New(opts Options) (*Bot, error) {
 		}
 	}
 	b.ctx, b.cancel = context.WithCancel(context.Background())
-	// The bot token and the app password go only where they are addressed:
-	// a redirect is an error, not followed. (Go's client would follow one
-	// to another port or a subdomain of the same host with the
-	// Authorization header, and re-post the token request's form on 307.)
+	// The bot token and the app's credential go only where they are
+	// addressed: a redirect is an error, not followed. (Go's client would
+	// follow one to another port or a subdomain of the same host with the
+	// Authorization header, and re-post the token request's form, secret or
+	// client assertion, on 307.)
 	direct := *opts.HTTPClient
 	direct.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
 	b.conn = &connector{
@@ -273,7 +279,7 @@ func New(opts Options) (*Bot, error) {
 	}
 	if !b.local {
 		b.conn.tokens = &tokenSource{
-			url: opts.TokenURL, appID: opts.AppID, password: opts.AppPassword, scope: opts.Cloud.Scope,
+			url: opts.TokenURL, appID: opts.AppID, cred: opts.Credential, scope: opts.Cloud.Scope,
 			client: &direct, now: opts.Now, logger: opts.Logger, life: b.ctx,
 		}
 		b.validator, err = NewValidator(ValidatorOptions{
@@ -287,19 +293,19 @@ func New(opts Options) (*Bot, error) {
 
 	// The adapter struct is built here rather than with core.NewBotAdapter,
 	// which would install the library's validator and client. It holds our
-	// validator, which the bot calls through it, and no client: its
+	// validator, which the bot calls through it, no credential (nothing of
+	// the library's asks for a token), and no client: its
 	// ProcessActivity is not used, since it sends replies through a path
 	// that drops the reply id, takes no context and cannot return the id
 	// of what it sent, which the working card's update needs.
 	b.adapter = &core.BotFrameworkAdapter{
 		AdapterSetting: core.AdapterSetting{
 			AppID:              opts.AppID,
-			AppPassword:        opts.AppPassword,
 			ChannelAuthTenant:  opts.TenantID,
 			OauthEndpoint:      opts.TokenURL,
 			OpenIDMetadata:     opts.OpenIDMetadataURL,
 			ChannelService:     auth.ChannelService,
-			CredentialProvider: auth.SimpleCredentialProvider{AppID: opts.AppID, Password: opts.AppPassword},
+			CredentialProvider: auth.SimpleCredentialProvider{AppID: opts.AppID},
 		},
 	}
 	if b.validator != nil {
@@ -314,7 +320,7 @@ func New(opts Options) (*Bot, error) {
 	if b.local {
 		b.logger.Warn("local mode: no TICKETIQ_BOT_APP_ID, so /api/messages accepts unauthenticated activities from loopback addresses only and sends replies without a token")
 	} else {
-		b.logger.Info("Bot Framework authentication on", "app", opts.AppID, "token_url", opts.TokenURL, "openid_metadata", opts.OpenIDMetadataURL)
+		b.logger.Info("Bot Framework authentication on", "app", opts.AppID, "credential", opts.Credential, "token_url", opts.TokenURL, "openid_metadata", opts.OpenIDMetadataURL)
 	}
 	return b, nil
 }

@@ -15,6 +15,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"teamsbot/internal/clientcred"
 	"teamsbot/internal/netaddr"
 	"teamsbot/internal/textclip"
 	"time"
@@ -73,11 +74,11 @@ func newHTTPClient() *http.Client {
 // tokenSource gets and caches the bot's client-credentials token.
 // Concurrent callers share one fetch.
 type tokenSource struct {
-	url, appID, password string
-	scope                string
-	client               *http.Client
-	now                  func() time.Time
-	logger               *slog.Logger
+	url, appID, scope string
+	cred              clientcred.Credential
+	client            *http.Client
+	now               func() time.Time
+	logger            *slog.Logger
 	// life bounds fetches, which outlive the caller that started them (the
 	// other callers wait for them too) but not the bot; nil means
 	// context.Background().
@@ -158,13 +159,21 @@ func (ts *tokenSource) invalidate(tok string) {
 }
 
 // fetch asks the token endpoint, as "Microsoft identity platform and the
-// OAuth 2.0 client credentials flow" describes (v2.0 endpoint, form body).
+// OAuth 2.0 client credentials flow" describes (v2.0 endpoint, form body)
+// with each of its three credentials: a shared secret, a certificate's
+// assertion, or a federated credential. The form is never logged, and no
+// error below holds it.
 func (ts *tokenSource) fetch(ctx context.Context) (string, time.Time, error) {
 	form := url.Values{
-		"grant_type":    {"client_credentials"},
-		"client_id":     {ts.appID},
-		"client_secret": {ts.password},
-		"scope":         {ts.scope},
+		"grant_type": {"client_credentials"},
+		"client_id":  {ts.appID},
+		"scope":      {ts.scope},
+	}
+	// A certificate's assertion is signed for this very endpoint, and a
+	// federated token file is read again here, so a token the platform
+	// rotated is the one sent.
+	if err := ts.cred.Apply(ctx, form, ts.appID, ts.url, ts.now()); err != nil {
+		return "", time.Time{}, fmt.Errorf("%w: %w", ErrToken, err)
 	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, ts.url, strings.NewReader(form.Encode()))
 	if err != nil {

@@ -7,6 +7,8 @@ package bot
 import (
 	"crypto/rand"
 	"crypto/rsa"
+	"crypto/sha256"
+	"crypto/x509"
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
@@ -15,6 +17,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"strconv"
 	"strings"
 	"sync"
@@ -23,6 +26,8 @@ import (
 	"unicode/utf16"
 
 	"github.com/golang-jwt/jwt/v4"
+
+	"teamsbot/internal/clientcred"
 )
 
 // fakeBotFramework serves the OpenID metadata document and its JWKS as
@@ -135,7 +140,15 @@ func sign(t testing.TB, method jwt.SigningMethod, kid string, key any, claims jw
 // for the client-credentials grant ("Microsoft identity platform and the
 // OAuth 2.0 client credentials flow"): a form POST to
 // /{tenant}/oauth2/v2.0/token answered with token_type, expires_in and
-// access_token, or an OAuth error object.
+// access_token, or an OAuth error object. The app proves itself in one of
+// the document's three ways: client_secret; a certificate's client
+// assertion, checked as "Microsoft identity platform application
+// authentication certificate credentials" describes it (PS256 signature by
+// the uploaded certificate's key, found by its x5t#S256 thumbprint; aud the
+// endpoint's own URL; iss and sub the client id; a jti never seen before;
+// nbf, exp at most 10 minutes later); or a federated credential ("Workload
+// identity federation"): a token of a trusted issuer, checked against the
+// issuer's key, its subject and the audience api://AzureADTokenExchange.
 type fakeTokenEndpoint struct {
 	srv              *httptest.Server
 	tenant           string
@@ -149,7 +162,27 @@ type fakeTokenEndpoint struct {
 	issued []string
 	gate   chan struct{} // when set, requests wait for it to close
 	gone   chan struct{} // closed when a caller gives up on a request held at the gate
+
+	// now judges assertions' times; nil is time.Now.
+	now func() time.Time
+	// cert is the certificate uploaded to the app registration, if any.
+	cert *x509.Certificate
+	// federated is the app's federated identity credential, if any.
+	federated *federatedCredential
+	// assertions are the client assertions received, in order.
+	assertions []string
+	jtis       map[string]bool
 }
+
+// federatedCredential is a federated identity credential of an app
+// registration: tokens of issuer about subject, signed with key.
+type federatedCredential struct {
+	issuer, subject string
+	key             *rsa.PublicKey
+}
+
+// federatedAudience is the audience Entra ID accepts in a federated token.
+const federatedAudience = "api://AzureADTokenExchange"
 
 func newFakeTokenEndpoint(t testing.TB, tenant, clientID, secret string) *fakeTokenEndpoint {
 	f := &fakeTokenEndpoint{tenant: tenant, clientID: clientID, secret: secret, scope: "https://api.botframework.com/.default"}
@@ -186,18 +219,124 @@ func newFakeTokenEndpoint(t testing.TB, tenant, clientID, secret string) *fakeTo
 			writeJSON(w, http.StatusBadRequest, map[string]any{"error": "unsupported_grant_type"})
 		case r.PostForm.Get("scope") != f.scope:
 			writeJSON(w, http.StatusBadRequest, map[string]any{"error": "invalid_scope"})
-		case r.PostForm.Get("client_id") != f.clientID || r.PostForm.Get("client_secret") != f.secret:
+		case r.PostForm.Get("client_id") != f.clientID:
+			writeJSON(w, http.StatusBadRequest, map[string]any{"error": "unauthorized_client", "error_description": "AADSTS700016: Application not found in the directory."})
+		case r.PostForm.Has("client_assertion") || r.PostForm.Has("client_assertion_type"):
+			if desc := f.checkAssertion(r.PostForm); desc != "" {
+				writeJSON(w, http.StatusUnauthorized, map[string]any{"error": "invalid_client", "error_description": desc})
+				return
+			}
+			f.grant(w)
+		case f.secret == "" || r.PostForm.Get("client_secret") != f.secret:
 			writeJSON(w, http.StatusUnauthorized, map[string]any{"error": "invalid_client", "error_description": "AADSTS7000215: Invalid client secret provided."})
 		default:
-			tok := fmt.Sprintf("bot-token-%d", f.calls)
-			f.issued = append(f.issued, tok)
-			writeJSON(w, http.StatusOK, map[string]any{
-				"token_type": "Bearer", "expires_in": 3599, "ext_expires_in": 3599, "access_token": tok,
-			})
+			f.grant(w)
 		}
 	}))
 	t.Cleanup(f.srv.Close)
 	return f
+}
+
+// grant issues a token; f.mu is held.
+func (f *fakeTokenEndpoint) grant(w http.ResponseWriter) {
+	tok := fmt.Sprintf("bot-token-%d", f.calls)
+	f.issued = append(f.issued, tok)
+	writeJSON(w, http.StatusOK, map[string]any{
+		"token_type": "Bearer", "expires_in": 3599, "ext_expires_in": 3599, "access_token": tok,
+	})
+}
+
+// checkAssertion returns why the form's client assertion is refused, as an
+// error_description in Entra's "AADSTS<code>: <message>" shape, or "" when
+// it proves the app; f.mu is held. Tests look at the status and the reason,
+// not at the codes.
+func (f *fakeTokenEndpoint) checkAssertion(form url.Values) string {
+	if form.Get("client_assertion_type") != clientcred.AssertionType {
+		return "AADSTS700023: client_assertion_type must be urn:ietf:params:oauth:client-assertion-type:jwt-bearer."
+	}
+	if form.Has("client_secret") {
+		return "AADSTS700025: Only one client credential may be presented."
+	}
+	raw := form.Get("client_assertion")
+	f.assertions = append(f.assertions, raw)
+	now := time.Now
+	if f.now != nil {
+		now = f.now
+	}
+	header := map[string]any{}
+	if head, _, ok := strings.Cut(raw, "."); ok {
+		if b, err := base64.RawURLEncoding.DecodeString(head); err == nil {
+			_ = json.Unmarshal(b, &header)
+		}
+	}
+	claims := jwt.MapClaims{}
+	if thumb, ok := header["x5t#S256"].(string); ok {
+		// A certificate credential.
+		if f.cert == nil {
+			return "AADSTS700027: The certificate with identifier used to sign the client assertion is not registered on application."
+		}
+		sum := sha256.Sum256(f.cert.Raw)
+		if thumb != base64.RawURLEncoding.EncodeToString(sum[:]) {
+			return "AADSTS700027: The certificate with identifier used to sign the client assertion is not registered on application."
+		}
+		p := jwt.NewParser(jwt.WithValidMethods([]string{"PS256"}), jwt.WithoutClaimsValidation())
+		if _, err := p.ParseWithClaims(raw, claims, func(*jwt.Token) (any, error) { return f.cert.PublicKey, nil }); err != nil {
+			return "AADSTS700027: Client assertion failed signature validation."
+		}
+		if header["typ"] != "JWT" {
+			return "AADSTS50027: JWT token is invalid or malformed."
+		}
+		iss, _ := claims["iss"].(string)
+		sub, _ := claims["sub"].(string)
+		jti, _ := claims["jti"].(string)
+		switch {
+		case !claims.VerifyAudience(f.url(), true):
+			return "AADSTS50027: The client assertion's audience is not this token endpoint."
+		case iss != f.clientID || sub != f.clientID:
+			return "AADSTS700021: Client assertion application identifier doesn't match 'client_id' parameter."
+		case jti == "" || f.jtis[jti]:
+			return "AADSTS700024: Client assertion contains a jti that was already used."
+		case !claims.VerifyExpiresAt(now().Unix(), true) || !claims.VerifyNotBefore(now().Unix(), true):
+			return "AADSTS700024: Client assertion is not within its valid time range."
+		}
+		exp, _ := claims["exp"].(float64)
+		nbf, _ := claims["nbf"].(float64)
+		if exp-nbf > (10 * time.Minute).Seconds() {
+			return "AADSTS700024: Client assertion is valid for longer than allowed."
+		}
+		if f.jtis == nil {
+			f.jtis = map[string]bool{}
+		}
+		f.jtis[jti] = true
+		return ""
+	}
+	// A federated credential: another issuer's token, sent as it is.
+	if f.federated == nil {
+		return "AADSTS70021: No matching federated identity record found for presented assertion."
+	}
+	p := jwt.NewParser(jwt.WithValidMethods([]string{"RS256"}), jwt.WithoutClaimsValidation())
+	if _, err := p.ParseWithClaims(raw, claims, func(*jwt.Token) (any, error) { return f.federated.key, nil }); err != nil {
+		return "AADSTS700211: No matching federated identity record found for presented assertion issuer, or its signature does not verify."
+	}
+	sub, _ := claims["sub"].(string)
+	switch {
+	case !claims.VerifyIssuer(f.federated.issuer, true):
+		return "AADSTS700211: No matching federated identity record found for presented assertion issuer."
+	case sub != f.federated.subject:
+		return "AADSTS700213: No matching federated identity record found for presented assertion subject."
+	case !claims.VerifyAudience(federatedAudience, true):
+		return "AADSTS700212: No matching federated identity record found for presented assertion audience."
+	case !claims.VerifyExpiresAt(now().Unix(), true):
+		return "AADSTS700024: Client assertion is not within its valid time range."
+	}
+	return ""
+}
+
+// receivedAssertions returns the client assertions received so far.
+func (f *fakeTokenEndpoint) receivedAssertions() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]string(nil), f.assertions...)
 }
 
 func (f *fakeTokenEndpoint) url() string { return f.srv.URL + "/" + f.tenant + "/oauth2/v2.0/token" }

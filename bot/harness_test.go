@@ -3,6 +3,8 @@ package bot
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
+	"crypto/rsa"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -10,6 +12,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -22,6 +25,7 @@ import (
 
 	"teamsbot/access"
 	"teamsbot/agent"
+	"teamsbot/internal/clientcred"
 	"teamsbot/internal/netaddr"
 	"teamsbot/internal/testenv"
 	"teamsbot/internal/web"
@@ -59,6 +63,26 @@ type setup struct {
 	// defaultClient leaves Options.HTTPClient nil, so the bot makes its
 	// own; otherwise it gets loopbackClient.
 	defaultClient bool
+	// cred is the bot's credential: credSecret (the default),
+	// credCertificate or credFederated; the fake token endpoint knows the
+	// same one.
+	cred string
+}
+
+// The credentials a harness can give the bot.
+const (
+	credSecret      = "secret"
+	credCertificate = "certificate"
+	credFederated   = "federated"
+)
+
+// serviceAccount stands for a Kubernetes service account with Azure
+// workload identity: its cluster's issuer signs its tokens, and the kubelet
+// writes a fresh one to the projected file from time to time.
+type serviceAccount struct {
+	issuer, subject string
+	key             *rsa.PrivateKey
+	path            string
 }
 
 // loopbackClient is the bot's default client, except that it refuses to
@@ -137,7 +161,9 @@ type harness struct {
 	logs   *syncBuffer
 	reg    *prometheus.Registry
 	client *http.Client
-	issuer string // the iss of the Bot Connector's tokens in the bot's cloud
+	issuer string               // the iss of the Bot Connector's tokens in the bot's cloud
+	cert   *testenv.Certificate // credCertificate: the app's certificate
+	sa     *serviceAccount      // credFederated: whose token file the bot reads
 }
 
 func newHarness(t testing.TB, s setup) *harness {
@@ -209,7 +235,37 @@ func newHarness(t testing.TB, s setup) *harness {
 	} else {
 		h.tokens = newFakeTokenEndpoint(t, testTenant, testAppID, testSecret)
 		h.conn = newFakeConnector(t, h.tokens)
-		opts.AppID, opts.AppPassword, opts.TenantID = testAppID, testSecret, testTenant
+		opts.AppID, opts.TenantID = testAppID, testTenant
+		h.tokens.now = h.now
+		switch s.cred {
+		case "", credSecret:
+			opts.Credential = clientcred.Secret(testSecret)
+		case credCertificate:
+			h.cert = testenv.NewCertificate(t, h.now().Add(-time.Hour), h.now().Add(30*24*time.Hour))
+			h.tokens.cert, h.tokens.secret = h.cert.Cert, ""
+			if opts.Credential, err = clientcred.LoadCertificate(h.cert.File(t, nil), h.now()); err != nil {
+				t.Fatal(err)
+			}
+		case credFederated:
+			key, err := rsa.GenerateKey(rand.Reader, 2048)
+			if err != nil {
+				t.Fatal(err)
+			}
+			h.sa = &serviceAccount{
+				issuer:  "https://oidc.prod-aks.azure.com/0c0c0c0c-0000-4000-8000-000000000a55/",
+				subject: "system:serviceaccount:teamsbot:teamsbot",
+				key:     key,
+				path:    filepath.Join(t.TempDir(), "azure-identity-token"),
+			}
+			h.tokens.federated = &federatedCredential{issuer: h.sa.issuer, subject: h.sa.subject, key: &key.PublicKey}
+			h.tokens.secret = ""
+			h.rotateServiceAccountToken()
+			if opts.Credential, err = clientcred.FederatedTokenFile(h.sa.path); err != nil {
+				t.Fatal(err)
+			}
+		default:
+			t.Fatalf("unknown credential %q", s.cred)
+		}
 		cloud, err := CloudNamed(s.cloud)
 		if err != nil {
 			t.Fatal(err)
@@ -246,6 +302,32 @@ func newHarness(t testing.TB, s setup) *harness {
 		st.Close()
 	})
 	return h
+}
+
+// rotateServiceAccountToken writes a new service account token to the
+// projected file, as the kubelet does (a new file renamed over the old),
+// and returns it. The claims are a projected token's: the cluster's issuer,
+// the service account as subject, Entra ID's token exchange as audience.
+func (h *harness) rotateServiceAccountToken() string {
+	h.t.Helper()
+	now := h.now()
+	jti := make([]byte, 16)
+	if _, err := rand.Read(jti); err != nil {
+		h.t.Fatal(err)
+	}
+	tok := sign(h.t, jwt.SigningMethodRS256, "sa-key", h.sa.key, jwt.MapClaims{
+		"iss": h.sa.issuer, "sub": h.sa.subject, "aud": []string{federatedAudience},
+		"iat": now.Unix(), "nbf": now.Unix(), "exp": now.Add(time.Hour).Unix(),
+		"jti": fmt.Sprintf("%x", jti),
+	})
+	tmp := h.sa.path + ".new"
+	if err := os.WriteFile(tmp, []byte(tok), 0o600); err != nil {
+		h.t.Fatal(err)
+	}
+	if err := os.Rename(tmp, h.sa.path); err != nil {
+		h.t.Fatal(err)
+	}
+	return tok
 }
 
 // claims are the claims the Bot Connector puts in a token for this bot.

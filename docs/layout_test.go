@@ -8,36 +8,37 @@ import (
 )
 
 // layout is README's layout table as rules: the project packages each
-// package may import. internal/netaddr, internal/textclip, internal/guid and
-// internal/web are the shared conventions (typed settings, text clipping,
-// GUIDs, HTTP errors)
-// and are open to every package that needs them; internal/testenv is for
+// package may import. internal/netaddr, internal/textclip, internal/guid,
+// internal/web and internal/clientcred are the shared conventions (typed
+// settings, text clipping, GUIDs, HTTP errors, the app's credential for
+// Entra ID's token endpoint) and are open to every package that needs them; internal/testenv is for
 // tests only.
 var layout = map[string][]string{
-	"teamsbot/cmd/teamsbot":      {"*"},
-	"teamsbot/mcpapps":           {},
-	"teamsbot/agent":             {"teamsbot/mcpapps", "teamsbot/access", "teamsbot/store", "teamsbot/agent/demo"},
-	"teamsbot/agent/demo":        {"teamsbot/mcpapps"},
-	"teamsbot/access":            {"teamsbot/store"},
-	"teamsbot/access/graph":      {},
-	"teamsbot/store":             {"teamsbot/mcpapps"},
-	"teamsbot/cards":             {"teamsbot/mcpapps"},
-	"teamsbot/bot":               {"teamsbot/agent", "teamsbot/access", "teamsbot/cards", "teamsbot/store"},
-	"teamsbot/signin":            {},
-	"teamsbot/viewpage":          {"teamsbot/agent", "teamsbot/access", "teamsbot/signin", "teamsbot/store"},
-	"teamsbot/admin":             {"teamsbot/access", "teamsbot/signin", "teamsbot/store"},
-	"teamsbot/manifest":          {},
-	"teamsbot/playground":        {"teamsbot/bot", "teamsbot/signin", "teamsbot/store", "teamsbot/viewpage"},
-	"teamsbot/docs":              {},
-	"teamsbot/internal/netaddr":  {},
-	"teamsbot/internal/textclip": {},
-	"teamsbot/internal/guid":     {},
-	"teamsbot/internal/web":      {},
-	"teamsbot/internal/testenv":  {},
+	"teamsbot/cmd/teamsbot":        {"*"},
+	"teamsbot/mcpapps":             {},
+	"teamsbot/agent":               {"teamsbot/mcpapps", "teamsbot/access", "teamsbot/store", "teamsbot/agent/demo"},
+	"teamsbot/agent/demo":          {"teamsbot/mcpapps"},
+	"teamsbot/access":              {"teamsbot/store"},
+	"teamsbot/access/graph":        {},
+	"teamsbot/store":               {"teamsbot/mcpapps"},
+	"teamsbot/cards":               {"teamsbot/mcpapps"},
+	"teamsbot/bot":                 {"teamsbot/agent", "teamsbot/access", "teamsbot/cards", "teamsbot/store"},
+	"teamsbot/signin":              {},
+	"teamsbot/viewpage":            {"teamsbot/agent", "teamsbot/access", "teamsbot/signin", "teamsbot/store"},
+	"teamsbot/admin":               {"teamsbot/access", "teamsbot/signin", "teamsbot/store"},
+	"teamsbot/manifest":            {},
+	"teamsbot/playground":          {"teamsbot/bot", "teamsbot/signin", "teamsbot/store", "teamsbot/viewpage"},
+	"teamsbot/docs":                {},
+	"teamsbot/internal/netaddr":    {},
+	"teamsbot/internal/textclip":   {},
+	"teamsbot/internal/guid":       {},
+	"teamsbot/internal/web":        {},
+	"teamsbot/internal/clientcred": {},
+	"teamsbot/internal/testenv":    {},
 }
 
 // shared are the internal packages any package may import.
-var shared = []string{"teamsbot/internal/netaddr", "teamsbot/internal/textclip", "teamsbot/internal/web", "teamsbot/internal/guid"}
+var shared = []string{"teamsbot/internal/netaddr", "teamsbot/internal/textclip", "teamsbot/internal/web", "teamsbot/internal/guid", "teamsbot/internal/clientcred"}
 
 // onlyIn names third-party packages that only some packages may import:
 // Echo stays in the HTTP parts, the Graph SDK in its one small package

@@ -16,6 +16,7 @@ import (
 
 	"teamsbot/agent"
 	"teamsbot/bot"
+	"teamsbot/internal/clientcred"
 	"teamsbot/internal/netaddr"
 	"teamsbot/internal/web"
 	"teamsbot/playground"
@@ -312,7 +313,7 @@ func TestNewRefusesOutsideLocalMode(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { agents.Close() })
-	teams, err := bot.New(bot.Options{Agent: agents, AppID: "00000000-0000-0000-0000-000000000001", AppPassword: "secret",
+	teams, err := bot.New(bot.Options{Agent: agents, AppID: "00000000-0000-0000-0000-000000000001", Credential: clientcred.Secret("secret"),
 		AllowedTenants: []string{"00000000-0000-0000-0000-0000000000aa"}})
 	if err != nil {
 		t.Fatal(err)

@@ -26,6 +26,7 @@ import (
 	"teamsbot/access/graph/fakegraph"
 	"teamsbot/admin"
 	"teamsbot/agent"
+	"teamsbot/internal/clientcred"
 	"teamsbot/internal/netaddr"
 	"teamsbot/internal/testenv"
 	"teamsbot/internal/web"
@@ -160,7 +161,7 @@ func newEnv(t testing.TB, o envOptions) *env {
 	if o.admin {
 		e.graph = fakegraph.New(t)
 		e.graph.AddApp(graphApp, graphSecret)
-		gc, err := graph.New(graph.Options{BaseURL: e.graph.BaseURL(), TokenURL: e.graph.TokenURL(), ClientID: graphApp, ClientSecret: graphSecret, HTTPClient: e.graph.Client()})
+		gc, err := graph.New(graph.Options{BaseURL: e.graph.BaseURL(), TokenURL: e.graph.TokenURL(), ClientID: graphApp, Credential: clientcred.Secret(graphSecret), HTTPClient: e.graph.Client()})
 		if err != nil {
 			t.Fatalf("graph.New: %v", err)
 		}

@@ -2,8 +2,10 @@
 // groups a user is a transitive member of, and what a group is called, for
 // the access-control layer and the admin console.
 //
-// It owns the app-only access tokens (OAuth 2.0 client credentials, one
-// token per tenant, cached until shortly before it expires), a bounded
+// It owns the app-only access tokens (OAuth 2.0 client credentials, proved
+// with a secret, a certificate or a federated token as package
+// internal/clientcred applies them; one token per tenant, cached until
+// shortly before it expires, and asked for without following redirects), a bounded
 // cache of membership answers, the coalescing of identical concurrent
 // lookups, and the handling of Graph throttling (429, 503 and 504 with
 // Retry-After, retried within the caller's deadline).
@@ -29,6 +31,7 @@ import (
 	"net/url"
 	"slices"
 	"strings"
+	"teamsbot/internal/clientcred"
 	"teamsbot/internal/guid"
 	"time"
 
@@ -75,9 +78,10 @@ type Options struct {
 	// ClientID is the bot's app registration, which gets app-only tokens
 	// with the client credentials grant. Required.
 	ClientID string
-	// ClientSecret is the app registration's secret. Required; never
-	// logged.
-	ClientSecret string
+	// Credential proves the app registration to the token endpoint: a
+	// client secret, a certificate or a federated token file. Required;
+	// never logged.
+	Credential clientcred.Credential
 	// Scope is the scope asked of the token endpoint; default BaseURL's
 	// origin followed by "/.default".
 	Scope string
@@ -90,7 +94,8 @@ type Options struct {
 	// CacheEntries bounds the cached answers, one per tenant, user and set
 	// of groups asked about; the oldest goes first. Default 10000.
 	CacheEntries int
-	// Now is the clock for cache and token expiry; default time.Now.
+	// Now is the clock for cache and token expiry, and for the times a
+	// certificate's assertion carries; default time.Now.
 	// Retry waits and deadlines always use real time.
 	Now func() time.Time
 	// Logger gets one line per failure; nil discards.
@@ -132,8 +137,8 @@ func New(opts Options) (*Client, error) {
 	if opts.ClientID == "" {
 		errs = append(errs, errors.New("graph: ClientID is required"))
 	}
-	if opts.ClientSecret == "" {
-		errs = append(errs, errors.New("graph: ClientSecret is required"))
+	if opts.Credential.IsZero() {
+		errs = append(errs, errors.New("graph: Credential is required"))
 	}
 	if opts.CacheTTL < 0 {
 		errs = append(errs, fmt.Errorf("graph: CacheTTL %v is negative", opts.CacheTTL))
@@ -183,10 +188,10 @@ func New(opts Options) (*Client, error) {
 		// The validator compares host names without port.
 		hosts: authentication.NewAllowedHostsValidator([]string{base.Hostname()}),
 		tokens: &tokenSource{
-			http:     opts.HTTPClient,
+			http:     noRedirects(opts.HTTPClient),
 			tokenURL: opts.TokenURL,
 			clientID: opts.ClientID,
-			secret:   opts.ClientSecret,
+			cred:     opts.Credential,
 			scope:    opts.Scope,
 			now:      opts.Now,
 			cached:   map[string]token{},
@@ -216,6 +221,15 @@ func defaultHTTPClient() *http.Client {
 			return nil
 		},
 	}
+}
+
+// noRedirects is c for token requests: a redirect is answered as it is,
+// not followed, because following a 307 or 308 would post the form, and the
+// secret or client assertion in it, to where the redirect points.
+func noRedirects(c *http.Client) *http.Client {
+	d := *c
+	d.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+	return &d
 }
 
 // adapter returns the SDK's request adapter for one tenant: its token

@@ -14,6 +14,7 @@ import (
 
 	"teamsbot/access/graph"
 	"teamsbot/access/graph/fakegraph"
+	"teamsbot/internal/clientcred"
 	"teamsbot/internal/testenv"
 )
 
@@ -89,13 +90,13 @@ func newEnv(t testing.TB, edit func(*graph.Options)) *env {
 	t.Helper()
 	e := &env{fake: newFake(t), clock: newClock(), logs: &syncBuffer{}}
 	opts := graph.Options{
-		BaseURL:      e.fake.BaseURL(),
-		TokenURL:     e.fake.TokenURL(),
-		ClientID:     appID,
-		ClientSecret: secret,
-		HTTPClient:   e.fake.Client(),
-		Now:          e.clock.Now,
-		Logger:       slog.New(slog.NewTextHandler(e.logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
+		BaseURL:    e.fake.BaseURL(),
+		TokenURL:   e.fake.TokenURL(),
+		ClientID:   appID,
+		Credential: clientcred.Secret(secret),
+		HTTPClient: e.fake.Client(),
+		Now:        e.clock.Now,
+		Logger:     slog.New(slog.NewTextHandler(e.logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
 	}
 	if edit != nil {
 		edit(&opts)
@@ -479,7 +480,7 @@ func TestTokenEndpointDown(t *testing.T) {
 }
 
 func TestWrongSecret(t *testing.T) {
-	e := newEnv(t, func(o *graph.Options) { o.ClientSecret = "wrong-" + secret })
+	e := newEnv(t, func(o *graph.Options) { o.Credential = clientcred.Secret("wrong-" + secret) })
 	_, err := e.client.MemberGroups(ctxFor(t, 10*time.Second), tenantA, alice, []string{readers})
 	if !errors.Is(err, graph.ErrUnavailable) || !strings.Contains(err.Error(), "AADSTS7000215") {
 		t.Fatalf("err = %v, want ErrUnavailable naming AADSTS7000215", err)
@@ -540,7 +541,7 @@ func TestNewValidates(t *testing.T) {
 	if err == nil {
 		t.Fatal("no error")
 	}
-	for _, want := range []string{"BaseURL", "{tenant}", "ClientID", "ClientSecret", "CacheTTL"} {
+	for _, want := range []string{"BaseURL", "{tenant}", "ClientID", "Credential", "CacheTTL"} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("error %q does not mention %s", err, want)
 		}

@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"github.com/microsoft/kiota-abstractions-go/authentication"
+
+	"teamsbot/internal/clientcred"
 )
 
 // tokenMargin is how long before its expiry a token is replaced, as MSAL
@@ -32,7 +34,7 @@ type tokenSource struct {
 	http     *http.Client
 	tokenURL string // with "{tenant}"
 	clientID string
-	secret   string
+	cred     clientcred.Credential
 	scope    string
 	now      func() time.Time
 
@@ -87,15 +89,24 @@ func (s *tokenSource) lookup(tenant string) (token, bool) {
 	return t, true
 }
 
-// fetch asks the token endpoint for a new token.
+// fetch asks the tenant's token endpoint for a new token, as "Microsoft
+// identity platform and the OAuth 2.0 client credentials flow" describes
+// it, with a secret, a certificate's assertion (signed for this tenant's
+// endpoint, its audience) or the federated token file's current content.
+// The form is never logged, and no error holds it.
 func (s *tokenSource) fetch(ctx context.Context, tenant string) (token, error) {
 	form := url.Values{
-		"grant_type":    {"client_credentials"},
-		"client_id":     {s.clientID},
-		"client_secret": {s.secret},
-		"scope":         {s.scope},
+		"grant_type": {"client_credentials"},
+		"client_id":  {s.clientID},
+		"scope":      {s.scope},
 	}
 	endpoint := strings.ReplaceAll(s.tokenURL, "{tenant}", url.PathEscape(tenant))
+	if err := s.cred.Apply(ctx, form, s.clientID, endpoint, s.now()); err != nil {
+		if ctx.Err() != nil {
+			return token{}, callerErr(ctx, "")
+		}
+		return token{}, &tokenError{tenant: tenant, detail: err.Error()}
+	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, endpoint, strings.NewReader(form.Encode()))
 	if err != nil {
 		return token{}, &tokenError{tenant: tenant, detail: err.Error()}

@@ -17,6 +17,7 @@ import (
 
 	"teamsbot/agent"
 	"teamsbot/bot"
+	"teamsbot/internal/clientcred"
 	"teamsbot/internal/guid"
 	"teamsbot/internal/netaddr"
 	"teamsbot/internal/textclip"
@@ -31,9 +32,19 @@ type config struct {
 	SandboxBaseURL netaddr.Origin // zero: the public base URL serves the frames too
 	AppsEnabled    bool
 
-	BotAppID       string
-	BotAppPassword string // secret
-	BotTenantID    string
+	BotAppID string
+	// BotCredential proves the bot's app registration to Entra ID, for the
+	// bot's own token and Graph's: a client secret, a certificate or a
+	// federated token file; zero in local mode.
+	BotCredential clientcred.Credential
+	// BotCertFile and BotFederatedTokenFile are the paths the credential
+	// was loaded from, for `teamsbot config`; the one in use is
+	// BotCredential.Path().
+	BotCertFile, BotFederatedTokenFile string
+	// botFederatedFromAzure: BotFederatedTokenFile is workload identity's
+	// AZURE_FEDERATED_TOKEN_FILE, not set by hand.
+	botFederatedFromAzure bool
+	BotTenantID           string
 	// BotCloud is Microsoft's cloud of the bot (TICKETIQ_BOT_CLOUD): the
 	// defaults of the metadata, token and Graph URLs come from it.
 	BotCloud             bot.Cloud
@@ -72,6 +83,15 @@ type envVar struct {
 	fromCloud bool
 }
 
+// azureFederatedTokenFile is the variable Azure Workload Identity's
+// webhook sets in a pod whose service account uses it: the path of the
+// projected service account token.
+const azureFederatedTokenFile = "AZURE_FEDERATED_TOKEN_FILE"
+
+// The bot's credential variables, of which exactly one is set for a bot
+// with an app id.
+var botCredentialVars = []string{"TICKETIQ_BOT_APP_PASSWORD", "TICKETIQ_BOT_CERT_FILE", "TICKETIQ_BOT_FEDERATED_TOKEN_FILE"}
+
 // envVars lists every variable the service reads, in the order README shows.
 var envVars = []envVar{
 	{name: "TICKETIQ_ADDR", def: ":3978"},
@@ -81,6 +101,8 @@ var envVars = []envVar{
 	{name: "TICKETIQ_MCP_APPS_ENABLED", def: "true"},
 	{name: "TICKETIQ_BOT_APP_ID"},
 	{name: "TICKETIQ_BOT_APP_PASSWORD", secret: true},
+	{name: "TICKETIQ_BOT_CERT_FILE"},
+	{name: "TICKETIQ_BOT_FEDERATED_TOKEN_FILE"},
 	{name: "TICKETIQ_BOT_TENANT_ID"},
 	{name: "TICKETIQ_BOT_CLOUD", def: bot.CloudPublic},
 	{name: "TICKETIQ_BOT_OPENID_METADATA_URL", fromCloud: true},
@@ -115,19 +137,20 @@ func loadConfig(getenv func(string) string) (config, error) {
 	}
 	var errs []error
 	c := config{
-		DataDir:              get("TICKETIQ_DATA"),
-		BotAppID:             get("TICKETIQ_BOT_APP_ID"),
-		BotAppPassword:       get("TICKETIQ_BOT_APP_PASSWORD"),
-		BotTenantID:          get("TICKETIQ_BOT_TENANT_ID"),
-		BotOpenIDMetadataURL: get("TICKETIQ_BOT_OPENID_METADATA_URL"),
-		BotTokenURL:          get("TICKETIQ_BOT_TOKEN_URL"),
-		OIDCIssuer:           get("TICKETIQ_OIDC_ISSUER"),
-		OIDCClientID:         get("TICKETIQ_OIDC_CLIENT_ID"),
-		OIDCClientSecret:     get("TICKETIQ_OIDC_CLIENT_SECRET"),
-		GraphBaseURL:         get("TICKETIQ_GRAPH_BASE_URL"),
-		GraphTokenURL:        get("TICKETIQ_GRAPH_TOKEN_URL"),
-		ConfigPath:           get("TICKETIQ_CONFIG"),
-		LogLevel:             strings.ToLower(get("TICKETIQ_LOG_LEVEL")),
+		DataDir:               get("TICKETIQ_DATA"),
+		BotAppID:              get("TICKETIQ_BOT_APP_ID"),
+		BotCertFile:           get("TICKETIQ_BOT_CERT_FILE"),
+		BotFederatedTokenFile: get("TICKETIQ_BOT_FEDERATED_TOKEN_FILE"),
+		BotTenantID:           get("TICKETIQ_BOT_TENANT_ID"),
+		BotOpenIDMetadataURL:  get("TICKETIQ_BOT_OPENID_METADATA_URL"),
+		BotTokenURL:           get("TICKETIQ_BOT_TOKEN_URL"),
+		OIDCIssuer:            get("TICKETIQ_OIDC_ISSUER"),
+		OIDCClientID:          get("TICKETIQ_OIDC_CLIENT_ID"),
+		OIDCClientSecret:      get("TICKETIQ_OIDC_CLIENT_SECRET"),
+		GraphBaseURL:          get("TICKETIQ_GRAPH_BASE_URL"),
+		GraphTokenURL:         get("TICKETIQ_GRAPH_TOKEN_URL"),
+		ConfigPath:            get("TICKETIQ_CONFIG"),
+		LogLevel:              strings.ToLower(get("TICKETIQ_LOG_LEVEL")),
 	}
 
 	var err error
@@ -175,8 +198,8 @@ func loadConfig(getenv func(string) string) (config, error) {
 		errs = append(errs, fmt.Errorf("TICKETIQ_MCP_APPS_ENABLED %q: want true or false", v))
 	}
 
-	if (c.BotAppID == "") != (c.BotAppPassword == "") {
-		errs = append(errs, errors.New("TICKETIQ_BOT_APP_ID and TICKETIQ_BOT_APP_PASSWORD must be set together"))
+	if err := c.loadBotCredential(get("TICKETIQ_BOT_APP_PASSWORD"), getenv, time.Now()); err != nil {
+		errs = append(errs, err)
 	}
 	for _, u := range []struct {
 		name  string
@@ -265,6 +288,70 @@ func loadConfig(getenv func(string) string) (config, error) {
 		return config{}, fmt.Errorf("configuration: %w", errors.Join(errs...))
 	}
 	return c, nil
+}
+
+// loadBotCredential checks that a bot with an app id has exactly one
+// credential, loads it into c.BotCredential, and checks each file that is
+// named whether or not it is the one used, so that every mistake shows at
+// once. Unset, the credential is workload identity's token file, when its
+// webhook set AZURE_FEDERATED_TOKEN_FILE. Its errors name the variables and
+// paths, never the secret or the key.
+func (c *config) loadBotCredential(password string, getenv func(string) string, now time.Time) error {
+	var set []string // the variables set, in botCredentialVars' order
+	for i, v := range []string{password, c.BotCertFile, c.BotFederatedTokenFile} {
+		if v != "" {
+			set = append(set, botCredentialVars[i])
+		}
+	}
+	if c.BotAppID == "" {
+		if len(set) > 0 {
+			return fmt.Errorf("TICKETIQ_BOT_APP_ID and %s must be set together", strings.Join(set, " and "))
+		}
+		return nil // local mode
+	}
+	if len(set) == 0 {
+		if f := strings.TrimSpace(getenv(azureFederatedTokenFile)); f != "" {
+			c.BotFederatedTokenFile, c.botFederatedFromAzure = f, true
+			set = []string{"TICKETIQ_BOT_FEDERATED_TOKEN_FILE"}
+		}
+	}
+	var errs []error
+	switch len(set) {
+	case 0:
+		errs = append(errs, fmt.Errorf("TICKETIQ_BOT_APP_ID needs a credential: set one of %s (or run with Azure workload identity, whose %s is then used)", strings.Join(botCredentialVars, ", "), azureFederatedTokenFile))
+	case 1:
+	default:
+		errs = append(errs, fmt.Errorf("%s are all set: set exactly one of %s", strings.Join(set, " and "), strings.Join(botCredentialVars, ", ")))
+	}
+	var cert, federated clientcred.Credential
+	if c.BotCertFile != "" {
+		var err error
+		if cert, err = clientcred.LoadCertificate(c.BotCertFile, now); err != nil {
+			errs = append(errs, fmt.Errorf("TICKETIQ_BOT_CERT_FILE: %w", err))
+		}
+	}
+	if c.BotFederatedTokenFile != "" {
+		name := "TICKETIQ_BOT_FEDERATED_TOKEN_FILE"
+		if c.botFederatedFromAzure {
+			name = azureFederatedTokenFile + " (TICKETIQ_BOT_FEDERATED_TOKEN_FILE unset)"
+		}
+		var err error
+		if federated, err = clientcred.FederatedTokenFile(c.BotFederatedTokenFile); err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", name, err))
+		}
+	}
+	if len(errs) > 0 {
+		return errors.Join(errs...)
+	}
+	switch set[0] {
+	case "TICKETIQ_BOT_APP_PASSWORD":
+		c.BotCredential = clientcred.Secret(password)
+	case "TICKETIQ_BOT_CERT_FILE":
+		c.BotCredential = cert
+	default:
+		c.BotCredential = federated
+	}
+	return nil
 }
 
 // fileKeys are the top-level keys of the TICKETIQ_CONFIG file and the part
@@ -367,6 +454,8 @@ func (c config) write(w io.Writer, getenv func(string) string) error {
 		src := "set"
 		switch {
 		case val != "":
+		case v.name == "TICKETIQ_BOT_FEDERATED_TOKEN_FILE" && c.botFederatedFromAzure:
+			val, src = c.BotFederatedTokenFile, "from "+azureFederatedTokenFile+", set by Azure workload identity"
 		case v.fromCloud:
 			val, src = c.cloudDefault(v.name), "default of the "+c.BotCloud.Name+" cloud"
 		default:
@@ -416,6 +505,7 @@ func (c config) logAttrs() []any {
 		"bot_cloud", c.BotCloud.Name,
 		"mcp_apps", c.AppsEnabled,
 		"bot_mode", map[bool]string{true: "local (loopback only)", false: "Bot Framework"}[c.BotAppID == ""],
+		"bot_credential", c.BotCredential,
 		"bot_tenants", c.BotAllowedTenants,
 		"signin", c.signInMode(),
 		"agents", len(c.Agents.Agents),

@@ -34,6 +34,10 @@ import (
 // request after 15 s, so in-flight turns get most of it.
 const shutdownGrace = 20 * time.Second
 
+// certificateWarning is how long before the bot's certificate expires the
+// start-up log warns of it.
+const certificateWarning = 30 * 24 * time.Hour
+
 // sweepEvery is how often expired views are removed; an expired view is
 // refused on read long before the sweep comes.
 const sweepEvery = time.Hour
@@ -43,6 +47,12 @@ const sweepEvery = time.Hour
 // close the store last.
 func serve(ctx context.Context, cfg config, getenv func(string) string, logger *slog.Logger) (err error) {
 	logger.Info("starting", cfg.logAttrs()...)
+	// A certificate that runs out stops every reply and every group lookup
+	// at once; a month's warning leaves time to upload the next one.
+	if end := cfg.BotCredential.NotAfter(); !end.IsZero() && time.Until(end) < certificateWarning {
+		logger.Warn("the bot's certificate expires soon: upload a new one to the app registration and set TICKETIQ_BOT_CERT_FILE to it",
+			"expires", end.UTC().Format(time.RFC3339), "file", cfg.BotCredential.Path())
+	}
 	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
 		return fmt.Errorf("data folder: %w", err)
 	}
@@ -67,7 +77,7 @@ func serve(ctx context.Context, cfg config, getenv func(string) string, logger *
 	if cfg.BotAppID != "" {
 		gc, err := graph.New(graph.Options{
 			BaseURL: cfg.GraphBaseURL, TokenURL: cfg.GraphTokenURL,
-			ClientID: cfg.BotAppID, ClientSecret: cfg.BotAppPassword,
+			ClientID: cfg.BotAppID, Credential: cfg.BotCredential,
 			Logger: logger.With("part", "graph"),
 		})
 		if err != nil {
@@ -129,7 +139,7 @@ func serve(ctx context.Context, cfg config, getenv func(string) string, logger *
 
 	teams, err := bot.New(bot.Options{
 		AppID:             cfg.BotAppID,
-		AppPassword:       cfg.BotAppPassword,
+		Credential:        cfg.BotCredential,
 		TenantID:          cfg.BotTenantID,
 		Cloud:             cfg.BotCloud,
 		OpenIDMetadataURL: cfg.BotOpenIDMetadataURL,

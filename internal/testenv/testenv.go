@@ -1,15 +1,24 @@
 // Package testenv holds what the tests of several packages share: a clock
 // that moves only when told, a mockoidc user whose ID token carries the
 // claims Microsoft Entra ID sends, a log buffer safe for concurrent
-// writers, and loopback listeners.
+// writers, loopback listeners, and self-signed certificates made per test
+// (no private key is ever committed).
 //
 // Only tests import it; docs/layout_test.go fails if the service does.
 package testenv
 
 import (
 	"bytes"
+	"crypto/rand"
+	"crypto/rsa"
+	"crypto/x509"
+	"crypto/x509/pkix"
 	"encoding/json"
+	"encoding/pem"
+	"math/big"
 	"net"
+	"os"
+	"path/filepath"
 	"sync"
 	"testing"
 	"time"
@@ -138,4 +147,74 @@ func StartMockOIDC(t testing.TB) *mockoidc.MockOIDC {
 	}
 	t.Cleanup(func() { m.Shutdown() })
 	return m
+}
+
+// Certificate is a self-signed certificate and its RSA key, made for one
+// test, as an app registration's certificate credential.
+type Certificate struct {
+	Cert *x509.Certificate
+	Key  *rsa.PrivateKey
+}
+
+// NewCertificate makes a 2048-bit RSA key and a self-signed certificate for
+// it, valid from notBefore to notAfter.
+func NewCertificate(t testing.TB, notBefore, notAfter time.Time) *Certificate {
+	t.Helper()
+	key, err := rsa.GenerateKey(rand.Reader, 2048)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return NewCertificateFor(t, key, notBefore, notAfter)
+}
+
+// NewCertificateFor makes a self-signed certificate for key, valid from
+// notBefore to notAfter.
+func NewCertificateFor(t testing.TB, key *rsa.PrivateKey, notBefore, notAfter time.Time) *Certificate {
+	t.Helper()
+	serial, err := rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), 62))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber: serial,
+		Subject:      pkix.Name{CommonName: "teamsbot test app"},
+		NotBefore:    notBefore,
+		NotAfter:     notAfter,
+		KeyUsage:     x509.KeyUsageDigitalSignature,
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cert, err := x509.ParseCertificate(der)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &Certificate{Cert: cert, Key: key}
+}
+
+// PEM is key (PKCS #8) then the certificate, as TICKETIQ_BOT_CERT_FILE
+// holds them. A nil key means the certificate's own.
+func (c *Certificate) PEM(t testing.TB, key *rsa.PrivateKey) []byte {
+	t.Helper()
+	if key == nil {
+		key = c.Key
+	}
+	der, err := x509.MarshalPKCS8PrivateKey(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: der})
+	return append(out, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: c.Cert.Raw})...)
+}
+
+// File writes PEM(key) to a file of the test's own, mode 0600, and
+// returns its path.
+func (c *Certificate) File(t testing.TB, key *rsa.PrivateKey) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "app.pem")
+	if err := os.WriteFile(path, c.PEM(t, key), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
 }

@@ -17,9 +17,22 @@
 //   - "Microsoft identity platform and the OAuth 2.0 client credentials
 //     flow":
 //     POST /{tenant}/oauth2/v2.0/token with the form fields
-//     grant_type=client_credentials, client_id, client_secret and scope
-//     answers {"token_type":"Bearer","expires_in":3599,"access_token":"..."},
+//     grant_type=client_credentials, client_id, scope, and either
+//     client_secret or client_assertion_type
+//     (urn:ietf:params:oauth:client-assertion-type:jwt-bearer) with
+//     client_assertion, answers
+//     {"token_type":"Bearer","expires_in":3599,"access_token":"..."},
 //     and errors as {"error":"...","error_description":"AADSTS..."}.
+//   - "Microsoft identity platform application authentication certificate
+//     credentials": a certificate's client assertion is a JWT with the
+//     header alg PS256, typ JWT and x5t#S256 (the base64url SHA-256
+//     thumbprint of the uploaded certificate), signed with its key, with
+//     aud the token endpoint's URL, iss and sub the client id, a unique
+//     jti, and nbf and exp at most 10 minutes apart.
+//   - "Workload identity federation": a federated identity credential
+//     trusts the tokens of one issuer about one subject with the audience
+//     api://AzureADTokenExchange; such a token is the client assertion
+//     itself.
 //   - "Microsoft Graph error responses and resource types": errors come as
 //     {"error":{"code":"...","message":"...","innerError":{...}}}, and
 //     "Microsoft Graph throttling guidance": 429 (or 503) with a
@@ -37,6 +50,12 @@
 // Graph uses elsewhere (Request_BadRequest, Request_ResourceNotFound,
 // InvalidAuthenticationToken, TooManyRequests, serviceNotAvailable).
 //
+// An app proves itself with a secret ([Server.AddApp]), a certificate
+// ([Server.AddCertificateApp]) or a federated credential
+// ([Server.AddFederatedApp]); [Server.Assertions] lists the client
+// assertions received, and [Server.SetNow] sets the clock assertions are
+// judged by.
+//
 // Knobs let a test take the service down ([Server.Down],
 // [Server.TokenDown]), throttle it ([Server.Throttle]), slow it down
 // ([Server.Delay]), and count the calls it received ([Server.Counts],
@@ -50,6 +69,9 @@ package fakegraph
 import (
 	"compress/gzip"
 	"crypto/rand"
+	"crypto/rsa"
+	"crypto/sha256"
+	"crypto/x509"
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
@@ -57,6 +79,7 @@ import (
 	"math"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"slices"
 	"strconv"
 	"strings"
@@ -64,6 +87,8 @@ import (
 	"teamsbot/internal/guid"
 	"testing"
 	"time"
+
+	"github.com/golang-jwt/jwt/v4"
 )
 
 // TokenLifetime is the lifetime of the access tokens the fake issues, and
@@ -92,7 +117,10 @@ type Server struct {
 	tb  testing.TB
 
 	mu            sync.Mutex
-	apps          map[string]string // client id -> secret
+	apps          map[string]*app // by client id
+	now           func() time.Time
+	assertions    []string
+	jtis          map[string]bool
 	tenants       map[string]*tenant
 	tokens        map[string]issued // access token -> what it was issued for
 	tokenCounts   map[string]int    // tenant -> token requests
@@ -103,6 +131,24 @@ type Server struct {
 	throttleAfter time.Duration
 	delay         time.Duration
 }
+
+// app is an app registration's credentials: one of them is set.
+type app struct {
+	secret    string
+	cert      *x509.Certificate
+	federated *federated
+}
+
+// federated is a federated identity credential: tokens of issuer about
+// subject, signed with key.
+type federated struct {
+	issuer, subject string
+	key             *rsa.PublicKey
+}
+
+// FederatedAudience is the audience a federated identity credential for
+// Entra ID expects in the other issuer's token.
+const FederatedAudience = "api://AzureADTokenExchange"
 
 type tenant struct {
 	users  map[string]bool
@@ -125,7 +171,9 @@ func New(tb testing.TB) *Server {
 	tb.Helper()
 	s := &Server{
 		tb:          tb,
-		apps:        map[string]string{},
+		apps:        map[string]*app{},
+		jtis:        map[string]bool{},
+		now:         time.Now,
 		tenants:     map[string]*tenant{},
 		tokens:      map[string]issued{},
 		tokenCounts: map[string]int{},
@@ -161,7 +209,40 @@ func (s *Server) Client() *http.Client { return s.srv.Client() }
 func (s *Server) AddApp(clientID, secret string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.apps[clientID] = secret
+	s.apps[clientID] = &app{secret: secret}
+}
+
+// AddCertificateApp registers a multi-tenant app, like AddApp, whose
+// credential is cert: only assertions signed with cert's key prove it.
+func (s *Server) AddCertificateApp(clientID string, cert *x509.Certificate) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.apps[clientID] = &app{cert: cert}
+}
+
+// AddFederatedApp registers a multi-tenant app, like AddApp, whose
+// credential is a federated identity credential: tokens that issuer signs
+// with key about subject, for FederatedAudience, prove it.
+func (s *Server) AddFederatedApp(clientID, issuer, subject string, key *rsa.PublicKey) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.apps[clientID] = &app{federated: &federated{issuer: issuer, subject: subject, key: key}}
+}
+
+// SetNow sets the clock that judges assertions' nbf and exp; default
+// time.Now.
+func (s *Server) SetNow(now func() time.Time) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.now = now
+}
+
+// Assertions returns the client assertions received so far, in order,
+// whatever was answered.
+func (s *Server) Assertions() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]string(nil), s.assertions...)
 }
 
 // AddTenant adds an empty tenant. Adding users or groups adds their tenant
@@ -318,7 +399,7 @@ func (s *Server) token(w http.ResponseWriter, r *http.Request) {
 	}
 	s.mu.Lock()
 	_, knownTenant := s.tenants[tenantID]
-	secret, knownApp := s.apps[form.Get("client_id")]
+	a, knownApp := s.apps[form.Get("client_id")]
 	s.mu.Unlock()
 	switch {
 	case !knownTenant:
@@ -327,7 +408,13 @@ func (s *Server) token(w http.ResponseWriter, r *http.Request) {
 	case !knownApp:
 		oauthError(w, http.StatusBadRequest, "unauthorized_client", "AADSTS700016: Application with identifier '"+form.Get("client_id")+"' was not found in the directory.")
 		return
-	case form.Get("client_secret") == "" || form.Get("client_secret") != secret:
+	case form.Has("client_assertion") || form.Has("client_assertion_type"):
+		// The audience is this very endpoint, as the client addressed it.
+		if desc := s.checkAssertion(form, a, "https://"+r.Host+r.URL.EscapedPath()); desc != "" {
+			oauthError(w, http.StatusUnauthorized, "invalid_client", desc)
+			return
+		}
+	case a.secret == "" || form.Get("client_secret") != a.secret:
 		oauthError(w, http.StatusUnauthorized, "invalid_client", "AADSTS7000215: Invalid client secret provided.")
 		return
 	}
@@ -347,6 +434,85 @@ func (s *Server) token(w http.ResponseWriter, r *http.Request) {
 		"ext_expires_in": int(TokenLifetime / time.Second),
 		"access_token":   tok,
 	})
+}
+
+// checkAssertion returns why a client assertion does not prove app a, as
+// an error_description in Entra's "AADSTS<code>: <message>" shape, or ""
+// when it does. Tests look at the status and the reason, not at the codes.
+func (s *Server) checkAssertion(form url.Values, a *app, endpoint string) string {
+	if form.Get("client_assertion_type") != "urn:ietf:params:oauth:client-assertion-type:jwt-bearer" {
+		return "AADSTS700023: client_assertion_type must be urn:ietf:params:oauth:client-assertion-type:jwt-bearer."
+	}
+	if form.Has("client_secret") {
+		return "AADSTS700025: Only one client credential may be presented."
+	}
+	raw := form.Get("client_assertion")
+	s.mu.Lock()
+	s.assertions = append(s.assertions, raw)
+	now := s.now()
+	s.mu.Unlock()
+	header := map[string]any{}
+	if head, _, ok := strings.Cut(raw, "."); ok {
+		if b, err := base64.RawURLEncoding.DecodeString(head); err == nil {
+			_ = json.Unmarshal(b, &header)
+		}
+	}
+	claims := jwt.MapClaims{}
+	if thumb, ok := header["x5t#S256"].(string); ok {
+		if a.cert == nil {
+			return "AADSTS700027: The certificate used to sign the client assertion is not registered on the application."
+		}
+		sum := sha256.Sum256(a.cert.Raw)
+		if thumb != base64.RawURLEncoding.EncodeToString(sum[:]) {
+			return "AADSTS700027: The certificate used to sign the client assertion is not registered on the application."
+		}
+		p := jwt.NewParser(jwt.WithValidMethods([]string{"PS256"}), jwt.WithoutClaimsValidation())
+		if _, err := p.ParseWithClaims(raw, claims, func(*jwt.Token) (any, error) { return a.cert.PublicKey, nil }); err != nil {
+			return "AADSTS700027: Client assertion failed signature validation."
+		}
+		iss, _ := claims["iss"].(string)
+		sub, _ := claims["sub"].(string)
+		jti, _ := claims["jti"].(string)
+		exp, _ := claims["exp"].(float64)
+		nbf, _ := claims["nbf"].(float64)
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		switch {
+		case header["typ"] != "JWT":
+			return "AADSTS50027: JWT token is invalid or malformed."
+		case !claims.VerifyAudience(endpoint, true):
+			return "AADSTS50027: The client assertion's audience is not this token endpoint."
+		case iss != form.Get("client_id") || sub != form.Get("client_id"):
+			return "AADSTS700021: Client assertion application identifier doesn't match 'client_id' parameter."
+		case jti == "" || s.jtis[jti]:
+			return "AADSTS700024: Client assertion contains a jti that was already used."
+		case !claims.VerifyExpiresAt(now.Unix(), true) || !claims.VerifyNotBefore(now.Unix(), true):
+			return "AADSTS700024: Client assertion is not within its valid time range."
+		case exp-nbf > (10 * time.Minute).Seconds():
+			return "AADSTS700024: Client assertion is valid for longer than allowed."
+		}
+		s.jtis[jti] = true
+		return ""
+	}
+	if a.federated == nil {
+		return "AADSTS70021: No matching federated identity record found for presented assertion."
+	}
+	p := jwt.NewParser(jwt.WithValidMethods([]string{"RS256"}), jwt.WithoutClaimsValidation())
+	if _, err := p.ParseWithClaims(raw, claims, func(*jwt.Token) (any, error) { return a.federated.key, nil }); err != nil {
+		return "AADSTS700211: No matching federated identity record found for presented assertion issuer, or its signature does not verify."
+	}
+	sub, _ := claims["sub"].(string)
+	switch {
+	case !claims.VerifyIssuer(a.federated.issuer, true):
+		return "AADSTS700211: No matching federated identity record found for presented assertion issuer."
+	case sub != a.federated.subject:
+		return "AADSTS700213: No matching federated identity record found for presented assertion subject."
+	case !claims.VerifyAudience(FederatedAudience, true):
+		return "AADSTS700212: No matching federated identity record found for presented assertion audience."
+	case !claims.VerifyExpiresAt(now.Unix(), true):
+		return "AADSTS700024: Client assertion is not within its valid time range."
+	}
+	return ""
 }
 
 // graph wraps a Graph handler: it counts, delays, answers down and
