@@ -353,7 +353,7 @@ type runState struct {
 	id     string
 	// progress hears of each tool call; nil when nobody listens.
 	progress func(Step)
-	start  time.Time
+	start    time.Time
 
 	answer Answer
 	views  []store.NewView

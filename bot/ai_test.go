@@ -89,8 +89,8 @@ func TestAnswersCarryTheAILabelCitationsAndFeedback(t *testing.T) {
 	// wrote: no label, no feedback buttons.
 	h := newHarness(t, setup{})
 	a := &schema.Activity{ID: "act-ai-2", Conversation: schema.ConversationAccount{ID: "a:ai-fail"}}
-	if _, cs, ai := h.bot.chooseAnswer(a, agent.Person{TenantID: testTenant}, agent.Answer{RunID: "run-1"}, errors.New("the model is down")); ai != nil || len(cs) != 1 {
-		t.Errorf("a failed run: %d cards, AI marks %+v; want the failure card alone, unlabelled", len(cs), ai)
+	if r := h.bot.chooseAnswer(a, agent.Person{TenantID: testTenant}, agent.Answer{RunID: "run-1"}, errors.New("the model is down")); r.ai != nil || len(r.cards) != 1 {
+		t.Errorf("a failed run: %d cards, AI marks %+v; want the failure card alone, unlabelled", len(r.cards), r.ai)
 	}
 }
 
@@ -189,5 +189,42 @@ func TestAnswerTimesFollowThePersonsZoneAndLocale(t *testing.T) {
 		if !strings.HasPrefix(until, wantTime) || !strings.Contains(wantTime, c.want) {
 			t.Errorf("%s/%s: open until %q, want %q", c.zone, c.locale, until, wantTime)
 		}
+	}
+}
+
+// A message Teams refuses as too large (413) is sent again without its
+// citations, then as smaller cards, and the whole answer arrives: here
+// Teams takes 12 KB where the cards are made for 28 KB.
+func TestTooLargeAnswerIsSentAgainInSmallerCards(t *testing.T) {
+	long := strings.Repeat("The quarterly figures for the northern region grew again. ", 400) // about 23 KB
+	h := newHarness(t, setup{}.withTool("big", "long_report", func(context.Context) (string, error) { return long, nil }))
+	h.conn.mu.Lock()
+	h.conn.sizeLimit = 12 * 1024
+	h.conn.mu.Unlock()
+	h.send(h.message("personal", "a:big", "big-1", "/long_report {}"))
+	h.conn.waitFor(t, "the answer", hasReplyTo("big-1"))
+	h.shutdown()
+	var answers []received
+	for _, c := range h.conn.snapshot() {
+		if c.Method == http.MethodPost && c.Activity.Type == "message" && c.ActivityID == "big-1" {
+			answers = append(answers, c)
+		}
+	}
+	if len(answers) == 0 {
+		t.Fatal("no answer arrived")
+	}
+	for _, c := range answers {
+		if n := 2 * len([]rune(string(c.Raw))); n > 2*12*1024 {
+			t.Errorf("a message of %d bytes got through a 12 KB limit", n)
+		}
+	}
+	if !strings.Contains(string(answers[0].Raw), "The quarterly figures") || !strings.Contains(string(answers[0].Raw), "AIGeneratedContent") {
+		t.Errorf("the first message is not the labelled answer: %.300s", answers[0].Raw)
+	}
+	if !strings.Contains(h.logs.String(), "sending it in smaller cards") {
+		t.Errorf("the log does not say the answer was made smaller:\n%s", h.logs.String())
+	}
+	if got := counterValue(t, h.reg, "teamsbot_bot_turns_total", map[string]string{"outcome": "failed"}); got != 0 {
+		t.Errorf("%v turns counted as failed", got)
 	}
 }

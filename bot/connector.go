@@ -48,6 +48,9 @@ var (
 	ErrToken = errors.New("bot: bot token unavailable")
 	// ErrConnector means the Bot Connector refused or failed a call.
 	ErrConnector = errors.New("bot: connector call failed")
+	// ErrTooLarge means Teams refused a message as too large (413); it
+	// is an ErrConnector too.
+	ErrTooLarge = fmt.Errorf("%w: message too large for Teams", ErrConnector)
 )
 
 // newHTTPClient returns a client with timeouts at every step and enough
@@ -411,6 +414,8 @@ func (c *connector) do(ctx context.Context, conv, method, target string, body an
 				return fmt.Errorf("%w: %s %s: %w", ErrConnector, method, redactPath(target), rerr)
 			}
 			return nil
+		case resp.StatusCode == http.StatusRequestEntityTooLarge:
+			return fmt.Errorf("%w: %s %s: status 413: %s", ErrTooLarge, method, redactPath(target), firstLine(string(data)))
 		case resp.StatusCode == http.StatusUnauthorized && c.tokens != nil && !refreshed:
 			// A token revoked early: get a new one, once.
 			c.tokens.invalidate(tok)

@@ -412,6 +412,7 @@ type fakeConnector struct {
 	next      int
 	throttle  int // answer this many upcoming message posts with 429
 	refuse    int // answer this many upcoming message posts with 400
+	sizeLimit int // bytes of UTF-16 a message may take; 0: Teams' 28 KB
 	changed   chan struct{}
 	waiters   map[string]chan struct{} // reply-to id → closed on the first non-typing reply
 	recordAll bool
@@ -476,7 +477,13 @@ func (f *fakeConnector) serve(w http.ResponseWriter, r *http.Request) {
 	// "The bot message size limit is 28 KB ... includes the entire message
 	// payload encoded as UTF-16" (Format your bot messages): Teams answers
 	// 413 MessageSizeTooBig past it.
-	if n := 2 * len(utf16.Encode([]rune(string(raw)))); n > 28*1024 {
+	f.mu.Lock()
+	limit := f.sizeLimit
+	f.mu.Unlock()
+	if limit == 0 {
+		limit = 28 * 1024
+	}
+	if n := 2 * len(utf16.Encode([]rune(string(raw)))); n > limit {
 		writeJSON(w, http.StatusRequestEntityTooLarge, map[string]any{"error": map[string]any{"code": "MessageSizeTooBig", "message": fmt.Sprintf("%d bytes in UTF-16", n)}})
 		return
 	}

@@ -117,10 +117,11 @@ func (b *Bot) runTurn(a *schema.Activity, p agent.Person) {
 	if st != nil && !st.stop() {
 		st = nil // it closed itself: the answer is an ordinary message
 	}
-	outcome, answer, ai := b.chooseAnswer(a, p, ans, runErr)
+	r := b.chooseAnswer(a, p, ans, runErr)
+	outcome := r.outcome
 
 	<-typingDone
-	sent, err := b.deliver(ctx, a, workingID, st, answer, ai, ans.RunID)
+	sent, err := b.deliver(ctx, a, workingID, st, r, ans.RunID)
 	if err != nil {
 		outcome = "failed"
 		b.logger.Error("answer not delivered", "tenant", p.TenantID, "conversation", a.Conversation.ID, "activity", a.ID, "run", ans.RunID, "err", err)
@@ -133,14 +134,32 @@ func (b *Bot) runTurn(a *schema.Activity, p agent.Person) {
 	b.logger.Debug("turn done", "conversation", a.Conversation.ID, "activity", a.ID, "outcome", outcome, "run", ans.RunID, "views", len(ans.Views))
 }
 
+// reply is what a finished run sends: its cards, the AI label and
+// citations when a model wrote it, and how to make the cards smaller should
+// Teams refuse a message as too large.
+type reply struct {
+	outcome string // "answered" or "failed", for the metrics
+	cards   []cards.Card
+	ai      *aiAnswer
+	// smaller renders the answer again in cards of at most maxSize UTF-16
+	// code units; nil for a card of the service's own, which is small.
+	smaller func(maxSize int) []cards.Card
+}
+
 // chooseAnswer decides what the person is sent for a finished run: the
 // answer's cards, labelled as AI-generated with their sources, or a
-// failure card with a reference (no label: the service wrote it). The
-// outcome is "answered" or "failed", for the metrics.
-func (b *Bot) chooseAnswer(a *schema.Activity, p agent.Person, ans agent.Answer, runErr error) (string, []cards.Card, *aiAnswer) {
+// failure card with a reference (no label: the service wrote it).
+func (b *Bot) chooseAnswer(a *schema.Activity, p agent.Person, ans agent.Answer, runErr error) reply {
+	answer := func(outcome string, ans agent.Answer) reply {
+		o := b.personalOptions(a)
+		return reply{outcome: outcome, cards: b.answerCards(ans, o), ai: b.aiMarks(ans), smaller: func(maxSize int) []cards.Card {
+			o.MaxSize = maxSize
+			return b.answerCards(ans, o)
+		}}
+	}
 	switch {
 	case runErr == nil:
-		return "answered", b.answerCards(ans, b.personalOptions(a)), b.aiMarks(ans)
+		return answer("answered", ans)
 	case errors.Is(runErr, agent.ErrModel) && len(ans.Views) > 0:
 		// The model failed after tools made views, which are stored and
 		// the person's: the card names them beside the agent's own words
@@ -148,7 +167,7 @@ func (b *Bot) chooseAnswer(a *schema.Activity, p agent.Person, ans agent.Answer,
 		// quote the model's error.
 		b.logger.Error("agent run failed after making views", "tenant", p.TenantID, "conversation", a.Conversation.ID, "activity", a.ID, "reference", ans.RunID, "views", len(ans.Views), "err", runErr)
 		ans.Notes = nil
-		return "failed", b.answerCards(ans, b.personalOptions(a)), b.aiMarks(ans)
+		return answer("failed", ans)
 	default:
 		// The card gives a reference, never the cause, which may carry
 		// internal detail; the log line has both.
@@ -157,7 +176,7 @@ func (b *Bot) chooseAnswer(a *schema.Activity, p agent.Person, ans agent.Answer,
 			ref = a.ID
 		}
 		b.logger.Error("agent run failed", "tenant", p.TenantID, "conversation", a.Conversation.ID, "activity", a.ID, "reference", ref, "err", runErr)
-		return "failed", []cards.Card{cards.RunFailed(ref)}, nil
+		return reply{outcome: "failed", cards: []cards.Card{cards.RunFailed(ref)}}
 	}
 }
 
@@ -176,10 +195,17 @@ func (b *Bot) chooseAnswer(a *schema.Activity, p agent.Person, ans agent.Answer,
 // failure card, with runID as its reference, rather than promise an answer
 // that will not come. An open stream (personal chats) ends with the first
 // card as its final message, or with the failure card.
-func (b *Bot) deliver(ctx context.Context, a *schema.Activity, workingID string, st *stream, answer []cards.Card, ai *aiAnswer, runID string) ([]string, error) {
+//
+// A first message that Teams refuses as too large (413, "Format your bot
+// messages") is sent again without its citations, then as smaller cards
+// (two thirds the size each time), before the answer counts as failed.
+func (b *Bot) deliver(ctx context.Context, a *schema.Activity, workingID string, st *stream, r reply, runID string) ([]string, error) {
+	answer, ai := r.cards, r.ai
 	sent := make([]string, 0, len(answer))
 	gap := false
-	for i, c := range answer {
+	size := cards.MaxCardSize
+	for i := 0; i < len(answer); i++ {
+		c := answer[i]
 		out := withCard(b.outgoing(a, schema.Message), c)
 		if ai != nil {
 			ai.mark(out, i == 0)
@@ -192,6 +218,22 @@ func (b *Bot) deliver(ctx context.Context, a *schema.Activity, workingID string,
 			replyTo = ""
 		}
 		id, err := b.conn.Send(ctx, a.ServiceURL, a.Conversation.ID, replyTo, out)
+		if errors.Is(err, ErrTooLarge) && i == 0 {
+			switch {
+			case ai != nil && len(ai.citations) > 0:
+				b.logger.Warn("answer too large for Teams; sending it without its citations", "conversation", a.Conversation.ID)
+				ai = &aiAnswer{}
+				i--
+				continue
+			case r.smaller != nil && size > cards.MaxCardSize/8:
+				size = size * 2 / 3
+				b.logger.Warn("answer too large for Teams; sending it in smaller cards", "conversation", a.Conversation.ID, "card_size", size)
+				answer = r.smaller(size)
+				sent = sent[:0]
+				i--
+				continue
+			}
+		}
 		if err != nil {
 			switch {
 			case workingID != "":

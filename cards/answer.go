@@ -78,6 +78,10 @@ type Options struct {
 	// shared answer names as the one who may open its views; empty says
 	// "the person who asked".
 	Owner string
+	// MaxSize, when set and smaller than MaxCardSize, is the most one card
+	// of AnswerCards may take (UTF-16 code units of its JSON): the bot
+	// asks for smaller cards when Teams refused a message as too large.
+	MaxSize int
 	// AgentName is the name the welcome card introduces; empty means
 	// "Assistant".
 	AgentName string
@@ -180,7 +184,11 @@ func AnswerCards(a Answer, o Options) []Card {
 		issueCap: maxMessage, issues: max(len(p.refusals), len(p.toolErrors)),
 		first: true, views: p.views, totalViews: len(p.views),
 	}
-	fits := func(s shape) bool { return p.card(s).Size() <= MaxCardSize }
+	limit := MaxCardSize
+	if o.MaxSize > 0 && o.MaxSize < limit {
+		limit = o.MaxSize
+	}
+	fits := func(s shape) bool { return p.card(s).Size() <= limit }
 	if fits(all) {
 		return []Card{p.card(all)}
 	}
@@ -200,7 +208,7 @@ func AnswerCards(a Answer, o Options) []Card {
 	steps := []func(){
 		func() { s.noteCap = 120 },
 		shrink(notes, keptNotes),
-		shrink(textBytes, MaxCardSize/2),
+		shrink(textBytes, limit/2),
 		shrink(notes, 0),
 		func() { s.issueCap = 100 },
 		shrink(issues, keptIssues),
