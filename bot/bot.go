@@ -174,6 +174,7 @@ type Bot struct {
 	handlers  activity.HandlerFuncs
 	metrics   *metrics
 	seen      *seenSet
+	refs      knownRefs // conversation references known to be current
 	sem       chan struct{}
 	pending   atomic.Int64
 

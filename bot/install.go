@@ -21,11 +21,22 @@ func ConversationKey(tenantID, conversationID string) string {
 
 // onConversationUpdate stores the reference and welcomes when the bot was
 // added to a conversation, and forgets it when the bot was removed.
+//
+// A team that is deleted or archived (channelData.eventType teamDeleted,
+// teamArchived: "Conversation events in your Teams bot") takes its
+// reference along; one restored or unarchived gets it back, without a
+// second welcome.
 func (b *Bot) onConversationUpdate(t *activity.TurnContext) (schema.Activity, error) {
 	a := t.Activity
 	botID := a.Recipient.ID
 	ctx, cancel := context.WithTimeout(b.ctx, sendTimeout)
 	defer cancel()
+	switch event, _ := a.ChannelData["eventType"].(string); event {
+	case "teamDeleted", "teamArchived":
+		return schema.Activity{}, b.forgetConversation(ctx, &a)
+	case "teamRestored", "teamUnarchived":
+		return schema.Activity{}, b.installed(ctx, &a, false)
+	}
 	for _, m := range a.MembersRemoved {
 		if m.ID == botID {
 			return schema.Activity{}, b.forgetConversation(ctx, &a)
@@ -123,6 +134,7 @@ func (b *Bot) forgetConversation(ctx context.Context, a *schema.Activity) error 
 		return fmt.Errorf("bot: removing conversation %s: %w", a.Conversation.ID, err)
 	}
 	b.seen.forget("welcome\x00" + a.Conversation.ID)
+	b.refs.forget(ConversationKey(tenant, a.Conversation.ID))
 	b.logger.Info("removed from conversation", "tenant", tenant, "conversation", a.Conversation.ID)
 	return nil
 }

@@ -47,6 +47,7 @@ func (b *Bot) onMessage(t *activity.TurnContext) (schema.Activity, error) {
 			cancel()
 			return
 		}
+		b.refreshReference(ctx, &a)
 		cancel()
 		b.runTurn(&a, p)
 	}()
