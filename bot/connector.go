@@ -50,6 +50,10 @@ var (
 	ErrToken = errors.New("bot: bot token unavailable")
 	// ErrConnector means the Bot Connector refused or failed a call.
 	ErrConnector = errors.New("bot: connector call failed")
+	// ErrNotInConversation means the Bot Connector answered 403: the bot
+	// is no longer a member of the conversation (the app was removed), and
+	// every later send there would fail alike. It wraps ErrConnector.
+	ErrNotInConversation = fmt.Errorf("%w: the bot is not in the conversation (403)", ErrConnector)
 )
 
 // TokenURL returns the client-credentials token endpoint for the bot's
@@ -397,6 +401,10 @@ func (c *connector) do(ctx context.Context, method, target string, body any, out
 			c.tokens.invalidate(tok)
 			refreshed = true
 			continue
+		case resp.StatusCode == http.StatusForbidden:
+			// Not retried: Teams answers 403 (BotNotInConversationRoster)
+			// once the app is removed, and will go on doing so.
+			return fmt.Errorf("%w: %s %s: %s", ErrNotInConversation, method, redactPath(target), firstLine(string(data)))
 		case resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode >= 500:
 			if attempt >= maxRetries {
 				return fmt.Errorf("%w: %s %s: status %d after %d retries", ErrConnector, method, redactPath(target), resp.StatusCode, attempt)

@@ -268,6 +268,9 @@ type fakeConnector struct {
 	calls     []received
 	next      int
 	throttle  int // answer this many upcoming message posts with 429
+	// forbidden conversations are answered 403 BotNotInConversationRoster,
+	// as Teams answers once the app was removed from them.
+	forbidden map[string]bool
 	changed   chan struct{}
 	waiters   map[string]chan struct{} // reply-to id → closed on the first non-typing reply
 	recordAll bool
@@ -341,6 +344,11 @@ func (f *fakeConnector) serve(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	f.mu.Lock()
+	if f.forbidden[rc.ConversationID] {
+		f.mu.Unlock()
+		writeJSON(w, http.StatusForbidden, map[string]any{"error": map[string]any{"code": "BotNotInConversationRoster", "message": "The bot is not part of the conversation roster."}})
+		return
+	}
 	if f.throttle > 0 && rc.Activity.Type == "message" {
 		f.throttle--
 		f.mu.Unlock()
@@ -392,6 +400,16 @@ func (f *fakeConnector) waitFor(t testing.TB, what string, cond func([]received)
 			t.Fatalf("fake connector: gave up waiting for %s; received %d calls", what, len(calls))
 		}
 	}
+}
+
+// forbid makes the connector answer 403 for a conversation from now on.
+func (f *fakeConnector) forbid(conversationID string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.forbidden == nil {
+		f.forbidden = map[string]bool{}
+	}
+	f.forbidden[conversationID] = true
 }
 
 func (f *fakeConnector) snapshot() []received {
