@@ -1,7 +1,7 @@
 // Package testenv holds what the tests of several packages share: a clock
 // that moves only when told, a mockoidc user whose ID token carries the
 // claims Microsoft Entra ID sends, a log buffer safe for concurrent
-// writers, and loopback listeners.
+// writers, loopback listeners, and a Bot Connector for proactive sends.
 //
 // Only tests import it; docs/layout_test.go fails if the service does.
 package testenv
