@@ -160,15 +160,21 @@ func (h *Handler) triggerAction(notice string, act func(*triggers.Service) func(
 }
 
 func pauseTrigger(s *triggers.Service) func(echo.Context, access.Person, string) error {
-	return func(c echo.Context, p access.Person, id string) error { return s.PauseTrigger(c.Request().Context(), p, id) }
+	return func(c echo.Context, p access.Person, id string) error {
+		return s.PauseTrigger(c.Request().Context(), p, id)
+	}
 }
 
 func resumeTrigger(s *triggers.Service) func(echo.Context, access.Person, string) error {
-	return func(c echo.Context, p access.Person, id string) error { return s.ResumeTrigger(c.Request().Context(), p, id) }
+	return func(c echo.Context, p access.Person, id string) error {
+		return s.ResumeTrigger(c.Request().Context(), p, id)
+	}
 }
 
 func deleteTrigger(s *triggers.Service) func(echo.Context, access.Person, string) error {
-	return func(c echo.Context, p access.Person, id string) error { return s.DeleteTrigger(c.Request().Context(), p, id) }
+	return func(c echo.Context, p access.Person, id string) error {
+		return s.DeleteTrigger(c.Request().Context(), p, id)
+	}
 }
 
 // apiTriggerError answers a refused change in the admin API.
