@@ -16,6 +16,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"teamsbot/agent"
+	"teamsbot/bot"
 	"teamsbot/internal/guid"
 	"teamsbot/internal/netaddr"
 	"teamsbot/internal/textclip"
@@ -295,7 +296,8 @@ func issuerTenant(issuer string) string {
 
 // writeTimeout bounds writing one response. A view's tool call answers
 // only when the tool does, so it must outlast the longest tool timeout of
-// any configured server.
+// any configured server; the runs API answers once its run is posted, so
+// it must outlast a turn.
 func (c config) writeTimeout() time.Duration {
 	longest := agent.DefaultServerTimeout
 	for _, a := range c.Agents.Agents {
@@ -305,7 +307,7 @@ func (c config) writeTimeout() time.Duration {
 			}
 		}
 	}
-	return max(60*time.Second, longest+15*time.Second)
+	return max(bot.DefaultTurnTimeout+15*time.Second, longest+15*time.Second)
 }
 
 // openButtons reports whether cards may carry Open buttons: Teams opens only
