@@ -54,7 +54,8 @@ func cronFields() [5]cronField {
 	}
 }
 
-// cronMacros are the shorthands Vixie cron accepts besides five fields.
+// cronMacro expands the shorthands Vixie cron accepts instead of five
+// fields.
 func cronMacro(s string) (string, bool) {
 	switch strings.ToLower(s) {
 	case "@yearly", "@annually":

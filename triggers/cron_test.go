@@ -120,7 +120,7 @@ func TestCronNextAcrossDaylightSaving(t *testing.T) {
 			[]string{"2026-10-25T02:30:00+02:00", "2026-10-26T02:30:00+01:00"}},
 		{"every 30 minutes through the repeated hour", "*/30 * * * *", time.Date(2026, 10, 25, 1, 50, 0, 0, berlin),
 			[]string{"2026-10-25T02:00:00+02:00", "2026-10-25T02:30:00+02:00", "2026-10-25T03:00:00+01:00"}},
-		{"hourly at 9 keeps the wall clock across the change", "0 9 * * *", time.Date(2026, 3, 28, 10, 0, 0, 0, berlin),
+		{"daily at 9 keeps the wall clock across the change", "0 9 * * *", time.Date(2026, 3, 28, 10, 0, 0, 0, berlin),
 			[]string{"2026-03-29T09:00:00+02:00", "2026-03-30T09:00:00+02:00"}},
 	} {
 		got := next(t, c.expr, c.from, berlin, len(c.want))

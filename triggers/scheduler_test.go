@@ -177,3 +177,36 @@ func TestCreateTriggerRefusesBadInput(t *testing.T) {
 		}
 	}
 }
+
+// A scheduled run into a conversation the app has left (the connector
+// answers 403) pauses the trigger with the reason, reports it, and is not
+// tried again.
+func TestScheduleIntoRemovedConversationPauses(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	e.install(tenantA, convA)
+	e.clock.Set(time.Date(2026, 12, 7, 10, 7, 0, 0, time.UTC))
+	tr, err := e.trig.CreateTrigger(ctx, admin, triggers.Spec{Name: "Hourly", Agent: "default", Cron: "0 * * * *", Text: "/sales_report {}", Conversation: convA})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.conn.Forbid(convA)
+	e.clock.Advance(time.Hour)
+	e.trig.RunDue(ctx)
+	got, _ := e.store.Trigger(ctx, tenantA, tr.ID)
+	if !got.Paused || !strings.Contains(got.PausedReason, "403") || got.LastResult != "failed" || !strings.Contains(got.LastError, "removed") {
+		t.Fatalf("after a 403: %+v", got)
+	}
+	if n := len(e.audit(tenantA, "bot.conversation.removed")); n != 1 {
+		t.Errorf("%d removal records, want 1", n)
+	}
+	e.clock.Advance(3 * time.Hour)
+	e.trig.RunDue(ctx)
+	if n := len(e.audit(tenantA, triggers.AuditScheduledRun)); n != 1 {
+		t.Errorf("%d runs claimed, want 1: a paused trigger is not retried", n)
+	}
+	list, _ := e.trig.Triggers(ctx, admin)
+	if len(list) != 1 || !list[0].Next.IsZero() {
+		t.Errorf("a paused trigger has a next run: %+v", list)
+	}
+}
