@@ -263,11 +263,11 @@ type fakeConnector struct {
 	srv    *httptest.Server
 	tokens *fakeTokenEndpoint // nil: no Authorization expected (local mode)
 
-	mu        sync.Mutex
-	open      int // TCP connections from the bot that are not closed
-	calls     []received
-	next      int
-	throttle  int // answer this many upcoming message posts with 429
+	mu       sync.Mutex
+	open     int // TCP connections from the bot that are not closed
+	calls    []received
+	next     int
+	throttle int // answer this many upcoming message posts with 429
 	// forbidden conversations are answered 403 BotNotInConversationRoster,
 	// as Teams answers once the app was removed from them.
 	forbidden map[string]bool
