@@ -126,6 +126,7 @@ func (s *Service) serveRun(c echo.Context) error {
 		TenantID: k.TenantID, AgentID: k.AgentID, Text: text, ConversationID: conv,
 		Trigger: cards.Trigger{Name: k.Name},
 	})
+	s.metrics.runs.WithLabelValues("api", runResult(res, err)).Inc()
 	switch {
 	case errors.Is(err, bot.ErrNoConversation):
 		return web.NewError(http.StatusNotFound, "The app is not installed in that conversation of your organisation.").Wrap(err)
@@ -195,6 +196,7 @@ func (s *Service) refuse(ctx context.Context, c echo.Context, agentID string, r 
 		s.log.Error("a refused API key could not be audited", "tenant", r.tenant, "reason", r.why, "err", err)
 	}
 	s.log.Info("runs API call refused", "tenant", r.tenant, "reason", r.why)
+	s.metrics.refusals.WithLabelValues(r.why).Inc()
 	if r.why == RefusedAgent {
 		return errWrongAgent.Wrap(r)
 	}

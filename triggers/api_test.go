@@ -129,6 +129,12 @@ func TestRunsAPI(t *testing.T) {
 	if n := len(e.conn.Messages(convA)); n != 1 {
 		t.Errorf("%d messages after refusals, want 1", n)
 	}
+	if n := e.counter("teamsbot_triggered_runs_total", map[string]string{"kind": "api", "result": "ok"}); n != 1 {
+		t.Errorf("runs counted %v, want 1", n)
+	}
+	if n := e.counter("teamsbot_api_key_refusals_total", map[string]string{"reason": triggers.RefusedRevoked}); n != 1 {
+		t.Errorf("revoked refusals counted %v, want 1", n)
+	}
 	revokes := e.audit(tenantA, triggers.AuditKeyRevoke)
 	if len(revokes) != 1 || revokes[0].Actor != admin.UserID || revokes[0].Fields["before"].(map[string]any)["revoked"] != false {
 		t.Errorf("revoke audit %+v", revokes)

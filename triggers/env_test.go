@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/labstack/echo/v4"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"teamsbot/access"
 	"teamsbot/agent"
@@ -46,6 +47,7 @@ type env struct {
 
 	store *store.Store
 	trig  *triggers.Service
+	reg   *prometheus.Registry
 	url   string
 	stop  func()
 }
@@ -86,8 +88,9 @@ func (e *env) start() {
 	if err != nil {
 		t.Fatal(err)
 	}
+	e.reg = prometheus.NewRegistry()
 	tr, err := triggers.New(triggers.Options{Store: st, Bot: b, Access: ax, Agents: ag.Agents(), Logger: logger, Now: e.clock.Now,
-		PublicBaseURL: netaddr.MustParseOrigin("https://teams.example.test")})
+		PublicBaseURL: netaddr.MustParseOrigin("https://teams.example.test"), Registerer: e.reg})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -174,4 +177,28 @@ func (e *env) audit(tenant, action string) []store.AuditRecord {
 		return out
 	}
 	return recs
+}
+
+// counter reads one series of a counter from the env's registry.
+func (e *env) counter(name string, labels map[string]string) float64 {
+	e.t.Helper()
+	families, err := e.reg.Gather()
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	for _, f := range families {
+		if f.GetName() != name {
+			continue
+		}
+	metric:
+		for _, m := range f.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if labels[l.GetName()] != l.GetValue() {
+					continue metric
+				}
+			}
+			return m.GetCounter().GetValue()
+		}
+	}
+	return 0
 }

@@ -344,6 +344,7 @@ func (s *Service) start(ctx context.Context, key string, t store.Trigger) {
 			TenantID: t.TenantID, AgentID: t.AgentID, Text: t.Text, ConversationID: t.ConversationID,
 			Trigger: cards.Trigger{Name: t.Name, Scheduled: true},
 		})
+		s.metrics.runs.WithLabelValues("schedule", runResult(res, err)).Inc()
 		result, msg := "ok", ""
 		switch {
 		case err != nil:
@@ -365,6 +366,19 @@ func (s *Service) start(ctx context.Context, key string, t store.Trigger) {
 			s.log.Warn("scheduled run done, its outcome not recorded", "tenant", t.TenantID, "trigger", t.ID, "err", uerr)
 		}
 	}()
+}
+
+// runResult is a run's result for the metrics.
+func runResult(res bot.TriggeredResult, err error) string {
+	switch {
+	case errors.Is(err, bot.ErrConversationGone):
+		return "removed"
+	case err != nil:
+		return "error"
+	case res.Failed:
+		return "failed"
+	}
+	return "ok"
 }
 
 // runError is a failed run in words for the console; the log has the

@@ -32,6 +32,8 @@ import (
 	"time"
 	_ "time/tzdata" // IANA zones on any machine, with or without /usr/share/zoneinfo
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"teamsbot/access"
 	"teamsbot/bot"
 	"teamsbot/internal/netaddr"
@@ -97,13 +99,16 @@ type Options struct {
 	Now func() time.Time
 	// Interval bounds the scheduler's sleep; zero means DefaultInterval.
 	Interval time.Duration
+	// Registerer receives the package's metrics; nil registers none.
+	Registerer prometheus.Registerer
 }
 
 // Service holds the admin operations, the runs API and the scheduler.
 type Service struct {
-	opts Options
-	log  *slog.Logger
-	now  func() time.Time
+	opts    Options
+	log     *slog.Logger
+	now     func() time.Time
+	metrics *metrics
 
 	wake chan struct{} // a trigger changed: plan again
 
@@ -127,7 +132,11 @@ func New(opts Options) (*Service, error) {
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}
-	s := &Service{opts: opts, log: opts.Logger, now: opts.Now, wake: make(chan struct{}, 1), inflight: map[string]bool{}}
+	m, err := newMetrics(opts.Registerer)
+	if err != nil {
+		return nil, fmt.Errorf("triggers: registering metrics: %w", err)
+	}
+	s := &Service{opts: opts, log: opts.Logger, now: opts.Now, metrics: m, wake: make(chan struct{}, 1), inflight: map[string]bool{}}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
 	}

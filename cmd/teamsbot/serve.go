@@ -146,7 +146,7 @@ func serve(ctx context.Context, cfg config, getenv func(string) string, logger *
 
 	runs, err := triggers.New(triggers.Options{
 		Store: st, Bot: teams, Access: decide, Agents: agents.Agents(),
-		PublicBaseURL: cfg.PublicBaseURL, Logger: logger.With("part", "triggers"),
+		PublicBaseURL: cfg.PublicBaseURL, Logger: logger.With("part", "triggers"), Registerer: reg,
 	})
 	if err != nil {
 		return fmt.Errorf("triggers: %w", err)
