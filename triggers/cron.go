@@ -36,11 +36,6 @@ type cronField struct {
 	names    []string // names for min, min+1, ... (months, weekdays)
 }
 
-var (
-	monthNames = []string{"jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec"}
-	dayNames   = []string{"sun", "mon", "tue", "wed", "thu", "fri", "sat"}
-)
-
 // cronFields returns the five fields in order. A function, so that no
 // package-level table can be changed.
 func cronFields() [5]cronField {
@@ -48,9 +43,9 @@ func cronFields() [5]cronField {
 		{name: "minute", min: 0, max: 59},
 		{name: "hour", min: 0, max: 23},
 		{name: "day of month", min: 1, max: 31},
-		{name: "month", min: 1, max: 12, names: monthNames},
+		{name: "month", min: 1, max: 12, names: []string{"jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec"}},
 		// 7 is Sunday too, as in Vixie cron.
-		{name: "day of week", min: 0, max: 7, names: dayNames},
+		{name: "day of week", min: 0, max: 7, names: []string{"sun", "mon", "tue", "wed", "thu", "fri", "sat"}},
 	}
 }
 
