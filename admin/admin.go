@@ -1,8 +1,9 @@
 // Package admin is the tenant admins' console at /admin and the admin API
 // under /api/admin/: role bindings, the tenant default, the Cedar policy
-// set and its tester, MCP Apps on or off, the tenant's data rules, active views and their revoking,
-// recent runs, the conversations where the app is installed, and the
-// audit log with its exports.
+// set and its tester, MCP Apps on or off, the tenant's data rules, active
+// views and their revoking, recent runs, the conversations where the app
+// is installed, API keys and scheduled triggers, and the audit log with its
+// exports.
 //
 // It decides nothing itself: every page and call asks access whether the
 // signed-in person is an admin of their own tenant (agents.admin), and
@@ -29,6 +30,7 @@ import (
 	"teamsbot/internal/web"
 	"teamsbot/signin"
 	"teamsbot/store"
+	"teamsbot/triggers"
 )
 
 //go:embed assets
@@ -60,6 +62,9 @@ type Options struct {
 	// AppsEnabled is TICKETIQ_MCP_APPS_ENABLED: off, no tenant can turn
 	// MCP Apps on.
 	AppsEnabled bool
+	// Triggers keeps API keys and scheduled triggers; nil leaves their
+	// pages out.
+	Triggers *triggers.Service
 	// Logger; nil discards.
 	Logger *slog.Logger
 	// Now is the clock; nil means time.Now.
@@ -78,7 +83,7 @@ type Handler struct {
 }
 
 // pageNames are the console's pages, each a template of its own.
-var pageNames = []string{"access", "policies", "views", "runs", "conversations", "audit"}
+var pageNames = []string{"access", "policies", "views", "runs", "conversations", "keys", "triggers", "audit"}
 
 // New builds the Handler.
 func New(opts Options) (*Handler, error) {
@@ -111,7 +116,7 @@ func New(opts Options) (*Handler, error) {
 	// this origin; nobody may frame the console.
 	h.csp = "default-src 'none'; style-src " + web.CSPHash(h.css) +
 		"; form-action 'self'; base-uri 'none'; frame-ancestors 'none'"
-	funcs := template.FuncMap{"fields": fieldsText}
+	funcs := template.FuncMap{"fields": fieldsText, "when": when, "triggersOn": func() bool { return opts.Triggers != nil }}
 	for _, name := range pageNames {
 		t, err := template.New(name).Funcs(funcs).ParseFS(assets, "assets/layout.html", "assets/"+name+".html")
 		if err != nil {
@@ -140,6 +145,14 @@ func (h *Handler) Register(e *echo.Echo) {
 	e.POST("/admin/views/:id/revoke", page(h.revokeView))
 	e.GET("/admin/runs", page(h.runsPage))
 	e.GET("/admin/conversations", page(h.conversationsPage))
+	e.GET("/admin/keys", page(h.keysPage))
+	e.POST("/admin/keys", page(h.createKey))
+	e.POST("/admin/keys/:id/revoke", page(h.revokeKey))
+	e.GET("/admin/triggers", page(h.triggersPage))
+	e.POST("/admin/triggers", page(h.createTrigger))
+	e.POST("/admin/triggers/:id/pause", page(h.triggerAction("trigger-paused", pauseTrigger)))
+	e.POST("/admin/triggers/:id/resume", page(h.triggerAction("trigger-resumed", resumeTrigger)))
+	e.POST("/admin/triggers/:id/delete", page(h.triggerAction("trigger-deleted", deleteTrigger)))
 	e.GET("/admin/audit", page(h.auditPage))
 	e.GET("/admin/audit/export.jsonl", page(h.exportJSONL))
 	e.GET("/admin/audit/export.csv", page(h.exportCSV))
@@ -158,6 +171,14 @@ func (h *Handler) Register(e *echo.Echo) {
 	e.POST("/api/admin/views/:id/revoke", api(h.apiRevokeView))
 	e.GET("/api/admin/runs", api(h.apiRuns))
 	e.GET("/api/admin/conversations", api(h.apiConversations))
+	e.GET("/api/admin/keys", api(h.apiKeys))
+	e.POST("/api/admin/keys", api(h.apiCreateKey))
+	e.POST("/api/admin/keys/:id/revoke", api(h.apiRevokeKey))
+	e.GET("/api/admin/triggers", api(h.apiTriggers))
+	e.POST("/api/admin/triggers", api(h.apiCreateTrigger))
+	e.POST("/api/admin/triggers/:id/pause", api(h.apiTriggerAction(pauseTrigger)))
+	e.POST("/api/admin/triggers/:id/resume", api(h.apiTriggerAction(resumeTrigger)))
+	e.DELETE("/api/admin/triggers/:id", api(h.apiTriggerAction(deleteTrigger)))
 	e.GET("/api/admin/audit", api(h.apiAudit))
 	e.GET("/api/admin/audit/export", api(h.apiExport))
 }
@@ -223,6 +244,19 @@ var notices = map[string]string{
 	"rules-saved":     "The data rules were checked and saved. They apply to the next tool call.",
 	"policies-saved":  "The policies were checked and saved.",
 	"view-revoked":    "The view was revoked: it can no longer be opened.",
+	"key-revoked":     "The API key was revoked: calls with it are refused from now on.",
+	"trigger-created": "The trigger was saved. It runs at the next run time shown.",
+	"trigger-paused":  "The trigger was paused.",
+	"trigger-resumed": "The trigger was resumed: it runs from its next run time on; times missed while paused do not run.",
+	"trigger-deleted": "The trigger was deleted.",
+}
+
+// when writes a time for the console (UTC), or "never" for the zero time.
+func when(t time.Time) string {
+	if t.IsZero() {
+		return "never"
+	}
+	return t.UTC().Format("2 Jan 2006 15:04 MST")
 }
 
 // done redirects to a page after a change, with the notice to show.

@@ -24,6 +24,7 @@ import (
 	"teamsbot/internal/web"
 	"teamsbot/signin"
 	"teamsbot/store"
+	"teamsbot/triggers"
 )
 
 const (
@@ -48,7 +49,11 @@ type env struct {
 	oidc   *mockoidc.MockOIDC
 }
 
-func newEnv(t *testing.T) *env {
+func newEnv(t *testing.T) *env { return newEnvWith(t, nil) }
+
+// newEnvWith is newEnv whose console gets what more returns, built on the
+// same store and access.
+func newEnvWith(t *testing.T, more func(*store.Store, *access.Service) *triggers.Service) *env {
 	t.Helper()
 	ctx := context.Background()
 	st, err := store.Open(ctx, filepath.Join(t.TempDir(), "teamsbot.db"), store.Options{})
@@ -71,8 +76,12 @@ func newEnv(t *testing.T) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h, err := admin.New(admin.Options{Store: st, Access: ax, SignIn: si, Agents: []string{"default"}, AppsEnabled: true,
-		Rules: []admin.Rules{{Agent: "default", Deny: []string{"crm/delete_customer"}}}})
+	opts := admin.Options{Store: st, Access: ax, SignIn: si, Agents: []string{"default"}, AppsEnabled: true,
+		Rules: []admin.Rules{{Agent: "default", Deny: []string{"crm/delete_customer"}}}}
+	if more != nil {
+		opts.Triggers = more(st, ax)
+	}
+	h, err := admin.New(opts)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -7,7 +7,10 @@
 // sends the answer as Adaptive Cards through the Bot Connector REST API. It
 // keeps each conversation's reference in the store for later proactive sends,
 // and the ids of each run's answer cards, so that UpdateAnswer can replace
-// them later.
+// them later. RunTriggered runs the agent for nobody and posts the answer
+// proactively (package triggers decides when); a conversation the app has
+// left (uninstalled, or a 403 from the Bot Connector) is forgotten and its
+// triggers paused.
 //
 // It owns neither card layout (package cards), nor runs and their MCP
 // servers (package agent), nor storage (package store): it chooses which

@@ -40,6 +40,11 @@ func (b *Bot) personalOptions(a *schema.Activity) cards.Options {
 // answerCards renders an answer as the cards to send, one per message, in
 // the time zone and locale of o.
 func (b *Bot) answerCards(ans agent.Answer, o cards.Options) []cards.Card {
+	return cards.AnswerCards(b.cardAnswer(ans), o)
+}
+
+// cardAnswer is an answer as the cards take it.
+func (b *Bot) cardAnswer(ans agent.Answer) cards.Answer {
 	ca := cards.Answer{Text: ans.Text, Notes: ans.Notes}
 	for _, v := range ans.Views {
 		ca.Views = append(ca.Views, cards.View{ID: v.ID, Title: v.ToolTitle, Tool: v.Tool, Server: v.Server, ExpiresAt: v.ExpiresAt})
@@ -50,7 +55,7 @@ func (b *Bot) answerCards(ans agent.Answer, o cards.Options) []cards.Card {
 	for _, e := range ans.ToolErrors {
 		ca.ToolErrors = append(ca.ToolErrors, cards.ToolError(e))
 	}
-	return cards.AnswerCards(ca, o)
+	return ca
 }
 
 // withCard puts one card in a message activity, with the card's summary as

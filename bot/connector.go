@@ -51,6 +51,10 @@ var (
 	// ErrTooLarge means Teams refused a message as too large (413); it
 	// is an ErrConnector too.
 	ErrTooLarge = fmt.Errorf("%w: message too large for Teams", ErrConnector)
+	// ErrNotInConversation means the Bot Connector answered 403: the bot
+	// is no longer a member of the conversation (the app was removed), and
+	// every later send there would fail alike. It wraps ErrConnector.
+	ErrNotInConversation = fmt.Errorf("%w: the bot is not in the conversation (403)", ErrConnector)
 )
 
 // newHTTPClient returns a client with timeouts at every step and enough
@@ -421,6 +425,10 @@ func (c *connector) do(ctx context.Context, conv, method, target string, body an
 			c.tokens.invalidate(tok)
 			refreshed = true
 			continue
+		case resp.StatusCode == http.StatusForbidden:
+			// Not retried: Teams answers 403 (BotNotInConversationRoster)
+			// once the app is removed, and will go on doing so.
+			return fmt.Errorf("%w: %s %s: %s", ErrNotInConversation, method, redactPath(target), firstLine(string(data)))
 		case retryable(resp.StatusCode):
 			c.metrics.throttled.WithLabelValues(strconv.Itoa(resp.StatusCode)).Inc()
 			if attempt >= maxRetries {

@@ -413,6 +413,9 @@ type fakeConnector struct {
 	throttle  int // answer this many upcoming message posts with 429
 	refuse    int // answer this many upcoming message posts with 400
 	sizeLimit int // bytes of UTF-16 a message may take; 0: Teams' 28 KB
+	// forbidden conversations are answered 403 BotNotInConversationRoster,
+	// as Teams answers once the app was removed from them.
+	forbidden map[string]bool
 	changed   chan struct{}
 	waiters   map[string]chan struct{} // reply-to id → closed on the first non-typing reply
 	recordAll bool
@@ -499,6 +502,11 @@ func (f *fakeConnector) serve(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusBadRequest, map[string]any{"error": map[string]any{"code": "BadArgument", "message": "refused by the test"}})
 		return
 	}
+	if f.forbidden[rc.ConversationID] {
+		f.mu.Unlock()
+		writeJSON(w, http.StatusForbidden, map[string]any{"error": map[string]any{"code": "BotNotInConversationRoster", "message": "The bot is not part of the conversation roster."}})
+		return
+	}
 	if f.throttle > 0 && rc.Activity.Type == "message" {
 		f.throttle--
 		f.mu.Unlock()
@@ -550,6 +558,16 @@ func (f *fakeConnector) waitFor(t testing.TB, what string, cond func([]received)
 			t.Fatalf("fake connector: gave up waiting for %s; received %d calls", what, len(calls))
 		}
 	}
+}
+
+// forbid makes the connector answer 403 for a conversation from now on.
+func (f *fakeConnector) forbid(conversationID string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.forbidden == nil {
+		f.forbidden = map[string]bool{}
+	}
+	f.forbidden[conversationID] = true
 }
 
 func (f *fakeConnector) snapshot() []received {

@@ -124,17 +124,13 @@ func (b *Bot) installed(ctx context.Context, a *schema.Activity, welcome bool) e
 	return nil
 }
 
-// forgetConversation removes the reference when the bot leaves.
+// forgetConversation removes the reference when the bot leaves, and
+// pauses the triggers that posted there (see conversationGone).
 func (b *Bot) forgetConversation(ctx context.Context, a *schema.Activity) error {
 	tenant := conversationTenant(a)
-	if tenant == "" || b.opts.Store == nil {
+	if tenant == "" || b.opts.Store == nil || !b.local && !b.serves(tenant) {
 		return nil
 	}
-	if err := b.opts.Store.DeleteConversation(ctx, ConversationKey(tenant, a.Conversation.ID)); err != nil {
-		return fmt.Errorf("bot: removing conversation %s: %w", a.Conversation.ID, err)
-	}
-	b.seen.forget("welcome\x00" + a.Conversation.ID)
-	b.refs.forget(ConversationKey(tenant, a.Conversation.ID))
-	b.logger.Info("removed from conversation", "tenant", tenant, "conversation", a.Conversation.ID)
-	return nil
+	_, err := b.conversationGone(ctx, tenant, a.Conversation.ID, RemovedUninstalled)
+	return err
 }

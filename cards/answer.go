@@ -22,6 +22,18 @@ type Answer struct {
 	ToolErrors []ToolError
 	// Notes are the run notes, such as tools not offered to the model.
 	Notes []string
+	// Trigger, when set, is what started a run that had no person: the
+	// first card says so, and who may open the run's views.
+	Trigger *Trigger
+}
+
+// Trigger names what started a run without a person.
+type Trigger struct {
+	// Name is the trigger's name, as the tenant admin gave it: a
+	// schedule's, or an API key's for a run started through the API.
+	Name string
+	// Scheduled is true for a schedule, false for an API key.
+	Scheduled bool
 }
 
 // View is a view as its block on a card names it. The bot fills it from the
@@ -137,6 +149,7 @@ type viewInfo struct {
 type prepared struct {
 	o          Options
 	loc        *time.Location
+	trigger    string // the trigger banner's text; empty: a person's run
 	text       string // neutralised markdown, possibly already cut
 	textCut    bool
 	gist       string // the text on one line, for the summary
@@ -283,6 +296,9 @@ func prepare(a Answer, o Options) *prepared {
 	if len(start) < len(p.text) && !strings.HasSuffix(p.gist, "…") {
 		p.gist += "…"
 	}
+	if a.Trigger != nil {
+		p.trigger = triggerLine(*a.Trigger)
+	}
 	for _, n := range a.Notes {
 		if n = label(n, maxNote); n != "" {
 			p.notes = append(p.notes, n)
@@ -330,6 +346,10 @@ func prepare(a Answer, o Options) *prepared {
 func (p *prepared) card(s shape) Card {
 	var fallback []string
 	var els []element
+	if s.first && p.trigger != "" {
+		els = append(els, box("accent", rich(bold("Triggered run. "), run(p.trigger))))
+		fallback = append(fallback, "Triggered run. "+p.trigger)
+	}
 	if s.first {
 		t := p.shownText(s.textBytes)
 		els = append(els, text(t))
@@ -359,6 +379,21 @@ func (p *prepared) card(s shape) Card {
 		els = append(els, p.notesBlock(s)...)
 	}
 	return newCard(p.summary(s), strings.Join(fallback, "\n"), els...)
+}
+
+// triggerLine says which trigger started a run and who may open its
+// views: nobody asked, so no person owns them.
+func triggerLine(t Trigger) string {
+	name := label(t.Name, maxName)
+	if name == "" {
+		name = "unnamed"
+	}
+	kind := "the API key"
+	if t.Scheduled {
+		kind = "the schedule"
+	}
+	return "Nobody asked for this answer: " + kind + " “" + name + "” started it. " +
+		"Its views can be opened by your organisation's agent readers (the agents.read role)."
 }
 
 // shownText is the answer text cut to n bytes, marked when cut.

@@ -25,7 +25,8 @@ var layout = map[string][]string{
 	"teamsbot/bot":                 {"teamsbot/agent", "teamsbot/access", "teamsbot/cards", "teamsbot/store"},
 	"teamsbot/signin":              {},
 	"teamsbot/viewpage":            {"teamsbot/agent", "teamsbot/access", "teamsbot/signin", "teamsbot/store"},
-	"teamsbot/admin":               {"teamsbot/access", "teamsbot/signin", "teamsbot/store"},
+	"teamsbot/admin":               {"teamsbot/access", "teamsbot/signin", "teamsbot/store", "teamsbot/triggers"},
+	"teamsbot/triggers":            {"teamsbot/access", "teamsbot/bot", "teamsbot/cards", "teamsbot/store"},
 	"teamsbot/manifest":            {},
 	"teamsbot/playground":          {"teamsbot/bot", "teamsbot/signin", "teamsbot/store", "teamsbot/viewpage"},
 	"teamsbot/docs":                {},
@@ -44,7 +45,7 @@ var shared = []string{"teamsbot/internal/netaddr", "teamsbot/internal/textclip",
 // Echo stays in the HTTP parts, the Graph SDK in its one small package
 // (it costs minutes to compile), test tools in tests.
 var onlyIn = map[string][]string{
-	"github.com/labstack/echo/v4":              {"teamsbot/bot", "teamsbot/viewpage", "teamsbot/signin", "teamsbot/cmd/teamsbot", "teamsbot/internal/web", "teamsbot/admin", "teamsbot/playground"},
+	"github.com/labstack/echo/v4":              {"teamsbot/bot", "teamsbot/viewpage", "teamsbot/signin", "teamsbot/cmd/teamsbot", "teamsbot/internal/web", "teamsbot/admin", "teamsbot/playground", "teamsbot/triggers"},
 	"github.com/microsoftgraph/msgraph-sdk-go": {"teamsbot/access/graph"},
 	"go.etcd.io/bbolt":                         {"teamsbot/store"},
 	"github.com/jackc/pgx/v5":                  {"teamsbot/store"},

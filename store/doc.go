@@ -4,7 +4,8 @@
 // append-only audit log, the Bot Framework conversation references that
 // proactive sends need, where each run's answer was delivered in Teams, and
 // the records access is decided from: role bindings, tenant settings and
-// each tenant's Cedar policy text. It runs the schema migrations when the
+// each tenant's Cedar policy text, and the API keys and scheduled
+// triggers that start runs without a person. It runs the schema migrations when the
 // file is opened, lists a tenant's records for its admins (audit log pages
 // and exports, active views, recent runs, conversations), revokes views,
 // and sweeps away expired and revoked views and the runs, deliveries and
@@ -64,6 +65,14 @@
 //	  <tenant>                    -> TenantSettings as JSON
 //	policy_sets/                  (since schema version 3)
 //	  <tenant>                    -> PolicySet as JSON
+//	api_keys/                     (since schema version 5)
+//	  <tenant> 0x00 <key id>      -> APIKey as JSON (the secret's SHA-256, never the secret)
+//	api_key_ids/                  (since schema version 5)
+//	  <key id>                    -> <tenant>: the runs API knows a key by its id alone
+//	triggers/                     (since schema version 5)
+//	  <tenant> 0x00 <trigger id>  -> Trigger as JSON
+//	triggers_by_conversation/     (since schema version 5)
+//	  <tenant> 0x00 <conversation id> 0x00 <trigger id> -> empty
 //
 // A view's end is when it stops being served: its ExpiresAt, or when it
 // was revoked (RevokeView moves both index entries to that time).
@@ -111,6 +120,14 @@
 // one seek per subject, for the agent and for the bindings of every agent
 // (agent "*"), reading only the bindings that match.
 //
+// API keys and triggers are keyed by their tenant first, like the access
+// records. A trigger's claim of a due time (UpdateTrigger moving LastDue)
+// is committed before its run starts, so a restart never runs a due time
+// twice. RemoveConversation deletes a conversation reference and pauses
+// the triggers of triggers_by_conversation under it in one commit, with
+// their audit record. Revoked API keys are swept once their revocation is
+// older than the audit retention; triggers are deleted only by an admin.
+//
 // A delivery is keyed by its run's id and is written only for a stored
 // run, so it lives exactly as long as that run: the sweep deletes it in
 // the same transaction as its run.
@@ -123,7 +140,7 @@
 //
 // Every write (SaveRun, Append, PutConversation, DeleteConversation,
 // PutDelivery, RevokeView, PutBinding, DeleteBinding, PutTenantSettings,
-// PutPolicySet)
+// PutPolicySet, the API key and trigger writes, RemoveConversation)
 // is validated and encoded in the caller's goroutine, then handed to one
 // writer goroutine that commits at once when it is idle and, while a
 // commit is under way, gathers every write that arrives into the next

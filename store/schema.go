@@ -35,6 +35,10 @@ const (
 	bucketRunsByTenant        = "runs_by_tenant"
 	bucketViewsByTenant       = "views_by_tenant"
 	bucketConvsByTenant       = "conversations_by_tenant"
+	bucketAPIKeys             = "api_keys"
+	bucketAPIKeyIDs           = "api_key_ids"
+	bucketTriggers            = "triggers"
+	bucketTriggersByConv      = "triggers_by_conversation"
 
 	keySchemaVersion = "schema_version"
 	keyCursorKey     = "cursor_key"
@@ -72,6 +76,7 @@ func schema() []migration {
 		{version: 2, name: "deliveries", apply: migrateV2},
 		{version: 3, name: "access records", apply: migrateV3},
 		{version: 4, name: "tenant and time indexes", apply: migrateV4, backfill: backfillV4},
+		{version: 5, name: "API keys and triggers", apply: migrateV5},
 	}
 }
 
@@ -132,6 +137,18 @@ func migrateV4(tx *bbolt.Tx) error {
 		return fmt.Errorf("cursor key: %w", err)
 	}
 	return meta.Put([]byte(keyCursorKey), key)
+}
+
+// migrateV5 adds the buckets of API keys and scheduled triggers. Files of
+// version 4 have neither, which reads as no keys and no triggers, so
+// nothing is rewritten.
+func migrateV5(tx *bbolt.Tx) error {
+	for _, name := range []string{bucketAPIKeys, bucketAPIKeyIDs, bucketTriggers, bucketTriggersByConv} {
+		if _, err := tx.CreateBucketIfNotExists([]byte(name)); err != nil {
+			return fmt.Errorf("bucket %s: %w", name, err)
+		}
+	}
+	return nil
 }
 
 // Phases of backfillV4; its position is a phase byte and the last key done.

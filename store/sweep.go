@@ -30,6 +30,9 @@ type SweepStats struct {
 	// their deliveries; Audit the audit records past
 	// Options.AuditRetention.
 	Runs, Deliveries, Audit int
+	// APIKeys are the revoked API keys whose revocation is older than
+	// Options.AuditRetention: their records of use are gone by then too.
+	APIKeys int
 	// RunsHeld counts the runs past their retention kept because a view
 	// of theirs can still be opened.
 	RunsHeld int
@@ -45,10 +48,11 @@ func (st *SweepStats) add(o SweepStats) {
 	st.Deliveries += o.Deliveries
 	st.Audit += o.Audit
 	st.RunsHeld += o.RunsHeld
+	st.APIKeys += o.APIKeys
 }
 
 func (st SweepStats) removed() bool {
-	return st.Views > 0 || st.HTML > 0 || st.Runs > 0 || st.Deliveries > 0 || st.Audit > 0
+	return st.Views > 0 || st.HTML > 0 || st.Runs > 0 || st.Deliveries > 0 || st.Audit > 0 || st.APIKeys > 0
 }
 
 // sweepStep deletes one bounded batch in tx, going on from after (nil at
@@ -77,7 +81,7 @@ func (s *Store) Sweep(ctx context.Context) (SweepStats, error) {
 		steps = append(steps, s.sweepRuns(now, now.Add(-s.runRetention)))
 	}
 	if s.auditRetention > 0 {
-		steps = append(steps, sweepAudit(now.Add(-s.auditRetention)))
+		steps = append(steps, sweepAudit(now.Add(-s.auditRetention)), sweepAPIKeys(now.Add(-s.auditRetention)))
 	}
 	for _, step := range steps {
 		if err := s.sweepLoop(ctx, &st, step); err != nil {
@@ -338,6 +342,54 @@ func sweepAudit(cutoff time.Time) sweepStep {
 	}
 }
 
+// sweepAPIKeys deletes the API keys revoked at or before cutoff. Keys are
+// few and not indexed by time: each batch reads up to batch keys after the
+// last one read.
+func sweepAPIKeys(cutoff time.Time) sweepStep {
+	return func(tx *bbolt.Tx, batch int, after []byte) (SweepStats, []byte, error) {
+		var did SweepStats
+		keys := tx.Bucket([]byte(bucketAPIKeys))
+		type entry struct{ key, id []byte }
+		var todo []entry
+		c := keys.Cursor()
+		k, v := c.First()
+		if len(after) > 0 {
+			if k, v = c.Seek(after); k != nil && bytes.Equal(k, after) {
+				k, v = c.Next()
+			}
+		}
+		read := 0
+		var last []byte
+		for ; k != nil && read < batch; k, v = c.Next() {
+			read++
+			last = bytes.Clone(k)
+			var r struct {
+				ID        string    `json:"id"`
+				RevokedAt time.Time `json:"revokedAt"`
+			}
+			if err := json.Unmarshal(v, &r); err != nil {
+				return did, nil, fmt.Errorf("API key %q: %w", k, err)
+			}
+			if !r.RevokedAt.IsZero() && !r.RevokedAt.After(cutoff) {
+				todo = append(todo, entry{bytes.Clone(k), []byte(r.ID)})
+			}
+		}
+		for _, e := range todo {
+			if err := keys.Delete(e.key); err != nil {
+				return did, nil, err
+			}
+			if err := tx.Bucket([]byte(bucketAPIKeyIDs)).Delete(e.id); err != nil {
+				return did, nil, err
+			}
+			did.APIKeys++
+		}
+		if read < batch {
+			return did, nil, nil
+		}
+		return did, last, nil
+	}
+}
+
 // RunSweeper sweeps at once and then every interval until ctx is done,
 // logging what each sweep removed. It returns when ctx is done or the store
 // is closed; run it in its own goroutine.
@@ -351,7 +403,7 @@ func (s *Store) RunSweeper(ctx context.Context, interval time.Duration) {
 		start := time.Now()
 		st, err := s.Sweep(ctx)
 		attrs := []any{"views", st.Views, "html", st.HTML, "runs", st.Runs, "deliveries", st.Deliveries,
-			"audit", st.Audit, "runs_held", st.RunsHeld, "transactions", st.Transactions,
+			"audit", st.Audit, "api_keys", st.APIKeys, "runs_held", st.RunsHeld, "transactions", st.Transactions,
 			"longest", st.Longest, "took", time.Since(start)}
 		switch {
 		case errors.Is(err, ErrClosed):

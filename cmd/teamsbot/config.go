@@ -428,7 +428,8 @@ func issuerTenant(issuer string) string {
 
 // writeTimeout bounds writing one response. A view's tool call answers
 // only when the tool does, so it must outlast the longest tool timeout of
-// any configured server.
+// any configured server; the runs API answers once its run is posted, so
+// it must outlast a turn.
 func (c config) writeTimeout() time.Duration {
 	longest := agent.DefaultServerTimeout
 	for _, a := range c.Agents.Agents {
@@ -438,7 +439,7 @@ func (c config) writeTimeout() time.Duration {
 			}
 		}
 	}
-	return max(60*time.Second, longest+15*time.Second)
+	return max(bot.DefaultTurnTimeout+15*time.Second, longest+15*time.Second)
 }
 
 // openButtons reports whether cards may carry Open buttons: Teams opens only

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"teamsbot/bot"
 )
 
 func envOf(m map[string]string) func(string) string {
@@ -217,8 +219,8 @@ func TestWriteTimeoutOutlastsToolTimeouts(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := cfg.writeTimeout(); got != time.Minute {
-		t.Errorf("default write timeout %v, want 1m", got)
+	if got := cfg.writeTimeout(); got != bot.DefaultTurnTimeout+15*time.Second {
+		t.Errorf("default write timeout %v, want a turn's time and 15 s", got)
 	}
 	path := filepath.Join(t.TempDir(), "teamsbot.yaml")
 	doc := "agents:\n  - id: slow\n    servers:\n      - {name: demo, builtin: demo}\n      - {name: batch, url: 'https://batch.example.com/mcp', timeout: 5m}\n"

@@ -44,7 +44,9 @@ func startService(t *testing.T, env map[string]string) (base string, logs *locke
 	if env["TICKETIQ_DATA"] == "" {
 		env["TICKETIQ_DATA"] = t.TempDir()
 	}
-	env["TICKETIQ_ADDR"] = "127.0.0.1:0"
+	if env["TICKETIQ_ADDR"] == "" {
+		env["TICKETIQ_ADDR"] = "127.0.0.1:0"
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	logs = &lockedBuffer{}
 	done := make(chan error, 1)

@@ -27,6 +27,7 @@ import (
 	"teamsbot/playground"
 	"teamsbot/signin"
 	"teamsbot/store"
+	"teamsbot/triggers"
 	"teamsbot/viewpage"
 )
 
@@ -43,8 +44,8 @@ const certificateWarning = 30 * 24 * time.Hour
 const sweepEvery = time.Hour
 
 // serve builds every part, serves until ctx ends, then shuts down in the
-// reverse order: stop taking requests, finish turns, close MCP sessions,
-// close the store last.
+// reverse order: stop taking requests, stop the scheduler, finish turns
+// and triggered runs, close MCP sessions, close the store last.
 func serve(ctx context.Context, cfg config, getenv func(string) string, logger *slog.Logger) (err error) {
 	logger.Info("starting", cfg.logAttrs()...)
 	// A certificate that runs out stops every reply and every group lookup
@@ -156,6 +157,14 @@ func serve(ctx context.Context, cfg config, getenv func(string) string, logger *
 		return fmt.Errorf("bot: %w", err)
 	}
 
+	runs, err := triggers.New(triggers.Options{
+		Store: st, Bot: teams, Access: decide, Agents: agents.Agents(),
+		PublicBaseURL: cfg.PublicBaseURL, Logger: logger.With("part", "triggers"), Registerer: reg,
+	})
+	if err != nil {
+		return fmt.Errorf("triggers: %w", err)
+	}
+
 	e := echo.New()
 	e.HideBanner, e.HidePort = true, true
 	e.HTTPErrorHandler = web.ErrorHandler(logger, viewpage.Classify)
@@ -175,8 +184,9 @@ func serve(ctx context.Context, cfg config, getenv func(string) string, logger *
 	teams.Register(e)
 	signIn.Register(e)
 	views.Register(e)
+	runs.Register(e)
 	console, err := admin.New(admin.Options{
-		Store: st, Access: decide, SignIn: signIn, Groups: groupNames,
+		Store: st, Access: decide, SignIn: signIn, Groups: groupNames, Triggers: runs,
 		Agents: agents.Agents(), Rules: consoleRules(cfg), AppsEnabled: cfg.AppsEnabled,
 		Logger: logger.With("part", "admin"),
 	})
@@ -229,6 +239,12 @@ func serve(ctx context.Context, cfg config, getenv func(string) string, logger *
 	}
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- srv.Serve(ln) }()
+	// The scheduler starts with the service: its first pass runs, once
+	// each, the triggers whose due times passed while it was down.
+	schedCtx, stopScheduler := context.WithCancel(context.WithoutCancel(ctx))
+	schedDone := make(chan struct{})
+	go func() { defer close(schedDone); runs.RunScheduler(schedCtx) }()
+	defer func() { stopScheduler(); <-schedDone }()
 	logger.Info("listening", "addr", ln.Addr().String(), "url", cfg.PublicBaseURL.String())
 
 	select {
@@ -242,9 +258,13 @@ func serve(ctx context.Context, cfg config, getenv func(string) string, logger *
 	if err := srv.Shutdown(sctx); err != nil {
 		logger.Warn("http shutdown", "err", err)
 	}
+	// No new scheduled run starts; those under way finish with the turns,
+	// or are cancelled with them when the grace ends.
+	stopScheduler()
 	if err := teams.Shutdown(sctx); err != nil {
 		logger.Warn("turns still running at shutdown", "err", err)
 	}
+	<-schedDone
 	logger.Info("stopped")
 	return nil
 }

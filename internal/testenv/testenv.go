@@ -1,8 +1,8 @@
 // Package testenv holds what the tests of several packages share: a clock
 // that moves only when told, a mockoidc user whose ID token carries the
 // claims Microsoft Entra ID sends, a log buffer safe for concurrent
-// writers, loopback listeners, and self-signed certificates made per test
-// (no private key is ever committed).
+// writers, loopback listeners, self-signed certificates made per test (no
+// private key is ever committed), and a Bot Connector for proactive sends.
 //
 // Only tests import it; docs/layout_test.go fails if the service does.
 package testenv

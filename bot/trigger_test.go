@@ -1,0 +1,149 @@
+package bot
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"strings"
+	"testing"
+
+	"teamsbot/cards"
+	"teamsbot/store"
+)
+
+// install announces the app in a personal conversation, as Teams does.
+func (h *harness) install(conv string) {
+	h.t.Helper()
+	a := h.message("personal", conv, "", "")
+	delete(a, "text")
+	a["type"] = "installationUpdate"
+	a["action"] = "add-upgrade" // no welcome card: the test counts cards
+	if s, b := h.send(a); s != http.StatusOK {
+		h.t.Fatalf("installationUpdate: %d %s", s, b)
+	}
+}
+
+func (h *harness) putTrigger(id, conv string) {
+	h.t.Helper()
+	if err := h.store.PutTrigger(context.Background(), store.Trigger{ID: id, TenantID: testTenant, Name: "Weekly " + id,
+		AgentID: "default", Cron: "0 9 * * 1", TimeZone: "UTC", Text: "/sales_report {}", ConversationID: conv, CreatedBy: "admin-oid"}); err != nil {
+		h.t.Fatal(err)
+	}
+}
+
+// A triggered run posts its answer into the stored conversation, unasked
+// (no reply id), with the trigger's banner; its view has no owner.
+func TestRunTriggeredPostsIntoStoredConversation(t *testing.T) {
+	h := newHarness(t, setup{})
+	ctx := context.Background()
+	h.install("a:team-chat")
+
+	res, err := h.bot.RunTriggered(ctx, TriggeredRun{TenantID: testTenant, AgentID: "default", Text: "/sales_report {}",
+		ConversationID: "a:team-chat", Trigger: cards.Trigger{Name: "Monday report", Scheduled: true}})
+	if err != nil {
+		t.Fatalf("RunTriggered: %v", err)
+	}
+	if res.Failed || len(res.ViewIDs) != 1 || len(res.ActivityIDs) != 1 {
+		t.Fatalf("result %+v", res)
+	}
+	var posted received
+	for _, c := range h.conn.snapshot() {
+		if c.AssignedID == res.ActivityIDs[0] {
+			posted = c
+		}
+	}
+	if posted.Method != http.MethodPost || posted.ConversationID != "a:team-chat" || posted.ActivityID != "" || !strings.HasPrefix(posted.Auth, "Bearer ") {
+		t.Fatalf("posted %+v", posted)
+	}
+	raw := string(posted.Raw)
+	if !containsAll(raw, "Triggered run.", "the schedule “Monday report” started it", "agent readers (the agents.read role)", "/mcp-apps/"+res.ViewIDs[0]) {
+		t.Errorf("card does not say it was triggered, by what, and who may open it:\n%s", raw)
+	}
+	if !containsAll(raw, `"additionalType":["AIGeneratedContent"]`, `"@type":"Claim"`, `"feedbackLoop"`) {
+		t.Errorf("the triggered answer lacks the AI label, its citations or the feedback buttons:\n%s", raw)
+	}
+	v, err := h.store.View(ctx, res.ViewIDs[0])
+	if err != nil || v.UserID != "" || v.TenantID != testTenant {
+		t.Fatalf("view %+v %v: want no owner, the tenant's", v, err)
+	}
+	d, err := h.store.Delivery(ctx, res.RunID)
+	if err != nil || d.ConversationID != "a:team-chat" {
+		t.Errorf("delivery %+v %v", d, err)
+	}
+
+	// A conversation where the app is not installed is refused before
+	// anything runs.
+	if _, err := h.bot.RunTriggered(ctx, TriggeredRun{TenantID: testTenant, AgentID: "default", Text: "hi", ConversationID: "a:elsewhere"}); !errors.Is(err, ErrNoConversation) {
+		t.Errorf("unknown conversation: %v, want ErrNoConversation", err)
+	}
+}
+
+// A 403 from the Bot Connector means the app was removed: the reference
+// goes, the conversation's triggers are paused with the reason, one audit
+// record says so, and nothing is retried.
+func TestRunTriggeredIntoRemovedConversationPausesItsTriggers(t *testing.T) {
+	h := newHarness(t, setup{})
+	ctx := context.Background()
+	h.install("a:gone")
+	h.putTrigger("t-1", "a:gone")
+	h.conn.forbid("a:gone")
+
+	_, err := h.bot.RunTriggered(ctx, TriggeredRun{TenantID: testTenant, AgentID: "default", Text: "/lookup_customer {\"customer\": \"Contoso\"}",
+		ConversationID: "a:gone", Trigger: cards.Trigger{Name: "Weekly t-1", Scheduled: true}})
+	if !errors.Is(err, ErrConversationGone) {
+		t.Fatalf("RunTriggered: %v, want ErrConversationGone", err)
+	}
+	posts := 0
+	for _, c := range h.conn.snapshot() {
+		if c.ConversationID == "a:gone" {
+			posts++
+		}
+	}
+	if posts != 0 {
+		t.Errorf("%d calls recorded as accepted", posts)
+	}
+	if _, err := h.store.Conversation(ctx, ConversationKey(testTenant, "a:gone")); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("reference kept: %v", err)
+	}
+	tr, _ := h.store.Trigger(ctx, testTenant, "t-1")
+	if !tr.Paused || !strings.Contains(tr.PausedReason, "403") {
+		t.Errorf("trigger %+v, want paused with the reason", tr)
+	}
+	recs, _ := h.store.Audit(ctx, store.AuditQuery{TenantID: testTenant, Action: AuditConversationRemoved})
+	if len(recs) != 1 || recs[0].Fields["why"] != RemovedForbidden {
+		t.Fatalf("audit %+v", recs)
+	}
+	paused, _ := recs[0].Fields["paused"].([]any)
+	if len(paused) != 1 {
+		t.Errorf("audit names %v paused triggers, want t-1", recs[0].Fields["paused"])
+	}
+	// Nothing is retried: the next run is refused before it starts.
+	if _, err := h.bot.RunTriggered(ctx, TriggeredRun{TenantID: testTenant, AgentID: "default", Text: "hi", ConversationID: "a:gone"}); !errors.Is(err, ErrNoConversation) {
+		t.Errorf("second run: %v, want ErrNoConversation", err)
+	}
+}
+
+// Uninstalling the app pauses the conversation's triggers the same way.
+func TestUninstallPausesTriggers(t *testing.T) {
+	h := newHarness(t, setup{})
+	ctx := context.Background()
+	h.install("a:leaving")
+	h.putTrigger("t-2", "a:leaving")
+	h.putTrigger("t-3", "a:staying")
+	rm := h.message("personal", "a:leaving", "", "")
+	rm["type"] = "installationUpdate"
+	rm["action"] = "remove"
+	if s, b := h.send(rm); s != http.StatusOK {
+		t.Fatalf("remove: %d %s", s, b)
+	}
+	if tr, _ := h.store.Trigger(ctx, testTenant, "t-2"); !tr.Paused || tr.PausedReason != "The app was removed from this conversation." {
+		t.Errorf("t-2 %+v", tr)
+	}
+	if tr, _ := h.store.Trigger(ctx, testTenant, "t-3"); tr.Paused {
+		t.Errorf("t-3 of another conversation paused")
+	}
+	recs, _ := h.store.Audit(ctx, store.AuditQuery{TenantID: testTenant, Action: AuditConversationRemoved})
+	if len(recs) != 1 || recs[0].Fields["why"] != RemovedUninstalled {
+		t.Errorf("audit %+v", recs)
+	}
+}
