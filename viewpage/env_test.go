@@ -25,6 +25,7 @@ import (
 	"teamsbot/access/graph"
 	"teamsbot/access/graph/fakegraph"
 	"teamsbot/admin"
+	"teamsbot/bot"
 	"teamsbot/agent"
 	"teamsbot/internal/clientcred"
 	"teamsbot/internal/netaddr"
@@ -32,6 +33,7 @@ import (
 	"teamsbot/internal/web"
 	"teamsbot/signin"
 	"teamsbot/store"
+	"teamsbot/triggers"
 	"teamsbot/viewpage"
 )
 
@@ -223,7 +225,18 @@ func newEnv(t testing.TB, o envOptions) *env {
 	e.signin.Register(ec)
 	e.handler.Register(ec)
 	if o.admin {
-		ah, err := admin.New(admin.Options{Store: e.store, Access: e.access, SignIn: e.signin, Groups: e.groups, Agents: []string{"default"}, AppsEnabled: true})
+		// The keys and triggers pages need the triggers service, which
+		// needs a bot: a local-mode one, which never posts here.
+		teams, err := bot.New(bot.Options{Agent: e.agent, Store: e.store, Access: e.access})
+		if err != nil {
+			t.Fatalf("bot.New: %v", err)
+		}
+		t.Cleanup(func() { teams.Shutdown(context.Background()) })
+		trig, err := triggers.New(triggers.Options{Store: e.store, Bot: teams, Access: e.access, Agents: []string{"default"}})
+		if err != nil {
+			t.Fatalf("triggers.New: %v", err)
+		}
+		ah, err := admin.New(admin.Options{Store: e.store, Access: e.access, SignIn: e.signin, Groups: e.groups, Agents: []string{"default"}, AppsEnabled: true, Triggers: trig})
 		if err != nil {
 			t.Fatalf("admin.New: %v", err)
 		}
