@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"path/filepath"
 	"runtime"
 	"strings"
 	"sync"
@@ -372,6 +373,40 @@ func TestRetryIsDeduplicated(t *testing.T) {
 	}
 	if d := counterValue(t, h.reg, "teamsbot_bot_turns_total", map[string]string{"outcome": "duplicate"}); d != 3 {
 		t.Errorf("turns{outcome=duplicate} = %v, want 3", d)
+	}
+}
+
+// Teams retries an activity after the service restarted: the store
+// remembers it, and the retry runs nothing.
+func TestRetryAfterRestartIsDeduplicated(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "teamsbot.db")
+	h := newHarness(t, setup{storePath: path})
+	msg := h.message("personal", "a:restart", "1700000001234", "/sales_report {}")
+	if s, b := h.send(msg); s != http.StatusAccepted {
+		t.Fatalf("first delivery: %d %s", s, b)
+	}
+	h.conn.waitFor(t, "the answer", hasReplyTo("1700000001234"))
+	h.shutdown()
+	if err := h.store.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	again := newHarness(t, setup{storePath: path})
+	retry := again.message("personal", "a:restart", "1700000001234", "/sales_report {}")
+	if s, b := again.send(retry); s != http.StatusOK && s != http.StatusAccepted {
+		t.Fatalf("retry after the restart: %d %s", s, b)
+	}
+	other := again.message("personal", "a:restart", "1700000001235", "/tools")
+	again.send(other)
+	again.conn.waitFor(t, "the answer to a new message", hasReplyTo("1700000001235"))
+	again.shutdown()
+	for _, c := range again.conn.snapshot() {
+		if c.ActivityID == "1700000001234" {
+			t.Errorf("the retry after a restart was answered again: %s", c.Raw)
+		}
+	}
+	if d := counterValue(t, again.reg, "teamsbot_bot_turns_total", map[string]string{"outcome": "duplicate"}); d != 1 {
+		t.Errorf("turns{outcome=duplicate} = %v, want 1", d)
 	}
 }
 

@@ -54,6 +54,7 @@ type setup struct {
 	workingAfter time.Duration
 	tokenURL     string
 	cloud        string // TICKETIQ_BOT_CLOUD; empty: public
+	storePath    string // the bbolt file; empty: a new one
 	builtins     map[string]func() *mcp.Server
 	servers      []agent.ServerConfig
 	realClock    bool
@@ -186,7 +187,11 @@ func newHarness(t testing.TB, s setup) *harness {
 	})
 
 	ctx := context.Background()
-	st, err := store.Open(ctx, filepath.Join(t.TempDir(), "teamsbot.db"), store.Options{})
+	path := s.storePath
+	if path == "" {
+		path = filepath.Join(t.TempDir(), "teamsbot.db")
+	}
+	st, err := store.Open(ctx, path, store.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

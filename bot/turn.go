@@ -18,7 +18,7 @@ func (b *Bot) onMessage(t *activity.TurnContext) (schema.Activity, error) {
 	dedupKey := ""
 	if a.ID != "" {
 		dedupKey = a.Conversation.ID + "\x00" + a.ID
-		if !b.seen.firstTime(dedupKey, b.now()) {
+		if !b.firstArrival(dedupKey) {
 			b.metrics.turns.WithLabelValues("duplicate").Inc()
 			b.logger.Info("retried activity ignored", "conversation", a.Conversation.ID, "activity", a.ID)
 			return schema.Activity{}, nil
@@ -26,13 +26,13 @@ func (b *Bot) onMessage(t *activity.TurnContext) (schema.Activity, error) {
 	}
 	p := personOf(&a)
 	if !b.begin() {
-		b.seen.forget(dedupKey)
+		b.forgetArrival(dedupKey)
 		return schema.Activity{}, ErrClosed
 	}
 	if b.pending.Add(1) > int64(b.opts.MaxPendingTurns) {
 		b.pending.Add(-1)
 		b.turns.Done()
-		b.seen.forget(dedupKey)
+		b.forgetArrival(dedupKey)
 		b.metrics.turns.WithLabelValues("busy").Inc()
 		b.logger.Warn("too many turns in flight; asking Teams to retry", "pending", b.opts.MaxPendingTurns)
 		return schema.Activity{}, ErrBusy
@@ -52,6 +52,44 @@ func (b *Bot) onMessage(t *activity.TurnContext) (schema.Activity, error) {
 		b.runTurn(&a, p)
 	}()
 	return schema.Activity{}, nil
+}
+
+// firstArrival reports whether the activity key arrives for the first time
+// within dedupTTL: in memory first (a retry racing its original costs
+// nothing), then in the store, which remembers it across a restart and
+// for every replica. When the store cannot answer, the message is run: a
+// rare duplicate answer beats a lost question.
+func (b *Bot) firstArrival(key string) bool {
+	if !b.seen.firstTime(key, b.now()) {
+		return false
+	}
+	if b.opts.Store == nil {
+		return true
+	}
+	ctx, cancel := context.WithTimeout(b.ctx, sendTimeout)
+	defer cancel()
+	first, err := b.opts.Store.FirstSeen(ctx, key, dedupTTL)
+	if err != nil {
+		b.logger.Warn("activity arrival not recorded; retries of it may run again", "err", err)
+		return true
+	}
+	return first
+}
+
+// forgetArrival undoes firstArrival for an activity the bot turned away,
+// so that Teams' retry of it runs.
+func (b *Bot) forgetArrival(key string) {
+	if key == "" {
+		return
+	}
+	b.seen.forget(key)
+	if b.opts.Store != nil {
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(b.ctx), sendTimeout)
+		defer cancel()
+		if err := b.opts.Store.ForgetSeen(ctx, key); err != nil {
+			b.logger.Warn("activity arrival not forgotten; Teams' retry of it will be ignored", "err", err)
+		}
+	}
 }
 
 // runTurn sends a typing indicator, runs the agent, and sends the answer:

@@ -73,6 +73,10 @@
 //	  <tenant> 0x00 <trigger id>  -> Trigger as JSON
 //	triggers_by_conversation/     (since schema version 5)
 //	  <tenant> 0x00 <conversation id> 0x00 <trigger id> -> empty
+//	activities/                   (since schema version 6)
+//	  <conversation id> 0x00 <activity id> -> T (8 bytes): when its window ends
+//	activities_by_expiry/         (since schema version 6)
+//	  T <conversation id> 0x00 <activity id> -> empty, for the sweep
 //
 // A view's end is when it stops being served: its ExpiresAt, or when it
 // was revoked (RevokeView moves both index entries to that time).

@@ -39,6 +39,8 @@ const (
 	bucketAPIKeyIDs           = "api_key_ids"
 	bucketTriggers            = "triggers"
 	bucketTriggersByConv      = "triggers_by_conversation"
+	bucketActivities          = "activities"
+	bucketActivitiesByExpiry  = "activities_by_expiry"
 
 	keySchemaVersion = "schema_version"
 	keyCursorKey     = "cursor_key"
@@ -77,6 +79,7 @@ func schema() []migration {
 		{version: 3, name: "access records", apply: migrateV3},
 		{version: 4, name: "tenant and time indexes", apply: migrateV4, backfill: backfillV4},
 		{version: 5, name: "API keys and triggers", apply: migrateV5},
+		{version: 6, name: "activities seen", apply: migrateV6},
 	}
 }
 
@@ -144,6 +147,17 @@ func migrateV4(tx *bbolt.Tx) error {
 // nothing is rewritten.
 func migrateV5(tx *bbolt.Tx) error {
 	for _, name := range []string{bucketAPIKeys, bucketAPIKeyIDs, bucketTriggers, bucketTriggersByConv} {
+		if _, err := tx.CreateBucketIfNotExists([]byte(name)); err != nil {
+			return fmt.Errorf("bucket %s: %w", name, err)
+		}
+	}
+	return nil
+}
+
+// migrateV6 adds the buckets of the activities the bot has seen. Files of
+// version 5 kept them in memory only, which reads as none seen.
+func migrateV6(tx *bbolt.Tx) error {
+	for _, name := range []string{bucketActivities, bucketActivitiesByExpiry} {
 		if _, err := tx.CreateBucketIfNotExists([]byte(name)); err != nil {
 			return fmt.Errorf("bucket %s: %w", name, err)
 		}

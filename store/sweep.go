@@ -33,6 +33,8 @@ type SweepStats struct {
 	// APIKeys are the revoked API keys whose revocation is older than
 	// Options.AuditRetention: their records of use are gone by then too.
 	APIKeys int
+	// Activities are the arrivals of activities whose window is over.
+	Activities int
 	// RunsHeld counts the runs past their retention kept because a view
 	// of theirs can still be opened.
 	RunsHeld int
@@ -49,10 +51,11 @@ func (st *SweepStats) add(o SweepStats) {
 	st.Audit += o.Audit
 	st.RunsHeld += o.RunsHeld
 	st.APIKeys += o.APIKeys
+	st.Activities += o.Activities
 }
 
 func (st SweepStats) removed() bool {
-	return st.Views > 0 || st.HTML > 0 || st.Runs > 0 || st.Deliveries > 0 || st.Audit > 0 || st.APIKeys > 0
+	return st.Views > 0 || st.HTML > 0 || st.Runs > 0 || st.Deliveries > 0 || st.Audit > 0 || st.APIKeys > 0 || st.Activities > 0
 }
 
 // sweepStep deletes one bounded batch in tx, going on from after (nil at
@@ -76,7 +79,7 @@ type sweepStep func(tx *bbolt.Tx, batch int, after []byte) (did SweepStats, next
 func (s *Store) Sweep(ctx context.Context) (SweepStats, error) {
 	var st SweepStats
 	now := s.now()
-	steps := []sweepStep{s.sweepViews(now)}
+	steps := []sweepStep{s.sweepViews(now), sweepActivities(now)}
 	if s.runRetention > 0 {
 		steps = append(steps, s.sweepRuns(now, now.Add(-s.runRetention)))
 	}
