@@ -90,7 +90,7 @@ func TestPacerRefusesAWaitPastTheDeadline(t *testing.T) {
 	}
 }
 
-// Through the real connector and HTTP on loopback: a burst of 16 answers
+// Through the real connector and HTTP on loopback: a burst of 30 answers
 // into one conversation arrives at the Bot Connector within Teams' limits,
 // and an answer into another conversation, sent after the burst started,
 // is not held behind it.
@@ -98,7 +98,7 @@ func TestBurstIntoOneConversationIsPacedOnTheWire(t *testing.T) {
 	h := newHarness(t, setup{})
 	ctx := withTenant(context.Background(), testTenant)
 	var wg sync.WaitGroup
-	for i := range 16 {
+	for i := range 30 {
 		wg.Go(func() {
 			if _, err := h.bot.conn.Send(ctx, h.conn.srv.URL, "19:busy@thread.v2", "", &outActivity{Type: "message", Text: fmt.Sprint("answer ", i)}); err != nil {
 				t.Errorf("send %d: %v", i, err)
@@ -121,8 +121,8 @@ func TestBurstIntoOneConversationIsPacedOnTheWire(t *testing.T) {
 		}
 	}
 	sort.Slice(busy, func(i, j int) bool { return busy[i].Before(busy[j]) })
-	if len(busy) != 16 {
-		t.Fatalf("%d of 16 answers arrived", len(busy))
+	if len(busy) != 30 {
+		t.Fatalf("%d of 30 answers arrived", len(busy))
 	}
 	if w, over := overLimit(busy, documentedLimits); over {
 		t.Errorf("the burst broke Teams' limit of %d in %v at the connector: %v", w.n, w.d, busy)
