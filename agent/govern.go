@@ -463,8 +463,7 @@ func (r *runState) makeView(ctx context.Context, c *serverConn, cs *mcp.ClientSe
 		// The view keeps the arguments and the result for 7 days and
 		// sends them to the browser: they are bounded like its HTML.
 		if n, limit := len(args)+len(result), r.svc.maxResourceBytes(); n > limit {
-			refusal = &mcpapps.RefusedError{Reason: mcpapps.ReasonSize,
-				Detail: fmt.Sprintf("the tool's arguments and result are %d bytes, more than the limit of %d", n, limit)}
+			refusal = sizeRefusal("the tool's arguments and result are %d bytes, more than the limit of %d", n, limit)
 		}
 	}
 	if refusal != nil {
@@ -619,6 +618,9 @@ func (s *Service) CallFromView(ctx context.Context, v store.View, caller Person,
 	res, err := s.govern(ctx, a, c, cs, args, toolCall{
 		person: caller, agentID: v.AgentID, tenantID: v.TenantID, fromView: true, viewID: v.ID, server: v.Server, tool: name,
 	}, decided)
+	if err == nil {
+		res = s.boundForView(res, name)
+	}
 	if aerr := rec(outcome(res, err), why(res, err), decided); aerr != nil {
 		return nil, errors.Join(err, aerr)
 	}
@@ -626,6 +628,24 @@ func (s *Service) CallFromView(ctx context.Context, v store.View, caller Person,
 		return nil, err
 	}
 	return res, nil
+}
+
+// boundForView replaces a result larger than the view limit by an error
+// result that says so: the page hands the result to the browser whole, and
+// the view cannot do more with a result than with its HTML.
+func (s *Service) boundForView(res *mcp.CallToolResult, name string) *mcp.CallToolResult {
+	raw, err := json.Marshal(res)
+	if err != nil {
+		return errorResult(fmt.Sprintf("the result of %s cannot be encoded: %v", name, err))
+	}
+	if limit := s.maxResourceBytes(); len(raw) > limit {
+		return errorResult(fmt.Sprintf("the result of %s is %d bytes, more than the %d a view receives; %s sets the limit", name, len(raw), limit, MaxHTMLSetting))
+	}
+	return res
+}
+
+func errorResult(text string) *mcp.CallToolResult {
+	return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: text}}}
 }
 
 func (s *Service) appendAudit(ctx context.Context, rec store.AuditRecord) error {

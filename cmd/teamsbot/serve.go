@@ -95,7 +95,10 @@ func serve(ctx context.Context, cfg config, getenv func(string) string, logger *
 		Access:      decide,
 		Logger:      logger.With("part", "agent"),
 		AppsEnabled: cfg.AppsEnabled,
-		Getenv:      getenv,
+		// The same limit bounds what a view's tool call returns, read by
+		// the agent, so the page needs no limit of its own.
+		MaxResourceBytes: cfg.MaxHTMLBytes,
+		Getenv:           getenv,
 		Registerer:  reg,
 	})
 	if err != nil {
