@@ -99,7 +99,7 @@ func serve(ctx context.Context, cfg config, getenv func(string) string, logger *
 		// the agent, so the page needs no limit of its own.
 		MaxResourceBytes: cfg.MaxHTMLBytes,
 		Getenv:           getenv,
-		Registerer:  reg,
+		Registerer:       reg,
 	})
 	if err != nil {
 		return fmt.Errorf("agents: %w", err)
