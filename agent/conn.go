@@ -36,6 +36,9 @@ type serverConn struct {
 	name    string
 	cfg     ServerConfig
 	timeout time.Duration
+	// allowed are the permissions the configuration file allows this
+	// server's views, for every tenant.
+	allowed mcpapps.Permissions
 	// builtin is the in-memory server, made once so that a reconnect finds
 	// the same server state.
 	builtin *mcp.Server
@@ -155,7 +158,8 @@ type resourceEntry struct {
 
 func newServerConn(s *Service, agentID string, cfg ServerConfig) *serverConn {
 	timeout, _ := parseTimeout(cfg.Timeout, DefaultServerTimeout) // validated in New
-	c := &serverConn{svc: s, agentID: agentID, name: cfg.Name, cfg: cfg, timeout: timeout}
+	allowed, _ := mcpapps.ParsePermissions(cfg.Permissions)       // validated in New
+	c := &serverConn{svc: s, agentID: agentID, name: cfg.Name, cfg: cfg, timeout: timeout, allowed: allowed}
 	switch {
 	case cfg.Builtin == BuiltinDemo && s.opts.Builtins[BuiltinDemo] == nil:
 		c.builtin = demo.New(demo.Options{Now: s.opts.Now, Logger: s.log.With("server", cfg.Name)})

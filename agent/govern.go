@@ -476,6 +476,8 @@ func (r *runState) makeView(ctx context.Context, c *serverConn, cs *mcp.ClientSe
 		r.note("no view for %s/%s: %s: %s", c.name, tool, rf.Reason, rf.Detail)
 		return
 	}
+	asked := entry.ui.Permissions
+	granted := asked.Grant(r.svc.allowedPermissions(ctx, c, r.person.TenantID))
 	now := r.svc.now()
 	v := store.View{
 		ID:            newID(),
@@ -491,7 +493,8 @@ func (r *runState) makeView(ctx context.Context, c *serverConn, cs *mcp.ClientSe
 		HTMLSHA256:    entry.sha,
 		CSP:           entry.csp.Header,
 		CSPDropped:    entry.csp.Dropped,
-		Permissions:   entry.ui.Permissions,
+		Permissions:   asked,
+		Granted:       granted,
 		PrefersBorder: entry.ui.PrefersBorder,
 		Arguments:     args,
 		Result:        result,
@@ -503,8 +506,32 @@ func (r *runState) makeView(ctx context.Context, c *serverConn, cs *mcp.ClientSe
 	r.audit = append(r.audit, r.auditRecord(AuditView, map[string]any{
 		"view": v.ID, "server": c.name, "tool": tool, "uri": uri,
 		"sha256": entry.sha, "csp": entry.csp.Header, "cspDropped": entry.csp.Dropped,
+		"permissionsAsked": orEmpty(asked.Names()), "permissionsGranted": orEmpty(granted.Names()),
 	}))
 	r.svc.metrics.view(c.name)
+}
+
+// allowedPermissions are the permissions the views of c may be granted in
+// tenant: what the configuration file allows the server, and what the
+// tenant's admin allows it.
+func (s *Service) allowedPermissions(ctx context.Context, c *serverConn, tenant string) mcpapps.Permissions {
+	allowed := c.allowed
+	if s.opts.Access != nil {
+		// Names were checked when the admin saved them; an unknown one
+		// (from a newer version) allows nothing.
+		if p, err := mcpapps.ParsePermissions(s.opts.Access.AppPermissions(ctx, tenant, c.name)); err == nil {
+			allowed = allowed.Union(p)
+		}
+	}
+	return allowed
+}
+
+// orEmpty makes a nil list an empty one, so that the audit record shows [].
+func orEmpty(l []string) []string {
+	if l == nil {
+		return []string{}
+	}
+	return l
 }
 
 // viewResource returns the checked resource uri of a view, or its refusal.

@@ -47,7 +47,9 @@ type CSPDomains struct {
 }
 
 // Permissions are the sandbox permissions a resource asks for in
-// _meta.ui.permissions. Only Forms is ever granted.
+// _meta.ui.permissions, or those a view was granted. Forms is granted
+// whenever asked; the others only where the operator or the tenant's
+// admin allowed them for the view's server (see Grant).
 type Permissions struct {
 	Camera         bool `json:"camera,omitempty"`
 	Microphone     bool `json:"microphone,omitempty"`

@@ -490,7 +490,7 @@ func TestBrowserBridge(t *testing.T) {
 			const w = new Worker(URL.createObjectURL(new Blob(["postMessage(new Function('return 1 + 1')())"], {type: "text/javascript"})));
 			out.worker = await new Promise((resolve) => { w.onmessage = (e) => resolve(e.data); w.onerror = () => resolve("blocked"); setTimeout(() => resolve("timeout"), 5000); });
 			out.workerFetch = await new Promise((resolve) => {
-				const f = new Worker(URL.createObjectURL(new Blob(["fetch(" + JSON.stringify(location.origin === "null" ? "` + e.base + `/healthz" : "/healthz") + ").then(() => postMessage('fetched'), () => postMessage('failed'))"], {type: "text/javascript"})));
+				const f = new Worker(URL.createObjectURL(new Blob(["fetch(" + JSON.stringify(location.origin === "null" ? "`+e.base+`/healthz" : "/healthz") + ").then(() => postMessage('fetched'), () => postMessage('failed'))"], {type: "text/javascript"})));
 				f.onmessage = (e) => resolve(e.data); f.onerror = () => resolve("blocked"); setTimeout(() => resolve("timeout"), 5000);
 			});
 			return out;

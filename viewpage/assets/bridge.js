@@ -123,12 +123,16 @@
     }
 
     function hostCapabilities() {
-      // The view gets scripts, and forms only when its server asked; camera,
-      // microphone, geolocation and clipboard are never granted, so the
-      // permissions say only what was.
+      // The view gets scripts, forms only when its server asked, and
+      // camera, microphone, geolocation or clipboard writing only where
+      // they were allowed for its server: the permissions say exactly what
+      // was granted, and the frames' allow attribute grants no more.
       var permissions = {};
-      if (view.permissions && view.permissions.forms) {
-        permissions.forms = {};
+      var names = ["camera", "microphone", "geolocation", "clipboardWrite", "forms"];
+      for (var i = 0; i < names.length; i++) {
+        if (view.permissions && view.permissions[names[i]] === true) {
+          permissions[names[i]] = {};
+        }
       }
       return {
         openLinks: {},
@@ -267,6 +271,7 @@
             notify(SANDBOX_PREFIX + "resource-ready", {
               url: view.viewUrl,
               sandbox: view.sandbox,
+              allow: view.allow || "",
               title: view.toolTitle || view.tool
             });
           }
@@ -327,6 +332,12 @@
       // alone would stay blocked behind a proxy frame without them.
       frame.setAttribute("sandbox", v.sandbox === "allow-scripts allow-forms" ? v.sandbox : "allow-scripts");
       frame.setAttribute("referrerpolicy", "no-referrer");
+      // The granted Permissions Policy features, with no origin list: a
+      // feature then goes only to the origin the frame was loaded from,
+      // not to wherever the frame navigates later.
+      if (typeof v.allow === "string" && v.allow !== "") {
+        frame.setAttribute("allow", v.allow);
+      }
       frame.setAttribute("title", v.toolTitle || v.tool);
       if (v.prefersBorder === false) {
         box.classList.add("borderless");
