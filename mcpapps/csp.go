@@ -20,11 +20,12 @@ import (
 // directives that default-src does not cover, or covers more strictly than
 // a single-file view needs:
 //
-//   - script-src adds 'unsafe-eval' and blob:. The document already runs
-//     its own inline script, so evaluating a string (new Function, as 3D
-//     and charting libraries do) or running a script the view made itself
-//     as a blob: URL gives it no power it lacks; neither loads anything
-//     from elsewhere. Without them real views draw nothing.
+//   - script-src adds 'unsafe-eval', blob: and data:. The document already
+//     runs its own inline script, so evaluating a string (new Function, as
+//     3D and charting libraries do) or running a script the view carries
+//     inline as a data: URL or made itself as a blob: URL (a PDF renderer
+//     loads its worker code so) gives it no power it lacks; none of them
+//     loads anything from elsewhere. Without them real views draw nothing.
 //   - img-src, font-src and media-src add blob:, and worker-src 'self'
 //     blob: is written out: a blob: URL names bytes the document already
 //     holds (a decoded PDF page, a recorded clip, a worker built from its
@@ -49,7 +50,7 @@ import (
 // origins may frame its documents is the view page's decision, not the
 // extension's.
 const DefaultCSP = "default-src 'none'; " +
-	"script-src 'self' 'unsafe-inline' 'unsafe-eval' blob:; " +
+	"script-src 'self' 'unsafe-inline' 'unsafe-eval' blob: data:; " +
 	"style-src 'self' 'unsafe-inline'; " +
 	"img-src 'self' data: blob:; " +
 	"font-src 'self' data: blob:; " +
@@ -64,7 +65,7 @@ const DefaultCSP = "default-src 'none'; " +
 // The fixed sources of the directives that declared resource origins join.
 // Each names only the document itself or bytes it already holds.
 const (
-	scriptSources = "'self' 'unsafe-inline' 'unsafe-eval' blob:"
+	scriptSources = "'self' 'unsafe-inline' 'unsafe-eval' blob: data:"
 	localSources  = "'self' data: blob:"
 )
 

@@ -12,11 +12,11 @@ import (
 )
 
 // The spec's default (specification/2026-01-26/apps.mdx, "Restrictive
-// Default") with the sources that stay inside the document ('unsafe-eval'
-// and blob: for scripts, blob: for images, fonts and media, worker-src), plus
+// Default") with the sources that stay inside the document ('unsafe-eval',
+// blob: and data: for scripts, blob: for images, fonts and media, worker-src), plus
 // font-src, worker-src, frame-src, base-uri and form-action, written out
 // here again so that a change to DefaultCSP must be made twice on purpose.
-const wantDefaultCSP = "default-src 'none'; script-src 'self' 'unsafe-inline' 'unsafe-eval' blob:; style-src 'self' 'unsafe-inline'; " +
+const wantDefaultCSP = "default-src 'none'; script-src 'self' 'unsafe-inline' 'unsafe-eval' blob: data:; style-src 'self' 'unsafe-inline'; " +
 	"img-src 'self' data: blob:; font-src 'self' data: blob:; media-src 'self' data: blob:; worker-src 'self' blob:; " +
 	"connect-src 'none'; frame-src 'none'; object-src 'none'; base-uri 'none'; form-action 'none'"
 
@@ -84,7 +84,7 @@ func TestDefaultCSP(t *testing.T) {
 	}
 	// What real views need from inside the document.
 	for name, want := range map[string][]string{
-		"script-src": {"'unsafe-eval'", "blob:"}, "img-src": {"blob:"}, "font-src": {"blob:"},
+		"script-src": {"'unsafe-eval'", "blob:", "data:"}, "img-src": {"blob:"}, "font-src": {"blob:"},
 		"media-src": {"blob:"}, "worker-src": {"'self'", "blob:"},
 	} {
 		for _, w := range want {
@@ -139,7 +139,7 @@ func TestBuildCSPFullDeclaration(t *testing.T) {
 		BaseURIDomains:  []string{"https://cdn.example.com"},
 	})
 	const res = "https://*.cloudflare.com https://cdn.example.com"
-	want := "default-src 'none'; script-src 'self' 'unsafe-inline' 'unsafe-eval' blob: " + res + "; style-src 'self' 'unsafe-inline' " + res +
+	want := "default-src 'none'; script-src 'self' 'unsafe-inline' 'unsafe-eval' blob: data: " + res + "; style-src 'self' 'unsafe-inline' " + res +
 		"; img-src 'self' data: blob: " + res + "; font-src 'self' data: blob: " + res + "; media-src 'self' data: blob: " + res +
 		"; worker-src 'self' blob:; connect-src https://api.example.com; frame-src https://www.youtube.com; object-src 'none'" +
 		"; base-uri https://cdn.example.com; form-action 'none'"
