@@ -3,11 +3,14 @@ package viewpage_test
 import (
 	"bytes"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"teamsbot/agent"
 )
@@ -204,4 +207,42 @@ func TestBrowserOfficialTranscript(t *testing.T) {
 			}
 		})
 	}
+}
+
+// A view that asks for the camera, the microphone and the clipboard, of
+// which the configuration file allows its server the microphone and the
+// clipboard: both frames carry exactly those features in their allow
+// attribute, the view's Permissions Policy allows them and not the
+// camera, and ui/initialize lists exactly what was granted.
+func TestBrowserPermissionsGrantedAndReported(t *testing.T) {
+	e := newEnv(t, envOptions{
+		servers:  []agent.ServerConfig{{Name: "asking", Builtin: "asking", Permissions: []string{"microphone", "clipboardWrite", "geolocation"}}},
+		builtins: map[string]func() *mcp.Server{"asking": askingLabServer(t)},
+	})
+	v := e.run(alice(), "/asking/asking_view {}")
+	tb := newTab(t)
+	tb.open(e, alice(), v.ID)
+	tb.wait(viewFrame, `typeof window.rpc === "function"`, "the lab view's script")
+	const want = "microphone; clipboard-write"
+	if got := tb.str(mainFrame, `document.getElementById("proxy").getAttribute("allow")`); got != want {
+		t.Errorf("proxy frame allow=%q, want %q", got, want)
+	}
+	if got := tb.str(proxyFrame, `document.getElementById("view").getAttribute("allow")`); got != want {
+		t.Errorf("view frame allow=%q, want %q", got, want)
+	}
+	got := asMap(t, tb.must(viewFrame, `(() => { const p = document.permissionsPolicy || document.featurePolicy;
+		return {microphone: p.allowsFeature("microphone"), clipboard: p.allowsFeature("clipboard-write"), camera: p.allowsFeature("camera"), geolocation: p.allowsFeature("geolocation")}; })()`))
+	if got["microphone"] != true || got["clipboard"] != true || got["camera"] != false || got["geolocation"] != false {
+		t.Errorf("the view's Permissions Policy: %v", got)
+	}
+	init := asMap(t, tb.must(viewFrame, `rpc("ui/initialize", {appInfo: {name: "lab", version: "1"}, appCapabilities: {}, protocolVersion: "2026-01-26"})`))
+	perms := asMap(t, asMap(t, asMap(t, asMap(t, init["result"])["hostCapabilities"])["sandbox"])["permissions"])
+	keys := slices.Sorted(maps.Keys(perms))
+	if !slices.Equal(keys, []string{"clipboardWrite", "microphone"}) {
+		t.Errorf("ui/initialize says granted %v, want clipboardWrite and microphone", keys)
+	}
+	if sb := tb.str(mainFrame, `document.getElementById("proxy").getAttribute("sandbox")`); sb != "allow-scripts" {
+		t.Errorf("sandbox %q: a permission must not widen the sandbox", sb)
+	}
+	tb.noProblems()
 }
