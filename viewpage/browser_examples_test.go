@@ -246,3 +246,28 @@ func TestBrowserPermissionsGrantedAndReported(t *testing.T) {
 	}
 	tb.noProblems()
 }
+
+// Navigating away from the view page sends ui/resource-teardown from
+// pagehide (and beforeunload), without waiting: here pagehide is fired by
+// hand, and the request reaches the view through the proxy. In a real
+// navigation the browser may take the frames before the view handles it:
+// a page that is going cannot wait, so this is the best it can do.
+func TestBrowserTeardownOnPagehide(t *testing.T) {
+	e := newLabEnv(t)
+	v := e.run(alice(), "/lab_view {}")
+	tb := newTab(t)
+	tb.open(e, alice(), v.ID)
+	tb.wait(viewFrame, `typeof window.rpc === "function"`, "the lab view's script")
+	tb.must(viewFrame, `rpc("ui/initialize", {appInfo: {name: "lab", version: "1"}, appCapabilities: {}, protocolVersion: "2026-01-26"})`)
+	tb.must(viewFrame, `notify("ui/notifications/initialized"); true`)
+	tb.wait(viewFrame, `window.received.some(m => m && m.method === "ui/notifications/tool-result")`, "the tool's result")
+	tb.must(viewFrame, `window.addEventListener("message", (e) => { if (e.data && e.data.method === "ui/resource-teardown") { console.log("teardown reached the view: " + e.data.params.reason); } }); true`)
+	tb.must(mainFrame, `window.dispatchEvent(new Event("pagehide")); true`)
+	tb.settle(300)
+	tb.mu.Lock()
+	reached := slices.ContainsFunc(tb.log, func(l string) bool { return strings.Contains(l, "teardown reached the view: the page was closed") })
+	tb.mu.Unlock()
+	if !reached {
+		t.Errorf("ui/resource-teardown did not reach the view on pagehide")
+	}
+}

@@ -403,12 +403,16 @@
     }
 
     // Navigating away: the page cannot wait, so the view is told and the
-    // browser removes the frames with the page.
-    window.addEventListener("pagehide", function () {
+    // browser removes the frames with the page. beforeunload comes first,
+    // while the frames still run and can take the message; pagehide is
+    // the one every browser fires (sendTeardown sends once).
+    var leaving = function () {
       if (!gone) {
         sendTeardown("the page was closed");
       }
-    });
+    };
+    window.addEventListener("beforeunload", leaving);
+    window.addEventListener("pagehide", leaving);
 
     setStatus("Loading the view…");
     fetch(api, { credentials: "same-origin", headers: { Accept: "application/json" } })
