@@ -57,14 +57,17 @@ type permissionBox struct {
 	Checked  bool
 }
 
-// permissionNames are the permissions a tenant may allow a server's views.
-var permissionNames = []string{"camera", "microphone", "geolocation", "clipboardWrite"}
+// permissionNames are the permissions a tenant may allow a server's views
+// (the store checks them against the extension's list).
+func permissionNames() []string {
+	return []string{"camera", "microphone", "geolocation", "clipboardWrite"}
+}
 
 func (h *Handler) permissionRows(s access.Settings) []serverPermissions {
 	rows := make([]serverPermissions, 0, len(h.opts.Servers))
 	for i, srv := range h.opts.Servers {
 		row := serverPermissions{Name: srv.Name, Configured: strings.Join(srv.Configured, ", ")}
-		for _, n := range permissionNames {
+		for _, n := range permissionNames() {
 			row.Boxes = append(row.Boxes, permissionBox{Name: n, ID: fmt.Sprintf("p-%d-%s", i, n),
 				Checked: slices.Contains(s.AppPermissions[srv.Name], n)})
 		}

@@ -1,9 +1,6 @@
 package mcpapps
 
-import (
-	"fmt"
-	"slices"
-)
+import "fmt"
 
 // Permission names as the specification writes them in
 // _meta.ui.permissions, for the configuration file and the admin console.
@@ -15,13 +12,11 @@ const (
 	PermissionClipboardWrite = "clipboardWrite"
 )
 
-// grantablePermissions are the permissions that need allowing, in the
-// order they are shown.
-var grantablePermissions = [...]string{PermissionCamera, PermissionMicrophone, PermissionGeolocation, PermissionClipboardWrite}
-
 // GrantablePermissions returns the permission names an operator or a
-// tenant admin may allow a server's views.
-func GrantablePermissions() []string { return slices.Clone(grantablePermissions[:]) }
+// tenant admin may allow a server's views, in the order they are shown.
+func GrantablePermissions() []string {
+	return []string{PermissionCamera, PermissionMicrophone, PermissionGeolocation, PermissionClipboardWrite}
+}
 
 // ParsePermissions reads a list of permission names into Permissions,
 // refusing an unknown name and "forms" (which needs no allowing).
