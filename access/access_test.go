@@ -3,6 +3,7 @@ package access_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -344,5 +345,51 @@ func TestExplainAndAppsSetting(t *testing.T) {
 	recs, _ := e.st.Audit(ctx, store.AuditQuery{TenantID: tenantA, Action: access.AuditSettingsSet})
 	if len(recs) != 1 || recs[0].Fields["after"].(map[string]any)["appsEnabled"] != false {
 		t.Errorf("settings audit %+v", recs)
+	}
+}
+
+// A tenant admin allows permissions to one server's views in their own
+// tenant only; a non-admin cannot, an unknown permission is refused, and
+// each change is audited with the server's permissions before and after.
+func TestAppPermissions(t *testing.T) {
+	e := newEnv(t, nil)
+	ctx := context.Background()
+	tenantAdmin := person(tenantA, alice, access.PermAdmin)
+	if got := e.svc.AppPermissions(ctx, tenantA, "rec"); len(got) != 0 {
+		t.Fatalf("permissions by default: %v", got)
+	}
+	if err := e.svc.SetAppPermissions(ctx, person(tenantA, bob), "rec", []string{"microphone"}); missing(err) != access.PermAdmin {
+		t.Errorf("a non-admin allowed a permission: %v", err)
+	}
+	if err := e.svc.SetAppPermissions(ctx, tenantAdmin, "rec", []string{"usb"}); !errors.Is(err, store.ErrInvalid) {
+		t.Errorf("an unknown permission: %v", err)
+	}
+	if err := e.svc.SetAppPermissions(ctx, tenantAdmin, "rec", []string{"microphone", "camera", "microphone"}); err != nil {
+		t.Fatal(err)
+	}
+	if got := e.svc.AppPermissions(ctx, tenantA, "rec"); !slices.Equal(got, []string{"camera", "microphone"}) {
+		t.Errorf("tenant A rec: %v", got)
+	}
+	if got := e.svc.AppPermissions(ctx, tenantB, "rec"); len(got) != 0 {
+		t.Errorf("tenant B got tenant A's permissions: %v", got)
+	}
+	if err := e.svc.SetAppPermissions(ctx, tenantAdmin, "rec", nil); err != nil {
+		t.Fatal(err)
+	}
+	if got := e.svc.AppPermissions(ctx, tenantA, "rec"); len(got) != 0 {
+		t.Errorf("after taking them back: %v", got)
+	}
+	recs, _ := e.st.Audit(ctx, store.AuditQuery{TenantID: tenantA, Action: access.AuditSettingsSet})
+	if len(recs) != 2 {
+		t.Fatalf("%d settings records, want 2", len(recs))
+	}
+	var changes []string
+	for _, r := range recs {
+		changes = append(changes, fmt.Sprintln(r.Fields["server"], r.Fields["before"], r.Fields["after"]))
+	}
+	slices.Sort(changes)
+	want := []string{"rec map[appPermissions:[]] map[appPermissions:[camera microphone]]\n", "rec map[appPermissions:[camera microphone]] map[appPermissions:[]]\n"}
+	if !slices.Equal(changes, want) {
+		t.Errorf("audited changes %q, want %q", changes, want)
 	}
 }

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 
 	"teamsbot/internal/textclip"
 	"teamsbot/store"
@@ -147,11 +149,16 @@ func (s *Service) SetPolicies(ctx context.Context, admin Person, text string, wa
 // other than the default (MCP Apps on or off).
 const AuditSettingsSet = "admin.settings.set"
 
-// Settings are what the admin console shows of a tenant: the default and
-// whether MCP Apps are on.
+// Settings are what the admin console shows of a tenant: the default,
+// whether MCP Apps are on, and the permissions the tenant allows each
+// server's views.
 type Settings struct {
 	Default     Default
 	AppsEnabled bool
+	// AppPermissions are, by server name, the permissions the tenant's
+	// admin allows that server's views (camera, microphone, geolocation,
+	// clipboardWrite).
+	AppPermissions map[string][]string
 }
 
 // TenantSettings returns the admin's view of tenantID's settings.
@@ -160,7 +167,63 @@ func (s *Service) TenantSettings(ctx context.Context, tenantID string) (Settings
 	if err != nil {
 		return Settings{}, fmt.Errorf("access: settings of %s: %w", tenantID, err)
 	}
-	return Settings{Default: Default{Runner: ts.DefaultRunner, Group: ts.DefaultGroup}, AppsEnabled: !ts.AppsDisabled}, nil
+	return Settings{Default: Default{Runner: ts.DefaultRunner, Group: ts.DefaultGroup}, AppsEnabled: !ts.AppsDisabled,
+		AppPermissions: ts.AppPermissions}, nil
+}
+
+// AppPermissions returns the permissions tenantID's admin allows the views
+// of server. When the settings cannot be read it allows none.
+func (s *Service) AppPermissions(ctx context.Context, tenantID, server string) []string {
+	ts, err := s.tenant(ctx, tenantID)
+	if err != nil {
+		s.log.Warn("tenant settings unreadable; no permissions for views", "tenant", tenantID, "err", err)
+		return nil
+	}
+	return slices.Clone(ts.settings.AppPermissions[server])
+}
+
+// SetAppPermissions sets the permissions the admin's tenant allows the
+// views of server (none: take them all back), and audits the change as
+// admin.settings.set with the server's permissions before and after. The
+// store refuses a name that is not a permission (store.ErrInvalid).
+func (s *Service) SetAppPermissions(ctx context.Context, admin Person, server string, names []string) error {
+	if err := s.requireAdmin(ctx, admin, store.AllAgents); err != nil {
+		return err
+	}
+	cur, err := s.store.TenantSettings(ctx, admin.TenantID)
+	if err != nil {
+		return fmt.Errorf("access: set permissions: %w", err)
+	}
+	names = slices.Compact(slices.Sorted(slices.Values(names)))
+	before := slices.Clone(cur.AppPermissions[server])
+	next := cur
+	next.AppPermissions = maps.Clone(cur.AppPermissions)
+	if next.AppPermissions == nil {
+		next.AppPermissions = map[string][]string{}
+	}
+	if len(names) == 0 {
+		delete(next.AppPermissions, server)
+	} else {
+		next.AppPermissions[server] = names
+	}
+	next.UpdatedBy = admin.UserID
+	rec := store.AuditRecord{TenantID: admin.TenantID, Action: AuditSettingsSet, Actor: admin.UserID, Fields: map[string]any{
+		"server": server,
+		"before": map[string]any{"appPermissions": orEmpty(before)}, "after": map[string]any{"appPermissions": orEmpty(names)},
+	}}
+	if _, err := s.store.PutTenantSettings(ctx, next, cur.Version, rec); err != nil {
+		return fmt.Errorf("access: set permissions of %s: %w", server, err)
+	}
+	s.forget(admin.TenantID)
+	return nil
+}
+
+// orEmpty makes a nil list an empty one, so that the audit record shows [].
+func orEmpty(l []string) []string {
+	if l == nil {
+		return []string{}
+	}
+	return l
 }
 
 // AppsEnabled reports whether MCP Apps are on for tenantID (views made,

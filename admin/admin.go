@@ -48,6 +48,15 @@ type Rules struct {
 	Deny, Redact []string
 }
 
+// Server is an MCP server of the configuration, as the console's
+// permissions form shows it.
+type Server struct {
+	Name string
+	// Configured are the permissions the configuration file allows the
+	// server's views in every tenant.
+	Configured []string
+}
+
 // Options configures New.
 type Options struct {
 	Store  *store.Store    // required
@@ -59,6 +68,9 @@ type Options struct {
 	Agents []string
 	// Rules are the configured data rules of each agent.
 	Rules []Rules
+	// Servers are the MCP servers whose views the tenant may allow
+	// permissions, each with what the configuration file already allows.
+	Servers []Server
 	// AppsEnabled is TICKETIQ_MCP_APPS_ENABLED: off, no tenant can turn
 	// MCP Apps on.
 	AppsEnabled bool
@@ -137,6 +149,7 @@ func (h *Handler) Register(e *echo.Echo) {
 	e.POST("/admin/bindings/remove", page(h.removeBinding))
 	e.POST("/admin/default", page(h.setDefault))
 	e.POST("/admin/apps", page(h.setApps))
+	e.POST("/admin/permissions", page(h.setPermissions))
 	e.POST("/admin/rules", page(h.saveRules))
 	e.GET("/admin/policies", page(h.policiesPage))
 	e.POST("/admin/policies", page(h.savePolicies))
@@ -241,6 +254,7 @@ var notices = map[string]string{
 	"binding-removed": "The binding was removed.",
 	"default-saved":   "The tenant default was saved.",
 	"apps-saved":      "The MCP Apps setting was saved.",
+	"perms-saved":     "The permissions were saved. They apply to views made from now on.",
 	"rules-saved":     "The data rules were checked and saved. They apply to the next tool call.",
 	"policies-saved":  "The policies were checked and saved.",
 	"view-revoked":    "The view was revoked: it can no longer be opened.",

@@ -77,7 +77,8 @@ func newEnvWith(t *testing.T, more func(*store.Store, *access.Service) *triggers
 		t.Fatal(err)
 	}
 	opts := admin.Options{Store: st, Access: ax, SignIn: si, Agents: []string{"default"}, AppsEnabled: true,
-		Rules: []admin.Rules{{Agent: "default", Deny: []string{"crm/delete_customer"}}}}
+		Rules:   []admin.Rules{{Agent: "default", Deny: []string{"crm/delete_customer"}}},
+		Servers: []admin.Server{{Name: "demo"}, {Name: "transcript", Configured: []string{"microphone"}}}}
 	if more != nil {
 		opts.Triggers = more(st, ax)
 	}
@@ -353,5 +354,44 @@ func TestAuditPagesAndExports(t *testing.T) {
 	}
 	if code, _ := e.do(admin, http.MethodGet, "/api/admin/audit?cursor=not-a-cursor", "", ""); code != http.StatusBadRequest {
 		t.Errorf("a forged cursor: %d", code)
+	}
+}
+
+// The permissions form and the API: a tenant admin allows a server's views
+// permissions in their tenant, audited as admin.settings.set; an unknown
+// server or permission is refused.
+func TestPermissionsFormAndAPI(t *testing.T) {
+	e := newEnv(t)
+	admin := e.client(adminA)
+	_, page := e.do(admin, http.MethodGet, "/admin", "", "")
+	if !strings.Contains(page, "Views of server <code>transcript</code>") || !strings.Contains(page, "allows microphone for every tenant") {
+		t.Fatalf("the access page lacks the permissions form")
+	}
+	code, body := e.form(admin, "/admin/permissions", url.Values{"server": {"transcript"}, "perm": {"microphone", "camera"}})
+	if code != http.StatusOK || !strings.Contains(body, "The permissions were saved") {
+		t.Fatalf("save: %d", code)
+	}
+	ctx := context.Background()
+	if got := e.access.AppPermissions(ctx, tenantA, "transcript"); strings.Join(got, ",") != "camera,microphone" {
+		t.Errorf("saved %v", got)
+	}
+	_, page = e.do(admin, http.MethodGet, "/admin", "", "")
+	if !strings.Contains(page, `name="perm" value="camera" checked`) {
+		t.Errorf("the form does not show the saved permissions")
+	}
+	if code, _ := e.form(admin, "/admin/permissions", url.Values{"server": {"nosuch"}, "perm": {"camera"}}); code != http.StatusBadRequest {
+		t.Errorf("unknown server: %d", code)
+	}
+	if code, _ := e.form(admin, "/admin/permissions", url.Values{"server": {"demo"}, "perm": {"usb"}}); code != http.StatusBadRequest {
+		t.Errorf("unknown permission: %d", code)
+	}
+	code, body = e.do(admin, http.MethodPut, "/api/admin/settings", "application/json",
+		`{"defaultRunner": true, "appsEnabled": true, "appPermissions": {"demo": ["clipboardWrite"]}}`)
+	if code != http.StatusOK || !strings.Contains(body, `"appPermissions":{"demo":["clipboardWrite"]}`) {
+		t.Errorf("PUT settings: %d %s", code, body)
+	}
+	recs, _ := e.store.Audit(ctx, store.AuditQuery{TenantID: tenantA, Action: access.AuditSettingsSet})
+	if len(recs) != 3 {
+		t.Errorf("%d admin.settings.set records, want 3 (transcript allowed, then taken back by the PUT, demo allowed)", len(recs))
 	}
 }

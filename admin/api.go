@@ -5,7 +5,9 @@ import (
 	"encoding/csv"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 	"time"
 
@@ -103,6 +105,9 @@ type settings struct {
 	DefaultRunner bool   `json:"defaultRunner"`
 	DefaultGroup  string `json:"defaultGroup"`
 	AppsEnabled   bool   `json:"appsEnabled"`
+	// AppPermissions are, by server, the permissions the tenant allows
+	// that server's views. Absent in a PUT: left as they are.
+	AppPermissions map[string][]string `json:"appPermissions"`
 }
 
 func (h *Handler) apiSettings(c echo.Context, p access.Person) error {
@@ -110,7 +115,11 @@ func (h *Handler) apiSettings(c echo.Context, p access.Person) error {
 	if err != nil {
 		return err
 	}
-	return c.JSON(http.StatusOK, settings{DefaultRunner: s.Default.Runner, DefaultGroup: s.Default.Group, AppsEnabled: s.AppsEnabled})
+	perms := s.AppPermissions
+	if perms == nil {
+		perms = map[string][]string{}
+	}
+	return c.JSON(http.StatusOK, settings{DefaultRunner: s.Default.Runner, DefaultGroup: s.Default.Group, AppsEnabled: s.AppsEnabled, AppPermissions: perms})
 }
 
 func (h *Handler) apiPutSettings(c echo.Context, p access.Person) error {
@@ -135,6 +144,26 @@ func (h *Handler) apiPutSettings(c echo.Context, p access.Person) error {
 	if cur.AppsEnabled != in.AppsEnabled {
 		if err := h.opts.Access.SetAppsEnabled(ctx, p, in.AppsEnabled); err != nil {
 			return apiError(err)
+		}
+	}
+	if in.AppPermissions != nil {
+		for server := range in.AppPermissions {
+			if !slices.ContainsFunc(h.opts.Servers, func(s Server) bool { return s.Name == server }) {
+				return web.NewError(http.StatusBadRequest, fmt.Sprintf("appPermissions: no MCP server of the configuration is named %.64q.", server))
+			}
+		}
+		// Every configured server: one left out of the map is allowed nothing.
+		for _, srv := range h.opts.Servers {
+			want := in.AppPermissions[srv.Name]
+			if slices.Equal(slices.Sorted(slices.Values(want)), cur.AppPermissions[srv.Name]) {
+				continue
+			}
+			if err := h.opts.Access.SetAppPermissions(ctx, p, srv.Name, want); err != nil {
+				if errors.Is(err, store.ErrInvalid) {
+					return web.NewError(http.StatusBadRequest, "appPermissions: only camera, microphone, geolocation and clipboardWrite can be allowed.")
+				}
+				return apiError(err)
+			}
 		}
 	}
 	return h.apiSettings(c, p)

@@ -4,8 +4,10 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -38,6 +40,40 @@ type accessPage struct {
 	// refused edit, kept so that nothing typed is lost.
 	TenantRules  rulesForm
 	RulesVersion uint64
+	// Servers are the permissions form, a row per configured server.
+	Servers []serverPermissions
+}
+
+// serverPermissions is one server's row of the permissions form.
+type serverPermissions struct {
+	Name       string
+	Configured string // what the configuration file allows, for every tenant
+	Boxes      []permissionBox
+}
+
+// permissionBox is one checkbox of the permissions form.
+type permissionBox struct {
+	Name, ID string
+	Checked  bool
+}
+
+// permissionNames are the permissions a tenant may allow a server's views
+// (the store checks them against the extension's list).
+func permissionNames() []string {
+	return []string{"camera", "microphone", "geolocation", "clipboardWrite"}
+}
+
+func (h *Handler) permissionRows(s access.Settings) []serverPermissions {
+	rows := make([]serverPermissions, 0, len(h.opts.Servers))
+	for i, srv := range h.opts.Servers {
+		row := serverPermissions{Name: srv.Name, Configured: strings.Join(srv.Configured, ", ")}
+		for _, n := range permissionNames() {
+			row.Boxes = append(row.Boxes, permissionBox{Name: n, ID: fmt.Sprintf("p-%d-%s", i, n),
+				Checked: slices.Contains(s.AppPermissions[srv.Name], n)})
+		}
+		rows = append(rows, row)
+	}
+	return rows
 }
 
 // rulesForm is the tenant's data rules as the form shows them, one a line.
@@ -68,7 +104,8 @@ func (h *Handler) renderAccessWith(c echo.Context, status int, p access.Person, 
 		return err
 	}
 	d := &accessPage{Bindings: bindings, Agents: h.opts.Agents, Settings: settings, AppsGlobal: h.opts.AppsEnabled, Rules: h.opts.Rules,
-		TenantRules: rulesForm{Deny: strings.Join(rules.DenyTools, "\n"), Redact: strings.Join(rules.Redact, "\n")}, RulesVersion: version}
+		TenantRules: rulesForm{Deny: strings.Join(rules.DenyTools, "\n"), Redact: strings.Join(rules.Redact, "\n")}, RulesVersion: version,
+		Servers: h.permissionRows(settings)}
 	if draft != nil {
 		d.TenantRules = *draft
 	}
@@ -198,6 +235,26 @@ func (h *Handler) setApps(c echo.Context, p access.Person) error {
 		return err
 	}
 	return done(c, "/admin", "apps-saved")
+}
+
+// setPermissions saves the permissions the tenant allows one server's
+// views: the checked boxes.
+func (h *Handler) setPermissions(c echo.Context, p access.Person) error {
+	server := c.FormValue("server")
+	if !slices.ContainsFunc(h.opts.Servers, func(s Server) bool { return s.Name == server }) {
+		return h.renderAccess(c, http.StatusBadRequest, p, "No MCP server of the configuration has that name.")
+	}
+	form, err := c.FormParams()
+	if err != nil {
+		return err
+	}
+	if err := h.opts.Access.SetAppPermissions(c.Request().Context(), p, server, form["perm"]); err != nil {
+		if errors.Is(err, store.ErrInvalid) {
+			return h.renderAccess(c, http.StatusBadRequest, p, "Only camera, microphone, geolocation and clipboardWrite can be allowed.")
+		}
+		return err
+	}
+	return done(c, "/admin", "perms-saved")
 }
 
 // policiesPage is /admin/policies: the text, saving it, and the tester.

@@ -162,8 +162,10 @@ type Options struct {
 	// every tool offered, no views.
 	AppsEnabled bool
 	// MaxResourceBytes bounds a view's HTML, and separately its tool
-	// arguments and result together; <= 0 means
-	// mcpapps.DefaultMaxResourceBytes.
+	// arguments and result together, and what a view's tool call returns;
+	// twice it and 1 MiB bound every message read from a server (a stdio
+	// line, an HTTP body, one server-sent event). <= 0 means
+	// mcpapps.DefaultMaxResourceBytes. MaxHTMLSetting sets it.
 	MaxResourceBytes int
 	// HTTPClient is the base for Streamable HTTP servers and the openai
 	// model; its Transport is reused, its Timeout is not (a server's event

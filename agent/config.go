@@ -13,6 +13,7 @@ import (
 
 	"teamsbot/access"
 	"teamsbot/internal/netaddr"
+	"teamsbot/mcpapps"
 )
 
 // Config is the agents part of the TICKETIQ_CONFIG file.
@@ -127,6 +128,11 @@ type ServerConfig struct {
 	Dir string `yaml:"dir" json:"dir,omitempty"`
 	// Timeout bounds one tool call (Go duration); default 30s.
 	Timeout string `yaml:"timeout" json:"timeout,omitempty"`
+	// Permissions are what the server's views may be granted of what they
+	// ask for in _meta.ui.permissions: camera, microphone, geolocation,
+	// clipboardWrite, for every tenant. A tenant's admin may allow more
+	// for their own tenant; by default a view gets nothing beyond forms.
+	Permissions []string `yaml:"permissions" json:"permissions,omitempty"`
 }
 
 // RulesConfig holds an agent's data rules.
@@ -432,6 +438,9 @@ func (s ServerConfig) validate(where string, known func(string) bool) error {
 	}
 	if _, err := parseTimeout(s.Timeout, DefaultServerTimeout); err != nil {
 		errs = append(errs, fmt.Errorf("%s.timeout: %w", where, err))
+	}
+	if _, err := mcpapps.ParsePermissions(s.Permissions); err != nil {
+		errs = append(errs, fmt.Errorf("%s.permissions: %w", where, err))
 	}
 	return errors.Join(errs...)
 }

@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -35,6 +36,9 @@ type serverConn struct {
 	name    string
 	cfg     ServerConfig
 	timeout time.Duration
+	// allowed are the permissions the configuration file allows this
+	// server's views, for every tenant.
+	allowed mcpapps.Permissions
 	// builtin is the in-memory server, made once so that a reconnect finds
 	// the same server state.
 	builtin *mcp.Server
@@ -57,6 +61,9 @@ type serverConn struct {
 	resBytes  int                       // HTML held in resources
 	listMeta  map[string]mcp.Meta       // resources/list entries' _meta, by URI
 	resGen    uint64
+
+	// cut counts the server's messages cut at the transport's limit.
+	cut atomic.Uint64
 }
 
 // Bounds of the resource cache. Its keys are URIs a server chose, so
@@ -151,7 +158,8 @@ type resourceEntry struct {
 
 func newServerConn(s *Service, agentID string, cfg ServerConfig) *serverConn {
 	timeout, _ := parseTimeout(cfg.Timeout, DefaultServerTimeout) // validated in New
-	c := &serverConn{svc: s, agentID: agentID, name: cfg.Name, cfg: cfg, timeout: timeout}
+	allowed, _ := mcpapps.ParsePermissions(cfg.Permissions)       // validated in New
+	c := &serverConn{svc: s, agentID: agentID, name: cfg.Name, cfg: cfg, timeout: timeout, allowed: allowed}
 	switch {
 	case cfg.Builtin == BuiltinDemo && s.opts.Builtins[BuiltinDemo] == nil:
 		c.builtin = demo.New(demo.Options{Now: s.opts.Now, Logger: s.log.With("server", cfg.Name)})
@@ -207,7 +215,7 @@ func (c *serverConn) transport(ctx context.Context) (mcp.Transport, error) {
 			cmd.Env = append(cmd.Env, k+"="+v)
 		}
 		cmd.Stderr = &logWriter{c: c}
-		return &mcp.CommandTransport{Command: cmd, TerminateDuration: 2 * time.Second}, nil
+		return &stdioTransport{cmd: cmd, maxLine: int(messageLimit(c.svc.maxResourceBytes())), terminate: 2 * time.Second, cut: &c.cut}, nil
 	}
 }
 
@@ -242,6 +250,7 @@ func (c *serverConn) httpClient() *http.Client {
 		t.ResponseHeaderTimeout = c.timeout + 5*time.Second
 		base = t
 	}
+	base = &cappedTransport{base: base, limit: messageLimit(c.svc.maxResourceBytes()), cut: &c.cut}
 	return &http.Client{Transport: &headerTransport{base: base, headers: c.cfg.Headers}}
 }
 
@@ -613,10 +622,18 @@ func (c *serverConn) resource(ctx context.Context, cs *mcp.ClientSession, uri st
 	if !haveMeta {
 		meta = listedUIMeta(ctx, cs)
 	}
+	cut := c.cut.Load()
 	res, err := cs.ReadResource(ctx, &mcp.ReadResourceParams{URI: uri})
 	if err != nil {
-		if sessionBroken(err) {
+		oversize := tooLarge(err) || c.cut.Load() != cut
+		if sessionBroken(err) || oversize {
+			// A message over the limit ends the connection where it was
+			// cut: the next use connects anew.
 			c.markDead(cs)
+		}
+		if oversize {
+			return &resourceEntry{refusal: sizeRefusal("the server's answer to resources/read is larger than the %d bytes read of one message (twice the HTML limit of %d bytes, and 1 MiB)",
+				messageLimit(c.svc.maxResourceBytes()), c.svc.maxResourceBytes())}, nil
 		}
 		return nil, c.scrub(err)
 	}
@@ -679,14 +696,24 @@ func (c *serverConn) cache(uri string, e *resourceEntry) {
 	c.resBytes += len(e.html)
 }
 
+// sizeRefusal is a "size" refusal that tells the operator which setting
+// raises the limit.
+func sizeRefusal(format string, args ...any) *mcpapps.RefusedError {
+	return &mcpapps.RefusedError{Reason: mcpapps.ReasonSize,
+		Detail: fmt.Sprintf(format, args...) + "; " + MaxHTMLSetting + " sets the limit"}
+}
+
 // check runs mcpapps' checks on a resource and prepares what each view of
 // it needs: the HTML, its SHA-256 and the CSP.
 func (c *serverConn) check(uri string, contents []*mcp.ResourceContents, listEntry mcp.Meta) *resourceEntry {
-	html, err := mcpapps.CheckResource(uri, contents, c.svc.opts.MaxResourceBytes)
+	html, err := mcpapps.CheckResource(uri, contents, c.svc.maxResourceBytes())
 	if err != nil {
 		var re *mcpapps.RefusedError
 		if !errors.As(err, &re) {
 			re = &mcpapps.RefusedError{Reason: mcpapps.ReasonContent, Detail: err.Error()}
+		}
+		if re.Reason == mcpapps.ReasonSize {
+			re = sizeRefusal("%s", re.Detail)
 		}
 		return &resourceEntry{refusal: re}
 	}

@@ -463,8 +463,7 @@ func (r *runState) makeView(ctx context.Context, c *serverConn, cs *mcp.ClientSe
 		// The view keeps the arguments and the result for 7 days and
 		// sends them to the browser: they are bounded like its HTML.
 		if n, limit := len(args)+len(result), r.svc.maxResourceBytes(); n > limit {
-			refusal = &mcpapps.RefusedError{Reason: mcpapps.ReasonSize,
-				Detail: fmt.Sprintf("the tool's arguments and result are %d bytes, more than the limit of %d", n, limit)}
+			refusal = sizeRefusal("the tool's arguments and result are %d bytes, more than the limit of %d", n, limit)
 		}
 	}
 	if refusal != nil {
@@ -477,6 +476,8 @@ func (r *runState) makeView(ctx context.Context, c *serverConn, cs *mcp.ClientSe
 		r.note("no view for %s/%s: %s: %s", c.name, tool, rf.Reason, rf.Detail)
 		return
 	}
+	asked := entry.ui.Permissions
+	granted := asked.Grant(r.svc.allowedPermissions(ctx, c, r.person.TenantID))
 	now := r.svc.now()
 	v := store.View{
 		ID:            newID(),
@@ -492,7 +493,8 @@ func (r *runState) makeView(ctx context.Context, c *serverConn, cs *mcp.ClientSe
 		HTMLSHA256:    entry.sha,
 		CSP:           entry.csp.Header,
 		CSPDropped:    entry.csp.Dropped,
-		Permissions:   entry.ui.Permissions,
+		Permissions:   asked,
+		Granted:       granted,
 		PrefersBorder: entry.ui.PrefersBorder,
 		Arguments:     args,
 		Result:        result,
@@ -504,8 +506,32 @@ func (r *runState) makeView(ctx context.Context, c *serverConn, cs *mcp.ClientSe
 	r.audit = append(r.audit, r.auditRecord(AuditView, map[string]any{
 		"view": v.ID, "server": c.name, "tool": tool, "uri": uri,
 		"sha256": entry.sha, "csp": entry.csp.Header, "cspDropped": entry.csp.Dropped,
+		"permissionsAsked": orEmpty(asked.Names()), "permissionsGranted": orEmpty(granted.Names()),
 	}))
 	r.svc.metrics.view(c.name)
+}
+
+// allowedPermissions are the permissions the views of c may be granted in
+// tenant: what the configuration file allows the server, and what the
+// tenant's admin allows it.
+func (s *Service) allowedPermissions(ctx context.Context, c *serverConn, tenant string) mcpapps.Permissions {
+	allowed := c.allowed
+	if s.opts.Access != nil {
+		// Names were checked when the admin saved them; an unknown one
+		// (from a newer version) allows nothing.
+		if p, err := mcpapps.ParsePermissions(s.opts.Access.AppPermissions(ctx, tenant, c.name)); err == nil {
+			allowed = allowed.Union(p)
+		}
+	}
+	return allowed
+}
+
+// orEmpty makes a nil list an empty one, so that the audit record shows [].
+func orEmpty(l []string) []string {
+	if l == nil {
+		return []string{}
+	}
+	return l
 }
 
 // viewResource returns the checked resource uri of a view, or its refusal.
@@ -619,6 +645,9 @@ func (s *Service) CallFromView(ctx context.Context, v store.View, caller Person,
 	res, err := s.govern(ctx, a, c, cs, args, toolCall{
 		person: caller, agentID: v.AgentID, tenantID: v.TenantID, fromView: true, viewID: v.ID, server: v.Server, tool: name,
 	}, decided)
+	if err == nil {
+		res = s.boundForView(res, name)
+	}
 	if aerr := rec(outcome(res, err), why(res, err), decided); aerr != nil {
 		return nil, errors.Join(err, aerr)
 	}
@@ -626,6 +655,24 @@ func (s *Service) CallFromView(ctx context.Context, v store.View, caller Person,
 		return nil, err
 	}
 	return res, nil
+}
+
+// boundForView replaces a result larger than the view limit by an error
+// result that says so: the page hands the result to the browser whole, and
+// the view cannot do more with a result than with its HTML.
+func (s *Service) boundForView(res *mcp.CallToolResult, name string) *mcp.CallToolResult {
+	raw, err := json.Marshal(res)
+	if err != nil {
+		return errorResult(fmt.Sprintf("the result of %s cannot be encoded: %v", name, err))
+	}
+	if limit := s.maxResourceBytes(); len(raw) > limit {
+		return errorResult(fmt.Sprintf("the result of %s is %d bytes, more than the %d a view receives; %s sets the limit", name, len(raw), limit, MaxHTMLSetting))
+	}
+	return res
+}
+
+func errorResult(text string) *mcp.CallToolResult {
+	return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: text}}}
 }
 
 func (s *Service) appendAudit(ctx context.Context, rec store.AuditRecord) error {

@@ -63,7 +63,7 @@ func hostileServer(override func(ctx context.Context, method string, req mcp.Req
 		srv.AddTool(&mcp.Tool{Name: "huge_result", Title: "Huge\nresult " + strings.Repeat("t", 1<<16), InputSchema: map[string]any{"type": "object"},
 			Meta: mcp.Meta{"ui": map[string]any{"resourceUri": hostileViewURI}}},
 			func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-				return textResult("start " + strings.Repeat("r", 3<<20)), nil
+				return textResult("start " + strings.Repeat("r", mcpapps.DefaultMaxResourceBytes)), nil
 			})
 		srv.AddTool(&mcp.Tool{Name: "mute_view", InputSchema: map[string]any{"type": "object"},
 			Meta: mcp.Meta{"ui": map[string]any{"resourceUri": "ui://evil/mute.html"}}},
@@ -263,6 +263,9 @@ func TestHugeResultMakesNoView(t *testing.T) {
 	if len(ans.Views) != 0 || len(ans.Refusals) != 1 || ans.Refusals[0].Reason != mcpapps.ReasonSize {
 		t.Fatalf("views %d, refusals %+v", len(ans.Views), ans.Refusals)
 	}
+	if d := ans.Refusals[0].Detail; !strings.Contains(d, strconv.Itoa(mcpapps.DefaultMaxResourceBytes)) || !strings.Contains(d, agent.MaxHTMLSetting) {
+		t.Errorf("refusal %q does not name the limit and %s", d, agent.MaxHTMLSetting)
+	}
 	if !strings.Contains(ans.Text, "start rrrr") {
 		t.Errorf("the answer does not stand: %.100q", ans.Text)
 	}
@@ -342,5 +345,40 @@ func TestResourceThatNeverAnswers(t *testing.T) {
 	// The server is still usable.
 	if ans := run(t, s, "/view_tool {}"); len(ans.Views) != 1 {
 		t.Errorf("after the mute resource: views %d, refusals %+v", len(ans.Views), ans.Refusals)
+	}
+}
+
+// What a view's tools/call returns goes to the browser whole: a result
+// larger than the view limit comes back as an error result that names the
+// limit and its setting, audited as an error, and a normal call still works.
+func TestViewCallResultIsBounded(t *testing.T) {
+	st := openStore(t)
+	none := func(context.Context, string, mcp.Request) (mcp.Result, bool) { return nil, false }
+	s := newService(t, hostileConfig(), agent.Options{Store: st, AppsEnabled: true,
+		Builtins: map[string]func() *mcp.Server{"evil": hostileServer(none)}})
+	ans := run(t, s, "/view_tool {}")
+	if len(ans.Views) != 1 {
+		t.Fatalf("views %d, refusals %+v", len(ans.Views), ans.Refusals)
+	}
+	v := ans.Views[0]
+	res, err := s.CallFromView(context.Background(), v, alice, "huge_result", json.RawMessage(`{}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := ""
+	if len(res.Content) == 1 {
+		if tc, ok := res.Content[0].(*mcp.TextContent); ok {
+			text = tc.Text
+		}
+	}
+	if !res.IsError || !strings.Contains(text, strconv.Itoa(mcpapps.DefaultMaxResourceBytes)) || !strings.Contains(text, agent.MaxHTMLSetting) {
+		t.Errorf("huge result for the view: isError %v, %.200q", res.IsError, text)
+	}
+	if res, err := s.CallFromView(context.Background(), v, alice, "ok_tool", json.RawMessage(`{}`)); err != nil || res.IsError {
+		t.Errorf("ok_tool after the huge result: %v %+v", err, res)
+	}
+	recs := audit(t, st, agent.AuditAppCall)
+	if len(recs) != 2 || field(recs[0], "result") != agent.ResultError || field(recs[1], "result") != agent.ResultOK {
+		t.Errorf("agent.mcp_app.call records: %+v", recs)
 	}
 }

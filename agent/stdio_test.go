@@ -20,6 +20,13 @@ import (
 const stdioServerEnv = "AGENT_TEST_STDIO_SERVER"
 
 func TestMain(m *testing.M) {
+	if os.Getenv(hugeEnv) == "1" {
+		if err := serveHugeStdio(); err != nil {
+			fmt.Fprintln(os.Stderr, "huge stdio server:", err)
+			os.Exit(1)
+		}
+		os.Exit(0)
+	}
 	if os.Getenv(stdioServerEnv) == "1" {
 		if err := serveStdio(); err != nil {
 			fmt.Fprintln(os.Stderr, "stdio server:", err)

@@ -16,11 +16,23 @@ import (
 //	style-src 'self' 'unsafe-inline'; img-src 'self' data:;
 //	media-src 'self' data:; connect-src 'none'; object-src 'none'
 //
-// with four directives that default-src does not cover, or covers more
-// strictly than a single-file view needs:
+// widened only by sources that stay inside the document, and with four
+// directives that default-src does not cover, or covers more strictly than
+// a single-file view needs:
 //
-//   - font-src 'self' data:, so that fonts inlined as data: URLs by a bundler
-//     work like inlined images; a data: URL loads nothing from outside.
+//   - script-src adds 'unsafe-eval', blob: and data:. The document already
+//     runs its own inline script, so evaluating a string (new Function, as
+//     3D and charting libraries do) or running a script the view carries
+//     inline as a data: URL or made itself as a blob: URL (a PDF renderer
+//     loads its worker code so) gives it no power it lacks; none of them
+//     loads anything from elsewhere. Without them real views draw nothing.
+//   - img-src, font-src and media-src add blob:, and worker-src 'self'
+//     blob: is written out: a blob: URL names bytes the document already
+//     holds (a decoded PDF page, a recorded clip, a worker built from its
+//     own source), never a place outside it. connect-src stays 'none', so
+//     a worker can no more reach out than the document.
+//   - font-src 'self' data: blob:, so that fonts inlined as data: URLs by a
+//     bundler work like inlined images.
 //   - frame-src 'none', as the specification says for absent frameDomains
 //     (default-src already implies it; written out so the header says it).
 //   - base-uri 'none', stricter than the specification's 'self': a <base>
@@ -32,20 +44,30 @@ import (
 //     connect-src is 'none'. A view granted allow-forms still handles its
 //     forms in script and calls tools through the host.
 //
-// frame-ancestors is deliberately absent: which of the service's own
+// data: and blob: are fixed sources of the host, never declarable: a
+// server's declared data: or blob: entry is dropped like any non-https
+// entry. frame-ancestors is deliberately absent: which of the service's own
 // origins may frame its documents is the view page's decision, not the
 // extension's.
 const DefaultCSP = "default-src 'none'; " +
-	"script-src 'self' 'unsafe-inline'; " +
+	"script-src 'self' 'unsafe-inline' 'unsafe-eval' blob: data:; " +
 	"style-src 'self' 'unsafe-inline'; " +
-	"img-src 'self' data:; " +
-	"font-src 'self' data:; " +
-	"media-src 'self' data:; " +
+	"img-src 'self' data: blob:; " +
+	"font-src 'self' data: blob:; " +
+	"media-src 'self' data: blob:; " +
+	"worker-src 'self' blob:; " +
 	"connect-src 'none'; " +
 	"frame-src 'none'; " +
 	"object-src 'none'; " +
 	"base-uri 'none'; " +
 	"form-action 'none'"
+
+// The fixed sources of the directives that declared resource origins join.
+// Each names only the document itself or bytes it already holds.
+const (
+	scriptSources = "'self' 'unsafe-inline' 'unsafe-eval' blob: data:"
+	localSources  = "'self' data: blob:"
+)
 
 // MaxDomainsPerField bounds how many entries of one csp field are read. The
 // rest are dropped as one DroppedEntry, so that a server cannot make a view's
@@ -73,7 +95,9 @@ type Policy struct {
 // replace connect-src 'none'; frameDomains replace frame-src 'none';
 // baseUriDomains replace base-uri 'none'. Nothing else can change: the
 // directive names and the keywords are fixed, so no declaration can add a
-// directive, a keyword such as 'unsafe-eval', or a scheme source.
+// directive, a keyword, or a scheme source: the host's own fixed sources
+// ('unsafe-eval', data:, blob:) are the same for every view, and a server
+// that declares them gets nothing more.
 //
 // The origin grammar: "https://" (any case), a host, an optional ":port"
 // (1 to 65535, decimal, no leading zero), and optionally a single trailing
@@ -130,11 +154,12 @@ func BuildCSP(d CSPDomains) Policy {
 		return ""
 	}
 	directive("default-src", "'none'", nil)
-	directive("script-src", "'self' 'unsafe-inline'", resource)
+	directive("script-src", scriptSources, resource)
 	directive("style-src", "'self' 'unsafe-inline'", resource)
-	directive("img-src", "'self' data:", resource)
-	directive("font-src", "'self' data:", resource)
-	directive("media-src", "'self' data:", resource)
+	directive("img-src", localSources, resource)
+	directive("font-src", localSources, resource)
+	directive("media-src", localSources, resource)
+	directive("worker-src", "'self' blob:", nil)
 	directive("connect-src", orNone(connect), connect)
 	directive("frame-src", orNone(frame), frame)
 	directive("object-src", "'none'", nil)

@@ -12,11 +12,18 @@ import (
 )
 
 // The spec's default (specification/2026-01-26/apps.mdx, "Restrictive
-// Default") plus font-src, frame-src, base-uri and form-action, written out
+// Default") with the sources that stay inside the document ('unsafe-eval',
+// blob: and data: for scripts, blob: for images, fonts and media, worker-src), plus
+// font-src, worker-src, frame-src, base-uri and form-action, written out
 // here again so that a change to DefaultCSP must be made twice on purpose.
-const wantDefaultCSP = "default-src 'none'; script-src 'self' 'unsafe-inline'; style-src 'self' 'unsafe-inline'; " +
-	"img-src 'self' data:; font-src 'self' data:; media-src 'self' data:; connect-src 'none'; frame-src 'none'; " +
-	"object-src 'none'; base-uri 'none'; form-action 'none'"
+const wantDefaultCSP = "default-src 'none'; script-src 'self' 'unsafe-inline' 'unsafe-eval' blob: data:; style-src 'self' 'unsafe-inline'; " +
+	"img-src 'self' data: blob:; font-src 'self' data: blob:; media-src 'self' data: blob:; worker-src 'self' blob:; " +
+	"connect-src 'none'; frame-src 'none'; object-src 'none'; base-uri 'none'; form-action 'none'"
+
+// insideOnly are the only sources besides 'self' and declared https://
+// origins that a view's policy may hold: each names the document itself or
+// bytes it already holds, never a place outside it.
+var insideOnly = []string{"'self'", "'none'", "'unsafe-inline'", "'unsafe-eval'", "data:", "blob:"}
 
 // directive is one parsed CSP directive.
 type directive struct {
@@ -68,6 +75,60 @@ func TestDefaultCSP(t *testing.T) {
 			t.Errorf("%s = %v, want 'none'", name, got)
 		}
 	}
+	for _, d := range parseCSP(DefaultCSP) {
+		for _, src := range d.Sources {
+			if !slices.Contains(insideOnly, src) {
+				t.Errorf("%s holds %q, which reaches outside the document", d.Name, src)
+			}
+		}
+	}
+	// What real views need from inside the document.
+	for name, want := range map[string][]string{
+		"script-src": {"'unsafe-eval'", "blob:", "data:"}, "img-src": {"blob:"}, "font-src": {"blob:"},
+		"media-src": {"blob:"}, "worker-src": {"'self'", "blob:"},
+	} {
+		for _, w := range want {
+			if !slices.Contains(sourcesOf(DefaultCSP, name), w) {
+				t.Errorf("%s lacks %s", name, w)
+			}
+		}
+	}
+}
+
+// A server cannot declare the host's own sources, nor any other scheme: a
+// declared data:, blob:, http: or keyword entry is dropped with a reason
+// (which the agent writes to the audit log) and the header stays the
+// default, whichever field it was declared in.
+func TestBuildCSPHostSourcesAreNotDeclarable(t *testing.T) {
+	entries := []string{
+		"data:", "blob:", "'unsafe-eval'", "http://cdn.example.com", "data:text/javascript,alert(1)",
+		"blob:https://cdn.example.com/3f2a", "HTTP://CDN.EXAMPLE.COM/", "filesystem:", "https://*",
+	}
+	for _, field := range []string{"resourceDomains", "connectDomains", "frameDomains", "baseUriDomains"} {
+		var d CSPDomains
+		switch field {
+		case "resourceDomains":
+			d.ResourceDomains = entries
+		case "connectDomains":
+			d.ConnectDomains = entries
+		case "frameDomains":
+			d.FrameDomains = entries
+		case "baseUriDomains":
+			d.BaseURIDomains = entries
+		}
+		p := BuildCSP(d)
+		if p.Header != DefaultCSP {
+			t.Errorf("%s: header changed to\n%s", field, p.Header)
+		}
+		if len(p.Dropped) != len(entries) {
+			t.Fatalf("%s: dropped %d entries, want %d: %+v", field, len(p.Dropped), len(entries), p.Dropped)
+		}
+		for i, de := range p.Dropped {
+			if de.Field != field || de.Value != entries[i] || de.Reason == "" {
+				t.Errorf("%s: dropped %+v, want %q with a reason", field, de, entries[i])
+			}
+		}
+	}
 }
 
 func TestBuildCSPFullDeclaration(t *testing.T) {
@@ -78,9 +139,9 @@ func TestBuildCSPFullDeclaration(t *testing.T) {
 		BaseURIDomains:  []string{"https://cdn.example.com"},
 	})
 	const res = "https://*.cloudflare.com https://cdn.example.com"
-	want := "default-src 'none'; script-src 'self' 'unsafe-inline' " + res + "; style-src 'self' 'unsafe-inline' " + res +
-		"; img-src 'self' data: " + res + "; font-src 'self' data: " + res + "; media-src 'self' data: " + res +
-		"; connect-src https://api.example.com; frame-src https://www.youtube.com; object-src 'none'" +
+	want := "default-src 'none'; script-src 'self' 'unsafe-inline' 'unsafe-eval' blob: data: " + res + "; style-src 'self' 'unsafe-inline' " + res +
+		"; img-src 'self' data: blob: " + res + "; font-src 'self' data: blob: " + res + "; media-src 'self' data: blob: " + res +
+		"; worker-src 'self' blob:; connect-src https://api.example.com; frame-src https://www.youtube.com; object-src 'none'" +
 		"; base-uri https://cdn.example.com; form-action 'none'"
 	if p.Header != want {
 		t.Errorf("header =\n%s\nwant\n%s", p.Header, want)
@@ -399,8 +460,25 @@ func FuzzBuildCSP(f *testing.F) {
 				accepted[field] = origins
 			}
 		}
-		if strings.Contains(p.Header, "'unsafe-eval'") || strings.Contains(p.Header, " * ") || strings.HasSuffix(p.Header, " *") {
+		if strings.Contains(p.Header, " * ") || strings.HasSuffix(p.Header, " *") {
 			t.Fatalf("header widened: %q", p.Header)
+		}
+		// No input adds an origin that is not declared https://: every
+		// source is a fixed one of the default, or an origin that some
+		// entry of its field, lower-cased, spells exactly.
+		for _, dir := range got {
+			for _, src := range dir.Sources {
+				if slices.Contains(insideOnly, src) {
+					continue
+				}
+				field, ok := fieldOf[dir.Name]
+				if !ok || !strings.HasPrefix(src, "https://") {
+					t.Fatalf("%s holds %q, neither a fixed source nor a declarable https origin", dir.Name, src)
+				}
+				if !slices.ContainsFunc(declared[field], func(e string) bool { return normalize(e) == src && strings.HasPrefix(strings.ToLower(e), "https://") }) {
+					t.Fatalf("%s holds %q, which no entry of %s declared", dir.Name, src, field)
+				}
+			}
 		}
 
 		// Accounting: each entry read is accepted (its normalized form is in

@@ -17,9 +17,11 @@ const ExtensionID = "io.modelcontextprotocol/ui"
 const MIMEType = "text/html;profile=mcp-app"
 
 // DefaultMaxResourceBytes bounds the HTML of one view when the caller sets no
-// limit: large enough for a bundled single-file app, small enough that one
-// server cannot fill the store.
-const DefaultMaxResourceBytes = 2 << 20
+// limit: large enough for the bundled single-file views real servers ship
+// (a PDF renderer or a 3D engine is several megabytes; the largest
+// official example is 4.3 MB), small enough that one server cannot fill
+// the store.
+const DefaultMaxResourceBytes = 8 << 20
 
 // Who may call a tool, as listed in _meta.ui.visibility.
 const (
@@ -45,7 +47,9 @@ type CSPDomains struct {
 }
 
 // Permissions are the sandbox permissions a resource asks for in
-// _meta.ui.permissions. Only Forms is ever granted.
+// _meta.ui.permissions, or those a view was granted. Forms is granted
+// whenever asked; the others only where the operator or the tenant's
+// admin allowed them for the view's server (see Grant).
 type Permissions struct {
 	Camera         bool `json:"camera,omitempty"`
 	Microphone     bool `json:"microphone,omitempty"`

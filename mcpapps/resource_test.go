@@ -232,7 +232,7 @@ func TestRealServerInMemory(t *testing.T) {
 	}
 	p := BuildCSP(ui.CSP)
 	if !strings.Contains(p.Header, "connect-src https://api.weather.example;") ||
-		!strings.Contains(p.Header, "script-src 'self' 'unsafe-inline' https://cdn.example.com;") {
+		!strings.Contains(p.Header, "script-src 'self' 'unsafe-inline' 'unsafe-eval' blob: data: https://cdn.example.com;") {
 		t.Errorf("CSP = %q, want the declared https origins", p.Header)
 	}
 	if diff := cmp.Diff([]DroppedEntry{{Field: "connectDomains", Value: "http://insecure.example", Reason: "http: is not https:"}}, p.Dropped); diff != "" {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -92,11 +93,24 @@ func TestBrowserPlayground(t *testing.T) {
 	}
 	tb.must(mainFrame, `(() => { const p = document.getElementById("preset"); p.value = "0"; p.dispatchEvent(new Event("change")); return true; })()`)
 
+	// Leaving the chat takes its messages off the transcript (as picking
+	// Alex did): the view is told first (ui/resource-teardown, which it
+	// writes to its console here) and its frames go once it has answered.
+	tb.wait(viewFrame, `document.body.dataset.state === "ready"`, "the view shown again in the personal chat")
+	tb.must(viewFrame, `window.addEventListener("message", (e) => { if (e.data && e.data.method === "ui/resource-teardown") { console.log("teardown reached the view: " + e.data.params.reason); } }); true`)
+
 	// A group chat: the message carries <at>Assistant</at> and its
 	// mention entity, and is answered.
 	tb.must(mainFrame, `(() => { const r = document.querySelector('input[name="kind"][value="groupChat"]'); r.checked = true; r.dispatchEvent(new Event("change")); return true; })()`)
 	tb.wait(mainFrame, `document.getElementById("conversation-id").textContent.endsWith("@thread.v2") && !document.getElementById("mention-box").hidden`, "the group chat")
 	group := tb.str(mainFrame, `document.getElementById("conversation-id").textContent`)
+	tb.wait(mainFrame, `document.querySelector(".inline-view iframe.proxy") === null`, "the personal chat's view removed")
+	tb.mu.Lock()
+	reached := slices.ContainsFunc(tb.log, func(l string) bool { return strings.Contains(l, "teardown reached the view") })
+	tb.mu.Unlock()
+	if !reached {
+		t.Errorf("the personal chat's view was removed without ui/resource-teardown")
+	}
 	tb.send("/tools")
 	tb.wait(mainFrame, `(() => { const c = document.querySelector(".msg.bot .ac-card"); return c !== null && c.innerText.includes("sales_report"); })()`, "the answer to /tools in the group chat")
 	if got := tb.str(mainFrame, `document.querySelector(".msg.user .at").textContent`); got != "Assistant" {

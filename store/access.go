@@ -12,6 +12,8 @@ import (
 	"unicode/utf8"
 
 	"go.etcd.io/bbolt"
+
+	"teamsbot/mcpapps"
 )
 
 // Kinds of binding subjects.
@@ -340,11 +342,17 @@ type TenantSettings struct {
 	// every call of every agent in the tenant, on top of the rules the
 	// service's configuration gives each agent. The store checks only
 	// their number and size; access checks their syntax.
-	DenyTools []string  `json:"denyTools,omitempty"`
-	Redact    []string  `json:"redact,omitempty"`
-	UpdatedBy string    `json:"updatedBy,omitempty"`
-	UpdatedAt time.Time `json:"updatedAt"`
-	Version   uint64    `json:"version"`
+	DenyTools []string `json:"denyTools,omitempty"`
+	Redact    []string `json:"redact,omitempty"`
+	// AppPermissions are the permissions the tenant's admin allows the
+	// views of each MCP server (by the server's configured name), beside
+	// what the configuration file allows every tenant: camera, microphone,
+	// geolocation, clipboardWrite. The store checks only their number and
+	// size; access checks the names.
+	AppPermissions map[string][]string `json:"appPermissions,omitempty"`
+	UpdatedBy      string              `json:"updatedBy,omitempty"`
+	UpdatedAt      time.Time           `json:"updatedAt"`
+	Version        uint64              `json:"version"`
 }
 
 // Bounds of a tenant's own data rules.
@@ -364,6 +372,37 @@ func checkRules(what string, rules []string) error {
 		}
 		if err := checkText(fmt.Sprintf("%s[%d]", what, i), r, MaxTenantRuleText); err != nil {
 			return err
+		}
+	}
+	return nil
+}
+
+// Bounds of a tenant's permissions for views.
+const (
+	MaxAppPermissionServers = 100 // servers with permissions
+	maxPermissionsPerServer = 8
+	maxPermissionName       = 32
+)
+
+// checkAppPermissions bounds a tenant's permissions for views.
+func checkAppPermissions(m map[string][]string) error {
+	if len(m) > MaxAppPermissionServers {
+		return fmt.Errorf("permissions for %d servers, at most %d: %w", len(m), MaxAppPermissionServers, ErrInvalid)
+	}
+	for server, names := range m {
+		if err := checkText("permission server", server, maxIDLen); err != nil {
+			return err
+		}
+		if server == "" || len(names) > maxPermissionsPerServer {
+			return fmt.Errorf("permissions of server %.64q: an empty name or more than %d: %w", server, maxPermissionsPerServer, ErrInvalid)
+		}
+		for _, n := range names {
+			if err := checkText("permission", n, maxPermissionName); err != nil {
+				return err
+			}
+		}
+		if _, err := mcpapps.ParsePermissions(names); err != nil {
+			return fmt.Errorf("permissions of server %.64q: %w: %w", server, err, ErrInvalid)
 		}
 	}
 	return nil
@@ -414,6 +453,9 @@ func (s *Store) PutTenantSettings(ctx context.Context, ts TenantSettings, wantVe
 		return TenantSettings{}, fmt.Errorf("settings of tenant %s: %w", ts.TenantID, err)
 	}
 	if err := errors.Join(checkRules("denied tools", ts.DenyTools), checkRules("redacted patterns", ts.Redact)); err != nil {
+		return TenantSettings{}, fmt.Errorf("settings of tenant %s: %w", ts.TenantID, err)
+	}
+	if err := checkAppPermissions(ts.AppPermissions); err != nil {
 		return TenantSettings{}, fmt.Errorf("settings of tenant %s: %w", ts.TenantID, err)
 	}
 	if ts.UpdatedAt.IsZero() {

@@ -15,25 +15,29 @@ const ViewLifetime = 7 * 24 * time.Hour
 // it and what the access rule needs to decide who may open it. The HTML is
 // kept apart, once per SHA-256. It is stored as JSON under these names.
 type View struct {
-	ID            string                 `json:"id"`
-	RunID         string                 `json:"runId"`
-	AgentID       string                 `json:"agentId"`
-	TenantID      string                 `json:"tenantId"`
-	UserID        string                 `json:"userId,omitempty"` // empty: a run with no person
-	UserName      string                 `json:"userName,omitempty"`
-	Server        string                 `json:"server"`
-	Tool          string                 `json:"tool"`
-	ToolTitle     string                 `json:"toolTitle,omitempty"`
-	ResourceURI   string                 `json:"resourceUri"`
-	HTMLSHA256    string                 `json:"htmlSha256"` // lower-case hex; the store's key of the HTML
-	CSP           string                 `json:"csp"`        // the header value the view is served under (mcpapps.BuildCSP)
-	CSPDropped    []mcpapps.DroppedEntry `json:"cspDropped,omitempty"`
-	Permissions   mcpapps.Permissions    `json:"permissions"` // as asked; only Forms is granted
-	PrefersBorder *bool                  `json:"prefersBorder,omitempty"`
-	Arguments     json.RawMessage        `json:"arguments"`
-	Result        json.RawMessage        `json:"result"` // a CallToolResult as JSON
-	CreatedAt     time.Time              `json:"createdAt"`
-	ExpiresAt     time.Time              `json:"expiresAt"`
+	ID          string                 `json:"id"`
+	RunID       string                 `json:"runId"`
+	AgentID     string                 `json:"agentId"`
+	TenantID    string                 `json:"tenantId"`
+	UserID      string                 `json:"userId,omitempty"` // empty: a run with no person
+	UserName    string                 `json:"userName,omitempty"`
+	Server      string                 `json:"server"`
+	Tool        string                 `json:"tool"`
+	ToolTitle   string                 `json:"toolTitle,omitempty"`
+	ResourceURI string                 `json:"resourceUri"`
+	HTMLSHA256  string                 `json:"htmlSha256"` // lower-case hex; the store's key of the HTML
+	CSP         string                 `json:"csp"`        // the header value the view is served under (mcpapps.BuildCSP)
+	CSPDropped  []mcpapps.DroppedEntry `json:"cspDropped,omitempty"`
+	Permissions mcpapps.Permissions    `json:"permissions"` // as asked
+	// Granted is what the view was granted of Permissions when it was
+	// made: forms whenever asked, the others where allowed for its server.
+	// Views kept before it existed were granted forms only.
+	Granted       mcpapps.Permissions `json:"granted"`
+	PrefersBorder *bool               `json:"prefersBorder,omitempty"`
+	Arguments     json.RawMessage     `json:"arguments"`
+	Result        json.RawMessage     `json:"result"` // a CallToolResult as JSON
+	CreatedAt     time.Time           `json:"createdAt"`
+	ExpiresAt     time.Time           `json:"expiresAt"`
 	// RevokedAt and RevokedBy are set by RevokeView: from then on the
 	// view answers as expired.
 	RevokedAt time.Time `json:"revokedAt,omitzero"`

@@ -44,7 +44,8 @@ func nodeTool(t *testing.T, name string) string {
 // as a stdio subprocess of the agent, completes the handshake inside the
 // page's two sandboxed frames, receives tool-input and tool-result, and its
 // debug-log calls go through the page and the governed path to the server,
-// which writes them to DEBUG_LOG_FILE. The frames come from the page's own
+// which writes them to DEBUG_LOG_FILE; Close sends ui/resource-teardown,
+// which reaches the view's onteardown. The frames come from the page's own
 // origin here (no SandboxBaseURL), the default configuration, and the page
 // is opened under another host name than the public base URL's
 // (127.0.0.1 for localhost), as the README's local walk-through does.
@@ -117,6 +118,18 @@ func TestBrowserOfficialDebugServer(t *testing.T) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+
+	// Close: the page sends ui/resource-teardown and waits for the answer.
+	// The SDK's onteardown of the debug view logs the event through its
+	// debug-log tool before it answers, so the server writes it down.
+	tb.must(mainFrame, `document.getElementById("close").click(); true`)
+	for !slices.Contains(events(), "onteardown") {
+		if time.Now().After(deadline) {
+			t.Fatalf("DEBUG_LOG_FILE lacks onteardown after Close: %q\n%s", events(), tb.dump())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	tb.wait(mainFrame, `!document.getElementById("proxy") && document.getElementById("status").textContent.includes("closed")`, "the frames removed")
 }
 
 // extView bundles testdata/ext-apps-view/view.ts (which imports the

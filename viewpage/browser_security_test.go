@@ -472,6 +472,63 @@ func TestBrowserBridge(t *testing.T) {
 		}
 		tb.wait(viewFrame, `window.violations.some(v => v.startsWith("img-src"))`, "an img-src violation")
 	})
+
+	// What the policy allows stays inside the document: a string evaluated
+	// as script, a script, an image and a worker the view made itself as
+	// blob: URLs all run, with no violation; reaching out still fails.
+	t.Run("inside the document", func(t *testing.T) {
+		before := len(tb.must(viewFrame, `window.violations`).([]any))
+		got := asMap(t, tb.must(viewFrame, `(async () => {
+			const out = {};
+			out.eval = new Function("return 6 * 7")();
+			const script = document.createElement("script");
+			script.src = URL.createObjectURL(new Blob(["window.fromBlob = 'ran'"], {type: "text/javascript"}));
+			await new Promise((resolve) => { script.onload = resolve; script.onerror = resolve; document.body.appendChild(script); });
+			out.blobScript = window.fromBlob || "blocked";
+			const svg = new Blob(['<svg xmlns="http://www.w3.org/2000/svg" width="4" height="4"/>'], {type: "image/svg+xml"});
+			out.blobImage = await new Promise((resolve) => { const i = new Image(); i.onload = () => resolve("loaded"); i.onerror = () => resolve("blocked"); i.src = URL.createObjectURL(svg); });
+			const w = new Worker(URL.createObjectURL(new Blob(["postMessage(new Function('return 1 + 1')())"], {type: "text/javascript"})));
+			out.worker = await new Promise((resolve) => { w.onmessage = (e) => resolve(e.data); w.onerror = () => resolve("blocked"); setTimeout(() => resolve("timeout"), 5000); });
+			out.workerFetch = await new Promise((resolve) => {
+				const f = new Worker(URL.createObjectURL(new Blob(["fetch(" + JSON.stringify(location.origin === "null" ? "`+e.base+`/healthz" : "/healthz") + ").then(() => postMessage('fetched'), () => postMessage('failed'))"], {type: "text/javascript"})));
+				f.onmessage = (e) => resolve(e.data); f.onerror = () => resolve("blocked"); setTimeout(() => resolve("timeout"), 5000);
+			});
+			return out;
+		})()`))
+		want := map[string]any{"eval": float64(42), "blobScript": "ran", "blobImage": "loaded", "worker": float64(2), "workerFetch": "failed"}
+		for k, w := range want {
+			if got[k] != w {
+				t.Errorf("%s: %v, want %v", k, got[k], w)
+			}
+		}
+		vs := tb.must(viewFrame, `window.violations`).([]any)
+		for _, v := range vs[before:] {
+			if !strings.HasPrefix(v.(string), "connect-src") {
+				t.Errorf("violation inside the document: %v", v)
+			}
+		}
+	})
+
+	// The MCP Apps specification: the host sends ui/resource-teardown
+	// before it removes a view, and waits for the answer. Close on the
+	// view page does so; once the view answers, its frames are gone.
+	t.Run("resource-teardown", func(t *testing.T) {
+		tb.must(mainFrame, `document.getElementById("close").click(); true`)
+		tb.wait(viewFrame, `window.received.some(m => m && m.method === "ui/resource-teardown")`, "ui/resource-teardown in the view")
+		req := asMap(t, tb.must(viewFrame, `window.received.find(m => m && m.method === "ui/resource-teardown")`))
+		if _, ok := req["id"].(string); !ok {
+			t.Errorf("teardown request without an id: %v", req)
+		}
+		if reason, _ := asMap(t, req["params"])["reason"].(string); reason == "" {
+			t.Errorf("teardown request without a reason: %v", req)
+		}
+		tb.must(viewFrame, `(() => {
+			const m = window.received.find(m => m && m.method === "ui/resource-teardown");
+			window.parent.postMessage({jsonrpc: "2.0", id: m.id, result: {}}, "*");
+			return true;
+		})()`)
+		tb.wait(mainFrame, `!document.getElementById("proxy") && document.getElementById("status").textContent.includes("closed")`, "the frames removed after the answer")
+	})
 }
 
 // How Chromium checks frame-ancestors for a document framed by the

@@ -66,6 +66,13 @@ func browser(t *testing.T) context.Context {
 			chromedp.Flag("disable-sync", true),
 			chromedp.Flag("disable-dev-shm-usage", true),
 			chromedp.Flag("disable-popup-blocking", true),
+			// A fake microphone and camera, and the permission prompt
+			// answered yes: what a view may use is then decided by the
+			// frames' allow attribute alone, which is what the tests check.
+			chromedp.Flag("use-fake-ui-for-media-stream", true),
+			chromedp.Flag("use-fake-device-for-media-stream", true),
+			// WebGL in software, for views that draw in 3D.
+			chromedp.Flag("enable-unsafe-swiftshader", true),
 			// Keep sandboxed (opaque-origin) frames in the page's process
 			// so one DevTools target sees inside them.
 			chromedp.Flag("disable-features", "IsolateSandboxedIframes,SitePerProcess,site-per-process,Translate"),

@@ -58,3 +58,29 @@ func newLabEnv(t testing.TB) *env {
 		builtins: map[string]func() *mcp.Server{"lab": labServer(t)},
 	})
 }
+
+// askingLabServer serves the lab view under a resource that asks for the
+// camera, the microphone and writing to the clipboard.
+func askingLabServer(t testing.TB) func() *mcp.Server {
+	html, err := os.ReadFile("testdata/lab-view.html")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return func() *mcp.Server {
+		srv := mcp.NewServer(&mcp.Implementation{Name: "asking", Version: "1.0.0"}, nil)
+		srv.AddTool(&mcp.Tool{Name: "asking_view", InputSchema: map[string]any{"type": "object"},
+			Meta: mcp.Meta{"ui": map[string]any{"resourceUri": "ui://asking/view.html"}}},
+			func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+				return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "asking"}}}, nil
+			})
+		asks := map[string]any{"camera": map[string]any{}, "microphone": map[string]any{}, "clipboardWrite": map[string]any{}}
+		srv.AddResource(&mcp.Resource{URI: "ui://asking/view.html", Name: "asking view", MIMEType: mcpapps.MIMEType},
+			func(context.Context, *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
+				return &mcp.ReadResourceResult{Contents: []*mcp.ResourceContents{{
+					URI: "ui://asking/view.html", MIMEType: mcpapps.MIMEType, Text: string(html),
+					Meta: mcp.Meta{"ui": map[string]any{"permissions": asks}},
+				}}}, nil
+			})
+		return srv
+	}
+}

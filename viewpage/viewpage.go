@@ -514,8 +514,15 @@ type ViewInfo struct {
 	// ExpiresAt is when the view stops being served.
 	ExpiresAt time.Time `json:"expiresAt"`
 	// Permissions are what the view was granted of what its server
-	// asked for: only forms, ever (see Sandbox).
+	// asked for: forms whenever asked (see Sandbox), the others only where
+	// the configuration file or the tenant's admin allowed them for its
+	// server (see Allow).
 	Permissions Granted `json:"permissions"`
+	// Allow is the allow attribute (Permissions Policy) of both frames:
+	// the granted features, such as "microphone", separated by "; ";
+	// empty when none was granted. The proxy frame carries it too because
+	// a frame can delegate only what it was delegated.
+	Allow string `json:"allow"`
 	// Sandbox is the sandbox attribute of both frames: "allow-scripts",
 	// plus "allow-forms" only when the server asked for forms. The proxy
 	// frame carries it too because a frame inherits its parent's sandbox
@@ -528,7 +535,11 @@ type ViewInfo struct {
 // Granted are the sandbox permissions a view was granted, as the page
 // tells the view in ui/initialize.
 type Granted struct {
-	Forms bool `json:"forms,omitempty"`
+	Camera         bool `json:"camera,omitempty"`
+	Microphone     bool `json:"microphone,omitempty"`
+	Geolocation    bool `json:"geolocation,omitempty"`
+	ClipboardWrite bool `json:"clipboardWrite,omitempty"`
+	Forms          bool `json:"forms,omitempty"`
 }
 
 // viewAPI serves GET /api/mcp-apps/{id}.
@@ -556,10 +567,12 @@ func (h *Handler) viewAPI(c echo.Context) error {
 			"&token=" + h.keys.mint(purposeProxy, v.ID, now),
 		ViewURL: h.frameBase() + "/sandbox/views/" + url.PathEscape(v.ID) +
 			"?token=" + h.keys.mint(purposeView, v.ID, now),
-		Arguments:     jsonObjectOr(v.Arguments, `{}`),
-		Result:        toolResultJSON(v.Result),
-		ExpiresAt:     v.ExpiresAt.UTC(),
-		Permissions:   Granted{Forms: v.Permissions.Forms},
+		Arguments: jsonObjectOr(v.Arguments, `{}`),
+		Result:    toolResultJSON(v.Result),
+		ExpiresAt: v.ExpiresAt.UTC(),
+		Permissions: Granted{Camera: v.Granted.Camera, Microphone: v.Granted.Microphone, Geolocation: v.Granted.Geolocation,
+			ClipboardWrite: v.Granted.ClipboardWrite, Forms: v.Permissions.Forms},
+		Allow:         strings.Join(v.Granted.PolicyFeatures(), "; "),
 		Sandbox:       sandboxFor(v.Permissions.Forms),
 		PrefersBorder: v.PrefersBorder,
 	}

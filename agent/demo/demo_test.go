@@ -569,7 +569,7 @@ func TestHostReadsTheDemo(t *testing.T) {
 		switch entry.URI {
 		case demo.SalesReportURI:
 			if !strings.Contains(policy.Header, "connect-src https://api.example.com;") ||
-				!strings.Contains(policy.Header, "img-src 'self' data: https://cdn.example.com;") ||
+				!strings.Contains(policy.Header, "img-src 'self' data: blob: https://cdn.example.com;") ||
 				strings.Contains(policy.Header, "insecure") {
 				t.Errorf("sales view CSP %q", policy.Header)
 			}

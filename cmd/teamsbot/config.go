@@ -31,6 +31,9 @@ type config struct {
 	PublicBaseURL  netaddr.Origin
 	SandboxBaseURL netaddr.Origin // zero: the public base URL serves the frames too
 	AppsEnabled    bool
+	// MaxHTMLBytes bounds a view's HTML, and each message read from an MCP
+	// server (twice it and 1 MiB).
+	MaxHTMLBytes int
 
 	BotAppID string
 	// BotCredential proves the bot's app registration to Entra ID, for the
@@ -99,6 +102,7 @@ var envVars = []envVar{
 	{name: "TICKETIQ_PUBLIC_BASE_URL", def: "http://localhost:3978"},
 	{name: "TICKETIQ_SANDBOX_BASE_URL"},
 	{name: "TICKETIQ_MCP_APPS_ENABLED", def: "true"},
+	{name: agent.MaxHTMLSetting, def: "8MiB"},
 	{name: "TICKETIQ_BOT_APP_ID"},
 	{name: "TICKETIQ_BOT_APP_PASSWORD", secret: true},
 	{name: "TICKETIQ_BOT_CERT_FILE"},
@@ -243,6 +247,9 @@ func loadConfig(getenv func(string) string) (config, error) {
 			c.OIDCAllowedTenants = append(c.OIDCAllowedTenants, t)
 		}
 	}
+	if c.MaxHTMLBytes, err = parseByteSize(get(agent.MaxHTMLSetting)); err != nil {
+		errs = append(errs, fmt.Errorf("%s: %w", agent.MaxHTMLSetting, err))
+	}
 	for _, r := range []struct {
 		name string
 		to   *time.Duration
@@ -378,6 +385,33 @@ func loadConfigFile(data []byte, getenv func(string) string) (agent.Config, erro
 	return agent.LoadConfig(data, getenv)
 }
 
+// The bounds of TICKETIQ_MCP_APPS_MAX_HTML_BYTES: below the smallest real
+// view, or so large that one server's message could take a good part of
+// the service's memory, is a mistake.
+const (
+	minHTMLBytes = 64 << 10
+	maxHTMLBytes = 64 << 20
+)
+
+// parseByteSize reads a size: whole bytes ("8388608") or whole KiB or MiB
+// ("512KiB", "8MiB"), from 64 KiB to 64 MiB.
+func parseByteSize(s string) (int, error) {
+	num, unit := s, 1
+	for suffix, u := range map[string]int{"KiB": 1 << 10, "MiB": 1 << 20} {
+		if n, ok := strings.CutSuffix(s, suffix); ok {
+			num, unit = strings.TrimSpace(n), u
+		}
+	}
+	n, err := strconv.Atoi(num)
+	if err != nil || n <= 0 {
+		return 0, fmt.Errorf("%q: want a number of bytes, or of KiB or MiB such as 8MiB", s)
+	}
+	if n > maxHTMLBytes/unit || n*unit < minHTMLBytes {
+		return 0, fmt.Errorf("%q: want from 64KiB to 64MiB", s)
+	}
+	return n * unit, nil
+}
+
 // parseRetention reads a retention: whole days ("90d") or a Go duration
 // ("720h"), at least one day.
 func parseRetention(s string) (time.Duration, error) {
@@ -505,6 +539,7 @@ func (c config) logAttrs() []any {
 		"public_base_url", c.PublicBaseURL.String(),
 		"bot_cloud", c.BotCloud.Name,
 		"mcp_apps", c.AppsEnabled,
+		"mcp_apps_max_html_bytes", c.MaxHTMLBytes,
 		"bot_mode", map[bool]string{true: "local (loopback only)", false: "Bot Framework"}[c.BotAppID == ""],
 		"bot_credential", c.BotCredential,
 		"bot_tenants", c.BotAllowedTenants,

@@ -33,6 +33,24 @@ func TestConfigDefaults(t *testing.T) {
 	if !filepath.IsAbs(cfg.DataDir) || filepath.Base(cfg.DataDir) != "data" {
 		t.Errorf("data dir %q", cfg.DataDir)
 	}
+	if cfg.MaxHTMLBytes != 8<<20 {
+		t.Errorf("MaxHTMLBytes = %d, want 8 MiB", cfg.MaxHTMLBytes)
+	}
+}
+
+func TestConfigMaxHTMLBytes(t *testing.T) {
+	for in, want := range map[string]int{"8388608": 8 << 20, "16MiB": 16 << 20, "512KiB": 512 << 10, "64KiB": 64 << 10, "64MiB": 64 << 20} {
+		cfg, err := loadConfig(envOf(map[string]string{"TICKETIQ_MCP_APPS_MAX_HTML_BYTES": in}))
+		if err != nil || cfg.MaxHTMLBytes != want {
+			t.Errorf("%q: %d, %v; want %d", in, cfg.MaxHTMLBytes, err, want)
+		}
+	}
+	for _, in := range []string{"0", "-1", "8MB", "1.5MiB", "63KiB", "65MiB", "99999999999999999999", "MiB"} {
+		_, err := loadConfig(envOf(map[string]string{"TICKETIQ_MCP_APPS_MAX_HTML_BYTES": in}))
+		if err == nil || !strings.Contains(err.Error(), "TICKETIQ_MCP_APPS_MAX_HTML_BYTES") {
+			t.Errorf("%q accepted or not named: %v", in, err)
+		}
+	}
 }
 
 func TestConfigOpenButtonsOnlyForHTTPS(t *testing.T) {

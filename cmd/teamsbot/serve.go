@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"time"
 
 	"github.com/labstack/echo/v4"
@@ -96,8 +97,11 @@ func serve(ctx context.Context, cfg config, getenv func(string) string, logger *
 		Access:      decide,
 		Logger:      logger.With("part", "agent"),
 		AppsEnabled: cfg.AppsEnabled,
-		Getenv:      getenv,
-		Registerer:  reg,
+		// The same limit bounds what a view's tool call returns, read by
+		// the agent, so the page needs no limit of its own.
+		MaxResourceBytes: cfg.MaxHTMLBytes,
+		Getenv:           getenv,
+		Registerer:       reg,
 	})
 	if err != nil {
 		return fmt.Errorf("agents: %w", err)
@@ -187,7 +191,7 @@ func serve(ctx context.Context, cfg config, getenv func(string) string, logger *
 	runs.Register(e)
 	console, err := admin.New(admin.Options{
 		Store: st, Access: decide, SignIn: signIn, Groups: groupNames, Triggers: runs,
-		Agents: agents.Agents(), Rules: consoleRules(cfg), AppsEnabled: cfg.AppsEnabled,
+		Agents: agents.Agents(), Rules: consoleRules(cfg), Servers: consoleServers(cfg), AppsEnabled: cfg.AppsEnabled,
 		Logger: logger.With("part", "admin"),
 	})
 	if err != nil {
@@ -300,6 +304,28 @@ func agentName(agents *agent.Service) string {
 
 // consoleRules are the configured data rules, as the admin console shows
 // them.
+// consoleServers are the configured MCP servers by name, as the console's
+// permissions form shows them: a tenant allows permissions by server name,
+// for every agent that has a server of that name.
+func consoleServers(cfg config) []admin.Server {
+	var out []admin.Server
+	for _, a := range cfg.Agents.Agents {
+		for _, s := range a.Servers {
+			i := slices.IndexFunc(out, func(o admin.Server) bool { return o.Name == s.Name })
+			if i < 0 {
+				out = append(out, admin.Server{Name: s.Name})
+				i = len(out) - 1
+			}
+			for _, p := range s.Permissions {
+				if !slices.Contains(out[i].Configured, p) {
+					out[i].Configured = append(out[i].Configured, p)
+				}
+			}
+		}
+	}
+	return out
+}
+
 func consoleRules(cfg config) []admin.Rules {
 	var out []admin.Rules
 	for _, a := range cfg.Agents.Agents {

@@ -174,10 +174,37 @@
     poll();
   }
 
+  // dropNode takes a message off the transcript. Its views are told first
+  // (ui/resource-teardown) and given a moment to answer; meanwhile the
+  // message is hidden, and its frames keep running until they are removed.
+  function dropNode(n) {
+    var ends = [];
+    for (var id in n.mounted) {
+      if (Object.prototype.hasOwnProperty.call(n.mounted, id)) {
+        ends.push(n.mounted[id].teardown("the message left the transcript"));
+      }
+    }
+    n.el.hidden = true;
+    n.el.style.display = "none";
+    Promise.all(ends).then(function () {
+      if (n.el.parentNode) {
+        n.el.parentNode.removeChild(n.el);
+      }
+    });
+  }
+
   function clearTranscript() {
+    for (var id in nodes) {
+      if (Object.prototype.hasOwnProperty.call(nodes, id)) {
+        dropNode(nodes[id]);
+      }
+    }
     nodes = {};
-    while (transcript.firstChild) {
-      transcript.removeChild(transcript.firstChild);
+    var rest = Array.prototype.slice.call(transcript.children);
+    for (var i = 0; i < rest.length; i++) {
+      if (!rest[i].hidden) {
+        transcript.removeChild(rest[i]);
+      }
     }
   }
 
@@ -281,8 +308,15 @@
     box.appendChild(messages);
     n.views.appendChild(box);
     status.textContent = "Signing in…";
+    // The view's handle: its teardown ends the view once it is mounted,
+    // and keeps it from being mounted when it is dropped before.
+    var handle = null;
+    var dropped = false;
     ensureSignedIn().then(function () {
-      window.TeamsbotBridge.mount({
+      if (dropped) {
+        return;
+      }
+      handle = window.TeamsbotBridge.mount({
         api: "/api/mcp-apps/" + encodeURIComponent(v.id),
         hostInfo: hostInfo,
         box: frameBox,
@@ -293,6 +327,12 @@
     }).catch(function (e) {
       status.textContent = "The view could not be shown: " + e.message + ".";
     });
+    return {
+      teardown: function (reason) {
+        dropped = true;
+        return handle ? handle.teardown(reason) : Promise.resolve();
+      }
+    };
   }
 
   function apply(s) {
@@ -328,14 +368,13 @@
       var views = it.views || [];
       for (var k = 0; k < views.length; k++) {
         if (!n.mounted[views[k].id] && n.views) {
-          n.mounted[views[k].id] = true;
-          mountView(n, views[k]);
+          n.mounted[views[k].id] = mountView(n, views[k]);
         }
       }
     }
     for (var id in nodes) {
       if (Object.prototype.hasOwnProperty.call(nodes, id) && !seen[id]) {
-        transcript.removeChild(nodes[id].el);
+        dropNode(nodes[id]);
         delete nodes[id];
       }
     }

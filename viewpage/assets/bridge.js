@@ -21,6 +21,10 @@
   // length, and cannot grow the page without bound.
   var MAX_MESSAGES = 50;
   var MAX_MESSAGE_CHARS = 4000;
+  // How long a view has to answer ui/resource-teardown before its frames
+  // are removed anyway: long enough to save its state, short enough that
+  // closing never seems to hang.
+  var TEARDOWN_WAIT_MS = 1000;
 
   // JSON-RPC error codes.
   var METHOD_NOT_FOUND = -32601;
@@ -34,7 +38,10 @@
   // o.status, o.messages and o.messageList are the elements that show the
   // state of the view and what it says with ui/message (o.messages is
   // unhidden on the first message). Each mounted view has its own frame
-  // and listener, so a page can show several.
+  // and listener, so a page can show several. mount returns the view's
+  // handle: teardown(reason) asks the view to end (ui/resource-teardown),
+  // waits briefly for its answer, then removes its frames and listener; it
+  // returns a promise that resolves once they are gone.
   function mount(o) {
     var api = o.api;
     var hostInfo = o.hostInfo;
@@ -46,6 +53,10 @@
     var view = null; // the answer of GET /api/mcp-apps/{id}
     var frame = null; // the proxy frame
     var viewLoaded = false;
+    var initialized = false; // the view sent ui/notifications/initialized
+    var teardownId = null; // the id of our ui/resource-teardown, once sent
+    var teardownDone = null; // resolves the pending teardown
+    var gone = false; // the frames were removed
 
     function setStatus(text) {
       statusEl.textContent = text;
@@ -112,12 +123,16 @@
     }
 
     function hostCapabilities() {
-      // The view gets scripts, and forms only when its server asked; camera,
-      // microphone, geolocation and clipboard are never granted, so the
-      // permissions say only what was.
+      // The view gets scripts, forms only when its server asked, and
+      // camera, microphone, geolocation or clipboard writing only where
+      // they were allowed for its server: the permissions say exactly what
+      // was granted, and the frames' allow attribute grants no more.
       var permissions = {};
-      if (view.permissions && view.permissions.forms) {
-        permissions.forms = {};
+      var names = ["camera", "microphone", "geolocation", "clipboardWrite", "forms"];
+      for (var i = 0; i < names.length; i++) {
+        if (view.permissions && view.permissions[names[i]] === true) {
+          permissions[names[i]] = {};
+        }
       }
       return {
         openLinks: {},
@@ -256,11 +271,13 @@
             notify(SANDBOX_PREFIX + "resource-ready", {
               url: view.viewUrl,
               sandbox: view.sandbox,
+              allow: view.allow || "",
               title: view.toolTitle || view.tool
             });
           }
           return;
         case "ui/notifications/initialized":
+          initialized = true;
           notify("ui/notifications/tool-input", { arguments: isObject(view.arguments) ? view.arguments : {} });
           notify("ui/notifications/tool-result", toolResult());
           setStatus("");
@@ -280,8 +297,17 @@
         return;
       }
       var m = event.data;
+      if (isObject(m) && m.jsonrpc === "2.0" && teardownId !== null && m.id === teardownId &&
+          typeof m.method !== "string" && ("result" in m || "error" in m)) {
+        // The view's answer to ui/resource-teardown, the page's only
+        // request: it is ready to go.
+        if (teardownDone) {
+          teardownDone();
+        }
+        return;
+      }
       if (!isObject(m) || m.jsonrpc !== "2.0" || typeof m.method !== "string") {
-        return; // not a request or a notification: the page sends no requests
+        return; // not a request or a notification
       }
       if (!("id" in m)) {
         onNotification(m);
@@ -306,6 +332,12 @@
       // alone would stay blocked behind a proxy frame without them.
       frame.setAttribute("sandbox", v.sandbox === "allow-scripts allow-forms" ? v.sandbox : "allow-scripts");
       frame.setAttribute("referrerpolicy", "no-referrer");
+      // The granted Permissions Policy features, with no origin list: a
+      // feature then goes only to the origin the frame was loaded from,
+      // not to wherever the frame navigates later.
+      if (typeof v.allow === "string" && v.allow !== "") {
+        frame.setAttribute("allow", v.allow);
+      }
       frame.setAttribute("title", v.toolTitle || v.tool);
       if (v.prefersBorder === false) {
         box.classList.add("borderless");
@@ -317,6 +349,71 @@
       frame.src = v.proxyUrl;
     }
 
+    // remove takes the view's frames and listener away.
+    function remove() {
+      if (gone) {
+        return;
+      }
+      gone = true;
+      window.removeEventListener("message", onMessage);
+      if (frame && frame.parentNode) {
+        frame.parentNode.removeChild(frame);
+      }
+      frame = null;
+    }
+
+    // sendTeardown sends ui/resource-teardown once, to an initialized view
+    // only: before initialized nothing goes to the view. It reports whether
+    // an answer is to be awaited.
+    function sendTeardown(reason) {
+      if (teardownId !== null) {
+        return true;
+      }
+      if (!initialized || !frame) {
+        return false;
+      }
+      teardownId = "teamsbot-teardown-" + Math.random().toString(36).slice(2);
+      post({ jsonrpc: "2.0", id: teardownId, method: "ui/resource-teardown", params: { reason: reason } });
+      return true;
+    }
+
+    var closing = null;
+    function teardown(reason) {
+      if (closing) {
+        return closing;
+      }
+      closing = new Promise(function (resolve) {
+        var finish = function () {
+          teardownDone = null;
+          remove();
+          resolve();
+        };
+        if (!sendTeardown(String(reason || "closed"))) {
+          finish();
+          return;
+        }
+        teardownDone = finish;
+        setTimeout(function () {
+          if (teardownDone === finish) {
+            finish();
+          }
+        }, TEARDOWN_WAIT_MS);
+      });
+      return closing;
+    }
+
+    // Navigating away: the page cannot wait, so the view is told and the
+    // browser removes the frames with the page. beforeunload comes first,
+    // while the frames still run and can take the message; pagehide is
+    // the one every browser fires (sendTeardown sends once).
+    var leaving = function () {
+      if (!gone) {
+        sendTeardown("the page was closed");
+      }
+    };
+    window.addEventListener("beforeunload", leaving);
+    window.addEventListener("pagehide", leaving);
+
     setStatus("Loading the view…");
     fetch(api, { credentials: "same-origin", headers: { Accept: "application/json" } })
       .then(function (resp) {
@@ -327,10 +424,15 @@
           return j;
         });
       })
-      .then(start)
+      .then(function (v) {
+        if (!closing) {
+          start(v);
+        }
+      })
       .catch(function (e) {
         setStatus("The view could not be loaded: " + e.message);
       });
+    return Object.freeze({ teardown: teardown });
   }
 
   window.TeamsbotBridge = Object.freeze({ mount: mount });

@@ -5,13 +5,24 @@
   "use strict";
 
   var body = document.body;
-  window.TeamsbotBridge.mount({
+  var status = document.getElementById("status");
+  var close = document.getElementById("close");
+  var view = window.TeamsbotBridge.mount({
     api: body.getAttribute("data-api"),
     hostInfo: { name: body.getAttribute("data-host-name"), version: body.getAttribute("data-host-version") },
     box: document.getElementById("frame-box"),
     frameId: "proxy",
-    status: document.getElementById("status"),
+    status: status,
     messages: document.getElementById("messages"),
     messageList: document.getElementById("message-list")
+  });
+  // Close ends the view as the MCP Apps specification asks: the view is
+  // told (ui/resource-teardown) and given a moment before its frames go.
+  close.addEventListener("click", function () {
+    close.disabled = true;
+    view.teardown("closed by the person").then(function () {
+      close.hidden = true;
+      status.textContent = "The view was closed. Reload the page to open it again.";
+    });
   });
 })();

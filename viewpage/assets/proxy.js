@@ -10,6 +10,29 @@
   // The only sandbox values the page may ask for: the seed grants scripts,
   // and forms only when the server asked for them.
   var ALLOWED_SANDBOX = { "allow-scripts": true, "allow-scripts allow-forms": true };
+  // The only Permissions Policy features the page may delegate to the
+  // view, each at most once, separated by "; ". The page grants them only
+  // where allowed for the view's server; this frame was given the same.
+  var ALLOWED_FEATURES = { "camera": true, "microphone": true, "geolocation": true, "clipboard-write": true };
+
+  // allowOf checks the page's allow attribute for the view; null refuses.
+  function allowOf(allow) {
+    if (allow === undefined || allow === "") {
+      return "";
+    }
+    if (typeof allow !== "string") {
+      return null;
+    }
+    var seen = {};
+    var parts = allow.split("; ");
+    for (var i = 0; i < parts.length; i++) {
+      if (!Object.prototype.hasOwnProperty.call(ALLOWED_FEATURES, parts[i]) || seen[parts[i]]) {
+        return null;
+      }
+      seen[parts[i]] = true;
+    }
+    return allow;
+  }
   var PREFIX = "ui/notifications/sandbox-";
   var here = new URL(window.location.href);
   var inner = null;
@@ -39,8 +62,15 @@
     if (!Object.prototype.hasOwnProperty.call(ALLOWED_SANDBOX, params.sandbox)) {
       return;
     }
+    var allow = allowOf(params.allow);
+    if (allow === null) {
+      return;
+    }
     inner = document.createElement("iframe");
     inner.setAttribute("sandbox", params.sandbox);
+    if (allow !== "") {
+      inner.setAttribute("allow", allow);
+    }
     inner.setAttribute("referrerpolicy", "no-referrer");
     inner.setAttribute("title", typeof params.title === "string" ? params.title : "view");
     inner.id = "view";
