@@ -47,9 +47,6 @@ const SizeLimit = 28 * 1024 / 2
 // most) still fits in SizeLimit.
 const MaxCardSize = SizeLimit - 4*1024/2
 
-// Shortened marks text that was cut so the card fits in one message.
-const Shortened = "…(shortened)"
-
 // Card is one Adaptive Card. It marshals to the card JSON (the attachment's
 // content). Build one with the functions of this package.
 type Card struct {
