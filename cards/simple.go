@@ -1,5 +1,7 @@
 package cards
 
+import "unicode/utf8"
+
 // Welcome is the card the bot sends when it is installed: what it does, how
 // to ask, that views open in the browser, and the /tools command.
 func Welcome(o Options) Card {
@@ -32,7 +34,8 @@ func Working(question string) Card {
 	summary := workingOnYourQuestion
 	if q != "" {
 		head = rich(subtle(workingOn), run(quoted(q)))
-		summary = workingSummary(oneLine(question, maxSummary-12))
+		// The summary keeps to maxSummary with the words before the question.
+		summary = workingSummary(oneLine(question, maxSummary-utf8.RuneCountInString(workingOn)))
 	}
 	return newCard(summary, workingFallback(summary),
 		head,
