@@ -319,3 +319,26 @@ func intoText(lit ast.Node, stack []ast.Node) bool {
 	}
 	return false
 }
+
+// TestBotWords pins the words the bot sends outside a card, which no
+// golden card holds: moving them here changed none of them.
+func TestBotWords(t *testing.T) {
+	tests := []struct{ got, want string }{
+		{WorkingOnIt, "Working on it…"},
+		{StreamWorkingOn("Show the sales"), "Working on: Show the sales…"},
+		{StreamCalling("sales_report", "demo"), "Calling sales_report on demo…"},
+		{StreamTakingAWhile, "This is taking a while: the answer will follow as a new message."},
+		{CitationName("sales_report", "demo"), "sales_report on demo"},
+		{CitationAbstract("sales_report", "demo"), "The result of the tool sales_report of the MCP server demo, which the answer relies on."},
+		{CitationAbstractView("sales_report", "demo"), "The result of sales_report on demo; its view opens from this link."},
+		{SourcesLine(0), ""},
+		{SourcesLine(1), "Sources: [1]"},
+		{SourcesLine(3), "Sources: [1] [2] [3]"},
+		{CardActionReply, "Nothing to do here: open a view with its Open button, or write to me."},
+	}
+	for _, tt := range tests {
+		if tt.got != tt.want {
+			t.Errorf("got %q, want %q", tt.got, tt.want)
+		}
+	}
+}
