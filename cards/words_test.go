@@ -128,7 +128,8 @@ func TestWordsRule(t *testing.T) {
 // function's name, the last two parts of a method call, or a receiver
 // with any method.
 func operatorCall(fun ast.Expr) string {
-	parts := strings.Split(dotted(fun), ".")
+	name := dotted(fun)
+	parts := strings.Split(name, ".")
 	last2, recv := "", ""
 	if n := len(parts); n >= 2 {
 		last2, recv = parts[n-2]+"."+parts[n-1], parts[n-2]
@@ -136,9 +137,9 @@ func operatorCall(fun ast.Expr) string {
 	switch {
 	case last2 == "fmt.Errorf", last2 == "errors.New":
 		return "an error"
-	case parts[0] == "panic":
+	case name == "panic":
 		return "a programming error"
-	case parts[0] == "authErr":
+	case name == "authErr":
 		return "why an inbound request was refused, logged and counted"
 	case last2 == "web.NewError":
 		return "the HTTP answer to the Bot Connector"
