@@ -3,8 +3,6 @@ package bot
 import (
 	"context"
 	"encoding/json"
-	"fmt"
-	"strings"
 
 	"github.com/infracloudio/msbotbuilder-go/schema"
 
@@ -76,31 +74,27 @@ type aiAnswer struct {
 // card can open (an https public base URL).
 func (b *Bot) aiMarks(ans agent.Answer) *aiAnswer {
 	out := &aiAnswer{}
-	var refs []string
 	for i, src := range ans.Sources {
 		if i == maxCitations {
 			break
 		}
 		app := appearance{
 			AtType:   "DigitalDocument",
-			Name:     textclip.Clip(src.Tool+" on "+src.Server, maxCitationName),
+			Name:     textclip.Clip(cards.CitationName(src.Tool, src.Server), maxCitationName),
 			Keywords: []string{textclip.Clip(src.Tool, maxCitationKeyword), textclip.Clip(src.Server, maxCitationKeyword)},
 		}
-		abstract := fmt.Sprintf("The result of the tool %s of the MCP server %s, which the answer relies on.", src.Tool, src.Server)
+		abstract := cards.CitationAbstract(src.Tool, src.Server)
 		if src.ViewID != "" {
 			if u, ok := cards.ViewURL(b.opts.PublicBaseURL, src.ViewID); ok {
 				app.URL = u
-				abstract = fmt.Sprintf("The result of %s on %s; its view opens from this link.", src.Tool, src.Server)
+				abstract = cards.CitationAbstractView(src.Tool, src.Server)
 			}
 		}
 		app.Abstract = textclip.Clip(abstract, maxCitationAbstract)
 		app.Keywords = app.Keywords[:min(len(app.Keywords), maxCitationKeywords)]
 		out.citations = append(out.citations, citation{AtType: "Claim", Position: i + 1, Appearance: app})
-		refs = append(refs, fmt.Sprintf("[%d]", i+1))
 	}
-	if len(refs) > 0 {
-		out.text = "Sources: " + strings.Join(refs, " ")
-	}
+	out.text = cards.SourcesLine(len(out.citations))
 	return out
 }
 

@@ -10,6 +10,7 @@ import (
 	"regexp"
 	"strings"
 	"teamsbot/agent"
+	"teamsbot/cards"
 	"teamsbot/internal/netaddr"
 	"teamsbot/internal/web"
 
@@ -283,7 +284,7 @@ func (b *Bot) onInvoke(t *activity.TurnContext) (schema.Activity, error) {
 		ir = invokeResponse{Status: http.StatusOK, Body: map[string]any{
 			"statusCode": http.StatusOK,
 			"type":       "application/vnd.microsoft.activity.message",
-			"value":      "Nothing to do here: open a view with its Open button, or write to me.",
+			"value":      cards.CardActionReply,
 		}}
 	case "message/submitAction":
 		// Feedback on an answer; Teams wants 200 and an empty object.

@@ -2,7 +2,6 @@ package bot
 
 import (
 	"context"
-	"fmt"
 	"strings"
 	"sync"
 	"time"
@@ -10,6 +9,7 @@ import (
 	"github.com/infracloudio/msbotbuilder-go/schema"
 
 	"teamsbot/agent"
+	"teamsbot/cards"
 	"teamsbot/internal/textclip"
 )
 
@@ -50,9 +50,9 @@ type progress struct {
 
 func newProgress(question string) *progress {
 	q := textclip.Clip(strings.Join(strings.Fields(question), " "), 80)
-	text := "Working on it…"
+	text := cards.WorkingOnIt
 	if q != "" {
-		text = "Working on: " + q + "…"
+		text = cards.StreamWorkingOn(q)
 	}
 	return &progress{text: text, wake: make(chan struct{}, 1)}
 }
@@ -60,7 +60,7 @@ func newProgress(question string) *progress {
 // step is the agent's Request.Progress.
 func (p *progress) step(s agent.Step) {
 	p.mu.Lock()
-	p.text = fmt.Sprintf("Calling %s on %s…", textclip.Clip(s.Tool, 64), textclip.Clip(s.Server, 64))
+	p.text = cards.StreamCalling(textclip.Clip(s.Tool, 64), textclip.Clip(s.Server, 64))
 	p.mu.Unlock()
 	select {
 	case p.wake <- struct{}{}:
@@ -130,7 +130,7 @@ func (s *stream) run(ctx context.Context, p *progress, last string) {
 		case <-limit.C:
 			s.closed = true
 			out := s.b.outgoing(s.a, schema.Message)
-			out.Text = "This is taking a while: the answer will follow as a new message."
+			out.Text = cards.StreamTakingAWhile
 			out.Entities = []any{streamEntity{Type: "streaminfo", StreamID: s.id, StreamType: "final"}}
 			if _, err := s.b.conn.Send(ctx, s.a.ServiceURL, s.a.Conversation.ID, "", out); err != nil {
 				s.b.logger.Warn("closing the streaming message failed", "conversation", s.a.Conversation.ID, "err", err, "open_for", time.Since(started))

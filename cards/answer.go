@@ -1,7 +1,6 @@
 package cards
 
 import (
-	"fmt"
 	"regexp"
 	"strings"
 	"teamsbot/internal/netaddr"
@@ -116,24 +115,6 @@ const (
 
 // listMarker is a markdown list item's marker, left out of summaries.
 var listMarker = regexp.MustCompile(`(?m)^[ \t]*(?:[-*+]|\d{1,3}[.)])[ \t]+`)
-
-// Reasons a view was refused, in words a person understands. The keys are
-// mcpapps.RefusedError reasons.
-func refusalReason(reason string) string {
-	switch reason {
-	case "mime":
-		return "the server sent something that is not an MCP App view"
-	case "scheme":
-		return "the view's address is not a ui:// resource"
-	case "size":
-		return "the view is too large to show"
-	case "read":
-		return "the view could not be read from the server"
-	case "content":
-		return "the server sent a view with no usable content"
-	}
-	return "the view was refused"
-}
 
 // viewInfo is a view reduced to what its block shows, every string already
 // made safe.
@@ -297,7 +278,11 @@ func prepare(a Answer, o Options) *prepared {
 		p.gist += "…"
 	}
 	if a.Trigger != nil {
-		p.trigger = triggerLine(*a.Trigger)
+		name := label(a.Trigger.Name, maxName)
+		if name == "" {
+			name = unnamed
+		}
+		p.trigger = triggerLine(name, a.Trigger.Scheduled)
 	}
 	for _, n := range a.Notes {
 		if n = label(n, maxNote); n != "" {
@@ -324,14 +309,14 @@ func prepare(a Answer, o Options) *prepared {
 		}
 		switch {
 		case vi.title == "" && vi.tool == "":
-			vi.title = "Untitled view"
+			vi.title = untitledView
 		case vi.title == "":
 			vi.title, vi.tool = vi.tool, ""
 		case vi.title == vi.tool:
 			vi.tool = ""
 		}
 		if vi.server == "" {
-			vi.server = "unnamed"
+			vi.server = unnamed
 		}
 		vi.expired = !o.Now.IsZero() && !vi.expires.IsZero() && !o.Now.Before(vi.expires)
 		if u, ok := ViewURL(o.PublicBaseURL, v.ID); ok && !vi.expired {
@@ -347,53 +332,39 @@ func (p *prepared) card(s shape) Card {
 	var fallback []string
 	var els []element
 	if s.first && p.trigger != "" {
-		els = append(els, box("accent", rich(bold("Triggered run. "), run(p.trigger))))
-		fallback = append(fallback, "Triggered run. "+p.trigger)
+		els = append(els, box("accent", rich(bold(triggeredRun), run(p.trigger))))
+		fallback = append(fallback, triggeredRun+p.trigger)
 	}
 	if s.first {
 		t := p.shownText(s.textBytes)
 		els = append(els, text(t))
 		fallback = append(fallback, capRunes(t, maxFallback))
 	} else {
-		els = append(els, heading("More views from this answer"))
-		els = append(els, subtleText(fmt.Sprintf("Views %d–%d of %d.", s.viewFrom+1, s.viewFrom+len(s.views), s.totalViews)))
-		fallback = append(fallback, fmt.Sprintf("More views from this answer (%d–%d of %d).", s.viewFrom+1, s.viewFrom+len(s.views), s.totalViews))
+		first, last := s.viewFrom+1, s.viewFrom+len(s.views)
+		els = append(els, heading(moreViewsHeading))
+		els = append(els, subtleText(moreViewsRange(first, last, s.totalViews)))
+		fallback = append(fallback, moreViewsPlain(first, last, s.totalViews))
 	}
 	for _, v := range s.views {
 		els = append(els, p.viewBlock(v))
 		fallback = append(fallback, p.viewFallback(v))
 	}
 	if s.moreViews > 0 {
-		els = append(els, subtleText(fmt.Sprintf("%s follow in the next message.", plural(s.moreViews, "more view", "more views"))))
-		fallback = append(fallback, plural(s.moreViews, "more view follows.", "more views follow."))
+		els = append(els, subtleText(moreViewsFollow(s.moreViews)))
+		fallback = append(fallback, moreViewsFollowPlain(s.moreViews))
 	}
 	if s.first {
 		if b, ok := p.refusalBlock(s); ok {
 			els = append(els, b)
-			fallback = append(fallback, plural(len(p.refusals), "view could not be shown.", "views could not be shown."))
+			fallback = append(fallback, refusalsPlain(len(p.refusals)))
 		}
 		if b, ok := p.toolErrorBlock(s); ok {
 			els = append(els, b)
-			fallback = append(fallback, plural(len(p.toolErrors), "tool call failed.", "tool calls failed."))
+			fallback = append(fallback, toolErrorsPlain(len(p.toolErrors)))
 		}
 		els = append(els, p.notesBlock(s)...)
 	}
 	return newCard(p.summary(s), strings.Join(fallback, "\n"), els...)
-}
-
-// triggerLine says which trigger started a run and who may open its
-// views: nobody asked, so no person owns them.
-func triggerLine(t Trigger) string {
-	name := label(t.Name, maxName)
-	if name == "" {
-		name = "unnamed"
-	}
-	kind := "the API key"
-	if t.Scheduled {
-		kind = "the schedule"
-	}
-	return "Nobody asked for this answer: " + kind + " “" + name + "” started it. " +
-		"Its views can be opened by your organisation's agent readers (the agents.read role)."
 }
 
 // shownText is the answer text cut to n bytes, marked when cut.
@@ -403,7 +374,7 @@ func (p *prepared) shownText(n int) string {
 		t, cut = cutBytes(t, n), true
 	}
 	if strings.TrimSpace(t) == "" && !cut {
-		return "_The agent gave no written answer._"
+		return noWrittenAnswer
 	}
 	if cut {
 		// A cut just after a list marker would leave an empty item.
@@ -422,41 +393,40 @@ var bareListMarker = regexp.MustCompile(`^\s*(?:[-*+]|\d{1,9}[.)])$`)
 // summary is the notification line of a card.
 func (p *prepared) summary(s shape) string {
 	if !s.first {
-		return fmt.Sprintf("More views (%d–%d of %d)", s.viewFrom+1, s.viewFrom+len(s.views), s.totalViews)
+		return moreViewsSummary(s.viewFrom+1, s.viewFrom+len(s.views), s.totalViews)
 	}
 	t := p.gist
 	switch {
 	case t == "" && len(p.views) == 0:
-		return "The agent answered"
+		return answeredNothing
 	case t == "":
-		return "The agent answered with " + plural(len(p.views), "view", "views")
+		return answeredViews(len(p.views))
 	}
 	return t
 }
 
 // viewBlock is the block that names a view and opens it.
 func (p *prepared) viewBlock(v viewInfo) container {
-	where := []textRun{subtle("Interactive view from "), run(v.server)}
+	where := []textRun{subtle(interactiveViewFrom), run(v.server)}
 	if v.tool != "" {
-		where = append(where, subtle(", tool "), run(v.tool))
+		where = append(where, subtle(viewTool), run(v.tool))
 	}
 	items := []element{rich(bold(v.title)), rich(where...)}
 	if !v.expires.IsZero() {
-		at := v.expires.UTC().Format("2006-01-02T15:04:05Z")
-		when := "{{DATE(" + at + ", SHORT)}} at {{TIME(" + at + ")}}"
+		when := cardTime(v.expires)
 		if v.expired {
-			items = append(items, subtleText("This view expired on "+when+" and can no longer be opened."))
+			items = append(items, subtleText(viewExpired(when)))
 		} else {
-			items = append(items, subtleText("Can be opened until "+when+"."))
+			items = append(items, subtleText(viewOpenUntil(when)))
 		}
 	}
 	if p.o.Shared && !v.expired {
 		// Others in the conversation see the button too; only the owner
 		// gets past it.
 		if owner := label(p.o.Owner, maxName); owner != "" {
-			items = append(items, rich(subtle("Only "), run(owner), subtle(" can open this view.")))
+			items = append(items, rich(subtle(onlyOwner), run(owner), subtle(ownerCanOpen)))
 		} else {
-			items = append(items, subtleText("Only the person who asked can open this view."))
+			items = append(items, subtleText(onlyAskerCanOpen))
 		}
 	}
 	switch {
@@ -464,12 +434,12 @@ func (p *prepared) viewBlock(v viewInfo) container {
 		// The title names the view, so that a screen reader does not read
 		// "Open, Open, Open" for an answer with several. Teams shows no
 		// positive or destructive button style, so none is set.
-		items = append(items, buttons(openURL{Type: "Action.OpenUrl", Title: label("Open "+v.title, maxOpenTitle), URL: v.url}))
+		items = append(items, buttons(openURL{Type: "Action.OpenUrl", Title: label(openViewTitle(v.title), maxOpenTitle), URL: v.url}))
 	case !v.expired && p.base:
 		// Only an id that cannot make a safe address ends here.
-		items = append(items, subtleText("Open this view from the web console."))
+		items = append(items, subtleText(openFromConsole))
 	case !v.expired:
-		items = append(items, subtleText("Open this view from the web console. (Teams shows an Open button only when this service has an https:// address.)"))
+		items = append(items, subtleText(openFromConsoleWhy))
 	}
 	b := box("emphasis", items...)
 	b.Spacing = "Medium"
@@ -478,46 +448,46 @@ func (p *prepared) viewBlock(v viewInfo) container {
 
 // viewFallback is a view in plain text.
 func (p *prepared) viewFallback(v viewInfo) string {
-	s := "View: " + v.title + " (" + v.server + ")"
+	s := viewPlain(v.title, v.server)
 	if !v.expires.IsZero() {
 		at := formatTime(v.expires.In(p.loc), p.o.Locale)
 		if v.expired {
-			return s + ", expired on " + at + "."
+			return s + viewPlainExpired(at)
 		}
-		s += ", open until " + at
+		s += viewPlainUntil(at)
 	}
 	if v.url != "" {
 		return s + ": " + v.url
 	}
-	return s + ": open it from the web console."
+	return s + viewPlainFromConsole
 }
 
 // refusalBlock lists the views that were not made.
 func (p *prepared) refusalBlock(s shape) (container, bool) {
-	head := boldText(plural(len(p.refusals), "view could not be shown", "views could not be shown"))
-	return issueBlock("warning", head, p.refusals, s.issues, "A view", func(r issue) []textRun {
-		runs := []textRun{run(": " + r.reason + ".")}
+	head := boldText(refusalsHeading(len(p.refusals)))
+	return issueBlock("warning", head, p.refusals, s.issues, unnamedRefusal, func(r issue) []textRun {
+		runs := []textRun{run(refusalWhy(r.reason))}
 		// Details are technical; they are the first thing to go.
 		if s.issueCap >= maxMessage && r.message != "" {
-			runs = append(runs, subtle(" ("+r.message+")"))
+			runs = append(runs, subtle(refusalDetail(r.message)))
 		}
 		return runs
-	}, "The answer above does not depend on them.")
+	}, refusalsDontMatter)
 }
 
 // toolErrorBlock shows failed tool calls as errors.
 func (p *prepared) toolErrorBlock(s shape) (container, bool) {
-	head := boldText(plural(len(p.toolErrors), "tool call failed", "tool calls failed"))
+	head := boldText(toolErrorsHeading(len(p.toolErrors)))
 	head.Color = "Attention"
-	return issueBlock("attention", head, p.toolErrors, s.issues, "A tool", func(e issue) []textRun {
+	return issueBlock("attention", head, p.toolErrors, s.issues, unnamedToolError, func(e issue) []textRun {
 		msg := shorten(e.message, s.issueCap)
 		if msg == "" {
-			msg = "it returned an error"
+			msg = toolReturnedError
 		}
-		m := run(": " + msg)
+		m := run(toolErrorWhy(msg))
 		m.Color = "Attention"
 		return []textRun{m}
-	}, "The answer may be incomplete.")
+	}, toolErrorsMatter)
 }
 
 // issueBlock is a box of the given style listing refusals or tool errors:
@@ -531,7 +501,7 @@ func issueBlock(style string, head textBlock, list []issue, shown int, unnamed s
 	items := []element{head}
 	for i, is := range list {
 		if i >= shown {
-			items = append(items, subtleText(fmt.Sprintf("%s: %s not listed.", Shortened, plural(len(list)-i, "more", "more"))))
+			items = append(items, subtleText(issuesNotListed(len(list)-i)))
 			break
 		}
 		name := is.name
@@ -540,7 +510,7 @@ func issueBlock(style string, head textBlock, list []issue, shown int, unnamed s
 		}
 		runs := []textRun{bold(name)}
 		if is.server != "" {
-			runs = append(runs, run(" from "), run(is.server))
+			runs = append(runs, run(issueFrom), run(is.server))
 		}
 		items = append(items, rich(append(runs, why(is)...)...))
 	}
@@ -561,13 +531,13 @@ func (p *prepared) notesBlock(s shape) []element {
 		items = append(items, rich(run("• "+shorten(n, s.noteCap))))
 	}
 	if hidden := len(p.notes) - s.notes; hidden > 0 {
-		items = append(items, subtleText(fmt.Sprintf("%s: %s not shown.", Shortened, plural(hidden, "more note", "more notes"))))
+		items = append(items, subtleText(notesNotShown(hidden)))
 	}
 	hide := false
 	notes := container{Type: "Container", ID: notesID, IsVisible: &hide, Items: items}
 	set := buttons(toggle{
 		Type:           "Action.ToggleVisibility",
-		Title:          fmt.Sprintf("Run notes (%d)", len(p.notes)),
+		Title:          runNotesTitle(len(p.notes)),
 		TargetElements: []string{notesID},
 	})
 	set.Spacing = "Medium"
@@ -587,23 +557,3 @@ func subtleText(s string) textBlock { t := text(s); t.IsSubtle = true; t.Spacing
 
 // boldText is a bold TextBlock of our own words.
 func boldText(s string) textBlock { t := text(s); t.Weight = "Bolder"; return t }
-
-// plural writes n with the singular or plural noun.
-func plural(n int, one, many string) string {
-	if n == 1 {
-		return "1 " + one
-	}
-	return fmt.Sprintf("%d %s", n, many)
-}
-
-// formatTime writes a time out for fallback text in the order and clock
-// of the person's locale: month first and a 12-hour clock where that is
-// the custom (en-US and the regions that follow it), day first and a
-// 24-hour clock elsewhere. The zone is always named.
-func formatTime(t time.Time, locale string) string {
-	switch strings.ToLower(locale) {
-	case "en-us", "en-ph", "en-ca", "es-us":
-		return t.Format("Jan 2, 2006 3:04 PM MST")
-	}
-	return t.Format("2 Jan 2006 15:04 MST")
-}

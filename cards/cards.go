@@ -13,6 +13,12 @@
 // render up to 1.5 ("Types of cards", Teams platform documentation), but
 // Teams mobile renders 1.2, and a card declaring a later version can be
 // shown there as unsupported.
+//
+// Every word a person reads in Teams lives in words.go: the cards' texts,
+// summaries, fallback texts and button titles, and the words the bot sends
+// outside a card (the streaming message's updates, the citation line and
+// abstracts), which the bot takes from here. They are English.
+//
 // Text from tools, MCP servers and the model is treated as hostile: names go in
 // TextRuns (which Teams never reads as markdown), links in the model's answer
 // are shown with their address, and the only URL a button ever carries is
@@ -46,9 +52,6 @@ const SizeLimit = 28 * 1024 / 2
 // that the activity around it (summary, addresses, ids: 4 KB in UTF-16 at
 // most) still fits in SizeLimit.
 const MaxCardSize = SizeLimit - 4*1024/2
-
-// Shortened marks text that was cut so the card fits in one message.
-const Shortened = "…(shortened)"
 
 // Card is one Adaptive Card. It marshals to the card JSON (the attachment's
 // content). Build one with the functions of this package.

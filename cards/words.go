@@ -1,0 +1,368 @@
+package cards
+
+import (
+	"fmt"
+	"strings"
+	"time"
+)
+
+// This file holds every word a person reads in Teams, from the cards and
+// from the bot: the cards' texts, summaries, fallback texts and button
+// titles, the streaming message's updates, the citation line and the
+// citations' abstracts. They are English; keeping them in one place lets
+// them be read, reviewed and one day translated together, and
+// TestWordsLiveInWords keeps the other files of cards and bot free of them.
+// Names, messages and answers from tools, servers and the model are not
+// words of ours: they come in as arguments and are made safe by the callers.
+
+// Shortened marks text that was cut so the card fits in one message.
+const Shortened = "…(shortened)"
+
+// unnamed stands in for a server or trigger that came without a name.
+const unnamed = "unnamed"
+
+// plural writes n with the singular or plural noun.
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return "1 " + one
+	}
+	return fmt.Sprintf("%d %s", n, many)
+}
+
+// quoted puts the person's own words in quotation marks.
+func quoted(s string) string { return "“" + s + "”" }
+
+// Words of the welcome card (Welcome). The views paragraph depends on
+// whether the card can carry Open buttons (an https:// public base URL).
+const (
+	// welcomeDefaultName is the agent's name when none is configured.
+	welcomeDefaultName = "Assistant"
+	welcomeAbout       = "I answer questions with the tools your organisation connected to me."
+	welcomeHowToAsk    = "**How to ask:** write your question in plain words, here or by mentioning me in a chat or channel."
+	welcomeViewsOpen   = "Some tools come with an interactive view, such as a chart or a form. " +
+		"My answer names each view and has an **Open** button that opens it in your browser, after you sign in."
+	welcomeViewsOpenPlain = "Some tools come with an interactive view. My answer names each view; its Open button opens it in your browser, after you sign in."
+	welcomeViewsConsole   = "Some tools come with an interactive view, such as a chart or a form. " +
+		"My answer names each view; you open it in your browser from the web console, after you sign in."
+	welcomeViewsConsolePlain = "Some tools come with an interactive view. My answer names each view; you open it in your browser from the web console."
+	welcomeViewsOwner        = "Only you can open the views made for you, for 7 days."
+	welcomeTools             = "Type **/tools** to see the tools I can use."
+	welcomeToolsPlain        = "Type /tools to see the tools I can use."
+)
+
+// welcomeHello is the welcome card's greeting.
+func welcomeHello(name string) string { return "Hi, I'm " + name + "." }
+
+// welcomeSummary is the welcome card's notification line.
+func welcomeSummary(name string) string {
+	return welcomeHello(name) + " Ask me a question, or type /tools to see what I can use."
+}
+
+// welcomeViews is the welcome card's paragraph on views.
+func welcomeViews(views string) string { return "**Views:** " + views + " " + welcomeViewsOwner }
+
+// welcomeFallback is the whole welcome card in plain text.
+func welcomeFallback(name, viewsPlain string) string {
+	return welcomeHello(name) + " " + welcomeAbout + " Write your question in plain words. " +
+		viewsPlain + " " + welcomeViewsOwner + " " + welcomeToolsPlain
+}
+
+// Words of a run at work: the working card (Working) in group chats and
+// channels, the streaming message in personal chats.
+const (
+	// WorkingOnIt is what a run shows while it works on a question it
+	// cannot quote (an empty one).
+	WorkingOnIt = "Working on it…"
+	// workingOn comes before the question the run works on.
+	workingOn             = "Working on: "
+	workingOnYourQuestion = "Working on your question…"
+	workingPromise        = "I will answer below when I am done."
+	// StreamTakingAWhile is the streaming message's final text when the
+	// run outlasts the stream: the answer follows as a new message.
+	StreamTakingAWhile = "This is taking a while: the answer will follow as a new message."
+)
+
+// workingSummary is the working card's notification line for a question,
+// already on one line and shortened.
+func workingSummary(question string) string { return workingOn + question }
+
+// workingFallback is the working card in plain text.
+func workingFallback(summary string) string { return summary + " " + workingPromise }
+
+// StreamWorkingOn is the streaming message's first update for a question,
+// already on one line and shortened.
+func StreamWorkingOn(question string) string { return workingOn + question + "…" }
+
+// StreamCalling is the streaming message's update while the agent calls
+// tool on server.
+func StreamCalling(tool, server string) string {
+	return fmt.Sprintf("Calling %s on %s…", tool, server)
+}
+
+// Words of what the working card becomes when it cannot be deleted
+// (Answered).
+const (
+	answeredSummary = "Answered below"
+	answeredText    = "Answered below."
+)
+
+// Words of the refusal for a message without a tenant or user id
+// (MissingIdentity).
+const (
+	missingIdentitySummary = "Sorry, I can't tell who sent this message"
+	missingIdentityHeading = "Sorry, I can't answer this message"
+	missingIdentityWhy     = "I answer people of an organisation signed in to Microsoft Teams, because what I find and the views I make belong to the person who asked."
+	missingIdentityWhat    = "This message came without an organisation (tenant) or user id, for example from a guest or an anonymous participant. Please write to me from your work or school account."
+	missingIdentityPlain   = "Sorry, I can't answer this message. I answer people of an organisation signed in to Microsoft Teams, " +
+		"because what I find and the views I make belong to the person who asked. " +
+		"This message came without an organisation (tenant) or user id. " +
+		"Please write to me from your work or school account."
+)
+
+// Words of the failure card (RunFailed).
+const (
+	runFailedHeading = "Sorry, something went wrong"
+	runFailedText    = "I could not finish answering your question. Please try again in a moment."
+	runFailedPlain   = runFailedHeading + ". " + runFailedText
+	// runFailedReference comes before the run's reference.
+	runFailedReference = "If it keeps happening, tell your administrator this reference: "
+)
+
+// Words of the refusal for another channel or an organisation not served
+// (NotServed).
+const (
+	notServedSummary = "Sorry, I don't serve this conversation"
+	notServedHeading = "Sorry, I can't answer here"
+	notServedWhere   = "I answer in Microsoft Teams, for the organisation that installed me."
+	notServedAsk     = "If you think I should answer you, ask your Teams administrator."
+	notServedPlain   = notServedHeading + ". " + notServedWhere + " " + notServedAsk
+)
+
+// Words of the refusal for a person the access rules turn away
+// (NotAllowed); the reason comes in the access rules' own words.
+const notAllowedHeading = "Sorry, you can't use me yet"
+
+// notAllowedPlain is the refusal in plain text.
+func notAllowedPlain(reason string) string { return notAllowedHeading + ". " + reason }
+
+// Words of the refusal when group memberships cannot be checked
+// (AccessUnavailable).
+const (
+	accessUnavailableHeading = "Sorry, I can't check your access right now"
+	accessUnavailableText    = "Your group memberships could not be looked up in Microsoft Entra ID, and I answer only when I know you may use me. Please try again in a few minutes."
+	accessUnavailablePlain   = accessUnavailableHeading + ": your group memberships could not be looked up in Microsoft Entra ID. " +
+		"Please try again in a few minutes."
+)
+
+// Words of the answer card (AnswerCards): its text and summary.
+const (
+	noWrittenAnswer = "_The agent gave no written answer._"
+	answeredNothing = "The agent answered"
+)
+
+// answeredViews is the summary of an answer with views and no text.
+func answeredViews(n int) string { return "The agent answered with " + plural(n, "view", "views") }
+
+// Words of a triggered run's banner, atop its first card.
+const triggeredRun = "Triggered run. "
+
+// triggerLine says which trigger started a run and who may open its views:
+// nobody asked, so no person owns them.
+func triggerLine(name string, scheduled bool) string {
+	kind := "the API key"
+	if scheduled {
+		kind = "the schedule"
+	}
+	return "Nobody asked for this answer: " + kind + " " + quoted(name) + " started it. " +
+		"Its views can be opened by your organisation's agent readers (the agents.read role)."
+}
+
+// Words of the cards that carry the views that did not fit in the first.
+const moreViewsHeading = "More views from this answer"
+
+// moreViewsRange numbers the views of a continuation card, first to last
+// of total, counting from one.
+func moreViewsRange(first, last, total int) string {
+	return fmt.Sprintf("Views %d–%d of %d.", first, last, total)
+}
+
+// moreViewsPlain is a continuation card's fallback text.
+func moreViewsPlain(first, last, total int) string {
+	return fmt.Sprintf("%s (%d–%d of %d).", moreViewsHeading, first, last, total)
+}
+
+// moreViewsSummary is a continuation card's notification line.
+func moreViewsSummary(first, last, total int) string {
+	return fmt.Sprintf("More views (%d–%d of %d)", first, last, total)
+}
+
+// moreViewsFollow says that n views follow in the next message.
+func moreViewsFollow(n int) string {
+	return fmt.Sprintf("%s follow in the next message.", plural(n, "more view", "more views"))
+}
+
+// moreViewsFollowPlain is moreViewsFollow in the fallback text.
+func moreViewsFollowPlain(n int) string { return plural(n, "more view follows.", "more views follow.") }
+
+// Words of a view's block.
+const (
+	untitledView = "Untitled view"
+	// interactiveViewFrom and viewTool frame the server and the tool of
+	// a view.
+	interactiveViewFrom = "Interactive view from "
+	viewTool            = ", tool "
+	// onlyOwner and ownerCanOpen frame the name of the person who may
+	// open a view in a shared conversation.
+	onlyOwner            = "Only "
+	ownerCanOpen         = " can open this view."
+	onlyAskerCanOpen     = "Only the person who asked can open this view."
+	openFromConsole      = "Open this view from the web console."
+	openFromConsoleWhy   = "Open this view from the web console. (Teams shows an Open button only when this service has an https:// address.)"
+	viewPlainFromConsole = ": open it from the web console."
+)
+
+// openViewTitle is the title of a view's Open button: it names the view,
+// so that a screen reader does not read "Open, Open, Open".
+func openViewTitle(title string) string { return "Open " + title }
+
+// cardTime writes t as Adaptive Card DATE() and TIME() functions, which
+// Teams shows in the reader's own time zone and locale.
+func cardTime(t time.Time) string {
+	at := t.UTC().Format("2006-01-02T15:04:05Z")
+	return "{{DATE(" + at + ", SHORT)}} at {{TIME(" + at + ")}}"
+}
+
+// viewExpired says when a view stopped opening; when is cardTime's.
+func viewExpired(when string) string {
+	return "This view expired on " + when + " and can no longer be opened."
+}
+
+// viewOpenUntil says until when a view opens; when is cardTime's.
+func viewOpenUntil(when string) string { return "Can be opened until " + when + "." }
+
+// viewPlain names a view in the fallback text.
+func viewPlain(title, server string) string { return "View: " + title + " (" + server + ")" }
+
+// viewPlainExpired follows viewPlain for a view that has expired; at is
+// formatTime's.
+func viewPlainExpired(at string) string { return ", expired on " + at + "." }
+
+// viewPlainUntil follows viewPlain for a view that still opens; at is
+// formatTime's.
+func viewPlainUntil(at string) string { return ", open until " + at }
+
+// formatTime writes a time out for fallback text in the order and clock
+// of the person's locale: month first and a 12-hour clock where that is
+// the custom (en-US and the regions that follow it), day first and a
+// 24-hour clock elsewhere. The zone is always named.
+func formatTime(t time.Time, locale string) string {
+	switch strings.ToLower(locale) {
+	case "en-us", "en-ph", "en-ca", "es-us":
+		return t.Format("Jan 2, 2006 3:04 PM MST")
+	}
+	return t.Format("2 Jan 2006 15:04 MST")
+}
+
+// Words of the blocks that list refused views and failed tool calls.
+const (
+	// issueFrom comes between an issue's name and its server.
+	issueFrom          = " from "
+	unnamedRefusal     = "A view"
+	refusalsDontMatter = "The answer above does not depend on them."
+	unnamedToolError   = "A tool"
+	toolReturnedError  = "it returned an error"
+	toolErrorsMatter   = "The answer may be incomplete."
+)
+
+// refusalsHeading heads the list of n refused views.
+func refusalsHeading(n int) string {
+	return plural(n, "view could not be shown", "views could not be shown")
+}
+
+// refusalsPlain is refusalsHeading in the fallback text.
+func refusalsPlain(n int) string {
+	return plural(n, "view could not be shown.", "views could not be shown.")
+}
+
+// toolErrorsHeading heads the list of n failed tool calls.
+func toolErrorsHeading(n int) string { return plural(n, "tool call failed", "tool calls failed") }
+
+// toolErrorsPlain is toolErrorsHeading in the fallback text.
+func toolErrorsPlain(n int) string { return plural(n, "tool call failed.", "tool calls failed.") }
+
+// refusalWhy follows a refused view's name: why it was refused.
+func refusalWhy(reason string) string { return ": " + reason + "." }
+
+// refusalDetail follows refusalWhy: the checker's technical detail.
+func refusalDetail(detail string) string { return " (" + detail + ")" }
+
+// toolErrorWhy follows a failed tool call's name: what it failed with.
+func toolErrorWhy(message string) string { return ": " + message }
+
+// issuesNotListed says that n more issues were left out of a list.
+func issuesNotListed(n int) string {
+	return fmt.Sprintf("%s: %s not listed.", Shortened, plural(n, "more", "more"))
+}
+
+// refusalReason says why a view was refused, in words a person
+// understands. The keys are mcpapps.RefusedError reasons.
+func refusalReason(reason string) string {
+	switch reason {
+	case "mime":
+		return "the server sent something that is not an MCP App view"
+	case "scheme":
+		return "the view's address is not a ui:// resource"
+	case "size":
+		return "the view is too large to show"
+	case "read":
+		return "the view could not be read from the server"
+	case "content":
+		return "the server sent a view with no usable content"
+	}
+	return "the view was refused"
+}
+
+// Words of the folded run notes.
+
+// runNotesTitle is the title of the button that shows n run notes.
+func runNotesTitle(n int) string { return fmt.Sprintf("Run notes (%d)", n) }
+
+// notesNotShown says that n more notes were left out.
+func notesNotShown(n int) string {
+	return fmt.Sprintf("%s: %s not shown.", Shortened, plural(n, "more note", "more notes"))
+}
+
+// Words of the AI label's citations, one per tool result the answer
+// relies on, and of the line that points at them. Teams matches each
+// citation to its [n] in the message text.
+
+// CitationName names the citation of tool's result on server.
+func CitationName(tool, server string) string { return tool + " on " + server }
+
+// CitationAbstract describes the citation of tool's result on server.
+func CitationAbstract(tool, server string) string {
+	return fmt.Sprintf("The result of the tool %s of the MCP server %s, which the answer relies on.", tool, server)
+}
+
+// CitationAbstractView describes the citation of tool's result on server
+// when the citation links to the view the tool made.
+func CitationAbstractView(tool, server string) string {
+	return fmt.Sprintf("The result of %s on %s; its view opens from this link.", tool, server)
+}
+
+// SourcesLine is the message text that carries n citations: "Sources: [1]
+// [2] …". It is empty when there are none.
+func SourcesLine(n int) string {
+	if n == 0 {
+		return ""
+	}
+	refs := make([]string, n)
+	for i := range refs {
+		refs[i] = fmt.Sprintf("[%d]", i+1)
+	}
+	return "Sources: " + strings.Join(refs, " ")
+}
+
+// CardActionReply answers a press on a card button that asks the bot to
+// act: the cards carry none, so there is nothing to do.
+const CardActionReply = "Nothing to do here: open a view with its Open button, or write to me."
