@@ -14,6 +14,9 @@ import (
 	"time"
 )
 
+// benchTenants is how many tenants BenchmarkTurns' messages come from.
+const benchTenants = 1000
+
 // BenchmarkTurns measures whole turns: a signed POST /api/messages with
 // "/sales_report {}" until the answer card reaches the fake Bot Connector on
 // loopback. Each turn runs the built-in model, calls the demo server's tool,
@@ -22,19 +25,36 @@ import (
 func BenchmarkTurns(b *testing.B) {
 	for _, inflight := range []int{1, 50} {
 		b.Run(fmt.Sprintf("inflight=%d", inflight), func(b *testing.B) {
-			h := newHarness(b, setup{realClock: true, quietLogs: true})
+			// Teams allows an app 30 requests a second per tenant, and the
+			// bot paces each tenant below that; the load comes from many
+			// tenants, as a multi-tenant bot's does, so that it measures
+			// the service and not the pacing.
+			// As many chats as there will be turns, up to benchTenants:
+			// the suite's single run stays short.
+			chats := min(benchTenants, max(b.N, 20))
+			tenants := make([]string, chats)
+			for i := range tenants {
+				tenants[i] = fmt.Sprintf("%08x-0000-4000-8000-0000000000bb", i)
+			}
+			h := newHarness(b, setup{realClock: true, quietLogs: true, moreTenants: tenants})
 			h.conn.mu.Lock()
 			h.conn.recordAll = false // keep memory flat: the waiters say when a turn is done
 			h.conn.mu.Unlock()
 			auth := "Bearer " + h.token(h.claims()) // the Bot Connector reuses its token too
-			template, err := json.Marshal(h.message("personal", "a:bench", "ID", "/sales_report {}"))
+			// The turns come from the personal chats of many people, one
+			// per tenant, as real traffic does: Teams limits (and the bot
+			// paces) each conversation to a few operations a second.
+			template, err := json.Marshal(h.message("personal", "a:bench-CONV", "ID", "/sales_report {}"))
 			if err != nil {
 				b.Fatal(err)
 			}
 			var seq atomic.Int64
 			turn := func() time.Duration {
 				id := fmt.Sprintf("bench-%d", seq.Add(1))
-				body := bytes.Replace(template, []byte(`"id":"ID"`), []byte(`"id":"`+id+`"`), 1)
+				n := seq.Load() % int64(chats)
+				body := bytes.ReplaceAll(template, []byte(`"ID"`), []byte(`"`+id+`"`))
+				body = bytes.Replace(body, []byte(`"a:bench-CONV"`), []byte(fmt.Sprintf(`"a:bench-%d"`, n)), 1)
+				body = bytes.ReplaceAll(body, []byte(testTenant), []byte(tenants[n]))
 				done := h.conn.expectReply(id)
 				start := time.Now()
 				req, _ := http.NewRequest(http.MethodPost, h.url+Path, bytes.NewReader(body))
@@ -59,10 +79,17 @@ func BenchmarkTurns(b *testing.B) {
 				}
 				return time.Since(start)
 			}
-			// Warm up: keys, bot token, connections, MCP session.
-			for range 20 {
-				turn()
+			// Warm up: keys, bot token, connections, MCP session, and one
+			// turn in each chat, which stores its conversation reference.
+			var warm sync.WaitGroup
+			for range 10 {
+				warm.Go(func() {
+					for seq.Load() < int64(chats) {
+						turn()
+					}
+				})
 			}
+			warm.Wait()
 
 			lat := make([]time.Duration, 0, b.N)
 			var mu sync.Mutex

@@ -189,6 +189,9 @@ type Bot struct {
 	mu      sync.Mutex
 	closing bool
 	turns   sync.WaitGroup
+	// records are arrivals being written to the store; Shutdown waits
+	// for them, as the store closes after the bot.
+	records sync.WaitGroup
 }
 
 // New builds the bot. It does no network I/O: signing keys and the bot
@@ -359,6 +362,7 @@ func (b *Bot) Shutdown(ctx context.Context) error {
 	}
 	b.cancel()
 	<-done
+	b.records.Wait()
 	b.opts.HTTPClient.CloseIdleConnections()
 	return err
 }

@@ -55,6 +55,7 @@ type setup struct {
 	tokenURL     string
 	cloud        string // TICKETIQ_BOT_CLOUD; empty: public
 	storePath    string // the bbolt file; empty: a new one
+	moreTenants  []string // served besides testTenant
 	builtins     map[string]func() *mcp.Server
 	servers      []agent.ServerConfig
 	realClock    bool
@@ -276,7 +277,7 @@ func newHarness(t testing.TB, s setup) *harness {
 			t.Fatal(err)
 		}
 		opts.Cloud, h.tokens.scope, h.issuer = cloud, cloud.Scope, cloud.Issuer
-		opts.AllowedTenants = []string{testTenant}
+		opts.AllowedTenants = append([]string{testTenant}, s.moreTenants...)
 		opts.OpenIDMetadataURL = h.bf.metadataURL()
 		opts.TokenURL = h.tokens.url()
 		opts.AllowLoopbackServiceURL = true

@@ -37,6 +37,9 @@ func (b *Bot) onMessage(t *activity.TurnContext) (schema.Activity, error) {
 		b.logger.Warn("too many turns in flight; asking Teams to retry", "pending", b.opts.MaxPendingTurns)
 		return schema.Activity{}, ErrBusy
 	}
+	// Accepted: from here on a retry of it is a duplicate, also after a
+	// restart.
+	b.recordArrival(dedupKey)
 	go func() {
 		defer b.turns.Done()
 		defer b.pending.Add(-1)
@@ -56,9 +59,10 @@ func (b *Bot) onMessage(t *activity.TurnContext) (schema.Activity, error) {
 
 // firstArrival reports whether the activity key arrives for the first time
 // within dedupTTL: in memory first (a retry racing its original costs
-// nothing), then in the store, which remembers it across a restart and
-// for every replica. When the store cannot answer, the message is run: a
-// rare duplicate answer beats a lost question.
+// nothing, and only one of them gets past), then in the store, which
+// remembers arrivals across a restart (recordArrival). When the store
+// cannot answer, the message is run: a rare duplicate answer beats a lost
+// question.
 func (b *Bot) firstArrival(key string) bool {
 	if !b.seen.firstTime(key, b.now()) {
 		return false
@@ -68,27 +72,36 @@ func (b *Bot) firstArrival(key string) bool {
 	}
 	ctx, cancel := context.WithTimeout(b.ctx, sendTimeout)
 	defer cancel()
-	first, err := b.opts.Store.FirstSeen(ctx, key, dedupTTL)
+	seen, err := b.opts.Store.Seen(ctx, key)
 	if err != nil {
-		b.logger.Warn("activity arrival not recorded; retries of it may run again", "err", err)
+		b.logger.Warn("activity arrival not checked; a retry of it may run again", "err", err)
 		return true
 	}
-	return first
+	return !seen
 }
 
-// forgetArrival undoes firstArrival for an activity the bot turned away,
-// so that Teams' retry of it runs.
-func (b *Bot) forgetArrival(key string) {
-	if key == "" {
+// recordArrival keeps an accepted activity's arrival in the store, in the
+// background and in the commit of the run it starts, so that accepting a
+// message waits for no disk write. Should the service stop before that
+// commit, the run was not kept either, and Teams' retry rightly runs it.
+func (b *Bot) recordArrival(key string) {
+	if key == "" || b.opts.Store == nil {
 		return
 	}
-	b.seen.forget(key)
-	if b.opts.Store != nil {
+	b.records.Go(func() {
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(b.ctx), sendTimeout)
 		defer cancel()
-		if err := b.opts.Store.ForgetSeen(ctx, key); err != nil {
-			b.logger.Warn("activity arrival not forgotten; Teams' retry of it will be ignored", "err", err)
+		if err := b.opts.Store.RecordArrival(ctx, key, dedupTTL); err != nil {
+			b.logger.Warn("activity arrival not recorded; a retry of it after a restart may run again", "err", err)
 		}
+	})
+}
+
+// forgetArrival undoes firstArrival for an activity the bot turned away
+// (nothing of it is in the store yet), so that Teams' retry of it runs.
+func (b *Bot) forgetArrival(key string) {
+	if key != "" {
+		b.seen.forget(key)
 	}
 }
 

@@ -15,70 +15,59 @@ import (
 // minutes), so that the check survives a restart, and so that every
 // replica on one store shares it.
 
-// FirstSeen records that the activity key (the bot's choice: conversation
-// and activity id) arrived now, and reports whether this is its first
-// arrival within window: false means it arrived before and that arrival is
-// less than window old. The record is committed before FirstSeen returns.
-func (s *Store) FirstSeen(ctx context.Context, key string, window time.Duration) (bool, error) {
+// Seen reports whether the activity key (the bot's choice: conversation
+// and activity id) arrived before and that arrival's window is not over.
+// It only reads: a caller that must not run an activity twice at once
+// keeps its own record of what is under way.
+func (s *Store) Seen(ctx context.Context, key string) (bool, error) {
 	if err := ctx.Err(); err != nil {
 		return false, err
 	}
 	if err := checkID("activity", key); err != nil {
 		return false, err
 	}
-	now := s.now()
-	expires := timeKey(now.Add(window))
-	nowKey := timeKey(now)
+	nowKey := timeKey(s.now())
+	seen := false
+	err := s.read(func(tx *bbolt.Tx) error {
+		if v := tx.Bucket([]byte(bucketActivities)).Get([]byte(key)); v != nil && bytes.Compare(v, nowKey[:]) > 0 {
+			seen = true
+		}
+		return nil
+	})
+	if err != nil {
+		return false, fmt.Errorf("store: activity %.64q: %w", key, err)
+	}
+	return seen, nil
+}
+
+// RecordArrival keeps the activity's arrival for window. It shares the
+// commit of the next write (the run the activity starts, most often)
+// rather than take one of its own: an activity whose run was never
+// committed may well run again after a crash, and should.
+func (s *Store) RecordArrival(ctx context.Context, key string, window time.Duration) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if err := checkID("activity", key); err != nil {
+		return err
+	}
+	expires := timeKey(s.now().Add(window))
 	k := []byte(key)
-	first := false
-	err := s.write(ctx, func(tx *bbolt.Tx) error {
+	err := s.writeLazy(ctx, func(tx *bbolt.Tx) error {
 		seen := tx.Bucket([]byte(bucketActivities))
 		byExpiry := tx.Bucket([]byte(bucketActivitiesByExpiry))
 		if old := seen.Get(k); old != nil {
-			if bytes.Compare(old, nowKey[:]) > 0 {
-				first = false
-				return nil
-			}
-			// Seen long ago: its window is over, this is a new arrival.
 			if err := byExpiry.Delete(append(bytes.Clone(old), k...)); err != nil {
 				return err
 			}
 		}
-		first = true
 		if err := seen.Put(k, expires[:]); err != nil {
 			return err
 		}
 		return byExpiry.Put(append(expires[:], k...), nil)
 	})
 	if err != nil {
-		return false, fmt.Errorf("store: activity %.64q: %w", key, err)
-	}
-	return first, nil
-}
-
-// ForgetSeen forgets an activity's arrival, so that Teams' retry of an
-// activity the bot turned away (busy, shutting down) is run after all.
-func (s *Store) ForgetSeen(ctx context.Context, key string) error {
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	if err := checkID("activity", key); err != nil {
-		return err
-	}
-	k := []byte(key)
-	err := s.write(ctx, func(tx *bbolt.Tx) error {
-		seen := tx.Bucket([]byte(bucketActivities))
-		old := seen.Get(k)
-		if old == nil {
-			return nil
-		}
-		if err := tx.Bucket([]byte(bucketActivitiesByExpiry)).Delete(append(bytes.Clone(old), k...)); err != nil {
-			return err
-		}
-		return seen.Delete(k)
-	})
-	if err != nil {
-		return fmt.Errorf("store: forget activity %.64q: %w", key, err)
+		return fmt.Errorf("store: record activity %.64q: %w", key, err)
 	}
 	return nil
 }
