@@ -53,8 +53,8 @@ type setup struct {
 	publicBase   string
 	workingAfter time.Duration
 	tokenURL     string
-	cloud        string // TICKETIQ_BOT_CLOUD; empty: public
-	storePath    string // the bbolt file; empty: a new one
+	cloud        string   // TICKETIQ_BOT_CLOUD; empty: public
+	storePath    string   // the bbolt file; empty: a new one
 	moreTenants  []string // served besides testTenant
 	builtins     map[string]func() *mcp.Server
 	servers      []agent.ServerConfig

@@ -50,7 +50,7 @@ func TestArrivalsSurviveRestartAndWindow(t *testing.T) {
 		t.Error("after a restart, an arrival within its window is forgotten")
 	}
 	record(s, "conv-2\x00act-1") // again, 10 minutes after the first: its window starts anew
-	clk.Advance(6 * time.Minute)  // conv-1's window is over; conv-2's began 6 minutes ago
+	clk.Advance(6 * time.Minute) // conv-1's window is over; conv-2's began 6 minutes ago
 	if seen(s, "conv-1\x00act-1") {
 		t.Error("an arrival past its window still counts")
 	}
