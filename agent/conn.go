@@ -414,9 +414,11 @@ func (c *serverConn) markDead(cs *mcp.ClientSession) {
 	c.mu.Unlock()
 }
 
-// ping connects if needed and pings the server.
+// ping connects if needed and pings the server. A server that failed is
+// not tried again before RetryInterval: readiness must not start a child
+// or open a connection on every probe.
 func (c *serverConn) ping(ctx context.Context) error {
-	cs, _, err := c.sessionFor(ctx, true)
+	cs, _, err := c.sessionFor(ctx, false)
 	if err != nil {
 		return err
 	}

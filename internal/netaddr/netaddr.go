@@ -275,6 +275,9 @@ func ParseListen(s string) (Listen, error) {
 	return Listen{host: host, port: port}, nil
 }
 
+// IsZero reports an address that was never set.
+func (l Listen) IsZero() bool { return l.port == "" }
+
 // String is the address in the form net.Listen takes.
 func (l Listen) String() string { return net.JoinHostPort(l.host, l.port) }
 
