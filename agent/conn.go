@@ -228,8 +228,11 @@ func childEnv(getenv func(string) string) []string {
 	return env
 }
 
-// httpClient sends the configured headers on every request. Timeouts are
-// on the transport (connecting, TLS, waiting for headers) and on each call's
+// httpClient sends the configured headers on every request to the
+// server's own origin, and to no other: they often hold a bearer token. A
+// redirect to another origin is refused (the request's body holds the
+// tool's arguments, which are the server's to see only). Timeouts are on
+// the transport (connecting, TLS, waiting for headers) and on each call's
 // context, not on the client: the server's event stream lives long.
 func (c *serverConn) httpClient() *http.Client {
 	var base http.RoundTripper = http.DefaultTransport
@@ -242,18 +245,24 @@ func (c *serverConn) httpClient() *http.Client {
 		t.ResponseHeaderTimeout = c.timeout + 5*time.Second
 		base = t
 	}
-	return &http.Client{Transport: &headerTransport{base: base, headers: c.cfg.Headers}}
+	origin, _ := url.Parse(c.cfg.URL) // validated in New
+	return &http.Client{
+		Transport:     &headerTransport{base: base, headers: c.cfg.Headers, origin: origin},
+		CheckRedirect: netaddr.SameOriginRedirects,
+	}
 }
 
-// headerTransport adds fixed headers (often a bearer token) to requests.
+// headerTransport adds fixed headers (often a bearer token) to requests to
+// one origin.
 type headerTransport struct {
 	base    http.RoundTripper
 	headers map[string]string
+	origin  *url.URL
 }
 
 // RoundTrip implements http.RoundTripper.
 func (t *headerTransport) RoundTrip(req *http.Request) (*http.Response, error) {
-	if len(t.headers) > 0 {
+	if len(t.headers) > 0 && t.origin != nil && netaddr.SameOrigin(t.origin, req.URL) {
 		req = req.Clone(req.Context())
 		for k, v := range t.headers {
 			req.Header.Set(k, v)

@@ -15,6 +15,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/http"
 	"net/netip"
 	"net/url"
 	"strconv"
@@ -284,3 +285,42 @@ func (l Listen) String() string { return net.JoinHostPort(l.host, l.port) }
 // Loopback reports whether the address accepts loopback connections only.
 // An empty host, 0.0.0.0 or [::] listen on every interface and are not.
 func (l Listen) Loopback() bool { return IsLoopbackHost(l.host) }
+
+// SameOrigin reports whether two URLs have the same scheme, host name and
+// port (a missing port being the scheme's default). Credentials meant for
+// one service are sent to its origin only: Go's HTTP client counts another
+// port of the same host as the same host, and copies every header but a
+// few to any host a redirect names.
+func SameOrigin(a, b *url.URL) bool {
+	return strings.EqualFold(a.Scheme, b.Scheme) && strings.EqualFold(a.Hostname(), b.Hostname()) && portOf(a) == portOf(b)
+}
+
+func portOf(u *url.URL) string {
+	if p := u.Port(); p != "" {
+		return p
+	}
+	switch strings.ToLower(u.Scheme) {
+	case "https":
+		return "443"
+	case "http":
+		return "80"
+	}
+	return ""
+}
+
+// ErrCrossOriginRedirect is a redirect to another origin, refused because
+// the request carries credentials meant for its own.
+var ErrCrossOriginRedirect = errors.New("redirect to another origin refused: credentials are sent to the configured origin only")
+
+// SameOriginRedirects is an http.Client CheckRedirect that follows
+// redirects within the first request's origin (at most 10) and refuses any
+// other, naming its scheme and host only.
+func SameOriginRedirects(req *http.Request, via []*http.Request) error {
+	if len(via) >= 10 {
+		return errors.New("stopped after 10 redirects")
+	}
+	if !SameOrigin(via[0].URL, req.URL) {
+		return fmt.Errorf("%w (to %s://%s)", ErrCrossOriginRedirect, req.URL.Scheme, req.URL.Host)
+	}
+	return nil
+}

@@ -2,6 +2,8 @@ package netaddr
 
 import (
 	"errors"
+	"net/http"
+	"net/url"
 	"strings"
 	"testing"
 )
@@ -194,5 +196,47 @@ func TestParseURLAndRedact(t *testing.T) {
 		if got := Redact(tc.in); got != tc.redacted {
 			t.Errorf("Redact(%q) = %q, want %q", tc.in, got, tc.redacted)
 		}
+	}
+}
+
+func TestSameOrigin(t *testing.T) {
+	for _, c := range []struct {
+		a, b string
+		want bool
+	}{
+		{"https://crm.example.com/mcp", "https://crm.example.com/other?x=1", true},
+		{"https://crm.example.com/mcp", "https://CRM.example.com:443/mcp", true},
+		{"http://127.0.0.1/x", "http://127.0.0.1:80/y", true},
+		{"http://127.0.0.1:8080/x", "http://127.0.0.1:8081/x", false},
+		{"https://crm.example.com/mcp", "http://crm.example.com/mcp", false},
+		{"https://crm.example.com/mcp", "https://evil.example.com/mcp", false},
+		{"https://crm.example.com/mcp", "https://sub.crm.example.com/mcp", false},
+		{"http://127.0.0.1:8080/", "http://localhost:8080/", false},
+	} {
+		a, _ := url.Parse(c.a)
+		b, _ := url.Parse(c.b)
+		if got := SameOrigin(a, b); got != c.want {
+			t.Errorf("SameOrigin(%s, %s) = %v, want %v", c.a, c.b, got, c.want)
+		}
+	}
+}
+
+func TestSameOriginRedirects(t *testing.T) {
+	first, _ := http.NewRequest(http.MethodGet, "https://api.example.com/v1/x", nil)
+	same, _ := http.NewRequest(http.MethodGet, "https://api.example.com/v2/x", nil)
+	other, _ := http.NewRequest(http.MethodGet, "https://api.example.com:8443/v1/x?key=secret", nil)
+	if err := SameOriginRedirects(same, []*http.Request{first}); err != nil {
+		t.Errorf("same origin: %v", err)
+	}
+	err := SameOriginRedirects(other, []*http.Request{first})
+	if !errors.Is(err, ErrCrossOriginRedirect) || strings.Contains(err.Error(), "secret") {
+		t.Errorf("another port: %v", err)
+	}
+	many := make([]*http.Request, 10)
+	for i := range many {
+		many[i] = first
+	}
+	if err := SameOriginRedirects(same, many); err == nil {
+		t.Errorf("the 11th redirect was followed")
 	}
 }
