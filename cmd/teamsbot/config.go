@@ -476,6 +476,7 @@ func (c config) write(w io.Writer, getenv func(string) string) error {
 		if v.secret && val != "" {
 			val = "[redacted]"
 		}
+		val = netaddr.RedactURLCredentials(val)
 		lines = append(lines, fmt.Sprintf("%s=%s\t(%s)", v.name, strconv.Quote(val), src))
 	}
 	sort.Strings(lines)

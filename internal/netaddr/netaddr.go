@@ -18,6 +18,7 @@ import (
 	"net/http"
 	"net/netip"
 	"net/url"
+	"regexp"
 	"strconv"
 	"strings"
 )
@@ -323,4 +324,42 @@ func SameOriginRedirects(req *http.Request, via []*http.Request) error {
 		return fmt.Errorf("%w (to %s://%s)", ErrCrossOriginRedirect, req.URL.Scheme, req.URL.Host)
 	}
 	return nil
+}
+
+// userinfo finds the user info of every URL in a text: a scheme, "://",
+// then anything up to an "@" that is not a path, a query, a space or a
+// quote.
+var userinfo = regexp.MustCompile(`(?i)\b([a-z][a-z0-9+.-]*://)[^\s/?#@"'<>\\]+@`)
+
+// RedactUserinfo hides the user info (user:password@) of every URL found
+// in a free text, such as an error message that quotes what an operator
+// typed in the wrong place. The rest of the text is unchanged.
+func RedactUserinfo(text string) string {
+	if !strings.Contains(text, "@") || !strings.Contains(text, "://") {
+		return text
+	}
+	return userinfo.ReplaceAllString(text, "${1}[redacted]@")
+}
+
+// RedactURLCredentials shows a URL with its user info and its query
+// hidden, and its scheme, host and path kept: what an operator needs to
+// recognise a setting, without what often carries a secret. A text that is
+// not a URL has the user info of any URL in it hidden.
+func RedactURLCredentials(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil || u.Scheme == "" || u.Host == "" {
+		return RedactUserinfo(raw)
+	}
+	if u.User == nil && u.RawQuery == "" {
+		return raw
+	}
+	shown := u.Scheme + "://"
+	if u.User != nil {
+		shown += "[redacted]@"
+	}
+	shown += u.Host + u.EscapedPath()
+	if u.RawQuery != "" {
+		shown += "?[redacted]"
+	}
+	return shown
 }

@@ -240,3 +240,32 @@ func TestSameOriginRedirects(t *testing.T) {
 		t.Errorf("the 11th redirect was followed")
 	}
 }
+
+func TestRedactUserinfo(t *testing.T) {
+	for in, want := range map[string]string{
+		`TICKETIQ_ADDR: "https://admin:pa55@db.example.com:5432/x" is not host:port`: `TICKETIQ_ADDR: "https://[redacted]@db.example.com:5432/x" is not host:port`,
+		"open postgres://u:p@h/db: no such file":                                      "open postgres://[redacted]@h/db: no such file",
+		"two: http://a:b@x and https://c@y/z?q=1":                                     "two: http://[redacted]@x and https://[redacted]@y/z?q=1",
+		"mail me: ann@example.com, see https://example.com/@ann":                      "mail me: ann@example.com, see https://example.com/@ann",
+		"no url here":                                                                 "no url here",
+	} {
+		if got := RedactUserinfo(in); got != want {
+			t.Errorf("RedactUserinfo(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+func TestRedactURLCredentials(t *testing.T) {
+	for in, want := range map[string]string{
+		"https://login.example.com/token?client_secret=s": "https://login.example.com/token?[redacted]",
+		"https://u:p@crm.example.com/mcp":                 "https://[redacted]@crm.example.com/mcp",
+		"https://graph.example.com/v1.0":                  "https://graph.example.com/v1.0",
+		"https://login.example.com/{tenant}/token":        "https://login.example.com/{tenant}/token",
+		"not a url, x://u:p@h":                            "not a url, x://[redacted]@h",
+		"":                                                "",
+	} {
+		if got := RedactURLCredentials(in); got != want {
+			t.Errorf("RedactURLCredentials(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
