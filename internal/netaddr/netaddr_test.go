@@ -244,10 +244,10 @@ func TestSameOriginRedirects(t *testing.T) {
 func TestRedactUserinfo(t *testing.T) {
 	for in, want := range map[string]string{
 		`TICKETIQ_ADDR: "https://admin:pa55@db.example.com:5432/x" is not host:port`: `TICKETIQ_ADDR: "https://[redacted]@db.example.com:5432/x" is not host:port`,
-		"open postgres://u:p@h/db: no such file":                                      "open postgres://[redacted]@h/db: no such file",
-		"two: http://a:b@x and https://c@y/z?q=1":                                     "two: http://[redacted]@x and https://[redacted]@y/z?q=1",
-		"mail me: ann@example.com, see https://example.com/@ann":                      "mail me: ann@example.com, see https://example.com/@ann",
-		"no url here":                                                                 "no url here",
+		"open postgres://u:p@h/db: no such file":                                     "open postgres://[redacted]@h/db: no such file",
+		"two: http://a:b@x and https://c@y/z?q=1":                                    "two: http://[redacted]@x and https://[redacted]@y/z?q=1",
+		"mail me: ann@example.com, see https://example.com/@ann":                     "mail me: ann@example.com, see https://example.com/@ann",
+		"no url here": "no url here",
 	} {
 		if got := RedactUserinfo(in); got != want {
 			t.Errorf("RedactUserinfo(%q) = %q, want %q", in, got, want)
