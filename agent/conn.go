@@ -2,6 +2,7 @@ package agent
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -467,8 +468,12 @@ func isExitError(err error) bool {
 // sessionBroken tells a dead connection from a tool's or a request's own
 // failure.
 func sessionBroken(err error) bool {
+	// A stream that carried bytes that are not JSON cannot be trusted to
+	// frame the next message either: what follows may be swallowed into
+	// the broken one, and every later call would wait out its timeout.
+	var syntax *json.SyntaxError
 	return errors.Is(err, mcp.ErrConnectionClosed) || errors.Is(err, mcp.ErrSessionMissing) ||
-		errors.Is(err, io.EOF) || errors.Is(err, io.ErrClosedPipe)
+		errors.Is(err, io.EOF) || errors.Is(err, io.ErrClosedPipe) || errors.As(err, &syntax)
 }
 
 func (c *serverConn) invalidateTools() {

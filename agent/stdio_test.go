@@ -130,6 +130,14 @@ func serveStdio() error {
 		os.Exit(3)
 		return nil
 	})
+	tool("hang", nil, func() *mcp.CallToolResult {
+		select {} // ignores cancellation: only the host's timeout ends the call
+	})
+	tool("garbage", nil, func() *mcp.CallToolResult {
+		// Bytes that are not JSON-RPC, on the stream the client reads.
+		os.Stdout.WriteString("\x00\xff not json {\"jsonrpc\":\"2.0\",\"id\":\n")
+		select {}
+	})
 	return srv.Run(context.Background(), &mcp.StdioTransport{})
 }
 
