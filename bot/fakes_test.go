@@ -406,14 +406,14 @@ type fakeConnector struct {
 	srv    *httptest.Server
 	tokens *fakeTokenEndpoint // nil: no Authorization expected (local mode)
 
-	mu        sync.Mutex
-	open      int // TCP connections from the bot that are not closed
-	calls     []received
-	next      int
-	throttle  int // answer this many upcoming message posts with 429
+	mu       sync.Mutex
+	open     int // TCP connections from the bot that are not closed
+	calls    []received
+	next     int
+	throttle int // answer this many upcoming message posts with 429
 	// faults are the statuses each conversation's upcoming message posts
 	// get, in order, before one is taken.
-	faults map[string][]int
+	faults    map[string][]int
 	refuse    int // answer this many upcoming message posts with 400
 	sizeLimit int // bytes of UTF-16 a message may take; 0: Teams' 28 KB
 	// forbidden conversations are answered 403 BotNotInConversationRoster,
