@@ -33,3 +33,23 @@ go test "$@" ./...
 go test -run '^$' -bench . -benchtime=1x ./...
 # The Bot Framework endpoint runs many turns at once: prove it race-free.
 go test -race ./bot/...
+# Every fuzzer for a short bounded time, one at a time, from its committed
+# corpus (testdata/fuzz/...): the activity decoder, the token validator,
+# the frame-token parser, the bridge's server side, the CSP builder, the
+# resource and tool checks, and the configuration parser. FUZZTIME=0 skips
+# them; docs/security.md says what each proves.
+fuzztime=${FUZZTIME:-8s}
+if [ "$fuzztime" != 0 ]; then
+	while read -r pkg name; do
+		go test -run '^$' -fuzz "^${name}\$" -fuzztime="$fuzztime" "$pkg"
+	done <<'LIST'
+./bot FuzzActivity
+./bot FuzzToken
+./viewpage FuzzFrameTokenVerify
+./viewpage FuzzCallBody
+./mcpapps FuzzBuildCSP
+./mcpapps FuzzCheckResource
+./mcpapps FuzzReadToolUI
+./cmd/teamsbot FuzzConfig
+LIST
+fi

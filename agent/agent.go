@@ -180,6 +180,10 @@ type Options struct {
 	// RetryInterval is the least time between two attempts to connect a
 	// server that failed; zero means 5s.
 	RetryInterval time.Duration
+	// ReadyCacheFor is how long Ready keeps its answer: anyone who reaches
+	// /readyz may ask, and each check may start a stdio child or open a
+	// connection; zero means 3s.
+	ReadyCacheFor time.Duration
 	// Builtins adds in-memory servers that a ServerConfig.Builtin may name,
 	// beside "demo". Each call must return a new server.
 	Builtins map[string]func() *mcp.Server
@@ -195,8 +199,18 @@ type Service struct {
 	byID    map[string]*agentRuntime
 	conns   []*serverConn
 	metrics *metrics
+	ready   readiness
 
 	closeOnce sync.Once
+}
+
+// readiness is Ready's last answer and the check under way, if any.
+type readiness struct {
+	mu  sync.Mutex
+	at  time.Time // when err was found; zero before the first check
+	err error
+	// running is closed when the check under way ends; nil when none is.
+	running chan struct{}
 }
 
 // agentRuntime is one configured agent, ready to run.
@@ -229,6 +243,9 @@ func New(ctx context.Context, cfg Config, opts Options) (*Service, error) {
 	}
 	if s.opts.RetryInterval <= 0 {
 		s.opts.RetryInterval = 5 * time.Second
+	}
+	if s.opts.ReadyCacheFor <= 0 {
+		s.opts.ReadyCacheFor = 3 * time.Second
 	}
 	known := func(name string) bool {
 		_, ok := opts.Builtins[name]
@@ -305,15 +322,55 @@ func (s *Service) agent(id string) (*agentRuntime, error) {
 }
 
 // Ready reports whether every MCP server is reachable: each is connected
-// (tried again now if it was not) and answers a ping.
+// and answers a ping. A server that failed is tried again only after
+// RetryInterval, as on any other use. The answer is kept for
+// ReadyCacheFor, and callers that ask while a check is under way share
+// it: readiness is asked by anyone who reaches /readyz, and must not
+// become a way to start children or open connections at will. A caller
+// whose ctx ends first gets ErrUnavailable; the check goes on for the
+// next.
 func (s *Service) Ready(ctx context.Context) error {
+	r := &s.ready
+	r.mu.Lock()
+	if r.running == nil && !r.at.IsZero() && s.now().Sub(r.at) < s.opts.ReadyCacheFor {
+		err := r.err
+		r.mu.Unlock()
+		return err
+	}
+	if r.running == nil {
+		r.running = make(chan struct{})
+		// The check belongs to every caller waiting for it, not to the
+		// first one: it is bounded by the connect timeout, not by ctx.
+		go s.checkReady(context.WithoutCancel(ctx), r.running)
+	}
+	running := r.running
+	r.mu.Unlock()
+	select {
+	case <-running:
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		return r.err
+	case <-ctx.Done():
+		return fmt.Errorf("%w: readiness: %w", ErrUnavailable, ctx.Err())
+	}
+}
+
+// checkReady pings every server and records the answer for Ready.
+func (s *Service) checkReady(ctx context.Context, done chan struct{}) {
+	// Connecting and pinging are each bounded by ConnectTimeout.
+	ctx, cancel := context.WithTimeout(ctx, 2*s.opts.ConnectTimeout+time.Second)
+	defer cancel()
 	errs := make([]error, len(s.conns))
 	var wg sync.WaitGroup
 	for i, c := range s.conns {
 		wg.Go(func() { errs[i] = c.ping(ctx) })
 	}
 	wg.Wait()
-	return errors.Join(errs...)
+	r := &s.ready
+	r.mu.Lock()
+	r.err, r.at, r.running = errors.Join(errs...), s.now(), nil
+	r.mu.Unlock()
+	close(done)
 }
 
 // Close closes every MCP session; stdio children are asked to exit and

@@ -2,6 +2,7 @@ package agent
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -236,8 +237,11 @@ func childEnv(getenv func(string) string) []string {
 	return env
 }
 
-// httpClient sends the configured headers on every request. Timeouts are
-// on the transport (connecting, TLS, waiting for headers) and on each call's
+// httpClient sends the configured headers on every request to the
+// server's own origin, and to no other: they often hold a bearer token. A
+// redirect to another origin is refused (the request's body holds the
+// tool's arguments, which are the server's to see only). Timeouts are on
+// the transport (connecting, TLS, waiting for headers) and on each call's
 // context, not on the client: the server's event stream lives long.
 func (c *serverConn) httpClient() *http.Client {
 	var base http.RoundTripper = http.DefaultTransport
@@ -251,18 +255,24 @@ func (c *serverConn) httpClient() *http.Client {
 		base = t
 	}
 	base = &cappedTransport{base: base, limit: messageLimit(c.svc.maxResourceBytes()), cut: &c.cut}
-	return &http.Client{Transport: &headerTransport{base: base, headers: c.cfg.Headers}}
+	origin, _ := url.Parse(c.cfg.URL) // validated in New
+	return &http.Client{
+		Transport:     &headerTransport{base: base, headers: c.cfg.Headers, origin: origin},
+		CheckRedirect: netaddr.SameOriginRedirects,
+	}
 }
 
-// headerTransport adds fixed headers (often a bearer token) to requests.
+// headerTransport adds fixed headers (often a bearer token) to requests to
+// one origin.
 type headerTransport struct {
 	base    http.RoundTripper
 	headers map[string]string
+	origin  *url.URL
 }
 
 // RoundTrip implements http.RoundTripper.
 func (t *headerTransport) RoundTrip(req *http.Request) (*http.Response, error) {
-	if len(t.headers) > 0 {
+	if len(t.headers) > 0 && t.origin != nil && netaddr.SameOrigin(t.origin, req.URL) {
 		req = req.Clone(req.Context())
 		for k, v := range t.headers {
 			req.Header.Set(k, v)
@@ -423,9 +433,11 @@ func (c *serverConn) markDead(cs *mcp.ClientSession) {
 	c.mu.Unlock()
 }
 
-// ping connects if needed and pings the server.
+// ping connects if needed and pings the server. A server that failed is
+// not tried again before RetryInterval: readiness must not start a child
+// or open a connection on every probe.
 func (c *serverConn) ping(ctx context.Context) error {
-	cs, _, err := c.sessionFor(ctx, true)
+	cs, _, err := c.sessionFor(ctx, false)
 	if err != nil {
 		return err
 	}
@@ -465,8 +477,12 @@ func isExitError(err error) bool {
 // sessionBroken tells a dead connection from a tool's or a request's own
 // failure.
 func sessionBroken(err error) bool {
+	// A stream that carried bytes that are not JSON cannot be trusted to
+	// frame the next message either: what follows may be swallowed into
+	// the broken one, and every later call would wait out its timeout.
+	var syntax *json.SyntaxError
 	return errors.Is(err, mcp.ErrConnectionClosed) || errors.Is(err, mcp.ErrSessionMissing) ||
-		errors.Is(err, io.EOF) || errors.Is(err, io.ErrClosedPipe)
+		errors.Is(err, io.EOF) || errors.Is(err, io.ErrClosedPipe) || errors.As(err, &syntax)
 }
 
 func (c *serverConn) invalidateTools() {

@@ -105,24 +105,74 @@ func (r dataRules) redactString(s string) string {
 	return s
 }
 
-// redactResult replaces matching text in a result's text content, embedded
-// text resources and structuredContent strings (keys included), in place:
-// the result is fresh from the wire and nobody else holds it.
+// redactResult replaces matching text in every string of a result that
+// the model or a view may see, in place: text, every part of a resource
+// link and an embedded resource, image and audio metadata, annotations,
+// icons, structuredContent (keys included) and every _meta. Only binary
+// data (an image's bytes, a resource's blob) is left as it is: a pattern
+// of text cannot match it meaningfully. A content type the rules cannot
+// walk is withheld rather than passed through. The result is fresh from
+// the wire and nobody else holds it.
 func (r dataRules) redactResult(res *mcp.CallToolResult) {
 	if len(r.redact) == 0 || res == nil {
 		return
 	}
-	for _, c := range res.Content {
+	res.Meta = r.redactMeta(res.Meta)
+	for i, c := range res.Content {
 		switch c := c.(type) {
 		case *mcp.TextContent:
 			c.Text = r.redactString(c.Text)
-		case *mcp.EmbeddedResource:
-			if c.Resource != nil {
-				c.Resource.Text = r.redactString(c.Resource.Text)
+			c.Meta, c.Annotations = r.redactMeta(c.Meta), r.redactAnnotations(c.Annotations)
+		case *mcp.ImageContent:
+			c.MIMEType = r.redactString(c.MIMEType)
+			c.Meta, c.Annotations = r.redactMeta(c.Meta), r.redactAnnotations(c.Annotations)
+		case *mcp.AudioContent:
+			c.MIMEType = r.redactString(c.MIMEType)
+			c.Meta, c.Annotations = r.redactMeta(c.Meta), r.redactAnnotations(c.Annotations)
+		case *mcp.ResourceLink:
+			c.URI, c.Name, c.Title = r.redactString(c.URI), r.redactString(c.Name), r.redactString(c.Title)
+			c.Description, c.MIMEType = r.redactString(c.Description), r.redactString(c.MIMEType)
+			c.Meta, c.Annotations = r.redactMeta(c.Meta), r.redactAnnotations(c.Annotations)
+			for j := range c.Icons {
+				ic := &c.Icons[j]
+				ic.Source, ic.MIMEType = r.redactString(ic.Source), r.redactString(ic.MIMEType)
+				ic.Theme = mcp.IconTheme(r.redactString(string(ic.Theme)))
+				for k := range ic.Sizes {
+					ic.Sizes[k] = r.redactString(ic.Sizes[k])
+				}
 			}
+		case *mcp.EmbeddedResource:
+			if rc := c.Resource; rc != nil {
+				rc.URI, rc.MIMEType, rc.Text = r.redactString(rc.URI), r.redactString(rc.MIMEType), r.redactString(rc.Text)
+				rc.Meta = r.redactMeta(rc.Meta)
+			}
+			c.Meta, c.Annotations = r.redactMeta(c.Meta), r.redactAnnotations(c.Annotations)
+		default:
+			res.Content[i] = &mcp.TextContent{Text: fmt.Sprintf("[a %T part was withheld: the data rules cannot redact it]", c)}
 		}
 	}
 	res.StructuredContent = r.redactValue(res.StructuredContent)
+}
+
+// redactMeta redacts a _meta map; nil stays nil so that it is still left
+// out on the wire.
+func (r dataRules) redactMeta(m mcp.Meta) mcp.Meta {
+	if m == nil {
+		return nil
+	}
+	out, _ := r.redactValue(map[string]any(m)).(map[string]any)
+	return mcp.Meta(out)
+}
+
+func (r dataRules) redactAnnotations(a *mcp.Annotations) *mcp.Annotations {
+	if a == nil {
+		return nil
+	}
+	a.LastModified = r.redactString(a.LastModified)
+	for i := range a.Audience {
+		a.Audience[i] = mcp.Role(r.redactString(string(a.Audience[i])))
+	}
+	return a
 }
 
 func (r dataRules) redactValue(v any) any {

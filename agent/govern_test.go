@@ -52,6 +52,30 @@ func (g *govServer) new() *mcp.Server {
 			},
 		}, nil
 	})
+	add("leaky", view, func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		// The secret in every string field a result can carry besides its
+		// text and structuredContent.
+		size := int64(12)
+		return &mcp.CallToolResult{
+			Meta: mcp.Meta{"trace": "card " + secretCard, "nested": map[string]any{"list": []any{secretCard}}, secretCard: true},
+			Content: []mcp.Content{
+				&mcp.ResourceLink{
+					URI: "https://files.example.com/" + secretCard + ".pdf", Name: "statement-" + secretCard,
+					Title: "Statement of " + secretCard, Description: "for card " + secretCard, MIMEType: "application/pdf",
+					Size: &size, Meta: mcp.Meta{"card": secretCard},
+					Annotations: &mcp.Annotations{LastModified: secretCard},
+					Icons:       []mcp.Icon{{Source: "https://icons.example.com/" + secretCard + ".png", MIMEType: "image/png", Sizes: []string{secretCard}}},
+				},
+				&mcp.EmbeddedResource{
+					Resource: &mcp.ResourceContents{URI: "file:///cards/" + secretCard, MIMEType: "text/plain", Text: "card " + secretCard, Meta: mcp.Meta{"card": secretCard}},
+					Meta:     mcp.Meta{"card": secretCard},
+				},
+				&mcp.ImageContent{Data: []byte("png"), MIMEType: "image/png; name=" + secretCard, Meta: mcp.Meta{"alt": "card " + secretCard}},
+				&mcp.AudioContent{Data: []byte("wav"), MIMEType: "audio/wav; name=" + secretCard, Meta: mcp.Meta{"title": secretCard}},
+				&mcp.TextContent{Text: "see the links", Meta: mcp.Meta{"card": secretCard}},
+			},
+		}, nil
+	})
 	add("danger", nil, func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "deleted everything"}}}, nil
 	})
@@ -140,6 +164,59 @@ func TestRedactRuleHidesSecretFromModelAndView(t *testing.T) {
 	b, _ := json.Marshal(got)
 	if strings.Contains(string(b), secretCard) {
 		t.Errorf("the view's call result holds the secret: %s", b)
+	}
+}
+
+// A redact rule reaches every string of a result, not only its text and
+// structuredContent: a resource link's URI, name, title and description,
+// an embedded resource, image and audio metadata, every _meta and the
+// result's own _meta. Neither the model, the view nor the view's own call
+// sees the secret.
+func TestRedactRuleCoversEveryField(t *testing.T) {
+	var g govServer
+	st := openStore(t)
+	s := newService(t, govConfig(""), agent.Options{Store: st, AppsEnabled: true, Builtins: map[string]func() *mcp.Server{"gov": g.new}})
+	ans := run(t, s, "/leaky {}")
+	if g.count("leaky") != 1 {
+		t.Fatalf("leaky called %d times", g.count("leaky"))
+	}
+	if strings.Contains(ans.Text, secretCard) {
+		t.Errorf("the model's answer holds the secret: %q", ans.Text)
+	}
+	if !strings.Contains(ans.Text, "[resource https://files.example.com/[redacted].pdf]") {
+		t.Errorf("the model does not read the redacted link: %q", ans.Text)
+	}
+	if len(ans.Views) != 1 {
+		t.Fatalf("views = %d, refusals %+v", len(ans.Views), ans.Refusals)
+	}
+	v := ans.Views[0]
+	if strings.Contains(string(v.Result), secretCard) {
+		t.Errorf("view result holds the secret: %s", v.Result)
+	}
+	stored, err := st.View(context.Background(), v.ID)
+	if err != nil || strings.Contains(string(stored.Result), secretCard) {
+		t.Errorf("stored view result = %s (%v)", stored.Result, err)
+	}
+	// The result still decodes as a CallToolResult with all its parts.
+	var res mcp.CallToolResult
+	if err := json.Unmarshal(v.Result, &res); err != nil {
+		t.Fatalf("the redacted result no longer decodes: %v\n%s", err, v.Result)
+	}
+	if len(res.Content) != 5 {
+		t.Errorf("content parts = %d, want 5", len(res.Content))
+	}
+	got, err := s.CallFromView(context.Background(), v, alice, "leaky", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := json.Marshal(got)
+	if strings.Contains(string(b), secretCard) {
+		t.Errorf("the view's call result holds the secret: %s", b)
+	}
+	for _, r := range audit(t, st, agent.AuditToolCall) {
+		if j, _ := json.Marshal(r.Fields); strings.Contains(string(j), secretCard) {
+			t.Errorf("audit holds the secret: %s", j)
+		}
 	}
 }
 

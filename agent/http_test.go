@@ -81,7 +81,7 @@ func TestUnreachableServerAtStartIsRetried(t *testing.T) {
 		agent.ServerConfig{Name: "demo", Builtin: "demo"},
 		agent.ServerConfig{Name: "crm", URL: hs.URL, Headers: map[string]string{"Authorization": "Bearer tok"}},
 	)
-	s := newService(t, cfg, agent.Options{Store: openStore(t), AppsEnabled: true, ConnectTimeout: 5 * time.Second, RetryInterval: time.Nanosecond})
+	s := newService(t, cfg, agent.Options{Store: openStore(t), AppsEnabled: true, ConnectTimeout: 5 * time.Second, RetryInterval: time.Nanosecond, ReadyCacheFor: time.Nanosecond})
 	ctx := context.Background()
 	err := s.Ready(ctx)
 	if !errors.Is(err, agent.ErrUnavailable) || !strings.Contains(err.Error(), "crm") {

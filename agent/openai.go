@@ -13,6 +13,7 @@ import (
 	"net/url"
 	"regexp"
 	"strings"
+	"teamsbot/internal/netaddr"
 	"teamsbot/internal/textclip"
 	"time"
 )
@@ -55,7 +56,10 @@ func NewOpenAIModel(cfg ModelConfig, key string, base http.RoundTripper) (*OpenA
 		model:    cfg.Model,
 		key:      key,
 		azure:    cfg.Azure || cfg.APIVersion != "",
-		client:   &http.Client{Transport: base, Timeout: timeout},
+		// The key (api-key or Authorization) and the conversation are for
+		// the configured endpoint only: Go's client would copy api-key to
+		// any host a redirect names, and Authorization to another port.
+		client: &http.Client{Transport: base, Timeout: timeout, CheckRedirect: netaddr.SameOriginRedirects},
 	}, nil
 }
 

@@ -19,6 +19,10 @@ import (
 // running tests: the stdio tests start it as a real subprocess.
 const stdioServerEnv = "AGENT_TEST_STDIO_SERVER"
 
+// spawnLogEnv names the file where a failing stdio child records that it
+// was started.
+const spawnLogEnv = "AGENT_TEST_SPAWN_LOG"
+
 func TestMain(m *testing.M) {
 	if os.Getenv(hugeEnv) == "1" {
 		if err := serveHugeStdio(); err != nil {
@@ -27,7 +31,17 @@ func TestMain(m *testing.M) {
 		}
 		os.Exit(0)
 	}
-	if os.Getenv(stdioServerEnv) == "1" {
+	switch os.Getenv(stdioServerEnv) {
+	case "fail":
+		// A server that cannot start: it leaves a line in the spawn log, so
+		// a test counts how many children were started, and exits.
+		if f, err := os.OpenFile(os.Getenv(spawnLogEnv), os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o600); err == nil {
+			fmt.Fprintln(f, os.Getpid())
+			f.Close()
+		}
+		fmt.Fprintln(os.Stderr, "stdio server: cannot start")
+		os.Exit(1)
+	case "1":
 		if err := serveStdio(); err != nil {
 			fmt.Fprintln(os.Stderr, "stdio server:", err)
 			os.Exit(1)
@@ -122,6 +136,14 @@ func serveStdio() error {
 	tool("crash", nil, func() *mcp.CallToolResult {
 		os.Exit(3)
 		return nil
+	})
+	tool("hang", nil, func() *mcp.CallToolResult {
+		select {} // ignores cancellation: only the host's timeout ends the call
+	})
+	tool("garbage", nil, func() *mcp.CallToolResult {
+		// Bytes that are not JSON-RPC, on the stream the client reads.
+		os.Stdout.WriteString("\x00\xff not json {\"jsonrpc\":\"2.0\",\"id\":\n")
+		select {}
 	})
 	return srv.Run(context.Background(), &mcp.StdioTransport{})
 }

@@ -406,11 +406,14 @@ type fakeConnector struct {
 	srv    *httptest.Server
 	tokens *fakeTokenEndpoint // nil: no Authorization expected (local mode)
 
-	mu        sync.Mutex
-	open      int // TCP connections from the bot that are not closed
-	calls     []received
-	next      int
-	throttle  int // answer this many upcoming message posts with 429
+	mu       sync.Mutex
+	open     int // TCP connections from the bot that are not closed
+	calls    []received
+	next     int
+	throttle int // answer this many upcoming message posts with 429
+	// faults are the statuses each conversation's upcoming message posts
+	// get, in order, before one is taken.
+	faults    map[string][]int
 	refuse    int // answer this many upcoming message posts with 400
 	sizeLimit int // bytes of UTF-16 a message may take; 0: Teams' 28 KB
 	// forbidden conversations are answered 403 BotNotInConversationRoster,
@@ -505,6 +508,15 @@ func (f *fakeConnector) serve(w http.ResponseWriter, r *http.Request) {
 	if f.forbidden[rc.ConversationID] {
 		f.mu.Unlock()
 		writeJSON(w, http.StatusForbidden, map[string]any{"error": map[string]any{"code": "BotNotInConversationRoster", "message": "The bot is not part of the conversation roster."}})
+		return
+	}
+	if q := f.faults[rc.ConversationID]; len(q) > 0 && rc.Activity.Type == "message" {
+		f.faults[rc.ConversationID] = q[1:]
+		f.mu.Unlock()
+		if q[0] == http.StatusTooManyRequests {
+			w.Header().Set("Retry-After", "1")
+		}
+		writeJSON(w, q[0], map[string]any{"error": map[string]any{"code": http.StatusText(q[0])}})
 		return
 	}
 	if f.throttle > 0 && rc.Activity.Type == "message" {

@@ -234,7 +234,9 @@ func New(ctx context.Context, opts Options) (*Service, error) {
 	if opts.Issuer != "" {
 		client := opts.HTTPClient
 		if client == nil {
-			client = &http.Client{Timeout: 15 * time.Second}
+			// The token request carries the client secret in its body,
+			// which Go re-posts to wherever a 307 points.
+			client = &http.Client{Timeout: 15 * time.Second, CheckRedirect: netaddr.SameOriginRedirects}
 		}
 		s.oidc, err = discover(ctx, opts, client, s.origin, allowed, s.now)
 		if err != nil {

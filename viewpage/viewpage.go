@@ -717,14 +717,28 @@ func readCall(c echo.Context) (callRequest, []byte, error) {
 		}
 		return callRequest{}, nil, fmt.Errorf("%w: reading the body: %w", ErrBadRequest, err)
 	}
-	var req callRequest
+	// The keys are matched exactly: encoding/json alone would take "NAME"
+	// or "nAme" for name, and a body that means one thing here and another
+	// to a proxy or a log reader is refused instead. Nothing but space may
+	// follow the object (a decoder alone stops at a stray "}").
 	dec := json.NewDecoder(bytes.NewReader(body))
-	if err := dec.Decode(&req); err != nil {
+	var fields map[string]json.RawMessage
+	if err := dec.Decode(&fields); err != nil {
 		return callRequest{}, nil, badRequest("the body is not valid JSON", err)
 	}
-	if dec.More() {
+	if fields == nil {
+		return callRequest{}, nil, badRequest("the body must be a JSON object", nil)
+	}
+	if len(bytes.TrimSpace(body[dec.InputOffset():])) > 0 {
 		return callRequest{}, nil, badRequest("the body holds more than one JSON value", nil)
 	}
+	var req callRequest
+	if raw, ok := fields["name"]; ok {
+		if err := json.Unmarshal(raw, &req.Name); err != nil {
+			return callRequest{}, nil, badRequest("name must be a string", nil)
+		}
+	}
+	req.Arguments = fields["arguments"]
 	if req.Name == "" {
 		return callRequest{}, nil, badRequest("name is required", nil)
 	}

@@ -26,7 +26,10 @@ import (
 // config is everything the service reads from its environment and its
 // optional configuration file, validated once at start.
 type config struct {
-	Addr           netaddr.Listen
+	Addr netaddr.Listen
+	// MetricsAddr is the optional internal listener of /metrics and
+	// /readyz; zero: the main listener serves them.
+	MetricsAddr    netaddr.Listen
 	DataDir        string
 	PublicBaseURL  netaddr.Origin
 	SandboxBaseURL netaddr.Origin // zero: the public base URL serves the frames too
@@ -98,6 +101,7 @@ var botCredentialVars = []string{"TICKETIQ_BOT_APP_PASSWORD", "TICKETIQ_BOT_CERT
 // envVars lists every variable the service reads, in the order README shows.
 var envVars = []envVar{
 	{name: "TICKETIQ_ADDR", def: ":3978"},
+	{name: "TICKETIQ_METRICS_ADDR"},
 	{name: "TICKETIQ_DATA", def: "./data"},
 	{name: "TICKETIQ_PUBLIC_BASE_URL", def: "http://localhost:3978"},
 	{name: "TICKETIQ_SANDBOX_BASE_URL"},
@@ -177,6 +181,13 @@ func loadConfig(getenv func(string) string) (config, error) {
 	}
 	if c.Addr, err = netaddr.ParseListen(get("TICKETIQ_ADDR")); err != nil {
 		errs = append(errs, fmt.Errorf("TICKETIQ_ADDR: %w", err))
+	}
+	if s := get("TICKETIQ_METRICS_ADDR"); s != "" {
+		if c.MetricsAddr, err = netaddr.ParseListen(s); err != nil {
+			errs = append(errs, fmt.Errorf("TICKETIQ_METRICS_ADDR: %w", err))
+		} else if c.MetricsAddr == c.Addr && !strings.HasSuffix(s, ":0") {
+			errs = append(errs, fmt.Errorf("TICKETIQ_METRICS_ADDR %q: the same as TICKETIQ_ADDR: the internal listener needs its own port", s))
+		}
 	}
 	if abs, err := filepath.Abs(c.DataDir); err != nil {
 		errs = append(errs, fmt.Errorf("TICKETIQ_DATA %q: %w", c.DataDir, err))
@@ -499,6 +510,7 @@ func (c config) write(w io.Writer, getenv func(string) string) error {
 		if v.secret && val != "" {
 			val = "[redacted]"
 		}
+		val = netaddr.RedactURLCredentials(val)
 		lines = append(lines, fmt.Sprintf("%s=%s\t(%s)", v.name, strconv.Quote(val), src))
 	}
 	sort.Strings(lines)
@@ -519,6 +531,14 @@ func (c config) cloudDefault(name string) string {
 	panic("cloudDefault: " + name + " has no cloud default") // a programming error, caught by tests
 }
 
+// metricsAddr names where /metrics and /readyz are served, for the log.
+func (c config) metricsAddr() string {
+	if c.MetricsAddr.IsZero() {
+		return "the main listener"
+	}
+	return c.MetricsAddr.String()
+}
+
 // signInMode names how people sign in to open views.
 func (c config) signInMode() string {
 	switch {
@@ -535,6 +555,7 @@ func (c config) signInMode() string {
 func (c config) logAttrs() []any {
 	return []any{
 		"addr", c.Addr.String(),
+		"metrics_addr", c.metricsAddr(),
 		"data", c.DataDir,
 		"public_base_url", c.PublicBaseURL.String(),
 		"bot_cloud", c.BotCloud.Name,

@@ -21,7 +21,10 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
+
+	"teamsbot/internal/netaddr"
 )
 
 // version is set at build time with -ldflags "-X main.version=...".
@@ -38,7 +41,10 @@ func main() {
 
 // run is the whole program; main only hands it the process's surroundings so
 // tests can start the real service in-process.
-func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) (err error) {
+	// Whatever went wrong, a URL's user info an operator typed anywhere is
+	// not printed: a mistake may quote the value whole.
+	defer func() { err = redactedError(err) }()
 	fs := flag.NewFlagSet("teamsbot", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.Usage = func() {
@@ -82,8 +88,49 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	}
 }
 
+// newLogger writes JSON lines. Every string and error attribute has the
+// user info of any URL in it hidden: an error from a server's transport
+// or a configuration value may quote one.
 func newLogger(w io.Writer, level string) *slog.Logger {
 	var l slog.Level
 	_ = l.UnmarshalText([]byte(level)) // validated by loadConfig
-	return slog.New(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: l}))
+	return slog.New(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: l, ReplaceAttr: redactAttr}))
 }
+
+func redactAttr(_ []string, a slog.Attr) slog.Attr {
+	switch a.Value.Kind() {
+	case slog.KindString:
+		if s := a.Value.String(); strings.Contains(s, "@") {
+			a.Value = slog.StringValue(netaddr.RedactUserinfo(s))
+		}
+	case slog.KindAny:
+		if e, ok := a.Value.Any().(error); ok {
+			if s := e.Error(); strings.Contains(s, "@") {
+				a.Value = slog.StringValue(netaddr.RedactUserinfo(s))
+			}
+		}
+	}
+	return a
+}
+
+// redactedError is err with the user info of any URL in its text hidden;
+// it still wraps err.
+func redactedError(err error) error {
+	if err == nil {
+		return nil
+	}
+	msg := err.Error()
+	if shown := netaddr.RedactUserinfo(msg); shown != msg {
+		return &shownError{msg: shown, err: err}
+	}
+	return err
+}
+
+// shownError is an error whose text was made fit to print.
+type shownError struct {
+	msg string
+	err error
+}
+
+func (e *shownError) Error() string { return e.msg }
+func (e *shownError) Unwrap() error { return e.err }

@@ -174,8 +174,8 @@ func serve(ctx context.Context, cfg config, getenv func(string) string, logger *
 	e.HTTPErrorHandler = web.ErrorHandler(logger, viewpage.Classify)
 	e.Use(middleware.Recover())
 	e.Use(web.RequestLog(logger))
-	e.GET("/healthz", func(c echo.Context) error { return c.String(http.StatusOK, "ok\n") })
-	e.GET("/readyz", func(c echo.Context) error {
+	healthz := func(c echo.Context) error { return c.String(http.StatusOK, "ok\n") }
+	readyz := func(c echo.Context) error {
 		rctx, cancel := context.WithTimeout(c.Request().Context(), 5*time.Second)
 		defer cancel()
 		if err := errors.Join(st.Ping(rctx), agents.Ready(rctx)); err != nil {
@@ -183,8 +183,17 @@ func serve(ctx context.Context, cfg config, getenv func(string) string, logger *
 			return c.String(http.StatusServiceUnavailable, "not ready\n")
 		}
 		return c.String(http.StatusOK, "ready\n")
-	})
-	e.GET("/metrics", echo.WrapHandler(promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg})))
+	}
+	metrics := echo.WrapHandler(promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
+	// Liveness stays on the main listener in every case: it says only that
+	// the process answers. Readiness and metrics move to the internal
+	// listener when there is one, out of reach of whoever reaches the
+	// public address.
+	e.GET("/healthz", healthz)
+	if cfg.MetricsAddr.IsZero() {
+		e.GET("/readyz", readyz)
+		e.GET("/metrics", metrics)
+	}
 	teams.Register(e)
 	signIn.Register(e)
 	views.Register(e)
@@ -241,8 +250,23 @@ func serve(ctx context.Context, cfg config, getenv func(string) string, logger *
 		// than hold it up for their 25 seconds.
 		srv.RegisterOnShutdown(pg.Close)
 	}
-	serveErr := make(chan error, 1)
+	serveErr := make(chan error, 2)
 	go func() { serveErr <- srv.Serve(ln) }()
+	if !cfg.MetricsAddr.IsZero() {
+		internal, iln, err := internalServer(cfg.MetricsAddr, logger, healthz, readyz, metrics)
+		if err != nil {
+			_ = srv.Close()
+			return err
+		}
+		go func() { serveErr <- internal.Serve(iln) }()
+		defer func() {
+			// Nothing long-lived is served here: a short grace is enough.
+			sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
+			defer cancel()
+			_ = internal.Shutdown(sctx)
+		}()
+		logger.Info("internal listener", "addr", iln.Addr().String(), "serves", "/healthz /readyz /metrics")
+	}
 	// The scheduler starts with the service: its first pass runs, once
 	// each, the triggers whose due times passed while it was down.
 	schedCtx, stopScheduler := context.WithCancel(context.WithoutCancel(ctx))
@@ -271,6 +295,29 @@ func serve(ctx context.Context, cfg config, getenv func(string) string, logger *
 	<-schedDone
 	logger.Info("stopped")
 	return nil
+}
+
+// internalServer is the listener of TICKETIQ_METRICS_ADDR: liveness,
+// readiness and metrics, for the operator's probes and scraper only.
+func internalServer(addr netaddr.Listen, logger *slog.Logger, healthz, readyz, metrics echo.HandlerFunc) (*http.Server, net.Listener, error) {
+	ie := echo.New()
+	ie.HideBanner, ie.HidePort = true, true
+	ie.Use(middleware.Recover())
+	ie.GET("/healthz", healthz)
+	ie.GET("/readyz", readyz)
+	ie.GET("/metrics", metrics)
+	ln, err := net.Listen("tcp", addr.String())
+	if err != nil {
+		return nil, nil, fmt.Errorf("listen on TICKETIQ_METRICS_ADDR: %w", err)
+	}
+	return &http.Server{
+		Handler:           ie,
+		ReadHeaderTimeout: 10 * time.Second,
+		ReadTimeout:       10 * time.Second,
+		WriteTimeout:      30 * time.Second,
+		IdleTimeout:       120 * time.Second,
+		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
+	}, ln, nil
 }
 
 // homeText is the whole answer of GET /.

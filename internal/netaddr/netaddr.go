@@ -15,8 +15,10 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/http"
 	"net/netip"
 	"net/url"
+	"regexp"
 	"strconv"
 	"strings"
 )
@@ -275,9 +277,89 @@ func ParseListen(s string) (Listen, error) {
 	return Listen{host: host, port: port}, nil
 }
 
+// IsZero reports an address that was never set.
+func (l Listen) IsZero() bool { return l.port == "" }
+
 // String is the address in the form net.Listen takes.
 func (l Listen) String() string { return net.JoinHostPort(l.host, l.port) }
 
 // Loopback reports whether the address accepts loopback connections only.
 // An empty host, 0.0.0.0 or [::] listen on every interface and are not.
 func (l Listen) Loopback() bool { return IsLoopbackHost(l.host) }
+
+// SameOrigin reports whether two URLs have the same scheme, host name and
+// port (a missing port being the scheme's default). Credentials meant for
+// one service are sent to its origin only: Go's HTTP client counts another
+// port of the same host as the same host, and copies every header but a
+// few to any host a redirect names.
+func SameOrigin(a, b *url.URL) bool {
+	return strings.EqualFold(a.Scheme, b.Scheme) && strings.EqualFold(a.Hostname(), b.Hostname()) && portOf(a) == portOf(b)
+}
+
+func portOf(u *url.URL) string {
+	if p := u.Port(); p != "" {
+		return p
+	}
+	switch strings.ToLower(u.Scheme) {
+	case "https":
+		return "443"
+	case "http":
+		return "80"
+	}
+	return ""
+}
+
+// ErrCrossOriginRedirect is a redirect to another origin, refused because
+// the request carries credentials meant for its own.
+var ErrCrossOriginRedirect = errors.New("redirect to another origin refused: credentials are sent to the configured origin only")
+
+// SameOriginRedirects is an http.Client CheckRedirect that follows
+// redirects within the first request's origin (at most 10) and refuses any
+// other, naming its scheme and host only.
+func SameOriginRedirects(req *http.Request, via []*http.Request) error {
+	if len(via) >= 10 {
+		return errors.New("stopped after 10 redirects")
+	}
+	if !SameOrigin(via[0].URL, req.URL) {
+		return fmt.Errorf("%w (to %s://%s)", ErrCrossOriginRedirect, req.URL.Scheme, req.URL.Host)
+	}
+	return nil
+}
+
+// userinfo finds the user info of every URL in a text: a scheme, "://",
+// then anything up to an "@" that is not a path, a query, a space or a
+// quote.
+var userinfo = regexp.MustCompile(`(?i)\b([a-z][a-z0-9+.-]*://)[^\s/?#@"'<>\\]+@`)
+
+// RedactUserinfo hides the user info (user:password@) of every URL found
+// in a free text, such as an error message that quotes what an operator
+// typed in the wrong place. The rest of the text is unchanged.
+func RedactUserinfo(text string) string {
+	if !strings.Contains(text, "@") || !strings.Contains(text, "://") {
+		return text
+	}
+	return userinfo.ReplaceAllString(text, "${1}[redacted]@")
+}
+
+// RedactURLCredentials shows a URL with its user info and its query
+// hidden, and its scheme, host and path kept: what an operator needs to
+// recognise a setting, without what often carries a secret. A text that is
+// not a URL has the user info of any URL in it hidden.
+func RedactURLCredentials(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil || u.Scheme == "" || u.Host == "" {
+		return RedactUserinfo(raw)
+	}
+	if u.User == nil && u.RawQuery == "" {
+		return raw
+	}
+	shown := u.Scheme + "://"
+	if u.User != nil {
+		shown += "[redacted]@"
+	}
+	shown += u.Host + u.EscapedPath()
+	if u.RawQuery != "" {
+		shown += "?[redacted]"
+	}
+	return shown
+}

@@ -2,6 +2,8 @@ package netaddr
 
 import (
 	"errors"
+	"net/http"
+	"net/url"
 	"strings"
 	"testing"
 )
@@ -193,6 +195,77 @@ func TestParseURLAndRedact(t *testing.T) {
 		}
 		if got := Redact(tc.in); got != tc.redacted {
 			t.Errorf("Redact(%q) = %q, want %q", tc.in, got, tc.redacted)
+		}
+	}
+}
+
+func TestSameOrigin(t *testing.T) {
+	for _, c := range []struct {
+		a, b string
+		want bool
+	}{
+		{"https://crm.example.com/mcp", "https://crm.example.com/other?x=1", true},
+		{"https://crm.example.com/mcp", "https://CRM.example.com:443/mcp", true},
+		{"http://127.0.0.1/x", "http://127.0.0.1:80/y", true},
+		{"http://127.0.0.1:8080/x", "http://127.0.0.1:8081/x", false},
+		{"https://crm.example.com/mcp", "http://crm.example.com/mcp", false},
+		{"https://crm.example.com/mcp", "https://evil.example.com/mcp", false},
+		{"https://crm.example.com/mcp", "https://sub.crm.example.com/mcp", false},
+		{"http://127.0.0.1:8080/", "http://localhost:8080/", false},
+	} {
+		a, _ := url.Parse(c.a)
+		b, _ := url.Parse(c.b)
+		if got := SameOrigin(a, b); got != c.want {
+			t.Errorf("SameOrigin(%s, %s) = %v, want %v", c.a, c.b, got, c.want)
+		}
+	}
+}
+
+func TestSameOriginRedirects(t *testing.T) {
+	first, _ := http.NewRequest(http.MethodGet, "https://api.example.com/v1/x", nil)
+	same, _ := http.NewRequest(http.MethodGet, "https://api.example.com/v2/x", nil)
+	other, _ := http.NewRequest(http.MethodGet, "https://api.example.com:8443/v1/x?key=secret", nil)
+	if err := SameOriginRedirects(same, []*http.Request{first}); err != nil {
+		t.Errorf("same origin: %v", err)
+	}
+	err := SameOriginRedirects(other, []*http.Request{first})
+	if !errors.Is(err, ErrCrossOriginRedirect) || strings.Contains(err.Error(), "secret") {
+		t.Errorf("another port: %v", err)
+	}
+	many := make([]*http.Request, 10)
+	for i := range many {
+		many[i] = first
+	}
+	if err := SameOriginRedirects(same, many); err == nil {
+		t.Errorf("the 11th redirect was followed")
+	}
+}
+
+func TestRedactUserinfo(t *testing.T) {
+	for in, want := range map[string]string{
+		`TICKETIQ_ADDR: "https://admin:pa55@db.example.com:5432/x" is not host:port`: `TICKETIQ_ADDR: "https://[redacted]@db.example.com:5432/x" is not host:port`,
+		"open postgres://u:p@h/db: no such file":                                     "open postgres://[redacted]@h/db: no such file",
+		"two: http://a:b@x and https://c@y/z?q=1":                                    "two: http://[redacted]@x and https://[redacted]@y/z?q=1",
+		"mail me: ann@example.com, see https://example.com/@ann":                     "mail me: ann@example.com, see https://example.com/@ann",
+		"no url here": "no url here",
+	} {
+		if got := RedactUserinfo(in); got != want {
+			t.Errorf("RedactUserinfo(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+func TestRedactURLCredentials(t *testing.T) {
+	for in, want := range map[string]string{
+		"https://login.example.com/token?client_secret=s": "https://login.example.com/token?[redacted]",
+		"https://u:p@crm.example.com/mcp":                 "https://[redacted]@crm.example.com/mcp",
+		"https://graph.example.com/v1.0":                  "https://graph.example.com/v1.0",
+		"https://login.example.com/{tenant}/token":        "https://login.example.com/{tenant}/token",
+		"not a url, x://u:p@h":                            "not a url, x://[redacted]@h",
+		"":                                                "",
+	} {
+		if got := RedactURLCredentials(in); got != want {
+			t.Errorf("RedactURLCredentials(%q) = %q, want %q", in, got, want)
 		}
 	}
 }

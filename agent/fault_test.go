@@ -1,0 +1,48 @@
+package agent_test
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"teamsbot/agent"
+)
+
+// An MCP server (a real stdio child) that hangs, crashes mid-call or
+// writes garbage on its stream: the answer still arrives within the
+// server's configured timeout, with a clear note of what happened, and the
+// server serves the next call.
+func TestFaultyStdioServerAnswerArrivesInTime(t *testing.T) {
+	const timeout = 2 * time.Second
+	cfg := stdioConfig()
+	cfg.Timeout = timeout.String()
+	for _, c := range []struct {
+		tool string
+		want string // in the tool error the answer carries
+	}{
+		{"hang", "timed out after 2s"},
+		{"crash", "stdio"},
+		{"garbage", "stdio"},
+	} {
+		t.Run(c.tool, func(t *testing.T) {
+			s := newService(t, oneAgent(cfg), agent.Options{Store: openStore(t), AppsEnabled: true})
+			start := time.Now()
+			ans := run(t, s, "/"+c.tool+" {}")
+			took := time.Since(start)
+			if took > timeout+3*time.Second {
+				t.Errorf("the answer took %s, beyond the %s timeout", took, timeout)
+			}
+			if len(ans.ToolErrors) != 1 || !strings.Contains(ans.ToolErrors[0].Message, c.want) {
+				t.Fatalf("tool errors %+v, want one naming %q; text %q", ans.ToolErrors, c.want, ans.Text)
+			}
+			if ans.Text == "" {
+				t.Errorf("no answer text")
+			}
+			t.Logf("%s: answered in %s: %s", c.tool, took.Round(time.Millisecond), ans.ToolErrors[0].Message)
+			// The next call works: a broken session is replaced.
+			if ans := run(t, s, "/good_view {}"); len(ans.Views) != 1 {
+				t.Errorf("after %s: views %d, errors %+v, notes %q", c.tool, len(ans.Views), ans.ToolErrors, ans.Notes)
+			}
+		})
+	}
+}

@@ -1,0 +1,114 @@
+package main
+
+import (
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// A burst of unauthenticated /readyz requests against a stdio server
+// that cannot start answers 503 to each and starts no child for them:
+// readiness is cached, shared by concurrent requests, and keeps the
+// reconnect backoff.
+func TestReadyzBurstStartsNoChildren(t *testing.T) {
+	dir := t.TempDir()
+	spawnLog := filepath.Join(dir, "spawns")
+	cfgPath := filepath.Join(dir, "agents.yaml")
+	if err := os.WriteFile(cfgPath, []byte(`
+agents:
+  - id: default
+    servers:
+      - name: broken
+        command: [/bin/sh, -c, "echo started >> `+spawnLog+`; exit 1"]
+`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	base, _, _ := startService(t, map[string]string{"TICKETIQ_CONFIG": cfgPath})
+	started := func() int {
+		b, _ := os.ReadFile(spawnLog)
+		return strings.Count(string(b), "\n")
+	}
+	before := started()
+	if before != 1 {
+		t.Fatalf("%d children at start, want 1", before)
+	}
+	c := &http.Client{Timeout: 10 * time.Second}
+	var wg sync.WaitGroup
+	codes := make([]int, 20)
+	for i := range codes {
+		wg.Go(func() {
+			resp, err := c.Get(base + "/readyz")
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			resp.Body.Close()
+			codes[i] = resp.StatusCode
+		})
+	}
+	wg.Wait()
+	for i, code := range codes {
+		if code != http.StatusServiceUnavailable {
+			t.Errorf("/readyz #%d: %d, want 503", i, code)
+		}
+	}
+	if n := started() - before; n > 1 {
+		t.Errorf("20 requests to /readyz started %d children of the failing server, want at most 1", n)
+	}
+}
+
+// With TICKETIQ_METRICS_ADDR, readiness and metrics are served on the
+// internal listener only; liveness is on both.
+func TestMetricsAddrMovesReadinessAndMetrics(t *testing.T) {
+	base, logs, _ := startService(t, map[string]string{"TICKETIQ_METRICS_ADDR": "127.0.0.1:0"})
+	l := logs.logLine("internal listener")
+	if l == nil {
+		t.Fatalf("no internal listener logged:\n%s", logs)
+	}
+	internal := "http://" + l["addr"].(string)
+	c := &http.Client{Timeout: 10 * time.Second}
+	for _, tc := range []struct {
+		url  string
+		want int
+	}{
+		{base + "/healthz", 200},
+		{base + "/readyz", 404},
+		{base + "/metrics", 404},
+		{internal + "/healthz", 200},
+		{internal + "/readyz", 200},
+		{internal + "/metrics", 200},
+		{internal + "/api/messages", 404},
+		{internal + "/", 404},
+	} {
+		if code, body := get(t, c, tc.url); code != tc.want {
+			t.Errorf("GET %s: %d, want %d (%s)", tc.url, code, tc.want, body)
+		}
+	}
+	if _, body := get(t, c, internal+"/metrics"); !strings.Contains(body, "go_goroutines") {
+		t.Errorf("the internal /metrics has no Go metrics")
+	}
+}
+
+func TestConfigMetricsAddr(t *testing.T) {
+	cfg, err := loadConfig(envOf(map[string]string{"TICKETIQ_METRICS_ADDR": "127.0.0.1:9090"}))
+	if err != nil || cfg.MetricsAddr.String() != "127.0.0.1:9090" {
+		t.Errorf("loadConfig = %v, %v", cfg.MetricsAddr, err)
+	}
+	if cfg, err := loadConfig(envOf(nil)); err != nil || !cfg.MetricsAddr.IsZero() {
+		t.Errorf("unset: %v, %v", cfg.MetricsAddr, err)
+	}
+	for _, bad := range []string{"9090", "host:port", "127.0.0.1:70000"} {
+		_, err := loadConfig(envOf(map[string]string{"TICKETIQ_METRICS_ADDR": bad, "TICKETIQ_LOG_LEVEL": "loud"}))
+		if err == nil || !strings.Contains(err.Error(), "TICKETIQ_METRICS_ADDR") || !strings.Contains(err.Error(), "TICKETIQ_LOG_LEVEL") {
+			t.Errorf("TICKETIQ_METRICS_ADDR=%q: %v, want both mistakes named", bad, err)
+		}
+	}
+	_, err = loadConfig(envOf(map[string]string{"TICKETIQ_ADDR": ":3978", "TICKETIQ_METRICS_ADDR": ":3978"}))
+	if err == nil || !strings.Contains(err.Error(), "its own port") {
+		t.Errorf("the same address twice: %v", err)
+	}
+}
