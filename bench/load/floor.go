@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"crypto/rsa"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
@@ -36,15 +38,26 @@ type floorBot struct {
 	wg sync.WaitGroup
 }
 
-// serveFloorBot runs the floor bot on addr until ctx ends.
-func serveFloorBot(ctx context.Context, addr, metadataURL, tokenURL, cardFile string) error {
+// serveFloorBot runs the floor bot on addr until ctx ends. caFile, when
+// set, is the only certificate it trusts for https.
+func serveFloorBot(ctx context.Context, addr, metadataURL, tokenURL, cardFile, caFile string) error {
 	card, err := os.ReadFile(cardFile)
 	if err != nil {
 		return fmt.Errorf("card: %w", err)
 	}
-	client := &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{
-		MaxIdleConnsPerHost: 128, ForceAttemptHTTP2: true, TLSHandshakeTimeout: 5 * time.Second,
-	}}
+	tr := &http.Transport{MaxIdleConnsPerHost: 128, ForceAttemptHTTP2: true, TLSHandshakeTimeout: 5 * time.Second}
+	if caFile != "" {
+		pemBytes, err := os.ReadFile(caFile)
+		if err != nil {
+			return fmt.Errorf("certificate: %w", err)
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(pemBytes) {
+			return fmt.Errorf("certificate %s: no PEM certificate", caFile)
+		}
+		tr.TLSClientConfig = &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
+	}
+	client := &http.Client{Timeout: 30 * time.Second, Transport: tr}
 	keys, err := fetchKeys(ctx, client, metadataURL)
 	if err != nil {
 		return err

@@ -9,7 +9,7 @@
 // Usage:
 //
 //	load side-by-side -teamsbot BIN -botbuilder SCRIPT [-rounds 3] [-seconds 3] [-views 1000000] [-out FILE]
-//	load floorbot -addr ADDR -metadata URL -token-url URL -card FILE
+//	load floorbot -addr ADDR -metadata URL -token-url URL -card FILE [-ca FILE]
 //	load noop -addr ADDR
 //	load store -dir DIR [-views 1000000]
 package main
@@ -48,13 +48,14 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		meta := fs.String("metadata", "", "OpenID metadata URL")
 		tok := fs.String("token-url", "", "token endpoint URL")
 		card := fs.String("card", "", "the Adaptive Card to answer with (JSON file)")
+		ca := fs.String("ca", "", "the certificate to trust for https (default: the system's)")
 		if err := fs.Parse(args[2:]); err != nil {
 			return err
 		}
 		if err := loopbackAddr(*addr); err != nil {
 			return err
 		}
-		return serveFloorBot(ctx, *addr, *meta, *tok, *card)
+		return serveFloorBot(ctx, *addr, *meta, *tok, *card, *ca)
 	case "noop":
 		addr := fs.String("addr", "127.0.0.1:0", "listen address")
 		if err := fs.Parse(args[2:]); err != nil {

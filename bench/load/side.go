@@ -177,8 +177,8 @@ func sideBySide(ctx context.Context, o sideOptions, stdout, stderr io.Writer) er
 		return err
 	}
 	defer bb.stop()
-	floor, err := startProc(ctx, "floor bot", floorAddr, "/healthz", filepath.Join(dir, "floor.log"), []string{"SSL_CERT_FILE=" + f.caFile},
-		o.self, "floorbot", "-addr", floorAddr, "-metadata", f.metadataURL(), "-token-url", f.tokenURL(), "-card", cardFile)
+	floor, err := startProc(ctx, "floor bot", floorAddr, "/healthz", filepath.Join(dir, "floor.log"), nil,
+		o.self, "floorbot", "-addr", floorAddr, "-metadata", f.metadataURL(), "-token-url", f.tokenURL(), "-card", cardFile, "-ca", f.caFile)
 	if err != nil {
 		return err
 	}
@@ -193,9 +193,11 @@ func sideBySide(ctx context.Context, o sideOptions, stdout, stderr io.Writer) er
 			inflight: inflight, max: max, d: d, prefix: round + "-", seq: &seq}
 		return measure(ctx, names[p], fmt.Sprintf("turns@%d", inflight), p.pid(), inflight, max, d, l.turn)
 	}
-	// Warm up: keys, tokens, connections, the MCP session, the JIT.
+	// Warm up: keys, tokens, connections, the MCP session, the JIT, and
+	// every conversation once (the service stores each one's reference on
+	// first contact).
 	for _, p := range bots {
-		if _, err := turnsAt(p, 20, 400, 10*time.Second, "warm-"+strings.ReplaceAll(names[p], " ", "")); err != nil {
+		if _, err := turnsAt(p, 50, conversations, 30*time.Second, "warm-"+strings.ReplaceAll(names[p], " ", "")); err != nil {
 			return err
 		}
 	}

@@ -60,11 +60,17 @@ type turnLoad struct {
 	seq    *atomic.Int64
 }
 
+// conversations is how many personal chats the messages come from: enough
+// that none passes Teams' per-conversation rate (3 turns a second, 27 in
+// 30 s) at the loads measured, few enough that the warm-up visits each
+// once, so that the rounds measure steady turns and not first contacts.
+const conversations = 4000
+
 // activity is a Teams personal-chat message with "/sales_report {}". The
 // conversation and the tenant change with every turn (see tenantCount).
 func (l *turnLoad) activity(id string, n int64) []byte {
 	tenant := tenantID(int(n))
-	conv := "a:bench-" + strconv.FormatInt(n%20000, 10)
+	conv := "a:bench-" + strconv.FormatInt(n%conversations, 10)
 	var b bytes.Buffer
 	b.Grow(900)
 	b.WriteString(`{"type":"message","id":"`)
