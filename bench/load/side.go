@@ -73,12 +73,11 @@ func startProc(ctx context.Context, name, addr, probe, logFile string, env []str
 	p := &proc{name: name, addr: addr, cmd: cmd}
 	exited := make(chan error, 1)
 	go func() { exited <- cmd.Wait(); log.Close() }()
-	p.cmd.Cancel = nil
 	c := &http.Client{Timeout: time.Second}
 	for deadline := time.Now().Add(60 * time.Second); time.Now().Before(deadline); {
 		select {
 		case err := <-exited:
-			return nil, fmt.Errorf("%s exited at start (%v); see %s", name, err, logFile)
+			return nil, fmt.Errorf("%s exited at start, see %s: %w", name, logFile, err)
 		case <-ctx.Done():
 			p.stop()
 			return nil, ctx.Err()
