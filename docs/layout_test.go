@@ -30,6 +30,7 @@ var layout = map[string][]string{
 	"teamsbot/manifest":            {},
 	"teamsbot/playground":          {"teamsbot/bot", "teamsbot/signin", "teamsbot/store", "teamsbot/viewpage"},
 	"teamsbot/docs":                {},
+	"teamsbot/bench/load":          {"teamsbot/store"},
 	"teamsbot/internal/netaddr":    {},
 	"teamsbot/internal/textclip":   {},
 	"teamsbot/internal/guid":       {},
