@@ -27,7 +27,7 @@ agents:
 `), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	base, _, _ := startService(t, map[string]string{"TICKETIQ_CONFIG": cfgPath})
+	base, logs, _ := startService(t, map[string]string{"TICKETIQ_CONFIG": cfgPath})
 	started := func() int {
 		b, _ := os.ReadFile(spawnLog)
 		return strings.Count(string(b), "\n")
@@ -58,6 +58,10 @@ agents:
 	}
 	if n := started() - before; n > 1 {
 		t.Errorf("20 requests to /readyz started %d children of the failing server, want at most 1", n)
+	}
+	// Anyone may ask: the burst must not flood the log either.
+	if n := strings.Count(logs.String(), `"msg":"not ready"`); n != 1 {
+		t.Errorf("20 requests to /readyz wrote %d \"not ready\" lines, want 1", n)
 	}
 }
 

@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/labstack/echo/v4"
@@ -175,11 +176,13 @@ func serve(ctx context.Context, cfg config, getenv func(string) string, logger *
 	e.Use(middleware.Recover())
 	e.Use(web.RequestLog(logger))
 	healthz := func(c echo.Context) error { return c.String(http.StatusOK, "ok\n") }
+	var readyLog readinessLog
 	readyz := func(c echo.Context) error {
 		rctx, cancel := context.WithTimeout(c.Request().Context(), 5*time.Second)
 		defer cancel()
-		if err := errors.Join(st.Ping(rctx), agents.Ready(rctx)); err != nil {
-			logger.Warn("not ready", "err", err)
+		err := errors.Join(st.Ping(rctx), agents.Ready(rctx))
+		readyLog.note(logger, err, time.Now())
+		if err != nil {
 			return c.String(http.StatusServiceUnavailable, "not ready\n")
 		}
 		return c.String(http.StatusOK, "ready\n")
@@ -379,4 +382,30 @@ func consoleRules(cfg config) []admin.Rules {
 		out = append(out, admin.Rules{Agent: a.ID, Deny: a.Rules.DenyTools, Redact: a.Rules.Redact})
 	}
 	return out
+}
+
+// readinessRepeat is how often an unchanged "not ready" is logged again.
+const readinessRepeat = time.Minute
+
+// readinessLog logs readiness when it changes, and an unchanged failure
+// once a minute: anyone may ask /readyz, and a burst of requests while a
+// server is down must not flood the log.
+type readinessLog struct {
+	mu     sync.Mutex
+	last   string // "" while ready
+	logged time.Time
+}
+
+func (r *readinessLog) note(logger *slog.Logger, err error, now time.Time) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	switch {
+	case err == nil && r.last != "":
+		r.last = ""
+		logger.Info("ready again")
+	case err == nil:
+	case err.Error() != r.last || now.Sub(r.logged) >= readinessRepeat:
+		r.last, r.logged = err.Error(), now
+		logger.Warn("not ready", "err", err)
+	}
 }
