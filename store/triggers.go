@@ -184,28 +184,42 @@ func (s *Store) updateAPIKey(ctx context.Context, tenant, id string, change func
 	key := indexKey([]byte(id), tenant)
 	var after APIKey
 	apply := func(tx *bbolt.Tx) error {
-		b := tx.Bucket([]byte(bucketAPIKeys))
-		data := b.Get(key)
-		if data == nil {
-			return ErrNotFound
-		}
-		var before APIKey
-		if err := json.Unmarshal(data, &before); err != nil {
-			return fmt.Errorf("stored record: %w", err)
-		}
-		after = before
-		if err := change(&after); err != nil {
-			return err
-		}
-		if err := checkAPIKey(after); err != nil {
-			return err
-		}
-		return putAudited(s, tx, b, key, tenant, before, after, audit)
+		var err error
+		after, err = changeAudited(s, tx.Bucket([]byte(bucketAPIKeys)), tx, key, tenant, func(_ APIKey, k *APIKey) error {
+			if err := change(k); err != nil {
+				return err
+			}
+			return checkAPIKey(*k)
+		}, audit)
+		return err
 	}
 	if err := s.write(ctx, apply); err != nil {
 		return APIKey{}, fmt.Errorf("store: API key %.128s of tenant %s: %w", id, tenant, err)
 	}
 	return after, nil
+}
+
+// changeAudited reads the record under key in b, lets change edit a copy
+// (given the record as stored, to keep what may not change) and check it,
+// and stores the copy with its audit records (putAudited). A missing
+// record is ErrNotFound. It runs inside a write, which may run it more
+// than once: change and audit must only compute.
+func changeAudited[T any](s *Store, b *bbolt.Bucket, tx *bbolt.Tx, key []byte, tenant string, change func(before T, after *T) error, audit func(before, after T) []AuditRecord) (T, error) {
+	var before, after T
+	data := b.Get(key)
+	if data == nil {
+		return after, ErrNotFound
+	}
+	if err := json.Unmarshal(data, &before); err != nil {
+		return after, fmt.Errorf("stored record: %w", err)
+	}
+	if err := json.Unmarshal(data, &after); err != nil {
+		return after, fmt.Errorf("stored record: %w", err)
+	}
+	if err := change(before, &after); err != nil {
+		return after, err
+	}
+	return after, putAudited(s, tx, b, key, tenant, before, after, audit)
 }
 
 // putAudited stores after under key in b, with the audit records made of
@@ -455,25 +469,16 @@ func (s *Store) UpdateTrigger(ctx context.Context, tenant, id string, change fun
 	key := triggerKey(tenant, id)
 	var after Trigger
 	err := s.write(ctx, func(tx *bbolt.Tx) error {
-		b := tx.Bucket([]byte(bucketTriggers))
-		data := b.Get(key)
-		if data == nil {
-			return ErrNotFound
-		}
-		var before Trigger
-		if err := json.Unmarshal(data, &before); err != nil {
-			return fmt.Errorf("stored record: %w", err)
-		}
-		after = before
-		if err := change(&after); err != nil {
-			return err
-		}
-		after.ID, after.TenantID, after.ConversationID, after.CreatedBy, after.CreatedAt = before.ID, before.TenantID, before.ConversationID, before.CreatedBy, before.CreatedAt
-		after.Version = before.Version + 1
-		if err := checkTrigger(after); err != nil {
-			return err
-		}
-		return putAudited(s, tx, b, key, tenant, before, after, audit)
+		var err error
+		after, err = changeAudited(s, tx.Bucket([]byte(bucketTriggers)), tx, key, tenant, func(before Trigger, t *Trigger) error {
+			if err := change(t); err != nil {
+				return err
+			}
+			t.ID, t.TenantID, t.ConversationID, t.CreatedBy, t.CreatedAt = before.ID, before.TenantID, before.ConversationID, before.CreatedBy, before.CreatedAt
+			t.Version = before.Version + 1
+			return checkTrigger(*t)
+		}, audit)
+		return err
 	})
 	if err != nil {
 		return Trigger{}, fmt.Errorf("store: update trigger %.128s of tenant %s: %w", id, tenant, err)
