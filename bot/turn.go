@@ -223,10 +223,7 @@ func (b *Bot) chooseAnswer(a *schema.Activity, p agent.Person, ans agent.Answer,
 	default:
 		// The card gives a reference, never the cause, which may carry
 		// internal detail; the log line has both.
-		ref := ans.RunID
-		if ref == "" {
-			ref = a.ID
-		}
+		ref := reference(ans.RunID, a)
 		b.logger.Error("agent run failed", "tenant", p.TenantID, "conversation", a.Conversation.ID, "activity", a.ID, "reference", ref, "err", runErr)
 		return reply{outcome: "failed", cards: []cards.Card{cards.RunFailed(ref)}}
 	}
@@ -287,11 +284,8 @@ func (b *Bot) deliver(ctx context.Context, a *schema.Activity, workingID string,
 			}
 		}
 		if err != nil {
-			switch {
-			case workingID != "":
-				b.failWorkingCard(ctx, a, workingID, runID)
-			case st != nil && i == 0:
-				b.failStream(ctx, a, st, runID)
+			if workingID != "" || (st != nil && i == 0) {
+				b.failureInPlace(ctx, a, workingID, st, runID)
 			}
 			return sent, err
 		}
@@ -324,34 +318,33 @@ func (b *Bot) clearWorkingCard(ctx context.Context, a *schema.Activity, workingI
 	}
 }
 
-// failStream ends an open stream with the failure card, so that it does not
-// hang on its last update until Teams closes it.
-func (b *Bot) failStream(ctx context.Context, a *schema.Activity, st *stream, runID string) {
-	ref := runID
-	if ref == "" {
-		ref = a.ID
-	}
+// failureInPlace turns what promised an answer (the working card, or an
+// open stream in a personal chat) into the failure card, so that it does
+// not go on promising one. The turn's own context may be what ran out, so
+// this gets a short one of its own.
+func (b *Bot) failureInPlace(ctx context.Context, a *schema.Activity, workingID string, st *stream, runID string) {
 	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), sendTimeout)
 	defer cancel()
-	out := withCard(b.outgoing(a, schema.Message), cards.RunFailed(ref))
-	st.final(out)
-	if _, err := b.conn.Send(fctx, a.ServiceURL, a.Conversation.ID, "", out); err != nil {
-		b.logger.Warn("the streaming message could not be ended with the failure card", "conversation", a.Conversation.ID, "err", err)
+	out := withCard(b.outgoing(a, schema.Message), cards.RunFailed(reference(runID, a)))
+	var err error
+	if st != nil {
+		st.final(out)
+		_, err = b.conn.Send(fctx, a.ServiceURL, a.Conversation.ID, "", out)
+	} else {
+		err = b.conn.Update(fctx, a.ServiceURL, a.Conversation.ID, workingID, out)
+	}
+	if err != nil {
+		b.logger.Warn("what promised the answer could not be turned into the failure card", "conversation", a.Conversation.ID, "err", err)
 	}
 }
 
-// failWorkingCard turns the working card into the failure card. The turn's
-// own context may be what ran out, so this gets a short one of its own.
-func (b *Bot) failWorkingCard(ctx context.Context, a *schema.Activity, workingID, runID string) {
-	ref := runID
-	if ref == "" {
-		ref = a.ID
+// reference is what a failure card names for an operator to find in the
+// logs: the run, or the activity when no run was made.
+func reference(runID string, a *schema.Activity) string {
+	if runID != "" {
+		return runID
 	}
-	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), sendTimeout)
-	defer cancel()
-	if err := b.conn.Update(fctx, a.ServiceURL, a.Conversation.ID, workingID, withCard(b.outgoing(a, schema.Message), cards.RunFailed(ref))); err != nil {
-		b.logger.Warn("the working card could not be turned into the failure card", "conversation", a.Conversation.ID, "err", err)
-	}
+	return a.ID
 }
 
 // outgoing starts an activity addressed back to the conversation of a.
