@@ -178,6 +178,7 @@ type Bot struct {
 	metrics   *metrics
 	seen      *seenSet
 	refs      knownRefs // conversation references known to be current
+	zones     zones     // the people's time zones, loaded once each
 	sem       chan struct{}
 	pending   atomic.Int64
 

@@ -1,6 +1,7 @@
 package bot
 
 import (
+	"sync"
 	"time"
 	// Teams names the person's zone; the service knows every zone even
 	// where the system has no time zone database.
@@ -30,9 +31,7 @@ func (b *Bot) personalOptions(a *schema.Activity) cards.Options {
 	o.Shared = a.Conversation.ConversationType != "" && a.Conversation.ConversationType != "personal"
 	o.Owner = a.From.Name
 	if a.LocalTimezone != "" {
-		if loc, err := time.LoadLocation(a.LocalTimezone); err == nil {
-			o.Location = loc
-		}
+		o.Location = b.zones.load(a.LocalTimezone)
 	}
 	return o
 }
@@ -64,4 +63,37 @@ func withCard(out *outActivity, c cards.Card) *outActivity {
 	out.Summary = c.Summary
 	out.Attachments = []schema.Attachment{{ContentType: cards.ContentType, Content: c}}
 	return out
+}
+
+// maxZones bounds the time zones the bot keeps loaded; Teams sends a few
+// dozen in practice, but the name comes from the client.
+const maxZones = 1000
+
+// zones keeps the time zones the bot has loaded by name: Teams sends the
+// person's zone with every message, and loading one costs tens of
+// microseconds and a few kilobytes each time.
+type zones struct {
+	mu     sync.Mutex
+	byName map[string]*time.Location // nil: a name that is no zone
+}
+
+// load returns the zone of name, or nil when there is none of that name.
+func (z *zones) load(name string) *time.Location {
+	z.mu.Lock()
+	loc, ok := z.byName[name]
+	z.mu.Unlock()
+	if ok {
+		return loc
+	}
+	loc, err := time.LoadLocation(name)
+	if err != nil {
+		loc = nil
+	}
+	z.mu.Lock()
+	if z.byName == nil || len(z.byName) >= maxZones {
+		z.byName = map[string]*time.Location{}
+	}
+	z.byName[name] = loc
+	z.mu.Unlock()
+	return loc
 }
