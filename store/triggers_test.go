@@ -181,7 +181,7 @@ func TestTriggersAndRemovedConversation(t *testing.T) {
 func TestSweepRevokedAPIKeys(t *testing.T) {
 	ctx := context.Background()
 	now := time.Date(2026, 12, 3, 0, 0, 0, 0, time.UTC)
-	s, err := Open(ctx, filepath.Join(t.TempDir(), "teamsbot.db"), Options{Now: func() time.Time { return now }, AuditRetention: 24 * time.Hour})
+	s, err := openBolt(ctx, filepath.Join(t.TempDir(), "teamsbot.db"), Options{Now: func() time.Time { return now }, AuditRetention: 24 * time.Hour})
 	if err != nil {
 		t.Fatal(err)
 	}
