@@ -69,6 +69,7 @@ type Store struct {
 
 var (
 	_ backend = (*boltStore)(nil)
+	_ backend = (*pgStore)(nil)
 )
 
 // Open opens (creating and migrating) the bbolt store file at path. It

@@ -51,7 +51,7 @@ func BenchmarkSaveRun(b *testing.B) {
 	html := benchHTML()
 	ctx := context.Background()
 	b.Run("sequential", func(b *testing.B) {
-		s, _ := openTemp(b, newClock())
+		s, _ := openTemp(b, boltBackend(), newClock())
 		now := time.Now()
 		before := s.Stats()
 		lat := make([]time.Duration, 0, 1024)
@@ -71,7 +71,7 @@ func BenchmarkSaveRun(b *testing.B) {
 		reportGroups(b, s, before)
 	})
 	b.Run("parallel", func(b *testing.B) {
-		s, _ := openTemp(b, newClock())
+		s, _ := openTemp(b, boltBackend(), newClock())
 		now := time.Now()
 		before := s.Stats()
 		var n atomic.Int64
@@ -95,7 +95,7 @@ func BenchmarkSaveRun(b *testing.B) {
 func BenchmarkViewRead(b *testing.B) {
 	ctx := context.Background()
 	clk := newClock()
-	s, _ := openTemp(b, clk)
+	s, _ := openTemp(b, boltBackend(), clk)
 	html := benchHTML()
 	const n = 10_000
 	for r := range n / 100 {
@@ -144,7 +144,7 @@ func BenchmarkSweep(b *testing.B) {
 	for i := 0; i < b.N; i++ {
 		b.StopTimer()
 		clk := newClock()
-		s, _ := openTemp(b, clk)
+		s, _ := openTemp(b, boltBackend(), clk)
 		start := clk.Now()
 		for r := range total / perRun {
 			views := make([]store.NewView, 0, perRun)
@@ -186,7 +186,7 @@ func BenchmarkSweep(b *testing.B) {
 // with as many on the same ids.
 func BenchmarkBindingsFor(b *testing.B) {
 	ctx := context.Background()
-	s, _ := openTemp(b, newClock())
+	s, _ := openTemp(b, boltBackend(), newClock())
 	agents := []string{store.AllAgents}
 	for i := range 10 {
 		agents = append(agents, fmt.Sprintf("agent-%d", i))
