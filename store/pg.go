@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -185,9 +186,11 @@ func (s *pgStore) ready(ctx context.Context) error {
 
 // tx runs fn in a transaction and commits it, running it again (up to
 // pgRetries times) when PostgreSQL aborted it for a deadlock or a
-// serialization failure: fn must reset whatever it sets outside. Once
-// begun, the transaction runs under pgWriteTimeout rather than ctx (see
-// there).
+// serialization failure, or the connection was lost before the commit
+// was sent (the server then rolled it back): fn must reset whatever it
+// sets outside. A connection lost during the commit is not retried, as
+// the commit may have landed. Once begun, the transaction runs under
+// pgWriteTimeout rather than ctx (see there).
 func (s *pgStore) tx(ctx context.Context, fn func(ctx context.Context, tx pgx.Tx) error) error {
 	if err := s.ready(ctx); err != nil {
 		return err
@@ -195,8 +198,8 @@ func (s *pgStore) tx(ctx context.Context, fn func(ctx context.Context, tx pgx.Tx
 	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), pgWriteTimeout)
 	defer cancel()
 	for attempt := 0; ; attempt++ {
-		err := pgx.BeginFunc(wctx, s.pool, func(tx pgx.Tx) error { return fn(wctx, tx) })
-		if err != nil && attempt < pgRetries && retryable(err) {
+		again, err := s.tryTx(wctx, fn)
+		if err != nil && again && attempt < pgRetries {
 			continue
 		}
 		if err == nil {
@@ -207,6 +210,33 @@ func (s *pgStore) tx(ctx context.Context, fn func(ctx context.Context, tx pgx.Tx
 	}
 }
 
+// tryTx runs one attempt of tx; again says whether running it again is
+// safe and likely to help.
+func (s *pgStore) tryTx(ctx context.Context, fn func(ctx context.Context, tx pgx.Tx) error) (again bool, err error) {
+	tx, err := s.pool.Begin(ctx)
+	if err != nil {
+		return retryable(err) || !s.closed.Load() && isConnError(err), err
+	}
+	if err := fn(ctx, tx); err != nil {
+		lost := tx.Conn().IsClosed()
+		tx.Rollback(ctx)
+		return retryable(err) || lost, err
+	}
+	err = tx.Commit(ctx)
+	return retryable(err), err
+}
+
+// isConnError reports an error of the connection rather than of a
+// statement: the server went away (admin_shutdown and its kin, class 08)
+// or the network failed.
+func isConnError(err error) bool {
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) {
+		return strings.HasPrefix(pe.Code, "08") || strings.HasPrefix(pe.Code, "57P")
+	}
+	return !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, context.Canceled)
+}
+
 // closedErr maps the pool's "closed" to ErrClosed.
 func (s *pgStore) closedErr(err error) error {
 	if err != nil && s.closed.Load() && !errors.Is(err, ErrNotFound) && !errors.Is(err, ErrInvalid) && !errors.Is(err, ErrConflict) {
@@ -215,9 +245,15 @@ func (s *pgStore) closedErr(err error) error {
 	return err
 }
 
-// retryable reports whether PostgreSQL aborted a transaction that would
-// likely succeed if run again.
+// retryable reports whether a transaction failed in a way that running
+// it again would likely mend: PostgreSQL aborted it, or it never reached
+// the server.
 func retryable(err error) bool {
+	if pgconn.SafeToRetry(err) {
+		// Nothing reached the server: a connection that had died
+		// while idle in the pool, which the pool has now dropped.
+		return true
+	}
 	var pe *pgconn.PgError
 	if errors.As(err, &pe) {
 		switch pe.Code {
