@@ -8,7 +8,6 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"path/filepath"
 	"slices"
 	"sync"
 	"time"
@@ -28,7 +27,6 @@ import (
 	"teamsbot/internal/web"
 	"teamsbot/playground"
 	"teamsbot/signin"
-	"teamsbot/store"
 	"teamsbot/triggers"
 	"teamsbot/viewpage"
 )
@@ -60,9 +58,7 @@ func serve(ctx context.Context, cfg config, getenv func(string) string, logger *
 		return fmt.Errorf("data folder: %w", err)
 	}
 
-	st, err := store.Open(ctx, filepath.Join(cfg.DataDir, "teamsbot.db"), store.Options{
-		Logger: logger.With("part", "store"), AuditRetention: cfg.AuditRetention, RunRetention: cfg.RunRetention,
-	})
+	st, err := openStore(ctx, cfg, logger)
 	if err != nil {
 		return fmt.Errorf("open store: %w", err)
 	}
@@ -175,6 +171,16 @@ func serve(ctx context.Context, cfg config, getenv func(string) string, logger *
 	e.HTTPErrorHandler = web.ErrorHandler(logger, viewpage.Classify)
 	e.Use(middleware.Recover())
 	e.Use(web.RequestLog(logger))
+	if cfg.DatabaseURL != "" {
+		// A database can go away under a running service; a bbolt file
+		// cannot.
+		gate := &databaseGate{}
+		e.Use(gate.middleware)
+		gateCtx, stopGate := context.WithCancel(context.WithoutCancel(ctx))
+		gateDone := make(chan struct{})
+		go func() { defer close(gateDone); gate.watch(gateCtx, st, logger.With("part", "store")) }()
+		defer func() { stopGate(); <-gateDone }()
+	}
 	healthz := func(c echo.Context) error { return c.String(http.StatusOK, "ok\n") }
 	var readyLog readinessLog
 	readyz := func(c echo.Context) error {
