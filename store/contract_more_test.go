@@ -217,3 +217,66 @@ func testConcurrentSettingsPutsOneWins(t *testing.T, bk backend) {
 		t.Errorf("%d audit records, want the winner's", len(recs))
 	}
 }
+
+// Saves sharing one document while sweeps delete the expired views that
+// use it never leave a stored view without its HTML: replicas on
+// PostgreSQL do both at once.
+func testHTMLSurvivesConcurrentSweeps(t *testing.T, bk backend) {
+	ctx := context.Background()
+	clk := newClock()
+	s, _ := openTemp(t, bk, clk)
+	html := []byte("<p>shared by everyone</p>")
+	const savers, each = 4, 40
+	var wg sync.WaitGroup
+	stop := make(chan struct{})
+	var sweepErr error
+	var sweeps sync.WaitGroup
+	for range 2 {
+		sweeps.Go(func() {
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				if _, err := s.Sweep(ctx); err != nil {
+					sweepErr = err
+					return
+				}
+			}
+		})
+	}
+	for g := range savers {
+		wg.Go(func() {
+			for i := range each {
+				id := fmt.Sprintf("v-%d-%d", g, i)
+				life := time.Hour
+				if i%2 == 0 {
+					life = -time.Second // expired when saved: the sweeps take it at once
+				}
+				v := sampleView(id, clk.Now(), life)
+				if err := s.SaveRun(ctx, store.Run{ID: "r-" + id, TenantID: "tenant-1"}, []store.NewView{{View: v, HTML: html}}, nil); err != nil {
+					t.Errorf("SaveRun: %v", err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(stop)
+	sweeps.Wait()
+	if sweepErr != nil {
+		t.Fatalf("Sweep: %v", sweepErr)
+	}
+	for g := range savers {
+		for i := 1; i < each; i += 2 {
+			v, err := s.View(ctx, fmt.Sprintf("v-%d-%d", g, i))
+			if err != nil {
+				t.Fatalf("View: %v", err)
+			}
+			if got, err := s.ViewHTML(ctx, v.HTMLSHA256); err != nil || string(got) != string(html) {
+				t.Fatalf("a live view lost its HTML: %v", err)
+			}
+		}
+	}
+}

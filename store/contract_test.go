@@ -83,6 +83,7 @@ func contract() []struct {
 		{"ActiveViewsAndRecentRuns", testActiveViewsAndRecentRuns},
 		{"RevokeView", testRevokeView},
 		{"ConcurrentSettingsPutsOneWins", testConcurrentSettingsPutsOneWins},
+		{"HTMLSurvivesConcurrentSweeps", testHTMLSurvivesConcurrentSweeps},
 	}
 }
 

@@ -37,8 +37,7 @@ const copyMarker = "copied_from_bbolt"
 var ErrNotEmpty = errors.New("store: the database already holds records")
 
 // CopyToPostgres copies every record of the bbolt store src into the
-// PostgreSQL store dst: runs, views and their HTML (with its reference
-// counts), the audit log (with its sequence numbers), conversation
+// PostgreSQL store dst: runs, views and their HTML, the audit log (with its sequence numbers), conversation
 // references, deliveries, bindings, tenant settings, policy sets, API
 // keys, triggers and the activities seen. It is idempotent: a record whose
 // key is in dst already is left as it is, so running it again copies
@@ -172,14 +171,7 @@ func copyKinds() []copyKind {
 	clone := func(b []byte) []byte { return append([]byte(nil), b...) }
 	return []copyKind{
 		{kind: "html", bucket: bucketHTML, row: func(k, v []byte) (string, []any, string, error) {
-			return `INSERT INTO html (sha, refs, data) VALUES ($1, 0, $2) ON CONFLICT DO NOTHING`, []any{string(k), clone(v)}, "", nil
-		}},
-		{kind: "html references", bucket: bucketHTMLRefs, row: func(k, v []byte) (string, []any, string, error) {
-			if len(v) != 8 {
-				return "", nil, "", fmt.Errorf("count of %d bytes", len(v))
-			}
-			// Only a count still at zero is the copy's to set.
-			return `UPDATE html SET refs = $2 WHERE sha = $1 AND refs = 0`, []any{string(k), int64(binary.BigEndian.Uint64(v))}, "", nil
+			return `INSERT INTO html (sha, data) VALUES ($1, $2) ON CONFLICT DO NOTHING`, []any{string(k), clone(v)}, "", nil
 		}},
 		{kind: "runs", bucket: bucketRuns, row: func(k, v []byte) (string, []any, string, error) {
 			var r struct {

@@ -186,8 +186,9 @@ func (s *pgStore) ready(ctx context.Context) error {
 
 // tx runs fn in a transaction and commits it, running it again (up to
 // pgRetries times) when PostgreSQL aborted it for a deadlock or a
-// serialization failure, or the connection was lost before the commit
-// was sent (the server then rolled it back): fn must reset whatever it
+// serialization failure, a foreign key met a row a sweep had just deleted,
+// or the connection was lost before the commit was sent (the server then
+// rolled it back): fn must reset whatever it
 // sets outside. A connection lost during the commit is not retried, as
 // the commit may have landed. Once begun, the transaction runs under
 // pgWriteTimeout rather than ctx (see there).
@@ -220,7 +221,10 @@ func (s *pgStore) tryTx(ctx context.Context, fn func(ctx context.Context, tx pgx
 	if err := fn(ctx, tx); err != nil {
 		lost := tx.Conn().IsClosed()
 		tx.Rollback(ctx)
-		return retryable(err) || lost, err
+		// A foreign key refusing a row whose parent a sweep deleted
+		// meanwhile (a document, a run): run again, the save inserts the
+		// document anew, and a delivery finds its run gone.
+		return retryable(err) || lost || isForeignKeyViolation(err), err
 	}
 	err = tx.Commit(ctx)
 	return retryable(err), err

@@ -34,8 +34,18 @@ type pgMigration struct {
 // bigint Unix nanoseconds, clamped as the bbolt keys are (ns). Ids that
 // the store does not check for UTF-8 are bytea, as are the audit log's
 // tenants and actions; the others are text COLLATE "C", so that both
-// backends order by bytes. HTML is kept once per SHA-256 with a count of
-// the views that use it, deleted with the last of them.
+// backends order by bytes.
+//
+// HTML is kept once per SHA-256: a save inserts the document with ON
+// CONFLICT DO NOTHING, which neither waits for nor locks a document stored
+// already, so that turns sharing one document do not queue behind each
+// other; the view's foreign key to it takes a shared key lock until the
+// save commits. The sweep deletes the documents no view uses any more
+// (those of swept views, and those of views replaced by another
+// document), selecting them FOR UPDATE SKIP LOCKED, which skips a document
+// a save is about to use; and should a save commit in between, the
+// foreign key refuses the delete, and the sweep tries again with the view
+// in sight. No document is deleted while a stored view uses it.
 func pgSchema() []pgMigration {
 	return []pgMigration{
 		{version: 1, name: "tables", sql: `
@@ -49,13 +59,12 @@ CREATE INDEX runs_by_time ON runs (created_ns, id);
 CREATE INDEX runs_by_tenant ON runs (tenant, created_ns, id);
 CREATE TABLE html (
 	sha text COLLATE "C" PRIMARY KEY,
-	refs bigint NOT NULL,
 	data bytea NOT NULL);
 CREATE TABLE views (
 	id bytea PRIMARY KEY,
 	tenant text COLLATE "C" NOT NULL,
 	run_id bytea NOT NULL,
-	sha text COLLATE "C" NOT NULL,
+	sha text COLLATE "C" NOT NULL REFERENCES html (sha),
 	created_ns bigint NOT NULL,
 	expires_ns bigint NOT NULL,
 	end_ns bigint NOT NULL,
@@ -64,6 +73,7 @@ CREATE TABLE views (
 CREATE INDEX views_by_end ON views (end_ns);
 CREATE INDEX views_by_tenant ON views (tenant, created_ns, id);
 CREATE INDEX views_by_run ON views (run_id);
+CREATE INDEX views_by_html ON views (sha);
 CREATE TABLE audit (
 	seq bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
 	time_ns bigint NOT NULL,

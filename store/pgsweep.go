@@ -2,11 +2,12 @@ package store
 
 import (
 	"context"
+	"errors"
 	"fmt"
-	"slices"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 )
 
 // pgSweepStep deletes one bounded batch in tx, going on from after (nil
@@ -42,7 +43,7 @@ func (s *pgStore) Sweep(ctx context.Context) (SweepStats, error) {
 		}
 	}()
 	now := s.now()
-	steps := []pgSweepStep{pgSweepViews(now), pgSweepActivities(now)}
+	steps := []pgSweepStep{pgSweepViews(now), pgSweepHTML(), pgSweepActivities(now)}
 	if s.runRetention > 0 {
 		steps = append(steps, pgSweepRuns(now, now.Add(-s.runRetention)))
 	}
@@ -61,6 +62,7 @@ func (s *pgStore) Sweep(ctx context.Context) (SweepStats, error) {
 func (s *pgStore) sweepLoop(ctx context.Context, st *SweepStats, step pgSweepStep) error {
 	batch := s.sweepBatch
 	var after []byte
+	retries := 0
 	for {
 		if err := s.ready(ctx); err != nil {
 			return err
@@ -75,11 +77,13 @@ func (s *pgStore) sweepLoop(ctx context.Context, st *SweepStats, step pgSweepSte
 		})
 		took := time.Since(start)
 		if err != nil {
-			if retryable(err) {
+			if (retryable(err) || isForeignKeyViolation(err)) && retries < pgRetries {
+				retries++
 				continue
 			}
 			return fmt.Errorf("store: sweep: %w", s.closedErr(err))
 		}
+		retries = 0
 		st.add(did)
 		st.Transactions++
 		st.Longest = max(st.Longest, took)
@@ -96,34 +100,35 @@ func (s *pgStore) sweepLoop(ctx context.Context, st *SweepStats, step pgSweepSte
 	}
 }
 
-// pgSweepViews deletes the views whose end is at or before now and
-// releases their HTML, the documents in a fixed order so that two
-// transactions never wait for each other's.
+// pgSweepViews deletes the views whose end is at or before now.
 func pgSweepViews(now time.Time) pgSweepStep {
 	cut := ns(now)
 	return func(ctx context.Context, tx pgx.Tx, batch int, _ []byte) (SweepStats, []byte, error) {
 		var did SweepStats
-		rows, err := tx.Query(ctx, `DELETE FROM views WHERE id IN (
-			SELECT id FROM views WHERE end_ns <= $1 ORDER BY end_ns LIMIT $2 FOR UPDATE SKIP LOCKED) RETURNING sha`, cut, batch)
+		tag, err := tx.Exec(ctx, `DELETE FROM views WHERE id IN (
+			SELECT id FROM views WHERE end_ns <= $1 ORDER BY end_ns LIMIT $2 FOR UPDATE SKIP LOCKED)`, cut, batch)
 		if err != nil {
 			return did, nil, err
 		}
-		shas, err := pgx.CollectRows(rows, pgx.RowTo[string])
+		did.Views = int(tag.RowsAffected())
+		return did, more(did.Views == batch), nil
+	}
+}
+
+// pgSweepHTML deletes the documents no view uses (see pgSchema). A
+// document a save is using is locked (skipped here) or, once the save
+// commits, kept by the foreign key, whose refusal sweepLoop retries.
+func pgSweepHTML() pgSweepStep {
+	return func(ctx context.Context, tx pgx.Tx, batch int, _ []byte) (SweepStats, []byte, error) {
+		var did SweepStats
+		tag, err := tx.Exec(ctx, `DELETE FROM html WHERE sha IN (
+			SELECT h.sha FROM html h WHERE NOT EXISTS (SELECT 1 FROM views v WHERE v.sha = h.sha)
+			LIMIT $1 FOR UPDATE SKIP LOCKED)`, batch)
 		if err != nil {
 			return did, nil, err
 		}
-		did.Views = len(shas)
-		slices.Sort(shas)
-		for _, sha := range shas {
-			gone, err := pgDropHTMLRef(ctx, tx, sha)
-			if err != nil {
-				return did, nil, err
-			}
-			if gone {
-				did.HTML++
-			}
-		}
-		return did, more(len(shas) == batch), nil
+		did.HTML = int(tag.RowsAffected())
+		return did, more(did.HTML == batch), nil
 	}
 }
 
@@ -140,6 +145,13 @@ func pgSweepActivities(now time.Time) pgSweepStep {
 		did.Activities = int(tag.RowsAffected())
 		return did, more(did.Activities == batch), nil
 	}
+}
+
+// isForeignKeyViolation reports a foreign_key_violation: a document the
+// sweep found unused was taken into use meanwhile.
+func isForeignKeyViolation(err error) bool {
+	var pe *pgconn.PgError
+	return errors.As(err, &pe) && pe.Code == "23503"
 }
 
 // pgSweepRuns deletes the runs made at or before cutoff, with their

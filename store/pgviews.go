@@ -13,8 +13,8 @@ import (
 )
 
 // SaveRun is Store.SaveRun on PostgreSQL: the run, its views, their HTML
-// references and the audit records in one transaction, each view and the
-// run locked while it is read and replaced.
+// and the audit records in one transaction, each view and the run locked
+// while it is read and replaced.
 func (s *pgStore) SaveRun(ctx context.Context, run Run, views []NewView, audit []AuditRecord) error {
 	if err := ctx.Err(); err != nil {
 		return err
@@ -45,14 +45,8 @@ func (op *preparedRun) pgApply(ctx context.Context, tx pgx.Tx) error {
 				return fmt.Errorf("view %s: %w", v.id, ErrRevoked)
 			}
 		}
-		// The new reference before the old one goes, as on bbolt.
-		if err := pgAddHTMLRef(ctx, tx, string(v.sha), v.html); err != nil {
+		if err := pgAddHTML(ctx, tx, string(v.sha), v.html); err != nil {
 			return err
-		}
-		if old != nil {
-			if _, err := pgDropHTMLRef(ctx, tx, hdr.HTMLSHA256); err != nil {
-				return err
-			}
 		}
 		_, err = tx.Exec(ctx, `INSERT INTO views (id, tenant, run_id, sha, created_ns, expires_ns, end_ns, revoked, data)
 			VALUES ($1, $2, $3, $4, $5, $6, $6, false, $7)
@@ -62,6 +56,11 @@ func (op *preparedRun) pgApply(ctx context.Context, tx pgx.Tx) error {
 			v.id, v.tenant, op.runID, string(v.sha), keyNS(v.created), keyNS(v.expiry), v.value)
 		if err != nil {
 			return fmt.Errorf("view %s: %w", v.id, err)
+		}
+		if old != nil && !strings.EqualFold(hdr.HTMLSHA256, string(v.sha)) {
+			if err := pgDropHTMLIfUnused(ctx, tx, strings.ToLower(hdr.HTMLSHA256)); err != nil {
+				return err
+			}
 		}
 	}
 	value := op.run
@@ -94,37 +93,34 @@ func (op *preparedRun) pgApply(ctx context.Context, tx pgx.Tx) error {
 	return pgAppendAudit(ctx, tx, op.audit)
 }
 
-// pgAddHTMLRef counts one more view using the document sha: the first
-// inserts it, and every other finds the row and only counts.
-func pgAddHTMLRef(ctx context.Context, tx pgx.Tx, sha string, html []byte) error {
-	_, err := tx.Exec(ctx, `INSERT INTO html (sha, refs, data) VALUES ($1, 1, $2)
-		ON CONFLICT (sha) DO UPDATE SET refs = html.refs + 1`, sha, html)
-	if err != nil {
+// pgAddHTML stores the document sha unless it is stored already: the
+// first save inserts it, and the others find it without a lock.
+func pgAddHTML(ctx context.Context, tx pgx.Tx, sha string, html []byte) error {
+	if _, err := tx.Exec(ctx, `INSERT INTO html (sha, data) VALUES ($1, $2) ON CONFLICT (sha) DO NOTHING`, sha, html); err != nil {
 		return fmt.Errorf("html %s: %w", sha, err)
 	}
 	return nil
 }
 
-// pgDropHTMLRef counts one view less using the document sha and deletes
-// the document with its last reference; it reports whether it did. The
-// row lock the update takes orders it with a save adding a reference: a
-// save after the delete inserts the document again.
-func pgDropHTMLRef(ctx context.Context, tx pgx.Tx, sha string) (bool, error) {
-	var refs int64
-	err := tx.QueryRow(ctx, `UPDATE html SET refs = refs - 1 WHERE sha = $1 RETURNING refs`, sha).Scan(&refs)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return true, nil
+// pgDropHTMLIfUnused deletes the document sha if no view uses it, as a
+// view replaced by another document leaves it. A save taking it into use
+// at the same time keeps it: its lock makes the delete skip the row, or
+// its commit makes the foreign key refuse the delete, which a savepoint
+// takes back; the sweep looks again later.
+func pgDropHTMLIfUnused(ctx context.Context, tx pgx.Tx, sha string) error {
+	sp, err := tx.Begin(ctx)
+	if err != nil {
+		return err
+	}
+	_, err = sp.Exec(ctx, `DELETE FROM html WHERE sha IN (
+		SELECT h.sha FROM html h WHERE h.sha = $1 AND NOT EXISTS (SELECT 1 FROM views v WHERE v.sha = h.sha) FOR UPDATE SKIP LOCKED)`, sha)
+	if isForeignKeyViolation(err) {
+		return sp.Rollback(ctx)
 	}
 	if err != nil {
-		return false, fmt.Errorf("html %s: %w", sha, err)
+		return fmt.Errorf("html %s: %w", sha, err)
 	}
-	if refs > 0 {
-		return false, nil
-	}
-	if _, err := tx.Exec(ctx, `DELETE FROM html WHERE sha = $1`, sha); err != nil {
-		return false, fmt.Errorf("html %s: %w", sha, err)
-	}
-	return true, nil
+	return sp.Commit(ctx)
 }
 
 // ViewTenant is Store.ViewTenant on PostgreSQL.
