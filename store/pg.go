@@ -211,6 +211,29 @@ func (s *pgStore) tx(ctx context.Context, fn func(ctx context.Context, tx pgx.Tx
 	}
 }
 
+// exec1 runs one idempotent write statement on its own, committed as it
+// returns (one round trip, where tx takes three), run again as tx would
+// be: as the statement is idempotent, running it again after a lost
+// connection is harmless even if it had landed.
+func (s *pgStore) exec1(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error) {
+	if err := s.ready(ctx); err != nil {
+		return pgconn.CommandTag{}, err
+	}
+	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), pgWriteTimeout)
+	defer cancel()
+	for attempt := 0; ; attempt++ {
+		tag, err := s.pool.Exec(wctx, sql, args...)
+		if err != nil && attempt < pgRetries && (retryable(err) || !s.closed.Load() && isConnError(err)) {
+			continue
+		}
+		if err == nil {
+			s.commits.Add(1)
+			s.writes.Add(1)
+		}
+		return tag, s.closedErr(err)
+	}
+}
+
 // tryTx runs one attempt of tx; again says whether running it again is
 // safe and likely to help.
 func (s *pgStore) tryTx(ctx context.Context, fn func(ctx context.Context, tx pgx.Tx) error) (again bool, err error) {
@@ -348,6 +371,23 @@ func pgAppendAudit(ctx context.Context, tx pgx.Tx, recs []preparedAudit) error {
 	if len(recs) == 0 {
 		return nil
 	}
+	sql, args := auditInsert(recs)
+	if _, err := tx.Exec(ctx, sql, args...); err != nil {
+		return fmt.Errorf("audit: %w", err)
+	}
+	return nil
+}
+
+// queueAudit adds the insert of prepared audit records to a batch.
+func queueAudit(b *pgx.Batch, recs []preparedAudit) {
+	if len(recs) > 0 {
+		sql, args := auditInsert(recs)
+		b.Queue(sql, args...)
+	}
+}
+
+// auditInsert is the one statement that inserts recs in order.
+func auditInsert(recs []preparedAudit) (string, []any) {
 	times := make([]int64, len(recs))
 	tenants := make([][]byte, len(recs))
 	actions := make([][]byte, len(recs))
@@ -355,11 +395,7 @@ func pgAppendAudit(ctx context.Context, tx pgx.Tx, recs []preparedAudit) error {
 	for i, r := range recs {
 		times[i], tenants[i], actions[i], values[i] = keyNS(r.time), []byte(r.tenant), []byte(r.action), r.value
 	}
-	_, err := tx.Exec(ctx, `INSERT INTO audit (time_ns, tenant, action, data)
+	return `INSERT INTO audit (time_ns, tenant, action, data)
 		SELECT t, te, a, d FROM unnest($1::bigint[], $2::bytea[], $3::bytea[], $4::bytea[]) WITH ORDINALITY AS u(t, te, a, d, o)
-		ORDER BY o`, times, tenants, actions, values)
-	if err != nil {
-		return fmt.Errorf("audit: %w", err)
-	}
-	return nil
+		ORDER BY o`, []any{times, tenants, actions, values}
 }

@@ -29,51 +29,76 @@ func (s *pgStore) SaveRun(ctx context.Context, run Run, views []NewView, audit [
 	return nil
 }
 
+// pgApply writes a prepared run in two round trips: one reads and locks
+// the stored views (in id order, so that two saves never wait for each
+// other crosswise) and run, one sends every write.
 func (op *preparedRun) pgApply(ctx context.Context, tx pgx.Tx) error {
-	for _, v := range op.views {
-		var old []byte
-		err := tx.QueryRow(ctx, `SELECT data FROM views WHERE id = $1 FOR UPDATE`, v.id).Scan(&old)
-		if err != nil && !errors.Is(err, pgx.ErrNoRows) {
+	ids := make([][]byte, len(op.views))
+	for i, v := range op.views {
+		ids[i] = v.id
+	}
+	reads := &pgx.Batch{}
+	reads.Queue(`SELECT id, data FROM views WHERE id = ANY($1) ORDER BY id FOR UPDATE`, ids)
+	reads.Queue(`SELECT data FROM runs WHERE id = $1 FOR UPDATE`, op.runID)
+	res := tx.SendBatch(ctx, reads)
+	old := map[string]viewHeader{}
+	rows, err := res.Query()
+	if err != nil {
+		res.Close()
+		return err
+	}
+	for rows.Next() {
+		var id, data []byte
+		if err := rows.Scan(&id, &data); err != nil {
+			rows.Close()
+			res.Close()
 			return err
 		}
 		var hdr viewHeader
-		if old != nil {
-			if err := json.Unmarshal(old, &hdr); err != nil {
-				return fmt.Errorf("view %s: stored record: %w", v.id, err)
-			}
+		if err := json.Unmarshal(data, &hdr); err != nil {
+			rows.Close()
+			res.Close()
+			return fmt.Errorf("view %s: stored record: %w", id, err)
+		}
+		old[string(id)] = hdr
+	}
+	rows.Close()
+	var oldRun []byte
+	if err := res.QueryRow().Scan(&oldRun); err != nil && !errors.Is(err, pgx.ErrNoRows) {
+		res.Close()
+		return err
+	}
+	if err := res.Close(); err != nil {
+		return err
+	}
+	writes := &pgx.Batch{}
+	var dropped []string // documents of replaced views
+	for _, v := range op.views {
+		if hdr, ok := old[string(v.id)]; ok {
 			if !hdr.RevokedAt.IsZero() {
+				// Saving it again must not bring it back.
 				return fmt.Errorf("view %s: %w", v.id, ErrRevoked)
 			}
+			if !strings.EqualFold(hdr.HTMLSHA256, string(v.sha)) {
+				dropped = append(dropped, strings.ToLower(hdr.HTMLSHA256))
+			}
 		}
-		if err := pgAddHTML(ctx, tx, string(v.sha), v.html); err != nil {
-			return err
-		}
-		_, err = tx.Exec(ctx, `INSERT INTO views (id, tenant, run_id, sha, created_ns, expires_ns, end_ns, revoked, data)
+		writes.Queue(`INSERT INTO html (sha, data) VALUES ($1, $2) ON CONFLICT (sha) DO NOTHING`, string(v.sha), v.html)
+		writes.Queue(`INSERT INTO views (id, tenant, run_id, sha, created_ns, expires_ns, end_ns, revoked, data)
 			VALUES ($1, $2, $3, $4, $5, $6, $6, false, $7)
 			ON CONFLICT (id) DO UPDATE SET tenant = excluded.tenant, run_id = excluded.run_id, sha = excluded.sha,
 				created_ns = excluded.created_ns, expires_ns = excluded.expires_ns, end_ns = excluded.end_ns,
 				revoked = false, data = excluded.data`,
 			v.id, v.tenant, op.runID, string(v.sha), keyNS(v.created), keyNS(v.expiry), v.value)
-		if err != nil {
-			return fmt.Errorf("view %s: %w", v.id, err)
-		}
-		if old != nil && !strings.EqualFold(hdr.HTMLSHA256, string(v.sha)) {
-			if err := pgDropHTMLIfUnused(ctx, tx, strings.ToLower(hdr.HTMLSHA256)); err != nil {
-				return err
-			}
-		}
 	}
 	value := op.run
-	var old []byte
-	err := tx.QueryRow(ctx, `SELECT data FROM runs WHERE id = $1 FOR UPDATE`, op.runID).Scan(&old)
-	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
-		return err
-	}
-	if old != nil {
+	if oldRun != nil {
+		// Saved again (a retry, or more views): keep the view ids it had,
+		// as on bbolt.
 		var prev struct {
 			ViewIDs []string `json:"viewIds"`
 		}
-		if err := json.Unmarshal(old, &prev); err != nil {
+		if err := json.Unmarshal(oldRun, &prev); err != nil {
 			return fmt.Errorf("run %s: stored record: %w", op.runID, err)
 		}
 		if ids := mergeIDs(prev.ViewIDs, op.rec.ViewIDs); len(ids) > len(op.rec.ViewIDs) {
@@ -84,20 +109,17 @@ func (op *preparedRun) pgApply(ctx context.Context, tx pgx.Tx) error {
 			}
 		}
 	}
-	_, err = tx.Exec(ctx, `INSERT INTO runs (id, tenant, created_ns, data) VALUES ($1, $2, $3, $4)
+	writes.Queue(`INSERT INTO runs (id, tenant, created_ns, data) VALUES ($1, $2, $3, $4)
 		ON CONFLICT (id) DO UPDATE SET tenant = excluded.tenant, created_ns = excluded.created_ns, data = excluded.data`,
 		op.runID, op.tenant, keyNS(op.created), value)
-	if err != nil {
+	queueAudit(writes, op.audit)
+	if err := tx.SendBatch(ctx, writes).Close(); err != nil {
 		return fmt.Errorf("run %s: %w", op.runID, err)
 	}
-	return pgAppendAudit(ctx, tx, op.audit)
-}
-
-// pgAddHTML stores the document sha unless it is stored already: the
-// first save inserts it, and the others find it without a lock.
-func pgAddHTML(ctx context.Context, tx pgx.Tx, sha string, html []byte) error {
-	if _, err := tx.Exec(ctx, `INSERT INTO html (sha, data) VALUES ($1, $2) ON CONFLICT (sha) DO NOTHING`, sha, html); err != nil {
-		return fmt.Errorf("html %s: %w", sha, err)
+	for _, sha := range dropped {
+		if err := pgDropHTMLIfUnused(ctx, tx, sha); err != nil {
+			return err
+		}
 	}
 	return nil
 }
@@ -353,11 +375,8 @@ func (s *pgStore) RecordArrival(ctx context.Context, key string, window time.Dur
 		return err
 	}
 	expires := ns(s.now().Add(window))
-	err := s.tx(ctx, func(ctx context.Context, tx pgx.Tx) error {
-		_, err := tx.Exec(ctx, `INSERT INTO activities (key, expires_ns) VALUES ($1, $2)
-			ON CONFLICT (key) DO UPDATE SET expires_ns = excluded.expires_ns`, []byte(key), expires)
-		return err
-	})
+	_, err := s.exec1(ctx, `INSERT INTO activities (key, expires_ns) VALUES ($1, $2)
+		ON CONFLICT (key) DO UPDATE SET expires_ns = excluded.expires_ns`, []byte(key), expires)
 	if err != nil {
 		return fmt.Errorf("store: record activity %.64q: %w", key, err)
 	}
@@ -382,11 +401,8 @@ func (s *pgStore) PutConversation(ctx context.Context, ref ConversationRef) erro
 	if err != nil {
 		return fmt.Errorf("conversation %s: %w", ref.Key, err)
 	}
-	err = s.tx(ctx, func(ctx context.Context, tx pgx.Tx) error {
-		_, err := tx.Exec(ctx, `INSERT INTO conversations (key, tenant, data) VALUES ($1, $2, $3)
-			ON CONFLICT (key) DO UPDATE SET tenant = excluded.tenant, data = excluded.data`, []byte(ref.Key), ref.TenantID, value)
-		return err
-	})
+	_, err = s.exec1(ctx, `INSERT INTO conversations (key, tenant, data) VALUES ($1, $2, $3)
+		ON CONFLICT (key) DO UPDATE SET tenant = excluded.tenant, data = excluded.data`, []byte(ref.Key), ref.TenantID, value)
 	if err != nil {
 		return fmt.Errorf("store: put conversation %s: %w", ref.Key, err)
 	}
@@ -406,10 +422,7 @@ func (s *pgStore) DeleteConversation(ctx context.Context, key string) error {
 	if err := checkID("conversation", key); err != nil {
 		return err
 	}
-	err := s.tx(ctx, func(ctx context.Context, tx pgx.Tx) error {
-		_, err := tx.Exec(ctx, `DELETE FROM conversations WHERE key = $1`, []byte(key))
-		return err
-	})
+	_, err := s.exec1(ctx, `DELETE FROM conversations WHERE key = $1`, []byte(key))
 	if err != nil {
 		return fmt.Errorf("store: delete conversation %s: %w", key, err)
 	}
@@ -465,17 +478,12 @@ func (s *pgStore) PutDelivery(ctx context.Context, d Delivery) error {
 	if err != nil {
 		return fmt.Errorf("delivery of run %s: %w", d.RunID, err)
 	}
-	err = s.tx(ctx, func(ctx context.Context, tx pgx.Tx) error {
-		tag, err := tx.Exec(ctx, `INSERT INTO deliveries (run_id, data) SELECT $1, $2 WHERE EXISTS (SELECT 1 FROM runs WHERE id = $1)
-			ON CONFLICT (run_id) DO UPDATE SET data = excluded.data`, []byte(d.RunID), value)
-		if err != nil {
-			return err
-		}
-		if tag.RowsAffected() == 0 {
-			return fmt.Errorf("run: %w", ErrNotFound)
-		}
-		return nil
-	})
+	tag, err := s.exec1(ctx, `INSERT INTO deliveries (run_id, data) SELECT $1, $2 WHERE EXISTS (SELECT 1 FROM runs WHERE id = $1)
+		ON CONFLICT (run_id) DO UPDATE SET data = excluded.data`, []byte(d.RunID), value)
+	if isForeignKeyViolation(err) || err == nil && tag.RowsAffected() == 0 {
+		// No run, or a sweep deleted it meanwhile.
+		err = fmt.Errorf("run: %w", ErrNotFound)
+	}
 	if err != nil {
 		return fmt.Errorf("store: put delivery of run %.128s: %w", d.RunID, err)
 	}
