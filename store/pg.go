@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -24,6 +25,10 @@ import (
 // landed (as with the bbolt writer), and a server that stopped answering
 // does not hold the caller forever.
 const pgWriteTimeout = 30 * time.Second
+
+// pgMinConns is the least size of the connection pool when the URL does
+// not set pool_max_conns.
+const pgMinConns = 16
 
 // pgRetries is how many times a transaction PostgreSQL aborted for a
 // deadlock or a serialization failure is run again.
@@ -52,7 +57,8 @@ type pgStore struct {
 
 // OpenPostgres opens the store on the PostgreSQL database at url
 // (postgres://… or postgresql://…, with pgx's pool settings such as
-// pool_max_conns allowed in it), creating and migrating its tables. Several
+// pool_max_conns allowed in it; without it, the pool holds up to 16
+// connections, or 4 per CPU), creating and migrating its tables. Several
 // processes may open the same database at once: the migrations run under
 // an advisory lock, so that replicas starting together migrate once. It
 // fails with ErrSchemaTooNew for a database a newer version migrated.
@@ -73,6 +79,12 @@ func openPostgres(ctx context.Context, url string, opts Options, migrations []pg
 	if err != nil {
 		// pgx's message may quote the URL, password and all.
 		return nil, fmt.Errorf("store: open postgres: the database URL cannot be parsed: %w", ErrInvalid)
+	}
+	if !strings.Contains(url, "pool_max_conns") {
+		// pgx's default (the CPUs, at least 4) leaves concurrent turns
+		// queueing for a connection while each waits for its commit's
+		// flush; more of them let PostgreSQL flush their commits together.
+		cfg.MaxConns = int32(max(pgMinConns, 4*runtime.NumCPU()))
 	}
 	timeout := opts.OpenTimeout
 	if timeout <= 0 {
