@@ -84,14 +84,6 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 	return &Store{be: b, bolt: b}, nil
 }
 
-// Backend names what the store runs on: "bbolt" or "postgres".
-func (s *Store) Backend() string {
-	if s.bolt != nil {
-		return "bbolt"
-	}
-	return "postgres"
-}
-
 // PutBinding stores a binding, with the audit records of the change in the
 // same commit: both are stored or neither is. Kind and role must be among
 // the package's constants, and tenant, agent and subject ids present, at
