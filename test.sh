@@ -37,7 +37,8 @@ fi
 # is deleted at the end. Each test makes a database of its own in it
 # (internal/pgtest).
 pgbin=$(pg_bin)
-pgdir=$(mktemp -d "${TMPDIR:-/tmp}/teamsbot-pg.XXXXXX")
+# /tmp, not TMPDIR: as root, the postgres user must reach the folder.
+pgdir=$(mktemp -d /tmp/teamsbot-pg.XXXXXX)
 as_pg() { "$@"; }
 if [ "$(id -u)" -eq 0 ]; then
 	chown postgres "$pgdir"
