@@ -146,6 +146,17 @@ func migrate(ctx context.Context, cfg config, stdout io.Writer, logger *slog.Log
 // wrong.
 type databaseGate struct {
 	down atomic.Bool
+	// last is the last probe's error (nil: it answered); /readyz reports
+	// it, so that a burst of probes costs the database nothing.
+	last atomic.Pointer[error]
+}
+
+// err is what the last probe found; nil before the first.
+func (g *databaseGate) err() error {
+	if p := g.last.Load(); p != nil {
+		return *p
+	}
+	return nil
 }
 
 // Probe pacing: every databaseProbeUp while the database answers; while it
@@ -167,6 +178,7 @@ func (g *databaseGate) watch(ctx context.Context, st *store.Store, logger *slog.
 		if ctx.Err() != nil {
 			return
 		}
+		g.last.Store(&err)
 		was := g.down.Swap(err != nil)
 		switch {
 		case err != nil && !was:

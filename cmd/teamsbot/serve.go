@@ -171,10 +171,12 @@ func serve(ctx context.Context, cfg config, getenv func(string) string, logger *
 	e.HTTPErrorHandler = web.ErrorHandler(logger, viewpage.Classify)
 	e.Use(middleware.Recover())
 	e.Use(web.RequestLog(logger))
+	storeReady := st.Ping
 	if cfg.DatabaseURL != "" {
 		// A database can go away under a running service; a bbolt file
-		// cannot.
+		// cannot. Readiness reports the gate's last probe.
 		gate := &databaseGate{}
+		storeReady = func(context.Context) error { return gate.err() }
 		e.Use(gate.middleware)
 		gateCtx, stopGate := context.WithCancel(context.WithoutCancel(ctx))
 		gateDone := make(chan struct{})
@@ -186,7 +188,7 @@ func serve(ctx context.Context, cfg config, getenv func(string) string, logger *
 	readyz := func(c echo.Context) error {
 		rctx, cancel := context.WithTimeout(c.Request().Context(), 5*time.Second)
 		defer cancel()
-		err := errors.Join(st.Ping(rctx), agents.Ready(rctx))
+		err := errors.Join(storeReady(rctx), agents.Ready(rctx))
 		readyLog.note(logger, err, time.Now())
 		if err != nil {
 			return c.String(http.StatusServiceUnavailable, "not ready\n")
