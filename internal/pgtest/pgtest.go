@@ -43,14 +43,14 @@ func Database(t testing.TB) string {
 	b := make([]byte, 8)
 	rand.Read(b)
 	name := "teamsbot_test_" + hex.EncodeToString(b)
-	exec(t, admin, "CREATE DATABASE "+name)
-	t.Cleanup(func() { exec(t, admin, "DROP DATABASE IF EXISTS "+name+" WITH (FORCE)") })
+	runSQL(t, admin, "CREATE DATABASE "+name)
+	t.Cleanup(func() { runSQL(t, admin, "DROP DATABASE IF EXISTS "+name+" WITH (FORCE)") })
 	u.Path = "/" + name
 	return u.String()
 }
 
-// exec runs one statement on the server's admin database.
-func exec(t testing.TB, admin, sql string) {
+// runSQL runs one statement on the server's admin database.
+func runSQL(t testing.TB, admin, sql string) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
