@@ -90,6 +90,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		fs.IntVar(&o.views, "views", 1_000_000, "views in the store measurement (0: skip it)")
 		fs.StringVar(&o.out, "out", "", "write the Markdown results here too")
 		fs.StringVar(&o.dir, "dir", "", "working folder (default: a new temporary one)")
+		fs.BoolVar(&o.profile, "profile", false, "write CPU profiles of the service's last round to the working folder (cpu-*.pprof)")
 		if err := fs.Parse(args[2:]); err != nil {
 			return err
 		}

@@ -29,7 +29,10 @@ type config struct {
 	Addr netaddr.Listen
 	// MetricsAddr is the optional internal listener of /metrics and
 	// /readyz; zero: the main listener serves them.
-	MetricsAddr    netaddr.Listen
+	MetricsAddr netaddr.Listen
+	// Pprof serves Go's profiler under /debug/pprof/ on the internal
+	// listener, which it requires: a profile shows request data.
+	Pprof          bool
 	DataDir        string
 	PublicBaseURL  netaddr.Origin
 	SandboxBaseURL netaddr.Origin // zero: the public base URL serves the frames too
@@ -102,6 +105,7 @@ var botCredentialVars = []string{"TICKETIQ_BOT_APP_PASSWORD", "TICKETIQ_BOT_CERT
 var envVars = []envVar{
 	{name: "TICKETIQ_ADDR", def: ":3978"},
 	{name: "TICKETIQ_METRICS_ADDR"},
+	{name: "TICKETIQ_PPROF", def: "false"},
 	{name: "TICKETIQ_DATA", def: "./data"},
 	{name: "TICKETIQ_PUBLIC_BASE_URL", def: "http://localhost:3978"},
 	{name: "TICKETIQ_SANDBOX_BASE_URL"},
@@ -188,6 +192,16 @@ func loadConfig(getenv func(string) string) (config, error) {
 		} else if c.MetricsAddr == c.Addr && !strings.HasSuffix(s, ":0") {
 			errs = append(errs, fmt.Errorf("TICKETIQ_METRICS_ADDR %q: the same as TICKETIQ_ADDR: the internal listener needs its own port", s))
 		}
+	}
+	switch v := strings.ToLower(get("TICKETIQ_PPROF")); v {
+	case "true", "1", "yes", "on":
+		c.Pprof = true
+		if c.MetricsAddr.IsZero() {
+			errs = append(errs, errors.New("TICKETIQ_PPROF: needs TICKETIQ_METRICS_ADDR: the profiler is served on the internal listener only"))
+		}
+	case "false", "0", "no", "off":
+	default:
+		errs = append(errs, fmt.Errorf("TICKETIQ_PPROF %q: want true or false", v))
 	}
 	if abs, err := filepath.Abs(c.DataDir); err != nil {
 		errs = append(errs, fmt.Errorf("TICKETIQ_DATA %q: %w", c.DataDir, err))

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"os"
 	"path/filepath"
 	"slices"
@@ -256,7 +257,7 @@ func serve(ctx context.Context, cfg config, getenv func(string) string, logger *
 	serveErr := make(chan error, 2)
 	go func() { serveErr <- srv.Serve(ln) }()
 	if !cfg.MetricsAddr.IsZero() {
-		internal, iln, err := internalServer(cfg.MetricsAddr, logger, healthz, readyz, metrics)
+		internal, iln, err := internalServer(cfg.MetricsAddr, cfg.Pprof, logger, healthz, readyz, metrics)
 		if err != nil {
 			_ = srv.Close()
 			return err
@@ -301,14 +302,26 @@ func serve(ctx context.Context, cfg config, getenv func(string) string, logger *
 }
 
 // internalServer is the listener of TICKETIQ_METRICS_ADDR: liveness,
-// readiness and metrics, for the operator's probes and scraper only.
-func internalServer(addr netaddr.Listen, logger *slog.Logger, healthz, readyz, metrics echo.HandlerFunc) (*http.Server, net.Listener, error) {
+// readiness and metrics, for the operator's probes and scraper only; and,
+// when asked, Go's profiler.
+func internalServer(addr netaddr.Listen, profiler bool, logger *slog.Logger, healthz, readyz, metrics echo.HandlerFunc) (*http.Server, net.Listener, error) {
 	ie := echo.New()
 	ie.HideBanner, ie.HidePort = true, true
 	ie.Use(middleware.Recover())
 	ie.GET("/healthz", healthz)
 	ie.GET("/readyz", readyz)
 	ie.GET("/metrics", metrics)
+	if profiler {
+		// net/http/pprof's handlers, registered on this listener alone
+		// rather than through the package's import side effect on
+		// http.DefaultServeMux, which nothing here serves.
+		ie.GET("/debug/pprof/", echo.WrapHandler(http.HandlerFunc(pprof.Index)))
+		ie.GET("/debug/pprof/cmdline", echo.WrapHandler(http.HandlerFunc(pprof.Cmdline)))
+		ie.GET("/debug/pprof/profile", echo.WrapHandler(http.HandlerFunc(pprof.Profile)))
+		ie.GET("/debug/pprof/symbol", echo.WrapHandler(http.HandlerFunc(pprof.Symbol)))
+		ie.GET("/debug/pprof/trace", echo.WrapHandler(http.HandlerFunc(pprof.Trace)))
+		ie.GET("/debug/pprof/:name", echo.WrapHandler(http.HandlerFunc(pprof.Index)))
+	}
 	ln, err := net.Listen("tcp", addr.String())
 	if err != nil {
 		return nil, nil, fmt.Errorf("listen on TICKETIQ_METRICS_ADDR: %w", err)
