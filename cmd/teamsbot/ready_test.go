@@ -4,6 +4,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"runtime/debug"
 	"strings"
 	"sync"
 	"testing"
@@ -162,5 +163,23 @@ func TestPprofOnTheInternalListenerOnly(t *testing.T) {
 	_, err = loadConfig(envOf(map[string]string{"TICKETIQ_PPROF": "maybe", "TICKETIQ_LOG_LEVEL": "loud"}))
 	if err == nil || !strings.Contains(err.Error(), `TICKETIQ_PPROF "maybe"`) || !strings.Contains(err.Error(), "TICKETIQ_LOG_LEVEL") {
 		t.Errorf("TICKETIQ_PPROF=maybe: %v, want both mistakes named", err)
+	}
+}
+
+// The service collects garbage at three times the live heap unless the
+// operator set GOGC, which it leaves alone. (Not parallel: the setting is
+// the process's.)
+func TestGarbageCollectorTarget(t *testing.T) {
+	defer debug.SetGCPercent(debug.SetGCPercent(100))
+	debug.SetGCPercent(77)
+	_, _, stop := startService(t, map[string]string{"GOGC": "77"})
+	stop()
+	if got := debug.SetGCPercent(100); got != 77 {
+		t.Errorf("with GOGC set the collector's target became %d, want the operator's 77", got)
+	}
+	_, _, stop = startService(t, map[string]string{})
+	stop()
+	if got := debug.SetGCPercent(100); got != defaultGCPercent {
+		t.Errorf("without GOGC the collector's target is %d, want %d", got, defaultGCPercent)
 	}
 }
