@@ -65,6 +65,14 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			return err
 		}
 		return serveNoop(ctx, *addr)
+	case "crashwrite":
+		// Internal to the store measurement: a writer that ends without
+		// closing the store, as a killed service does.
+		path := fs.String("path", "", "the store file")
+		if err := fs.Parse(args[2:]); err != nil {
+			return err
+		}
+		return crashWrite(ctx, *path)
 	case "store":
 		dir := fs.String("dir", "", "folder for the store file (required)")
 		n := fs.Int("views", 1_000_000, "views to store")
