@@ -59,9 +59,9 @@ func StartEntraKeys(t testing.TB) *EntraKeys {
 // Version is "1.0". Zero fields get the values of a good token.
 type TeamsToken struct {
 	Audience, Tenant, User, Scope, Client, Version, Name string
-	Roles                                            []string
-	IssuedAt                                         time.Time
-	Lifetime                                         time.Duration
+	Roles                                                []string
+	IssuedAt                                             time.Time
+	Lifetime                                             time.Duration
 	// Issuer overrides the issuer that Version and Tenant give.
 	Issuer string
 }
