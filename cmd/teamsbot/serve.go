@@ -123,6 +123,7 @@ func serve(ctx context.Context, cfg config, getenv func(string) string, logger *
 		Loopback:       cfg.Addr.Loopback(),
 		AllowedTenants: cfg.OIDCAllowedTenants,
 		Logger:         logger.With("part", "signin"),
+		Teams:          teamsSignIn(cfg),
 	})
 	if err != nil {
 		return fmt.Errorf("sign-in: %w", err)
@@ -138,6 +139,7 @@ func serve(ctx context.Context, cfg config, getenv func(string) string, logger *
 		DataDir:        cfg.DataDir,
 		Logger:         logger.With("part", "viewpage"),
 		Registerer:     reg,
+		Teams:          teamsPage(cfg),
 	})
 	if err != nil {
 		return fmt.Errorf("view page: %w", err)
@@ -155,6 +157,7 @@ func serve(ctx context.Context, cfg config, getenv func(string) string, logger *
 		AllowedTenants:    cfg.BotAllowedTenants,
 		Access:            decide,
 		PublicBaseURL:     cfg.PublicBaseURL,
+		StageView:         cfg.TeamsTab,
 		Logger:            logger.With("part", "bot"),
 		Registerer:        reg,
 	})
@@ -298,6 +301,25 @@ func serve(ctx context.Context, cfg config, getenv func(string) string, logger *
 	<-schedDone
 	logger.Info("stopped")
 	return nil
+}
+
+// teamsSignIn is Teams single sign-on when views open inside Teams: the
+// token comes from Entra ID of the bot's cloud, for the OIDC sign-in's app
+// registration; nil otherwise.
+func teamsSignIn(cfg config) *signin.TeamsOptions {
+	if !cfg.TeamsTab {
+		return nil
+	}
+	return &signin.TeamsOptions{Authority: cfg.BotCloud.LoginEndpoint}
+}
+
+// teamsPage lets the view page open inside Teams (the documented Teams and
+// Microsoft 365 hosts) when views open inside Teams; nil otherwise.
+func teamsPage(cfg config) *viewpage.TeamsOptions {
+	if !cfg.TeamsTab {
+		return nil
+	}
+	return &viewpage.TeamsOptions{}
 }
 
 // internalServer is the listener of TICKETIQ_METRICS_ADDR: liveness,
