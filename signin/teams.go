@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/url"
+	"regexp"
 	"slices"
 	"strings"
 	"time"
@@ -52,6 +53,9 @@ var TeamsClientIDs = []string{
 // one whose v1 tokens are documented with the sts.windows.net issuer.
 const publicAuthority = "https://login.microsoftonline.com"
 
+// hostOrigin is what a HostOrigins entry may look like.
+var hostOrigin = regexp.MustCompile(`^https://(\*\.)?[a-z0-9]([a-z0-9.-]*[a-z0-9])?(:[0-9]{1,5})?$`)
+
 // tokenSkew is the clock difference tolerated on exp and nbf.
 const tokenSkew = time.Minute
 
@@ -76,6 +80,11 @@ type TeamsOptions struct {
 	KeysURL string
 	// HTTPClient fetches the key set; nil means Options.HTTPClient.
 	HTTPClient *http.Client
+	// HostOrigins are origins (https://host or https://*.domain) whose
+	// teams-js messages the popup's last page trusts besides the Teams
+	// origins teams-js itself knows: the hosts allowed to frame the view
+	// page.
+	HostOrigins []string
 }
 
 // teamsSSO is what Teams single sign-on needs after New.
@@ -83,6 +92,8 @@ type teamsSSO struct {
 	verifier  *oidc.IDTokenVerifier
 	audiences []string // the application ID URI and the client id
 	authority string
+	// origins are TeamsOptions.HostOrigins, joined by spaces.
+	origins string
 	// tenant is the only tenant of a single-tenant issuer (a GUID), "" for
 	// a multi-tenant one (then allowed decides).
 	tenant string
@@ -121,6 +132,12 @@ func newTeamsSSO(ctx context.Context, opts Options, client *http.Client, allowed
 			s.tenant = strings.ToLower(first)
 		}
 	}
+	for _, o := range t.HostOrigins {
+		if !hostOrigin.MatchString(o) {
+			bad("host origin %q is not https://host or https://*.domain", o)
+		}
+	}
+	s.origins = strings.Join(t.HostOrigins, " ")
 	if s.tenant == "" && len(allowed) == 0 {
 		bad("the tenants whose tokens are taken are not known: use a single-tenant issuer or list the allowed tenants")
 	}

@@ -57,9 +57,10 @@ func (s *Service) handleTeamsStart(c echo.Context) error {
 const doneScript = `(function () {
   "use strict";
   var code = document.body.getAttribute("data-code");
+  var origins = (document.body.getAttribute("data-teams-origins") || "").split(" ").filter(Boolean);
   var status = document.getElementById("status");
   var teams = window.TeamsbotTeams;
-  teams.app.initialize().then(function () {
+  teams.app.initialize(origins).then(function () {
     teams.authentication.notifySuccess(code);
   }).catch(function () {
     status.textContent = "You are signed in, but this window was not opened by Teams. Close it and open the view again.";
@@ -74,7 +75,7 @@ var doneTemplate = template.Must(template.New("done").Parse(`<!doctype html>
 <meta name="referrer" content="no-referrer">
 <title>Signed in</title>
 </head>
-<body data-code="{{.Code}}">
+<body data-code="{{.Code}}" data-teams-origins="{{.Origins}}">
 <h1>Signed in</h1>
 <p id="status" role="status">You are signed in. This window closes by itself.</p>
 <script>{{.TeamsJS}}</script>
@@ -109,9 +110,9 @@ func (s *Service) handleTeamsDone(c echo.Context) error {
 	}
 	var b bytes.Buffer
 	if err := doneTemplate.Execute(&b, struct {
-		Code            string
+		Code, Origins   string
 		TeamsJS, Script template.JS
-	}{s.seal.seal(handoffName, plain), template.JS(teamsjs.Script()), template.JS(doneScript)}); err != nil {
+	}{s.seal.seal(handoffName, plain), s.teams.origins, template.JS(teamsjs.Script()), template.JS(doneScript)}); err != nil {
 		return err
 	}
 	c.Response().Header().Set("Content-Security-Policy", doneCSP)

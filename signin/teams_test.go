@@ -2,6 +2,7 @@ package signin_test
 
 import (
 	"net/http"
+	"net/http/cookiejar"
 	"net/url"
 	"strings"
 	"testing"
@@ -184,5 +185,58 @@ func TestTeamsOptionsChecked(t *testing.T) {
 	})
 	if err == nil || !strings.Contains(err.Error(), "needs the OIDC sign-in") || !strings.Contains(err.Error(), "https://") {
 		t.Fatalf("Teams without OIDC and https: %v", err)
+	}
+}
+
+// The popup's last page hands over a one-time code for the person signed
+// in there; the page inside Teams trades it once, within two minutes, for
+// the frame's session cookie. A second trade, a late one or a forged code
+// gets nothing.
+func TestTeamsPopupHandoff(t *testing.T) {
+	keys := testenv.StartEntraKeys(t)
+	m := startMock(t)
+	e := newOIDCEnv(t, m, true, func(o *signin.Options) {
+		o.AllowedTenants = []string{alice().TID}
+		o.Teams = &signin.TeamsOptions{KeysURL: keys.URL, HTTPClient: keys.Client, HostOrigins: []string{"https://teams.example"}}
+	})
+	m.QueueUser(alice())
+	resp, _ := e.get(e.client, e.srv.URL+"/signin/teams/start")
+	if resp.Request.URL.Path != "/signin/teams/done" {
+		t.Fatalf("the popup ended at %s", resp.Request.URL)
+	}
+	code := func() string {
+		_, body := e.get(e.client, e.srv.URL+"/signin/teams/done")
+		_, rest, ok := strings.Cut(body, `data-code="`)
+		c, _, _ := strings.Cut(rest, `"`)
+		if !ok || c == "" || !strings.Contains(body, `data-teams-origins="https://teams.example"`) {
+			t.Fatalf("the last popup page: %s", body)
+		}
+		return c
+	}
+	trade := func(c string) (int, string) {
+		jar, _ := cookiejar.New(nil)
+		cl := *e.client
+		cl.Jar = jar
+		req, _ := http.NewRequest(http.MethodPost, e.srv.URL+"/api/signin/teams/handoff", strings.NewReader(`{"code":"`+c+`"}`))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Sec-Fetch-Site", "same-origin")
+		resp, _ := do(t, &cl, req)
+		return resp.StatusCode, resp.Header.Get("Set-Cookie")
+	}
+	c := code()
+	status, cookie := trade(c)
+	if status != http.StatusNoContent || !strings.Contains(cookie, "Partitioned") || !strings.Contains(cookie, "SameSite=None") {
+		t.Fatalf("first trade: %d %q", status, cookie)
+	}
+	if status, cookie := trade(c); status != http.StatusUnauthorized || cookie != "" {
+		t.Errorf("second trade of one code: %d %q", status, cookie)
+	}
+	if status, _ := trade(c[:len(c)-2] + "AA"); status != http.StatusUnauthorized {
+		t.Errorf("a forged code: %d", status)
+	}
+	late := code()
+	e.clock.Advance(3 * time.Minute)
+	if status, _ := trade(late); status != http.StatusUnauthorized {
+		t.Errorf("a code three minutes old: %d", status)
 	}
 }

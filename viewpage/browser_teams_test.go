@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/chromedp/cdproto/security"
+	"github.com/chromedp/cdproto/target"
 	"github.com/chromedp/chromedp"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -41,16 +42,38 @@ var teamsHostPage = template.Must(template.New("host").Parse(`<!doctype html>
 window.hostLog = [];
 var token = {{.Token}};
 var runtime = {apiVersion: 4, supports: {app: {}, authentication: {}, pages: {appButton: {}, tabs: {}, config: {}, backStack: {}, fullTrust: {}}, stageView: {}}};
+var popup = null, pending = null;
+window.goPopup = function () { popup.location.href = window.popupURL; };
 window.addEventListener("message", function (e) {
   var frame = document.getElementById("app");
-  if (e.source !== frame.contentWindow) { return; }
   var m = e.data;
   if (!m || typeof m.func !== "string") { return; }
-  window.hostLog.push({func: m.func, origin: e.origin});
   function reply(args) {
     e.source.postMessage({id: m.id, uuidAsString: m.uuidAsString, args: args}, e.origin);
   }
+  if (popup && e.source === popup) {
+    // The sign-in popup's teams-js: it initializes in the authentication
+    // frame context, then reports success or failure, which answers the
+    // page's authentication.authenticate.
+    window.hostLog.push({func: "popup:" + m.func, origin: e.origin});
+    if (m.func === "initialize") {
+      reply(["authentication", "web", JSON.stringify(runtime), "2.58.0"]);
+    } else if (pending && (m.func === "authentication.authenticate.success" || m.func === "authentication.authenticate.failure")) {
+      pending.source.postMessage({id: pending.id, uuidAsString: pending.uuid,
+        args: [m.func === "authentication.authenticate.success", m.args[0]]}, pending.origin);
+      pending = null;
+    }
+    return;
+  }
+  if (e.source !== frame.contentWindow) { return; }
+  window.hostLog.push({func: m.func, origin: e.origin});
   switch (m.func) {
+  case "authentication.authenticate":
+    pending = {id: m.id, uuid: m.uuidAsString, source: e.source, origin: e.origin};
+    // The test lets the popup go (goPopup) once it has attached to it.
+    window.popupURL = m.args[0];
+    popup = window.open("about:blank", "teams-auth", "width=600,height=600");
+    break;
   case "initialize":
     reply(["content", "web", JSON.stringify(runtime), "2.58.0"]);
     break;
@@ -224,6 +247,77 @@ func TestBrowserInsideTeamsWithoutToken(t *testing.T) {
 	}
 	if got := tb.must(pageFrame, `document.querySelectorAll("iframe, form").length`); got != float64(0) {
 		t.Errorf("the shell holds %v frames or forms", got)
+	}
+}
+
+// Inside Teams without a token (consent missing), Sign in opens the
+// ordinary OIDC sign-in in a popup through teams-js
+// authentication.authenticate; the popup's last page hands a one-time code
+// back through authentication.notifySuccess, the page trades it for the
+// frame's session, and the view renders, still inside Teams. The code
+// works once only.
+func TestBrowserInsideTeamsPopupSignIn(t *testing.T) {
+	e := newEnv(t, envOptions{
+		teams:    true,
+		servers:  []agent.ServerConfig{{Name: "lab", Builtin: "lab"}},
+		builtins: map[string]func() *mcp.Server{"lab": labServer(t)},
+	})
+	v := e.run(alice(), "/lab_view {}")
+	h := e.host()
+	h.src = e.base + "/mcp-apps/" + v.ID
+	h.theme, h.locale, h.tenant, h.user = "contrast", "de-DE", tenantA, alice().OID
+	before := e.requestCount()
+	tb := teamsTab(t)
+	tb.navigate(e.teamsHost + "/host")
+	tb.wait(pageFrame, `document.getElementById("signin") !== null && !document.getElementById("signin").hidden`, "the popup sign-in button")
+	e.oidc.QueueUser(alice())
+	// The popup is a new target, which Chromium holds until a client
+	// attaches: attach, trust the test certificates there too, and let
+	// it run.
+	popups := chromedp.WaitNewTarget(tb.ctx, func(info *target.Info) bool { return info.OpenerID != "" })
+	tb.must(pageFrame, `document.getElementById("signin").click(); true`)
+	select {
+	case id := <-popups:
+		pctx, cancel := chromedp.NewContext(tb.ctx, chromedp.WithTargetID(id))
+		t.Cleanup(cancel)
+		if _, err := chromedp.Call(pctx, security.SetIgnoreCertificateErrors, security.SetIgnoreCertificateErrorsParams{Ignore: true}); err != nil {
+			t.Fatalf("attach to the popup: %v", err)
+		}
+		tb.must(mainFrame, `goPopup(); true`)
+	case <-time.After(20 * time.Second):
+		t.Fatal("the fake Teams client opened no popup")
+	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			st, _ := tb.eval(pageFrame, `document.body.innerText`)
+			hl, _ := tb.eval(mainFrame, `JSON.stringify(window.hostLog)`)
+			t.Logf("requests %v\nshell %v\nhost %v", e.requestsSince(before), st, hl)
+		}
+	})
+	tb.wait(viewFrame, `typeof window.rpc === "function"`, "the lab view after the popup sign-in")
+
+	var handoffs int
+	for _, r := range e.requestsSince(before) {
+		if r == "POST /api/signin/teams/handoff" {
+			handoffs++
+		}
+	}
+	if handoffs != 1 {
+		t.Errorf("requests: %v; want one handoff", e.requestsSince(before))
+	}
+	funcs := map[string]int{}
+	for _, m := range tb.must(mainFrame, `window.hostLog`).([]any) {
+		funcs[m.(map[string]any)["func"].(string)]++
+	}
+	if funcs["authentication.authenticate"] != 1 || funcs["popup:initialize"] != 1 || funcs["popup:authentication.authenticate.success"] != 1 {
+		t.Errorf("teams-js asked the host %v", funcs)
+	}
+	b, _ := json.Marshal(tb.must(viewFrame, `rpc("tools/call", {name: "lab_app", arguments: {}})`))
+	if !strings.Contains(string(b), "app ok") {
+		t.Fatalf("tools/call after the popup sign-in answered %s", b)
+	}
+	if got := tb.str(pageFrame, `document.documentElement.getAttribute("data-theme")`); got != "contrast" {
+		t.Errorf("page theme %q, want contrast", got)
 	}
 }
 

@@ -224,7 +224,7 @@ func newEnv(t testing.TB, o envOptions) *env {
 	}
 	if o.teams {
 		so.AllowedTenants = []string{tenantA, tenantB}
-		so.Teams = &signin.TeamsOptions{KeysURL: e.keys.URL, HTTPClient: e.keys.Client}
+		so.Teams = &signin.TeamsOptions{KeysURL: e.keys.URL, HTTPClient: e.keys.Client, HostOrigins: []string{e.teamsHost}}
 	}
 	e.signin, err = signin.New(ctx, so)
 	if err != nil {

@@ -310,7 +310,7 @@ func teamsSignIn(cfg config) *signin.TeamsOptions {
 	if !cfg.TeamsTab {
 		return nil
 	}
-	return &signin.TeamsOptions{Authority: cfg.BotCloud.LoginEndpoint}
+	return &signin.TeamsOptions{Authority: cfg.BotCloud.LoginEndpoint, HostOrigins: viewpage.TeamsHosts}
 }
 
 // teamsPage lets the view page open inside Teams (the documented Teams and
