@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chromedp/cdproto/network"
 	"github.com/chromedp/cdproto/security"
 	"github.com/chromedp/cdproto/target"
 	"github.com/chromedp/chromedp"
@@ -115,11 +116,16 @@ func (e *env) serveTeamsHost(w http.ResponseWriter, r *http.Request) {
 	})
 }
 
-// teamsTab is a tab that trusts the loopback servers' test certificates.
+// teamsTab is a tab that trusts the loopback servers' test certificates
+// and blocks third-party cookies, as browsers do more and more: only a
+// Partitioned cookie then lives in Teams' frame.
 func teamsTab(t *testing.T) *tab {
 	tb := newTab(t)
 	if _, err := chromedp.Call(tb.ctx, security.SetIgnoreCertificateErrors, security.SetIgnoreCertificateErrorsParams{Ignore: true}); err != nil {
 		t.Fatalf("trust the test certificates: %v", err)
+	}
+	if _, err := chromedp.Call(tb.ctx, network.SetCookieControls, network.SetCookieControlsParams{EnableThirdPartyCookieRestriction: true}); err != nil {
+		t.Fatalf("block third-party cookies: %v", err)
 	}
 	return tb
 }
@@ -318,6 +324,35 @@ func TestBrowserInsideTeamsPopupSignIn(t *testing.T) {
 	}
 	if got := tb.str(pageFrame, `document.documentElement.getAttribute("data-theme")`); got != "contrast" {
 		t.Errorf("page theme %q, want contrast", got)
+	}
+}
+
+// A shell that loads just after a sign-in and still has no session (the
+// browser kept no cookie in Teams' frame) says so and offers the browser,
+// instead of signing in and reloading without end.
+func TestBrowserInsideTeamsCookieRefused(t *testing.T) {
+	e := newEnv(t, envOptions{teams: true})
+	v := e.run(alice(), "/sales_report {}")
+	h := e.host()
+	h.src = e.base + "/mcp-apps/" + v.ID + "?teamsbot-signed-in=1"
+	h.token = e.keys.Sign(t, testenv.TeamsToken{
+		Audience: signin.ApplicationIDURI("127.0.0.1", e.oidc.Config().ClientID), Tenant: tenantA, User: alice().OID,
+	})
+	before := e.requestCount()
+	tb := teamsTab(t)
+	tb.navigate(e.teamsHost + "/host")
+	tb.wait(pageFrame, `document.getElementById("browser") !== null && !document.getElementById("browser").hidden`, "the way to the browser")
+	if got := tb.str(pageFrame, `document.getElementById("status").textContent`); !strings.Contains(got, "did not keep the sign-in") {
+		t.Errorf("status %q", got)
+	}
+	if got := tb.str(pageFrame, `document.getElementById("browser").href`); got != e.base+"/mcp-apps/"+v.ID {
+		t.Errorf("browser link %q", got)
+	}
+	time.Sleep(300 * time.Millisecond)
+	for _, r := range e.requestsSince(before) {
+		if strings.HasPrefix(r, "POST ") {
+			t.Errorf("the shell signed in again: %v", e.requestsSince(before))
+		}
 	}
 }
 

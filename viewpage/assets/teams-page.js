@@ -63,15 +63,38 @@
     });
   }
 
+  // MARKER rides on the page's address after a sign-in: a shell that loads
+  // with it was signed in a moment ago, and still has no session, so the
+  // browser did not keep the cookie in Teams' frame. It says so rather than
+  // sign in and reload again and again.
+  var MARKER = "teamsbot-signed-in";
+
+  function reloadSignedIn() {
+    var u = new URL(location.href);
+    u.searchParams.set(MARKER, "1");
+    location.replace(u.href);
+  }
+
   if (body.hasAttribute("data-signin")) {
     var status = document.getElementById("status");
     var button = document.getElementById("signin");
+    var browser = document.getElementById("browser");
+    var fresh = new URL(location.href);
+    fresh.searchParams.delete(MARKER);
+    browser.href = fresh.href;
+    if (new URL(location.href).searchParams.has(MARKER)) {
+      initialize().then(function () { teams.app.notifySuccess(); }, function () {});
+      status.textContent = "You were signed in, but this browser did not keep the sign-in inside Teams " +
+        "(it blocks the cookies of pages shown in Teams). Open the view in the browser instead.";
+      browser.hidden = false;
+      return;
+    }
     var popup = function () {
       button.disabled = true;
       status.textContent = "Signing you in in a new window\u2026";
       teams.authentication.authenticate({ url: location.origin + "/signin/teams/start", width: 600, height: 600 })
         .then(function (code) { return post("/api/signin/teams/handoff", { code: code }); })
-        .then(function () { location.reload(); })
+        .then(reloadSignedIn)
         .catch(function (e) {
           button.disabled = false;
           status.textContent = "Sign-in did not finish: " + e.message;
@@ -82,13 +105,14 @@
       teams.app.notifySuccess();
       return teams.authentication.getAuthToken()
         .then(function (token) { return post("/api/signin/teams", { token: token }); })
-        .then(function () { location.reload(); });
+        .then(reloadSignedIn);
     }).catch(function (e) {
       // No token (consent missing, a client without single sign-on) or
       // not inside Teams: the person signs in in a popup, which needs
       // their click to open.
       status.textContent = "Teams could not sign you in by itself (" + e.message + "). Sign in to open the view.";
       button.hidden = false;
+      browser.hidden = false;
     });
     return;
   }
