@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"html/template"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -334,7 +335,7 @@ func TestBrowserInsideTeamsCookieRefused(t *testing.T) {
 	e := newEnv(t, envOptions{teams: true})
 	v := e.run(alice(), "/sales_report {}")
 	h := e.host()
-	h.src = e.base + "/mcp-apps/" + v.ID + "?teamsbot-signed-in=1"
+	h.src = e.base + "/mcp-apps/" + v.ID + "?teamsbot-signed-in=" + strconv.FormatInt(time.Now().UnixMilli(), 10)
 	h.token = e.keys.Sign(t, testenv.TeamsToken{
 		Audience: signin.ApplicationIDURI("127.0.0.1", e.oidc.Config().ClientID), Tenant: tenantA, User: alice().OID,
 	})
@@ -354,6 +355,12 @@ func TestBrowserInsideTeamsCookieRefused(t *testing.T) {
 			t.Errorf("the shell signed in again: %v", e.requestsSince(before))
 		}
 	}
+
+	// An old marker (the session ran out long after the sign-in) is no
+	// reason to stop: the shell signs in with Teams again.
+	h.src = e.base + "/mcp-apps/" + v.ID + "?teamsbot-signed-in=1"
+	tb.navigate(e.teamsHost + "/host")
+	tb.wait(pageFrame, `document.getElementById("proxy") !== null`, "the page signed in again despite an old marker")
 }
 
 // The page refuses a framer that is not in its Teams hosts, even in Teams

@@ -63,16 +63,23 @@
     });
   }
 
-  // MARKER rides on the page's address after a sign-in: a shell that loads
-  // with it was signed in a moment ago, and still has no session, so the
-  // browser did not keep the cookie in Teams' frame. It says so rather than
-  // sign in and reload again and again.
+  // MARKER rides on the page's address after a sign-in, with the time of
+  // it: a shell that loads with a recent one was signed in a moment ago and
+  // still has no session, so the browser did not keep the cookie in Teams'
+  // frame. It says so rather than sign in and reload again and again. An
+  // old marker (the session ran out hours later) is ignored.
   var MARKER = "teamsbot-signed-in";
+  var MARKER_RECENT_MS = 60000;
 
   function reloadSignedIn() {
     var u = new URL(location.href);
-    u.searchParams.set(MARKER, "1");
+    u.searchParams.set(MARKER, String(Date.now()));
     location.replace(u.href);
+  }
+
+  function justSignedIn() {
+    var at = Number(new URL(location.href).searchParams.get(MARKER));
+    return isFinite(at) && at > 0 && Math.abs(Date.now() - at) < MARKER_RECENT_MS;
   }
 
   if (body.hasAttribute("data-signin")) {
@@ -82,7 +89,7 @@
     var fresh = new URL(location.href);
     fresh.searchParams.delete(MARKER);
     browser.href = fresh.href;
-    if (new URL(location.href).searchParams.has(MARKER)) {
+    if (justSignedIn()) {
       initialize().then(function () { teams.app.notifySuccess(); }, function () {});
       status.textContent = "You were signed in, but this browser did not keep the sign-in inside Teams " +
         "(it blocks the cookies of pages shown in Teams). Open the view in the browser instead.";
