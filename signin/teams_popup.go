@@ -24,8 +24,10 @@ import (
 // through authentication.notifySuccess, and the page trades the code for a
 // session cookie of its own frame (POST /api/signin/teams/handoff): the
 // popup's cookie is first-party and SameSite=Lax, which a browser never
-// sends inside Teams' frame. Microsoft's "Authenticate users in a tab"
-// ("authentication flow for tabs") describes the popup.
+// sends inside Teams' frame. Microsoft's "Enable authentication using
+// third-party OAuth provider" (auth-flow-tab) describes the popup, and the
+// teams-js reference of authentication.authenticate says it is the way to
+// show sign-in or consent pages that refuse to render in a frame.
 
 // handoffLifetime bounds the time between the popup's last page and the
 // page's trade of the code.
