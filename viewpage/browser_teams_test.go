@@ -128,6 +128,13 @@ func teamsTab(t *testing.T) *tab {
 	if _, err := chromedp.Call(tb.ctx, network.SetCookieControls, network.SetCookieControlsParams{EnableThirdPartyCookieRestriction: true}); err != nil {
 		t.Fatalf("block third-party cookies: %v", err)
 	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			page, _ := tb.eval(pageFrame, `document.body ? document.body.innerText : ""`)
+			host, _ := tb.eval(mainFrame, `JSON.stringify(window.hostLog || [])`)
+			t.Logf("the page inside the fake Teams says %q; the host was asked %v", page, host)
+		}
+	})
 	return tb
 }
 
@@ -294,13 +301,6 @@ func TestBrowserInsideTeamsPopupSignIn(t *testing.T) {
 	case <-time.After(20 * time.Second):
 		t.Fatal("the fake Teams client opened no popup")
 	}
-	t.Cleanup(func() {
-		if t.Failed() {
-			st, _ := tb.eval(pageFrame, `document.body.innerText`)
-			hl, _ := tb.eval(mainFrame, `JSON.stringify(window.hostLog)`)
-			t.Logf("requests %v\nshell %v\nhost %v", e.requestsSince(before), st, hl)
-		}
-	})
 	tb.wait(viewFrame, `typeof window.rpc === "function"`, "the lab view after the popup sign-in")
 
 	var handoffs int

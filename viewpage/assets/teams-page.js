@@ -11,8 +11,9 @@
   "use strict";
 
   // How long Teams has to answer app.initialize before the page goes on
-  // without it (the page was opened in a browser, not in Teams).
-  var INITIALIZE_WAIT_MS = 5000;
+  // without it. Only a framed page asks, and only Teams' hosts may frame
+  // it, so the wait is generous: a busy client answers late, not never.
+  var INITIALIZE_WAIT_MS = 15000;
 
   var body = document.body;
   var teams = window.TeamsbotTeams;
