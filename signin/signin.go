@@ -19,8 +19,18 @@
 //	POST /signout                    end the session
 //	GET  /signed-out                 where sign-out lands
 //
+// and with Teams single sign-on (Options.Teams, see teams.go):
+//
+//	POST /api/signin/teams           {token}: a Teams SSO token for a session of Teams' frame
+//	GET  /signin/teams/start         the popup sign-in, when Teams gives no token
+//	GET  /signin/teams/done          its last page: a one-time code for the page, via teams-js
+//	POST /api/signin/teams/handoff   {code}: that code for a session of Teams' frame
+//
+// Every sign-in page refuses to render in a frame.
+//
 // Cookies (HttpOnly, SameSite=Lax, Path=/; Secure with the __Host- prefix
-// when the public base URL is https): teamsbot-session holds the session for
+// when the public base URL is https; a session made for Teams' frame is
+// SameSite=None, Secure and Partitioned instead): teamsbot-session holds the session for
 // its absolute lifetime; teamsbot-signin holds state, nonce, PKCE verifier
 // and return path for 10 minutes and is spent by the callback. One sign-in at
 // a time per browser: starting a second one replaces the first. The key that
