@@ -1,6 +1,8 @@
 package teamsjs_test
 
 import (
+	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -33,12 +35,32 @@ func TestTeamsScriptIsBuiltFromTheLockedPackages(t *testing.T) {
 	if string(built) != teamsjs.Script() {
 		t.Fatalf("teams.js is not what the locked packages build (%d bytes built, %d committed): run go generate ./internal/teamsjs", len(built), len(teamsjs.Script()))
 	}
-	lock, err := os.ReadFile(filepath.Join("..", "..", "node_modules", "@microsoft", "teams-js", "package.json"))
+}
+
+// package.json pins teams-js exactly (a 2.x of 2.19 or later, which the
+// cloud.microsoft hosts need, per "Prerequisites for tabs"), and the
+// embedded script names that version.
+func TestTeamsJSIsPinned(t *testing.T) {
+	raw, err := os.ReadFile(filepath.Join("..", "..", "package.json"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(teamsjs.Script(), "@microsoft/teams-js ") || !strings.Contains(string(lock), `"version"`) {
-		t.Fatal("teams.js does not name the teams-js version it carries")
+	var pkg struct {
+		DevDependencies map[string]string `json:"devDependencies"`
+	}
+	if err := json.Unmarshal(raw, &pkg); err != nil {
+		t.Fatal(err)
+	}
+	v := pkg.DevDependencies["@microsoft/teams-js"]
+	var major, minor, patch int
+	if n, _ := fmt.Sscanf(v, "%d.%d.%d", &major, &minor, &patch); n != 3 || fmt.Sprintf("%d.%d.%d", major, minor, patch) != v {
+		t.Fatalf("package.json has @microsoft/teams-js %q, want an exact version", v)
+	}
+	if major != 2 || minor < 19 {
+		t.Fatalf("@microsoft/teams-js %s: want 2.19 or later in 2.x", v)
+	}
+	if !strings.HasPrefix(teamsjs.Script(), "/*! @microsoft/teams-js "+v+" ") {
+		t.Fatalf("teams.js does not carry teams-js %s: %.80s", v, teamsjs.Script())
 	}
 }
 
