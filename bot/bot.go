@@ -137,6 +137,9 @@ type Options struct {
 	// PublicBaseURL is where people reach the service; the cards have an
 	// Open button only when it is https.
 	PublicBaseURL netaddr.Origin
+	// StageView makes the cards' Open buttons open views in Teams' Stage
+	// View, with a second button for the browser (TICKETIQ_TEAMS_TAB).
+	StageView bool
 	// Logger; nil discards.
 	Logger *slog.Logger
 	// Now is the clock; nil means time.Now.

@@ -72,6 +72,8 @@ type setup struct {
 	// credCertificate or credFederated; the fake token endpoint knows the
 	// same one.
 	cred string
+	// stageView is Options.StageView (TICKETIQ_TEAMS_TAB).
+	stageView bool
 }
 
 // The credentials a harness can give the bot.
@@ -236,6 +238,7 @@ func newHarness(t testing.TB, s setup) *harness {
 		s.publicBase = httpsBaseURL
 	}
 	opts.PublicBaseURL = netaddr.MustParseOrigin(s.publicBase)
+	opts.StageView = s.stageView
 	if opts.WorkingAfter == 0 {
 		// Long enough that only the test that wants the working card sees it.
 		opts.WorkingAfter = time.Minute

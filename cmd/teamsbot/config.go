@@ -67,6 +67,10 @@ type config struct {
 	OIDCClientSecret   string // secret
 	OIDCAllowedTenants []string
 
+	// TeamsTab opens views inside Teams (TICKETIQ_TEAMS_TAB): Stage View
+	// from the card, the page framable by Teams, Teams single sign-on.
+	TeamsTab bool
+
 	GraphBaseURL  string
 	GraphTokenURL string // with {tenant}
 	ConfigPath    string
@@ -124,6 +128,7 @@ var envVars = []envVar{
 	{name: "TICKETIQ_OIDC_CLIENT_ID"},
 	{name: "TICKETIQ_OIDC_CLIENT_SECRET", secret: true},
 	{name: "TICKETIQ_OIDC_ALLOWED_TENANTS"},
+	{name: "TICKETIQ_TEAMS_TAB", def: "false"},
 	{name: "TICKETIQ_GRAPH_BASE_URL", fromCloud: true},
 	{name: "TICKETIQ_GRAPH_TOKEN_URL", fromCloud: true},
 	{name: "TICKETIQ_CONFIG"},
@@ -271,6 +276,24 @@ func loadConfig(getenv func(string) string) (config, error) {
 		if t = strings.TrimSpace(t); t != "" {
 			c.OIDCAllowedTenants = append(c.OIDCAllowedTenants, t)
 		}
+	}
+	switch v := strings.ToLower(get("TICKETIQ_TEAMS_TAB")); v {
+	case "true", "1", "yes", "on":
+		c.TeamsTab = true
+		// Teams shows only https pages, and the view page inside it signs
+		// in with a token of the OIDC sign-in's app registration.
+		if c.OIDCIssuer == "" || c.OIDCClientID == "" {
+			errs = append(errs, errors.New("TICKETIQ_TEAMS_TAB: opening views inside Teams needs the OIDC sign-in (TICKETIQ_OIDC_ISSUER and TICKETIQ_OIDC_CLIENT_ID): Teams single sign-on asks Entra ID for a token of that app registration"))
+		}
+		if !c.PublicBaseURL.IsZero() && !c.PublicBaseURL.HTTPS() {
+			errs = append(errs, errors.New("TICKETIQ_TEAMS_TAB: Teams opens only https pages: TICKETIQ_PUBLIC_BASE_URL must be an https:// address"))
+		}
+		if c.OIDCIssuer != "" && len(c.OIDCAllowedTenants) == 0 && !guid.Valid(issuerTenant(c.OIDCIssuer)) {
+			errs = append(errs, errors.New("TICKETIQ_TEAMS_TAB: with a multi-tenant issuer, list the tenants whose Teams tokens are taken in TICKETIQ_OIDC_ALLOWED_TENANTS"))
+		}
+	case "false", "0", "no", "off":
+	default:
+		errs = append(errs, fmt.Errorf("TICKETIQ_TEAMS_TAB %q: want true or false", v))
 	}
 	if c.MaxHTMLBytes, err = parseByteSize(get(agent.MaxHTMLSetting)); err != nil {
 		errs = append(errs, fmt.Errorf("%s: %w", agent.MaxHTMLSetting, err))
@@ -579,6 +602,7 @@ func (c config) logAttrs() []any {
 		"bot_credential", c.BotCredential,
 		"bot_tenants", c.BotAllowedTenants,
 		"signin", c.signInMode(),
+		"teams_tab", c.TeamsTab,
 		"agents", len(c.Agents.Agents),
 		"open_buttons", c.openButtons(),
 		"playground", c.Playground,

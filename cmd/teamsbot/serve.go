@@ -133,6 +133,7 @@ func serve(ctx context.Context, cfg config, getenv func(string) string, logger *
 		Loopback:       cfg.Addr.Loopback(),
 		AllowedTenants: cfg.OIDCAllowedTenants,
 		Logger:         logger.With("part", "signin"),
+		Teams:          teamsSignIn(cfg),
 	})
 	if err != nil {
 		return fmt.Errorf("sign-in: %w", err)
@@ -148,6 +149,7 @@ func serve(ctx context.Context, cfg config, getenv func(string) string, logger *
 		DataDir:        cfg.DataDir,
 		Logger:         logger.With("part", "viewpage"),
 		Registerer:     reg,
+		Teams:          teamsPage(cfg),
 	})
 	if err != nil {
 		return fmt.Errorf("view page: %w", err)
@@ -165,6 +167,7 @@ func serve(ctx context.Context, cfg config, getenv func(string) string, logger *
 		AllowedTenants:    cfg.BotAllowedTenants,
 		Access:            decide,
 		PublicBaseURL:     cfg.PublicBaseURL,
+		StageView:         cfg.TeamsTab,
 		Logger:            logger.With("part", "bot"),
 		Registerer:        reg,
 	})
