@@ -193,7 +193,7 @@ func (c *serverConn) client() *mcp.Client {
 func (c *serverConn) transport(ctx context.Context) (mcp.Transport, error) {
 	switch {
 	case c.builtin != nil:
-		ct, st := mcp.NewInMemoryTransports()
+		ct, st := newMemTransports()
 		// The server side of an in-memory session lives until the client
 		// closes it, not until ctx ends.
 		if _, err := c.builtin.Connect(context.WithoutCancel(ctx), st, nil); err != nil {

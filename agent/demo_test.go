@@ -48,8 +48,8 @@ func TestViewFromDemoSalesReportHasStrictCSPAndIsAudited(t *testing.T) {
 	if len(v.CSPDropped) != 1 || v.CSPDropped[0].Value != "http://insecure.example.com" {
 		t.Errorf("CSPDropped = %+v, want the http: entry", v.CSPDropped)
 	}
-	if len(v.ID) != 22 || strings.ContainsAny(v.ID, "+/=") {
-		t.Errorf("view id %q is not 128 random bits, URL-safe", v.ID)
+	if len(v.ID) != 26 || strings.ContainsAny(v.ID, "+/=") {
+		t.Errorf("view id %q is not a 10-character clock and 96 random bits, URL-safe", v.ID)
 	}
 	if v.UserID != alice.UserID || v.TenantID != alice.TenantID || v.AgentID != "default" || v.RunID != ans.RunID {
 		t.Errorf("view owner fields: %+v", v)

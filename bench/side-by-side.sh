@@ -34,5 +34,5 @@ timeout 900 "$work/load" side-by-side \
 	-seconds "${SECONDS_PER:-3}s" \
 	-views "${VIEWS:-1000000}" \
 	-dir "$work" \
-	-out "$out"
+	-out "$out" ${PROFILE:+-profile}
 echo "results written to $out" >&2

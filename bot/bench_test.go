@@ -36,7 +36,7 @@ func BenchmarkTurns(b *testing.B) {
 			for i := range tenants {
 				tenants[i] = fmt.Sprintf("%08x-0000-4000-8000-0000000000bb", i)
 			}
-			h := newHarness(b, setup{realClock: true, quietLogs: true, moreTenants: tenants})
+			h := newHarness(b, setup{realClock: true, quietLogs: true, moreTenants: tenants, typingAfter: DefaultTypingAfter})
 			h.conn.mu.Lock()
 			h.conn.recordAll = false // keep memory flat: the waiters say when a turn is done
 			h.conn.mu.Unlock()

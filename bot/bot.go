@@ -63,6 +63,11 @@ const (
 	// DefaultWorkingAfter is how long a run may take before the "working on
 	// it" card: "a couple of seconds", well inside Teams' patience.
 	DefaultWorkingAfter = 2 * time.Second
+	// DefaultTypingAfter is how long a run may take before the typing
+	// indicator is sent. An answer quicker than this needs no sign that
+	// the bot heard, and the indicator would cost a connector call from
+	// the conversation's and the tenant's rate limits for nothing.
+	DefaultTypingAfter = 250 * time.Millisecond
 	// DefaultMaxConcurrentTurns bounds agent runs at once; more wait for a
 	// slot, so a burst cannot exhaust MCP servers or the model.
 	DefaultMaxConcurrentTurns = 64
@@ -132,6 +137,9 @@ type Options struct {
 	// PublicBaseURL is where people reach the service; the cards have an
 	// Open button only when it is https.
 	PublicBaseURL netaddr.Origin
+	// StageView makes the cards' Open buttons open views in Teams' Stage
+	// View, with a second button for the browser (TICKETIQ_TEAMS_TAB).
+	StageView bool
 	// Logger; nil discards.
 	Logger *slog.Logger
 	// Now is the clock; nil means time.Now.
@@ -150,6 +158,9 @@ type Options struct {
 	// card is posted and later replaced by the answer; zero means
 	// DefaultWorkingAfter.
 	WorkingAfter time.Duration
+	// TypingAfter is how long a turn may take before the typing indicator
+	// is sent; zero means DefaultTypingAfter, a negative value at once.
+	TypingAfter time.Duration
 	// MaxConcurrentTurns bounds agent runs at once; zero means
 	// DefaultMaxConcurrentTurns.
 	MaxConcurrentTurns int
@@ -218,6 +229,12 @@ func New(opts Options) (*Bot, error) {
 	}
 	if opts.WorkingAfter <= 0 {
 		opts.WorkingAfter = DefaultWorkingAfter
+	}
+	switch {
+	case opts.TypingAfter == 0:
+		opts.TypingAfter = DefaultTypingAfter
+	case opts.TypingAfter < 0:
+		opts.TypingAfter = 0
 	}
 	if opts.MaxConcurrentTurns <= 0 {
 		opts.MaxConcurrentTurns = DefaultMaxConcurrentTurns

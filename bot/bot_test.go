@@ -23,6 +23,54 @@ import (
 	"teamsbot/store"
 )
 
+// The typing indicator is sent only for a run that takes longer than
+// TypingAfter, and then before the answer: a quick answer needs no sign
+// that the bot heard, and each indicator costs a call from Teams' rate
+// limits.
+func TestTypingIndicatorOnlyForSlowRuns(t *testing.T) {
+	release := make(chan struct{})
+	started := make(chan struct{}, 1)
+	h := newHarness(t, setup{realClock: true, typingAfter: 150 * time.Millisecond}.withTool("slow", "wait_for_release", held(started, release, "done waiting")))
+	typingIn := func(conv string) []int {
+		var at []int
+		for i, c := range h.conn.snapshot() {
+			if c.Activity.Type == "typing" && c.ConversationID == conv {
+				at = append(at, i)
+			}
+		}
+		return at
+	}
+
+	// Quick: the demo tool answers within milliseconds.
+	if s, b := h.send(h.message("personal", "a:quick", "q-1", "/sales_report {}")); s != http.StatusAccepted {
+		t.Fatalf("%d %s", s, b)
+	}
+	h.conn.waitFor(t, "the quick answer", hasReplyTo("q-1"))
+	time.Sleep(300 * time.Millisecond) // past TypingAfter: nothing may follow the answer
+	if at := typingIn("a:quick"); len(at) != 0 {
+		t.Errorf("a quick answer came with %d typing indicators, want none", len(at))
+	}
+
+	// Slow: the indicator goes out while the run is held, before the answer.
+	if s, b := h.send(h.message("personal", "a:slow", "s-1", "/wait_for_release {}")); s != http.StatusAccepted {
+		t.Fatalf("%d %s", s, b)
+	}
+	<-started
+	h.conn.waitFor(t, "the typing indicator of the slow run", func([]received) bool { return len(typingIn("a:slow")) > 0 })
+	close(release)
+	calls := h.conn.waitFor(t, "the slow answer", hasReplyTo("s-1"))
+	reply, _ := replyTo(calls, "s-1")
+	replyAt := -1
+	for i, c := range h.conn.snapshot() {
+		if c.AssignedID == reply.AssignedID {
+			replyAt = i
+		}
+	}
+	if at := typingIn("a:slow"); len(at) != 1 || at[0] > replyAt {
+		t.Errorf("the slow run's typing indicators at calls %v, the answer at %d: want one, before the answer", at, replyAt)
+	}
+}
+
 // A person writes "/sales_report {}" in each kind of Teams conversation; the
 // built-in model calls the demo server's tool, which makes a view; the
 // answer card reaches the Bot Connector as a reply to the message, with an

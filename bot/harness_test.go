@@ -52,6 +52,9 @@ type setup struct {
 	local        bool
 	publicBase   string
 	workingAfter time.Duration
+	// typingAfter is Options.TypingAfter; zero sends the typing indicator
+	// at once, so that tests of its order need no slow run.
+	typingAfter time.Duration
 	tokenURL     string
 	cloud        string   // TICKETIQ_BOT_CLOUD; empty: public
 	storePath    string   // the bbolt file; empty: a new one
@@ -69,6 +72,8 @@ type setup struct {
 	// credCertificate or credFederated; the fake token endpoint knows the
 	// same one.
 	cred string
+	// stageView is Options.StageView (TICKETIQ_TEAMS_TAB).
+	stageView bool
 }
 
 // The credentials a harness can give the bot.
@@ -217,6 +222,7 @@ func newHarness(t testing.TB, s setup) *harness {
 		Now:          h.now,
 		Registerer:   h.reg,
 		WorkingAfter: s.workingAfter,
+		TypingAfter:  cmpOr(s.typingAfter, -1),
 		// MaxPendingTurns zero means the default.
 		MaxPendingTurns: s.maxPending,
 	}
@@ -232,6 +238,7 @@ func newHarness(t testing.TB, s setup) *harness {
 		s.publicBase = httpsBaseURL
 	}
 	opts.PublicBaseURL = netaddr.MustParseOrigin(s.publicBase)
+	opts.StageView = s.stageView
 	if opts.WorkingAfter == 0 {
 		// Long enough that only the test that wants the working card sees it.
 		opts.WorkingAfter = time.Minute
@@ -515,4 +522,12 @@ func containsAll(s string, subs ...string) bool {
 		}
 	}
 	return true
+}
+
+// cmpOr is d, or def when d is zero.
+func cmpOr(d, def time.Duration) time.Duration {
+	if d == 0 {
+		return def
+	}
+	return d
 }

@@ -3,6 +3,7 @@ package bot
 import (
 	"context"
 	"errors"
+	"sync"
 	"teamsbot/agent"
 	"teamsbot/cards"
 	"time"
@@ -105,6 +106,36 @@ func (b *Bot) forgetArrival(key string) {
 	}
 }
 
+// typingIndicator is a turn's typing indicator, sent once the run has
+// taken TypingAfter, and only then.
+type typingIndicator struct {
+	timer *time.Timer
+	sent  chan struct{} // closed once the indicator is out or will never be
+	once  sync.Once
+}
+
+// startTyping arms the turn's typing indicator.
+func (b *Bot) startTyping(ctx context.Context, a *schema.Activity) *typingIndicator {
+	t := &typingIndicator{sent: make(chan struct{})}
+	t.timer = time.AfterFunc(b.opts.TypingAfter, func() {
+		defer t.once.Do(func() { close(t.sent) })
+		if _, err := b.conn.Send(ctx, a.ServiceURL, a.Conversation.ID, "", b.outgoing(a, schema.Typing)); err != nil {
+			b.logger.Warn("typing indicator not sent", "conversation", a.Conversation.ID, "err", err)
+		}
+	})
+	return t
+}
+
+// settle cancels the indicator if it has not gone out yet, or waits until
+// it is out, so that whatever the turn sends next comes after it. Any
+// goroutine may call it, any number of times.
+func (t *typingIndicator) settle() {
+	if t.timer.Stop() {
+		t.once.Do(func() { close(t.sent) })
+	}
+	<-t.sent
+}
+
 // runTurn sends a typing indicator, runs the agent, and sends the answer:
 // directly when the run is quick, or as an update of a "working on it"
 // card posted once the run has taken WorkingAfter.
@@ -121,20 +152,14 @@ func (b *Bot) runTurn(a *schema.Activity, p agent.Person) {
 		return
 	}
 
-	// The typing indicator goes out while the agent runs; the answer waits
-	// for it so the two never arrive out of order.
-	typingDone := make(chan struct{})
-	go func() {
-		defer close(typingDone)
-		if _, err := b.conn.Send(ctx, a.ServiceURL, a.Conversation.ID, "", b.outgoing(a, schema.Typing)); err != nil {
-			b.logger.Warn("typing indicator not sent", "conversation", a.Conversation.ID, "err", err)
-		}
-	}()
+	// The typing indicator goes out once the run has taken TypingAfter;
+	// the answer waits for it so the two never arrive out of order.
+	typing := b.startTyping(ctx, a)
 
 	select {
 	case b.sem <- struct{}{}:
 	case <-ctx.Done():
-		<-typingDone
+		typing.settle()
 		b.metrics.turns.WithLabelValues("failed").Inc()
 		b.logger.Error("turn abandoned while waiting for a slot", "conversation", a.Conversation.ID, "activity", a.ID, "err", ctx.Err())
 		return
@@ -148,7 +173,7 @@ func (b *Bot) runTurn(a *schema.Activity, p agent.Person) {
 	workingDone := make(chan struct{})
 	timer := time.AfterFunc(b.opts.WorkingAfter, func() {
 		defer close(workingDone)
-		<-typingDone
+		typing.settle()
 		if a.Conversation.ConversationType == "personal" {
 			if st = b.startStream(ctx, a, prog); st != nil {
 				return
@@ -172,7 +197,7 @@ func (b *Bot) runTurn(a *schema.Activity, p agent.Person) {
 	r := b.chooseAnswer(a, p, ans, runErr)
 	outcome := r.outcome
 
-	<-typingDone
+	typing.settle()
 	sent, err := b.deliver(ctx, a, workingID, st, r, ans.RunID)
 	if err != nil {
 		outcome = "failed"

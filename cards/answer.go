@@ -96,6 +96,13 @@ type Options struct {
 	// AgentName is the name the welcome card introduces; empty means
 	// "Assistant".
 	AgentName string
+	// StageView opens views inside Teams (TICKETIQ_TEAMS_TAB): a view's
+	// Open button becomes the Stage View action of Microsoft's "Open
+	// content in Stageview" (an Action.Submit whose msteams invoke is
+	// tab/tabInfoAction), and a second button, an Action.OpenUrl, opens
+	// the same page in the browser for the clients that show no Stage
+	// View.
+	StageView bool
 }
 
 // maxOpenTitle bounds an Open button's title: Teams shows a button's title
@@ -121,6 +128,7 @@ var listMarker = regexp.MustCompile(`(?m)^[ \t]*(?:[-*+]|\d{1,3}[.)])[ \t]+`)
 type viewInfo struct {
 	title, server, tool string // tool is empty when it equals the title
 	url                 string // empty: no Open button
+	id                  string // the view's id
 	expires             time.Time
 	expired             bool
 }
@@ -302,6 +310,7 @@ func prepare(a Answer, o Options) *prepared {
 	}
 	for _, v := range a.Views {
 		vi := viewInfo{
+			id:      v.ID,
 			title:   label(v.Title, maxTitle),
 			server:  label(v.Server, maxName),
 			tool:    label(v.Tool, maxName),
@@ -434,7 +443,13 @@ func (p *prepared) viewBlock(v viewInfo) container {
 		// The title names the view, so that a screen reader does not read
 		// "Open, Open, Open" for an answer with several. Teams shows no
 		// positive or destructive button style, so none is set.
-		items = append(items, buttons(openURL{Type: "Action.OpenUrl", Title: label(openViewTitle(v.title), maxOpenTitle), URL: v.url}))
+		open := openURL{Type: "Action.OpenUrl", Title: label(openViewTitle(v.title), maxOpenTitle), URL: v.url}
+		if p.o.StageView {
+			items = append(items, buttons(stageView(v, open),
+				openURL{Type: "Action.OpenUrl", Title: label(openInBrowserTitle(v.title), maxOpenTitle), URL: v.url}))
+			break
+		}
+		items = append(items, buttons(open))
 	case !v.expired && p.base:
 		// Only an id that cannot make a safe address ends here.
 		items = append(items, subtleText(openFromConsole))

@@ -199,6 +199,43 @@ type openURL struct {
 	Style string `json:"style,omitempty"`
 }
 
+// submit is an Action.Submit button.
+type submit struct {
+	Type  string `json:"type"`
+	Title string `json:"title"`
+	Data  any    `json:"data"`
+}
+
+// stageView is a view's Open button inside Teams: the Stage View action of
+// Microsoft's "Open content in Stageview" ("Invoke from Adaptive Card"):
+// an Action.Submit whose data.msteams is an invoke of type
+// tab/tabInfoAction, which Teams itself answers by opening contentUrl in
+// Stage View (a Collaborative Stage View window on desktop, a Stage View
+// modal on the web; mobile clients of apps not optimized for them open
+// websiteUrl in the browser). The browser's Action.OpenUrl to the same
+// page goes next to it, for the clients that show no Stage View; it is not
+// the action's Adaptive Card "fallback", which a host uses only for an
+// action type it does not know, and every host knows Action.Submit (the
+// official renderer drops such a fallback).
+func stageView(v viewInfo, open openURL) submit {
+	return submit{
+		Type:  "Action.Submit",
+		Title: open.Title,
+		Data: map[string]any{"msteams": map[string]any{
+			"type": "invoke",
+			"value": map[string]any{
+				"type": "tab/tabInfoAction",
+				"tabInfo": map[string]string{
+					"contentUrl": v.url,
+					"websiteUrl": v.url,
+					"name":       v.title,
+					"entityId":   "view-" + v.id,
+				},
+			},
+		}},
+	}
+}
+
 // toggle is an Action.ToggleVisibility button.
 type toggle struct {
 	Type           string   `json:"type"`

@@ -75,9 +75,13 @@ func manyViews(n int) []View {
 // goldenCases are every card shape the bot sends.
 func goldenCases() map[string][]Card {
 	https := Options{PublicBaseURL: httpsBase, Now: now}
+	stage := Options{PublicBaseURL: httpsBase, Now: now, StageView: true}
 	http := Options{PublicBaseURL: httpBase, Now: now}
 	return map[string][]Card{
 		"answer_views_https": AnswerCards(Answer{Text: answerText, Views: twoViews()}, https),
+		// Inside Teams (TICKETIQ_TEAMS_TAB): Stage View first, the browser second.
+		"answer_views_stage": AnswerCards(Answer{Text: answerText, Views: twoViews()}, stage),
+		"welcome_stage":      {Welcome(stage)},
 		"answer_views_http":  AnswerCards(Answer{Text: answerText, Views: twoViews()}, http),
 		"answer_group_chat": AnswerCards(Answer{Text: answerText, Views: twoViews()},
 			Options{PublicBaseURL: httpsBase, Now: now, Shared: true, Owner: "Ada Lovelace"}),

@@ -10,8 +10,11 @@ func Welcome(o Options) Card {
 		name = welcomeDefaultName
 	}
 	views, viewsPlain := welcomeViewsOpen, welcomeViewsOpenPlain
-	if !o.PublicBaseURL.HTTPS() {
+	switch {
+	case !o.PublicBaseURL.HTTPS():
 		views, viewsPlain = welcomeViewsConsole, welcomeViewsConsolePlain
+	case o.StageView:
+		views, viewsPlain = welcomeViewsStage, welcomeViewsStagePlain
 	}
 	hello := bold(welcomeHello(name))
 	hello.Size = "Medium"

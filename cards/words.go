@@ -42,7 +42,10 @@ const (
 	welcomeViewsOpen   = "Some tools come with an interactive view, such as a chart or a form. " +
 		"My answer names each view and has an **Open** button that opens it in your browser, after you sign in."
 	welcomeViewsOpenPlain = "Some tools come with an interactive view. My answer names each view; its Open button opens it in your browser, after you sign in."
-	welcomeViewsConsole   = "Some tools come with an interactive view, such as a chart or a form. " +
+	welcomeViewsStage     = "Some tools come with an interactive view, such as a chart or a form. " +
+		"My answer names each view and has an **Open** button that opens it here in Teams, and a button that opens it in your browser."
+	welcomeViewsStagePlain = "Some tools come with an interactive view. My answer names each view; its Open button opens it here in Teams."
+	welcomeViewsConsole    = "Some tools come with an interactive view, such as a chart or a form. " +
 		"My answer names each view; you open it in your browser from the web console, after you sign in."
 	welcomeViewsConsolePlain = "Some tools come with an interactive view. My answer names each view; you open it in your browser from the web console."
 	welcomeViewsOwner        = "Only you can open the views made for you, for 7 days."
@@ -224,6 +227,10 @@ const (
 // openViewTitle is the title of a view's Open button: it names the view,
 // so that a screen reader does not read "Open, Open, Open".
 func openViewTitle(title string) string { return "Open " + title }
+
+// openInBrowserTitle is the title of a view's second button inside Teams,
+// which opens the page in the browser for clients without Stage View.
+func openInBrowserTitle(title string) string { return "Open " + title + " in the browser" }
 
 // cardTime writes t as Adaptive Card DATE() and TIME() functions, which
 // Teams shows in the reader's own time zone and locale.

@@ -23,8 +23,8 @@ var layout = map[string][]string{
 	"teamsbot/store":               {"teamsbot/mcpapps"},
 	"teamsbot/cards":               {"teamsbot/mcpapps"},
 	"teamsbot/bot":                 {"teamsbot/agent", "teamsbot/access", "teamsbot/cards", "teamsbot/store"},
-	"teamsbot/signin":              {},
-	"teamsbot/viewpage":            {"teamsbot/agent", "teamsbot/access", "teamsbot/signin", "teamsbot/store"},
+	"teamsbot/signin":              {"teamsbot/internal/teamsjs"},
+	"teamsbot/viewpage":            {"teamsbot/agent", "teamsbot/access", "teamsbot/signin", "teamsbot/store", "teamsbot/internal/teamsjs"},
 	"teamsbot/admin":               {"teamsbot/access", "teamsbot/signin", "teamsbot/store", "teamsbot/triggers"},
 	"teamsbot/triggers":            {"teamsbot/access", "teamsbot/bot", "teamsbot/cards", "teamsbot/store"},
 	"teamsbot/manifest":            {},
@@ -38,6 +38,7 @@ var layout = map[string][]string{
 	"teamsbot/internal/clientcred": {},
 	"teamsbot/internal/testenv":    {},
 	"teamsbot/internal/pgtest":     {},
+	"teamsbot/internal/teamsjs":    {},
 }
 
 // shared are the internal packages any package may import.

@@ -69,6 +69,12 @@ type Options struct {
 	SignInClientID, SignInResource string
 	// Commands are the bot's commands; nil is DefaultCommands.
 	Commands []Command
+	// TeamsTab says the cards open views inside Teams (Stage View from an
+	// Adaptive Card, TICKETIQ_TEAMS_TAB): the page's domain must then be a
+	// valid domain (it always is here) and Teams single sign-on needs
+	// webApplicationInfo, whose resource names that domain ("Update app
+	// manifest for SSO").
+	TeamsTab bool
 }
 
 // DefaultAccentColor is the app's accent color when none is given.
@@ -151,6 +157,13 @@ func (o *Options) check() error {
 	case o.SignInResource == "":
 		bad("sign-in resource is required with a sign-in client id (such as api://host/<client id>)")
 	}
+	if o.TeamsTab {
+		if o.SignInClientID == "" {
+			bad("opening views inside Teams needs webApplicationInfo: set the sign-in client id (TICKETIQ_OIDC_CLIENT_ID) for Teams single sign-on")
+		} else if want := "api://" + strings.ToLower(hostname(o.PublicBaseURL)) + "/"; !strings.HasPrefix(o.SignInResource, want) {
+			bad("sign-in resource %q: inside Teams it must be the application ID URI on the public host, %s<client id>", o.SignInResource, want)
+		}
+	}
 	if o.Commands == nil {
 		o.Commands = DefaultCommands
 	}
@@ -181,6 +194,14 @@ func httpsURL(s string) error {
 func host(s string) string {
 	u, _ := url.Parse(s)
 	return u.Host
+}
+
+func hostname(s string) string {
+	u, err := url.Parse(s)
+	if err != nil {
+		return ""
+	}
+	return u.Hostname()
 }
 
 // JSON builds manifest.json.

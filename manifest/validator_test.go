@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -82,5 +83,47 @@ func TestPackagePassesTheOfficialValidator(t *testing.T) {
 				t.Errorf("a manifest broken in %s: the errors do not name %s:\n%s", name, want, all)
 			}
 		}
+	}
+}
+
+// With the Teams tab additions (views open in Stage View, Teams single
+// sign-on) the manifest still passes Microsoft's own validator, names the
+// page's domain in validDomains (Stage View opens only content on a valid
+// domain) and carries webApplicationInfo with the application ID URI on
+// that domain; without a sign-in client id the package is refused.
+func TestTeamsTabManifestPassesTheOfficialValidator(t *testing.T) {
+	o := options()
+	o.TeamsTab = true
+	pkg, err := manifest.Build(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	good := unzip(t, pkg)["manifest.json"]
+	if errs := officialValidate(t, good); len(errs) != 0 {
+		t.Fatalf("the official validator refuses the Teams tab manifest:\n%s\n%s", strings.Join(errs, "\n"), good)
+	}
+	var m struct {
+		ValidDomains       []string          `json:"validDomains"`
+		WebApplicationInfo map[string]string `json:"webApplicationInfo"`
+	}
+	if err := json.Unmarshal(good, &m); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Contains(m.ValidDomains, "bot.contoso.example") {
+		t.Errorf("validDomains %v lack the page's domain", m.ValidDomains)
+	}
+	if m.WebApplicationInfo["id"] != o.SignInClientID || m.WebApplicationInfo["resource"] != "api://bot.contoso.example/"+o.SignInClientID {
+		t.Errorf("webApplicationInfo %v", m.WebApplicationInfo)
+	}
+
+	o.SignInClientID, o.SignInResource = "", ""
+	if _, err := manifest.Build(o); err == nil || !strings.Contains(err.Error(), "webApplicationInfo") {
+		t.Errorf("a Teams tab manifest without single sign-on: %v", err)
+	}
+	o = options()
+	o.TeamsTab = true
+	o.SignInResource = "api://other.example/" + o.SignInClientID
+	if _, err := manifest.Build(o); err == nil || !strings.Contains(err.Error(), "application ID URI") {
+		t.Errorf("a Teams tab manifest with a resource on another host: %v", err)
 	}
 }

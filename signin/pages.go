@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"html/template"
+	"net/http"
 	"net/url"
 	"teamsbot/internal/web"
 
@@ -52,6 +53,17 @@ type pageData struct {
 // clickjacked).
 const pageCSP = "default-src 'none'; style-src 'unsafe-inline'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
 
+// framed reports whether a browser asked for the page as a frame
+// (Sec-Fetch-Dest, sent on every request by current browsers).
+func framed(r *http.Request) bool {
+	d := r.Header.Get("Sec-Fetch-Dest")
+	return d == "iframe" || d == "frame" || d == "embed" || d == "object"
+}
+
+// errFramed refuses a sign-in page asked for inside a frame.
+var errFramed = &web.Error{Status: http.StatusForbidden, Heading: "Sign-in opens in its own window",
+	Message: "Sign-in does not open inside a frame. Open this address in its own browser window or tab."}
+
 // render writes a page.
 func (s *Service) render(c echo.Context, status int, name string, d pageData) error {
 	d.Local = s.oidc == nil
@@ -70,8 +82,17 @@ func (s *Service) page(h echo.HandlerFunc) echo.HandlerFunc {
 		hdr := c.Response().Header()
 		web.NoStore(hdr)
 		hdr.Set("Content-Security-Policy", pageCSP)
+		// For browsers older than frame-ancestors: no frame at all.
+		hdr.Set("X-Frame-Options", "DENY")
 		// The callback URL carries the code: never leak it onwards.
 		hdr.Set("Referrer-Policy", "no-referrer")
+		if framed(c.Request()) {
+			// Sign-in never renders inside a frame, where a page around
+			// it could dress it up or capture what is typed ("tab
+			// requirements": login pages don't render in iframes). Inside
+			// Teams the view page signs in with Teams' token or a popup.
+			return errFramed
+		}
 		err := h(c)
 		var we *web.Error
 		if err == nil || !errors.As(err, &we) {

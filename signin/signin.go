@@ -19,8 +19,18 @@
 //	POST /signout                    end the session
 //	GET  /signed-out                 where sign-out lands
 //
+// and with Teams single sign-on (Options.Teams, see teams.go):
+//
+//	POST /api/signin/teams           {token}: a Teams SSO token for a session of Teams' frame
+//	GET  /signin/teams/start         the popup sign-in, when Teams gives no token
+//	GET  /signin/teams/done          its last page: a one-time code for the page, via teams-js
+//	POST /api/signin/teams/handoff   {code}: that code for a session of Teams' frame
+//
+// Every sign-in page refuses to render in a frame.
+//
 // Cookies (HttpOnly, SameSite=Lax, Path=/; Secure with the __Host- prefix
-// when the public base URL is https): teamsbot-session holds the session for
+// when the public base URL is https; a session made for Teams' frame is
+// SameSite=None, Secure and Partitioned instead): teamsbot-session holds the session for
 // its absolute lifetime; teamsbot-signin holds state, nonce, PKCE verifier
 // and return path for 10 minutes and is spent by the callback. One sign-in at
 // a time per browser: starting a second one replaces the first. The key that
@@ -110,6 +120,10 @@ type Options struct {
 	Logger *slog.Logger
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
+	// Teams, when set, turns on Teams single sign-on (see TeamsOptions):
+	// the routes under /api/signin/teams and the popup sign-in of
+	// /signin/teams/start. It needs an issuer.
+	Teams *TeamsOptions
 }
 
 // Service signs people in. It is safe for concurrent use.
@@ -127,7 +141,9 @@ type Service struct {
 	pages         *pages
 
 	oidc *oidcFlow // nil in local mode
-	used *usedStates
+	// teams is Teams single sign-on; nil when off.
+	teams *teamsSSO
+	used  *usedStates
 	// off: no issuer, and not on loopback either, so no sign-in at all.
 	off bool
 }
@@ -243,6 +259,15 @@ func New(ctx context.Context, opts Options) (*Service, error) {
 			return nil, err
 		}
 	}
+	if opts.Teams != nil {
+		client := opts.HTTPClient
+		if client == nil {
+			client = &http.Client{Timeout: 15 * time.Second, CheckRedirect: netaddr.SameOriginRedirects}
+		}
+		if s.teams, err = newTeamsSSO(ctx, opts, client, allowed); err != nil {
+			return nil, err
+		}
+	}
 	return s, nil
 }
 
@@ -273,6 +298,12 @@ func (s *Service) Register(e *echo.Echo) {
 		e.GET("/signin/callback", s.page(s.handleCallback))
 	} else {
 		e.POST("/signin/local", s.page(s.handleLocal))
+	}
+	if s.teams != nil {
+		e.POST("/api/signin/teams", s.handleTeamsToken)
+		e.POST("/api/signin/teams/handoff", s.handleTeamsHandoff)
+		e.GET("/signin/teams/start", s.page(s.handleTeamsStart))
+		e.GET("/signin/teams/done", s.page(s.handleTeamsDone))
 	}
 	e.GET("/signout", s.page(s.handleSignOutPage))
 	e.POST("/signout", s.page(s.handleSignOut))
@@ -362,12 +393,23 @@ func (s *Service) Session(r *http.Request) (Session, error) {
 
 // startSession sets the session cookie for the person.
 func (s *Service) startSession(c echo.Context, p sessionPayload) (time.Time, error) {
+	exp, value, err := s.sealSession(p)
+	if err != nil {
+		return time.Time{}, err
+	}
+	c.SetCookie(s.cookie(s.sessionCookie, value, s.lifetime))
+	return exp, nil
+}
+
+// sealSession seals a session for the cookie, refusing one too large for
+// a browser to keep.
+func (s *Service) sealSession(p sessionPayload) (time.Time, string, error) {
 	exp := s.now().Add(s.lifetime).Truncate(time.Second)
 	p.V = 1
 	p.Exp = exp.Unix()
 	plain, err := json.Marshal(p)
 	if err != nil {
-		return time.Time{}, fmt.Errorf("signin: encode session: %w", err)
+		return time.Time{}, "", fmt.Errorf("signin: encode session: %w", err)
 	}
 	value := s.seal.seal(s.sessionCookie, plain)
 	if len(s.sessionCookie)+len(value) > maxCookieValue {
@@ -376,10 +418,27 @@ func (s *Service) startSession(c echo.Context, p sessionPayload) (time.Time, err
 		// be sent to sign in again and again.
 		s.log.Warn("session too large for a cookie",
 			slog.String("tenant", p.TID), slog.String("user", p.OID), slog.Int("roles", len(p.Roles)), slog.Int("bytes", len(value)))
-		return time.Time{}, web.NewError(http.StatusBadRequest,
+		return time.Time{}, "", web.NewError(http.StatusBadRequest,
 			"Your sign-in carries more than a session can hold (too many app roles, or very long names). Ask your administrator.")
 	}
-	c.SetCookie(s.cookie(s.sessionCookie, value, s.lifetime))
+	return exp, value, nil
+}
+
+// startFramedSession sets the session cookie for a page that Teams shows
+// in its own frame: a third-party frame, where a browser sends a cookie
+// only when it is SameSite=None and Secure, and keeps it only in the
+// partition of the top-level site when it is Partitioned (CHIPS). Outside
+// Teams the session keeps the Lax cookie of startSession.
+func (s *Service) startFramedSession(c echo.Context, p sessionPayload) (time.Time, error) {
+	exp, value, err := s.sealSession(p)
+	if err != nil {
+		return time.Time{}, err
+	}
+	ck := s.cookie(s.sessionCookie, value, s.lifetime)
+	ck.SameSite = http.SameSiteNoneMode
+	ck.Secure = true
+	ck.Partitioned = true
+	c.SetCookie(ck)
 	return exp, nil
 }
 

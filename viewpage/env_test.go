@@ -4,10 +4,12 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"log"
 	"log/slog"
 	"net"
 	"net/http"
 	"net/http/cookiejar"
+	"net/http/httptest"
 	"net/url"
 	"path/filepath"
 	"slices"
@@ -92,6 +94,13 @@ type env struct {
 	base    string // public origin, http://127.0.0.1:port
 	sandbox string // sandbox origin
 	dataDir string
+	// Teams mode (envOptions.teams): the key set Entra signs with, the
+	// origin of the fake Teams client, its server (which serves what a test
+	// puts in teamsPage), and an https client of the service.
+	keys      *testenv.EntraKeys
+	teamsHost string
+	teamsSrv  *httptest.Server
+	https     *http.Client
 
 	mu       sync.Mutex
 	requests []string // "METHOD /path" of every request the server got
@@ -135,6 +144,11 @@ type envOptions struct {
 	admin bool
 	// mutate lets a test change viewpage options before New.
 	mutate func(*viewpage.Options)
+	// teams serves the service over https in Teams mode: Teams single
+	// sign-on trusting e.keys, and the page framable by e.teamsHost, a
+	// second https origin (and site) that plays the Teams client. The
+	// frames share the page's origin.
+	teams bool
 }
 
 func newEnv(t testing.TB, o envOptions) *env {
@@ -148,6 +162,23 @@ func newEnv(t testing.TB, o envOptions) *env {
 		base:    "http://127.0.0.1:" + strconv.Itoa(port),
 		sandbox: "http://localhost:" + strconv.Itoa(port),
 		dataDir: t.TempDir(),
+	}
+	var tlsSrv *httptest.Server
+	if o.teams {
+		ln.Close()
+		tlsSrv = httptest.NewUnstartedServer(nil)
+		e.base = "https://" + tlsSrv.Listener.Addr().String()
+		o.sameOrigin = true
+		e.keys = testenv.StartEntraKeys(t)
+		e.teamsSrv = httptest.NewUnstartedServer(http.HandlerFunc(e.serveTeamsHost))
+		// Chromium's first try of a test certificate fails before the
+		// tab is told to trust it: not worth a log line.
+		e.teamsSrv.Config.ErrorLog = log.New(io.Discard, "", 0)
+		// localhost, not 127.0.0.1: another site, as teams.microsoft.com
+		// is to the service.
+		e.teamsHost = "https://localhost:" + strconv.Itoa(e.teamsSrv.Listener.Addr().(*net.TCPAddr).Port)
+		e.teamsSrv.StartTLS()
+		t.Cleanup(e.teamsSrv.Close)
 	}
 	if o.sameOrigin {
 		e.sandbox = e.base
@@ -185,12 +216,17 @@ func newEnv(t testing.TB, o envOptions) *env {
 
 	e.oidc = testenv.StartMockOIDC(t)
 	cfg := e.oidc.Config()
-	e.signin, err = signin.New(ctx, signin.Options{
+	so := signin.Options{
 		Issuer: cfg.Issuer, ClientID: cfg.ClientID, ClientSecret: cfg.ClientSecret,
 		PublicBaseURL: netaddr.MustParseOrigin(e.base), DataDir: e.dataDir, Loopback: true,
 		// The sign-in keeps the real clock: mockoidc signs with it, and a
 		// test that moves the views' clock a week on still has a session.
-	})
+	}
+	if o.teams {
+		so.AllowedTenants = []string{tenantA, tenantB}
+		so.Teams = &signin.TeamsOptions{KeysURL: e.keys.URL, HTTPClient: e.keys.Client, HostOrigins: []string{e.teamsHost}}
+	}
+	e.signin, err = signin.New(ctx, so)
 	if err != nil {
 		t.Fatalf("signin.New: %v", err)
 	}
@@ -202,6 +238,9 @@ func newEnv(t testing.TB, o envOptions) *env {
 	}
 	if !o.sameOrigin {
 		opts.SandboxBaseURL = netaddr.MustParseOrigin(e.sandbox)
+	}
+	if o.teams {
+		opts.Teams = &viewpage.TeamsOptions{FrameAncestors: []string{e.teamsHost}}
 	}
 	if o.mutate != nil {
 		o.mutate(&opts)
@@ -241,6 +280,14 @@ func newEnv(t testing.TB, o envOptions) *env {
 			t.Fatalf("admin.New: %v", err)
 		}
 		ah.Register(ec)
+	}
+	if tlsSrv != nil {
+		tlsSrv.Config.Handler = ec
+		tlsSrv.Config.ErrorLog = log.New(io.Discard, "", 0)
+		tlsSrv.StartTLS()
+		t.Cleanup(tlsSrv.Close)
+		e.https = tlsSrv.Client()
+		return e
 	}
 	srv := &http.Server{Handler: ec, ReadHeaderTimeout: 10 * time.Second}
 	go srv.Serve(ln)

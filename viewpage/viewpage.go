@@ -4,7 +4,8 @@
 // frame documents, the sandbox proxy (GET /sandbox/proxy) and the view's own
 // HTML (GET /sandbox/views/{id}). The host side of the MCP Apps JSON-RPC
 // conversation is plain JavaScript embedded in this package (assets/), with
-// no build step.
+// no build step; only teams-js, for the page inside Teams, comes bundled
+// from npm (internal/teamsjs).
 //
 // The page frames the proxy with sandbox="allow-scripts" and no
 // allow-same-origin, so the proxy has an opaque origin; the proxy frames the
@@ -34,6 +35,18 @@
 // separate sandbox origin: then the frame URLs are paths, and the frames
 // come from whatever host name the page was opened under.
 //
+// Inside Microsoft Teams (Options.Teams, TICKETIQ_TEAMS_TAB) the page is a
+// Stage View: it may be framed by the Teams and Microsoft 365 hosts of
+// "Prerequisites for tabs" (and by no one else), it runs teams-js (bundled
+// into the binary by internal/teamsjs, allowed by hash like the page's own
+// scripts), reports success to Teams, and gives the view the Teams theme and
+// locale in ui/initialize. Without a session, inside Teams' frame it serves
+// a sign-in shell that trades a Teams single sign-on token (or a popup
+// sign-in) for a session cookie of the frame, then loads again. The proxy
+// adds the same hosts to its frame-ancestors, which names every ancestor up
+// to Teams; the view document, the frame tokens and the bridge are
+// unchanged, and teams-js drops the messages of the opaque frames.
+//
 // The package decides nothing about policy: who may open a view and call
 // its tools is asked of an Access (OwnerRule by default), and every tool call
 // goes through the agent's governed path (agent.Service.CallFromView), which
@@ -53,6 +66,7 @@ import (
 	"mime"
 	"net/http"
 	"net/url"
+	"regexp"
 	"slices"
 	"strings"
 	"time"
@@ -64,6 +78,7 @@ import (
 	"teamsbot/access"
 	"teamsbot/agent"
 	"teamsbot/internal/netaddr"
+	"teamsbot/internal/teamsjs"
 	"teamsbot/internal/web"
 	"teamsbot/signin"
 	"teamsbot/store"
@@ -84,6 +99,10 @@ var (
 	proxyCSS string
 	//go:embed assets/proxy.html
 	proxyHTML string
+	//go:embed assets/teams-page.js
+	teamsPageJS string
+	//go:embed assets/teams-signin.html
+	teamsSignInHTML string
 )
 
 // BridgeScript is the host side of MCP Apps in plain JavaScript: it defines
@@ -138,7 +157,40 @@ type Options struct {
 	Registerer prometheus.Registerer
 	// HostVersion is hostInfo.version in ui/initialize; empty means "dev".
 	HostVersion string
+	// Teams, when set, lets the page open inside Microsoft Teams
+	// (TICKETIQ_TEAMS_TAB): see TeamsOptions. Nil: the page refuses every
+	// frame, as it always did.
+	Teams *TeamsOptions
 }
+
+// TeamsOptions are what the page needs to open inside Teams.
+type TeamsOptions struct {
+	// FrameAncestors are the hosts that may frame the page, as CSP source
+	// expressions of the form https://host or https://*.domain; nil means
+	// TeamsHosts. They are also the origins whose teams-js messages the
+	// page trusts besides teams-js's own list.
+	FrameAncestors []string
+}
+
+// TeamsHosts are the hosts of Teams and of the Microsoft 365 applications
+// that show Teams apps, which Microsoft's "Prerequisites for tabs" ("tab
+// requirements") asks a tab page to allow in frame-ancestors.
+var TeamsHosts = []string{
+	"https://teams.microsoft.com",
+	"https://*.teams.microsoft.com",
+	"https://*.cloud.microsoft",
+	"https://*.microsoft365.com",
+	"https://*.office.com",
+	"https://outlook.office.com",
+	"https://outlook.office365.com",
+	"https://outlook-sdf.office.com",
+	"https://outlook-sdf.office365.com",
+}
+
+// hostSource is what a frame-ancestors host may look like: https, a host
+// name (a leading *. allowed) and an optional port; nothing that could end
+// the directive or add another.
+var hostSource = regexp.MustCompile(`^https://(\*\.)?[a-z0-9]([a-z0-9.-]*[a-z0-9])?(:[0-9]{1,5})?$`)
 
 // Handler serves the view page, its API and the frame documents.
 type Handler struct {
@@ -159,6 +211,12 @@ type Handler struct {
 	pageCSP  string
 	proxyDoc []byte
 	proxyCSP string
+
+	// teamsHosts may frame the page (Options.Teams); nil outside Teams
+	// mode. signInTmpl and signInCSP are the Teams sign-in shell's.
+	teamsHosts []string
+	signInTmpl *template.Template
+	signInCSP  string
 
 	// viewAncestors, when set, become a frame-ancestors directive on view
 	// documents. It is nil: the view's parent is the proxy, whose origin
@@ -197,6 +255,24 @@ func New(opts Options) (*Handler, error) {
 	if opts.PublicBaseURL.IsZero() {
 		errs = append(errs, errors.New("viewpage: PublicBaseURL is required"))
 	}
+	var teamsHosts []string
+	if opts.Teams != nil {
+		teamsHosts = opts.Teams.FrameAncestors
+		if teamsHosts == nil {
+			teamsHosts = TeamsHosts
+		}
+		if len(teamsHosts) == 0 {
+			errs = append(errs, errors.New("viewpage: Teams.FrameAncestors is empty: the page could not open inside Teams"))
+		}
+		for _, h := range teamsHosts {
+			if !hostSource.MatchString(h) {
+				errs = append(errs, fmt.Errorf("viewpage: Teams.FrameAncestors: %q is not https://host or https://*.domain", h))
+			}
+		}
+		if !opts.PublicBaseURL.IsZero() && !opts.PublicBaseURL.HTTPS() {
+			errs = append(errs, errors.New("viewpage: Teams needs an https:// PublicBaseURL: Teams shows only https pages"))
+		}
+	}
 	public, sandbox := opts.PublicBaseURL, opts.SandboxBaseURL
 	if sandbox.IsZero() {
 		sandbox = public
@@ -215,6 +291,7 @@ func New(opts Options) (*Handler, error) {
 		publicOrigin:  public,
 		sandboxOrigin: sandbox,
 		hostVersion:   opts.HostVersion,
+		teamsHosts:    slices.Clone(teamsHosts),
 	}
 	// Behind a reverse proxy the Host header may not be the public one;
 	// the public origin is same-origin by definition.
@@ -290,15 +367,35 @@ func (h *Handler) buildDocuments() error {
 	frameSrc := h.FrameSource()
 
 	// The page: its own script and style only, talks to its own API,
-	// frames only the sandbox origin, and is framed by nobody.
+	// frames only the sandbox origin, and is framed by nobody; in Teams
+	// mode it runs teams-js (embedded, allowed by hash like the others)
+	// and only Teams and the Microsoft 365 hosts may frame it.
+	scripts := web.CSPHash(bridgeJS) + " " + web.CSPHash(pageJS)
+	ancestors := "frame-ancestors 'none'"
+	if h.teamsHosts != nil {
+		scripts += " " + teamsjs.Hash() + " " + web.CSPHash(teamsPageJS)
+		ancestors = "frame-ancestors " + strings.Join(h.teamsHosts, " ")
+	}
 	h.pageCSP = "default-src 'none'; " +
-		"script-src " + web.CSPHash(bridgeJS) + " " + web.CSPHash(pageJS) + "; " +
+		"script-src " + scripts + "; " +
 		"style-src " + web.CSPHash(pageCSS) + "; " +
 		"img-src 'self' data:; " +
 		"connect-src 'self'; " +
 		"frame-src " + frameSrc + "; " +
 		"base-uri 'none'; form-action 'none'; object-src 'none'; " +
-		trustedTypes + "; frame-ancestors 'none'"
+		trustedTypes + "; " + ancestors
+	if h.teamsHosts != nil {
+		if h.signInTmpl, err = template.New("teams-signin").Parse(teamsSignInHTML); err != nil {
+			return fmt.Errorf("viewpage: Teams sign-in template: %w", err)
+		}
+		// The shell frames nothing and talks only to the sign-in API.
+		h.signInCSP = "default-src 'none'; " +
+			"script-src " + teamsjs.Hash() + " " + web.CSPHash(teamsPageJS) + "; " +
+			"style-src " + web.CSPHash(pageCSS) + "; " +
+			"connect-src 'self'; " +
+			"base-uri 'none'; form-action 'none'; object-src 'none'; " +
+			trustedTypes + "; " + ancestors
+	}
 
 	// The proxy: its own script and style only; it loads nothing, connects
 	// nowhere and frames only view documents of the sandbox origin.
@@ -312,6 +409,15 @@ func (h *Handler) buildDocuments() error {
 		h.proxyCSP = proxyCSP + "; frame-ancestors 'self'"
 	} else {
 		h.proxyCSP = proxyCSP + "; " + frameAncestors(h.publicOrigin)
+	}
+	if h.teamsHosts != nil {
+		// frame-ancestors names every ancestor up to the top, not only
+		// the parent: inside Teams the proxy's ancestors are the page and
+		// Teams itself, so Teams' hosts join the page's origin here and
+		// nowhere else. Its parent is still only ever the page: the frame
+		// token comes from the page's API, and the view document keeps no
+		// frame-ancestors at all (see viewAncestors).
+		h.proxyCSP += " " + strings.Join(h.teamsHosts, " ")
 	}
 	return nil
 }
@@ -425,6 +531,11 @@ type pageData struct {
 	HostName, HostVersion   string
 	CSS                     template.CSS
 	Bridge, Script          template.JS
+	// Teams mode: teams-js and the page's Teams script, and the origins
+	// whose teams-js messages it trusts.
+	Teams                bool
+	TeamsJS, TeamsScript template.JS
+	TeamsOrigins         string
 }
 
 // page serves GET /mcp-apps/{id}: sign-in first, then the access rule, then
@@ -434,6 +545,11 @@ func (h *Handler) page(c echo.Context) error {
 	r := c.Request()
 	s, err := h.session(r)
 	if errors.Is(err, ErrNoSession) {
+		if h.teamsHosts != nil && h.signin.Teams() && r.Header.Get("Sec-Fetch-Dest") == "iframe" {
+			// Inside Teams' frame the sign-in pages cannot show (they
+			// refuse every frame): the shell signs in with Teams.
+			return h.teamsSignIn(c)
+		}
 		return c.Redirect(http.StatusSeeOther, h.signin.SignInURL("/mcp-apps/"+url.PathEscape(id)))
 	}
 	if err != nil {
@@ -463,12 +579,36 @@ func (h *Handler) page(c echo.Context) error {
 		Bridge:        template.JS(bridgeJS),
 		Script:        template.JS(pageJS),
 	}
+	if h.teamsHosts != nil {
+		d.Teams = true
+		d.TeamsJS, d.TeamsScript = template.JS(teamsjs.Script()), template.JS(teamsPageJS)
+		d.TeamsOrigins = strings.Join(h.teamsHosts, " ")
+	}
 	var b bytes.Buffer
 	if err := h.pageTmpl.Execute(&b, d); err != nil {
 		return fmt.Errorf("viewpage: render page: %w", err)
 	}
 	hd := c.Response().Header()
 	hd.Set("Content-Security-Policy", h.pageCSP)
+	web.NoStore(hd)
+	hd.Set("Referrer-Policy", "no-referrer")
+	return c.HTMLBlob(http.StatusOK, b.Bytes())
+}
+
+// teamsSignIn serves the Teams sign-in shell: a page, framed by Teams,
+// whose script signs the person in with Teams single sign-on (or a popup)
+// and loads the view page again. It shows nothing of the view.
+func (h *Handler) teamsSignIn(c echo.Context) error {
+	var b bytes.Buffer
+	err := h.signInTmpl.Execute(&b, pageData{
+		CSS: template.CSS(pageCSS), TeamsJS: template.JS(teamsjs.Script()), TeamsScript: template.JS(teamsPageJS),
+		TeamsOrigins: strings.Join(h.teamsHosts, " "),
+	})
+	if err != nil {
+		return fmt.Errorf("viewpage: render Teams sign-in: %w", err)
+	}
+	hd := c.Response().Header()
+	hd.Set("Content-Security-Policy", h.signInCSP)
 	web.NoStore(hd)
 	hd.Set("Referrer-Policy", "no-referrer")
 	return c.HTMLBlob(http.StatusOK, b.Bytes())

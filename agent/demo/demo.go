@@ -314,35 +314,35 @@ func New(opts Options) *mcp.Server {
 		Instructions: "Demo data only: sales figures and customers are made up.",
 	})
 
-	mcp.AddTool(srv, &mcp.Tool{
+	addTool(srv, &mcp.Tool{
 		Name:        ToolSalesReport,
 		Title:       "Sales report",
 		Description: "Sales per product line for a region and quarter, with a chart view. Made-up demo data.",
 		Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true},
 		Meta:        toolMeta(SalesReportURI),
 	}, s.salesReport)
-	mcp.AddTool(srv, &mcp.Tool{
+	addTool(srv, &mcp.Tool{
 		Name:        ToolRefreshSales,
 		Title:       "Refresh sales",
 		Description: "Newer sales figures for the sales chart view. Called by the view only.",
 		Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true},
 		Meta:        toolMeta(SalesReportURI, mcpapps.VisibilityApp),
 	}, s.refreshSales)
-	mcp.AddTool(srv, &mcp.Tool{
+	addTool(srv, &mcp.Tool{
 		Name:        ToolLookupCustomer,
 		Title:       "Look up customer",
 		Description: "Finds a customer by id or name in the demo customer table: tier, region, account manager, open tickets, revenue.",
 		Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true},
 		Meta:        mcp.Meta{"ui": map[string]any{"visibility": []string{mcpapps.VisibilityModel}}},
 	}, s.lookupCustomer)
-	mcp.AddTool(srv, &mcp.Tool{
+	addTool(srv, &mcp.Tool{
 		Name:        ToolFeedbackForm,
 		Title:       "Feedback form",
 		Description: "Shows the person a form to rate something from 1 to 5 and leave a comment.",
 		Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true},
 		Meta:        toolMeta(FeedbackFormURI),
 	}, s.feedbackForm)
-	mcp.AddTool(srv, &mcp.Tool{
+	addTool(srv, &mcp.Tool{
 		Name:        ToolSubmitFeedback,
 		Title:       "Submit feedback",
 		Description: "Records the feedback form's answer. Called by the view only.",

@@ -66,6 +66,14 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			return err
 		}
 		return serveNoop(ctx, *addr)
+	case "crashwrite":
+		// Internal to the store measurement: a writer that ends without
+		// closing the store, as a killed service does.
+		path := fs.String("path", "", "the store file")
+		if err := fs.Parse(args[2:]); err != nil {
+			return err
+		}
+		return crashWrite(ctx, *path)
 	case "store":
 		dir := fs.String("dir", "", "folder for the store file (required)")
 		n := fs.Int("views", 1_000_000, "views to store")
@@ -106,6 +114,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		fs.IntVar(&o.views, "views", 1_000_000, "views in the store measurement (0: skip it)")
 		fs.StringVar(&o.out, "out", "", "write the Markdown results here too")
 		fs.StringVar(&o.dir, "dir", "", "working folder (default: a new temporary one)")
+		fs.BoolVar(&o.profile, "profile", false, "write CPU profiles of the service's last round to the working folder (cpu-*.pprof)")
 		if err := fs.Parse(args[2:]); err != nil {
 			return err
 		}

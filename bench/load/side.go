@@ -25,6 +25,9 @@ type sideOptions struct {
 	rounds, views                    int
 	dur                              time.Duration
 	out, dir                         string
+	// profile takes CPU profiles of the service during its measurements
+	// in the last round, through TICKETIQ_PPROF on its internal listener.
+	profile bool
 }
 
 // loopbackAddr refuses a listen address off loopback: nothing here may be
@@ -119,6 +122,34 @@ const card = `{"type":"AdaptiveCard","$schema":"http://adaptivecards.io/schemas/
 	`{"type":"TextBlock","text":"demo · open until 10 Dec 2026 10:00 UTC","isSubtle":true,"wrap":true}]}],` +
 	`"actions":[{"type":"Action.OpenUrl","title":"Open","url":"https://teams.example.com/mcp-apps/0123456789abcdef"}]}`
 
+// fetchProfile saves the service's profile of kind ("profile" for CPU,
+// "trace" for an execution trace) over d (whole seconds, at least one) from
+// its internal listener to file.
+func fetchProfile(ctx context.Context, addr, kind string, d time.Duration, file string) error {
+	secs := max(1, int(d/time.Second))
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, fmt.Sprintf("http://%s/debug/pprof/%s?seconds=%d", addr, kind, secs), nil)
+	if err != nil {
+		return err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return fmt.Errorf("%s: %w", kind, err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("%s: status %d", kind, resp.StatusCode)
+	}
+	out, err := os.Create(file)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(out, resp.Body); err != nil {
+		out.Close()
+		return fmt.Errorf("%s: %w", kind, err)
+	}
+	return out.Close()
+}
+
 // sideBySide is the whole benchmark.
 func sideBySide(ctx context.Context, o sideOptions, stdout, stderr io.Writer) error {
 	dir := o.dir
@@ -161,6 +192,36 @@ func sideBySide(ctx context.Context, o sideOptions, stdout, stderr io.Writer) er
 		"TICKETIQ_LOG_LEVEL=info", "TICKETIQ_PLAYGROUND=false",
 		// Go's standard way to trust a certificate: the fake connector's.
 		"SSL_CERT_FILE=" + f.caFile,
+	}
+	var pprofAddr string
+	if o.profile {
+		// A port of its own: freeAddr may hand out one just released.
+		for pprofAddr == "" || pprofAddr == svcAddr || pprofAddr == bbAddr || pprofAddr == floorAddr {
+			pprofAddr, _ = freeAddr()
+		}
+		svcEnv = append(svcEnv, "TICKETIQ_METRICS_ADDR="+pprofAddr, "TICKETIQ_PPROF=true")
+	}
+	// profiled runs op while the service's CPU profile is taken, when this
+	// is the last round and profiles were asked for.
+	profiled := func(round int, name string, op func() (result, error)) (result, error) {
+		if !o.profile || round != o.rounds-1 {
+			return op()
+		}
+		done := make(chan error, 2)
+		go func() {
+			done <- fetchProfile(ctx, pprofAddr, "profile", o.dur, filepath.Join(dir, "cpu-"+name+".pprof"))
+		}()
+		go func() {
+			// An execution trace of one second shows where turns wait.
+			done <- fetchProfile(ctx, pprofAddr, "trace", time.Second, filepath.Join(dir, "trace-"+name+".out"))
+		}()
+		r, err := op()
+		for range 2 {
+			if perr := <-done; perr != nil && err == nil {
+				err = perr
+			}
+		}
+		return r, err
 	}
 	svc, err := startProc(ctx, "teamsbot", svcAddr, "/healthz", filepath.Join(dir, "teamsbot.log"), svcEnv, o.teamsbot)
 	if err != nil {
@@ -206,7 +267,16 @@ func sideBySide(ctx context.Context, o sideOptions, stdout, stderr io.Writer) er
 			for i := range bots {
 				// The order turns each round, so that drift hits every target alike.
 				p := bots[(i+round)%len(bots)]
-				r, err := turnsAt(p, inflight, 1_000_000, o.dur, fmt.Sprintf("r%d-%d-%s", round, inflight, strings.ReplaceAll(names[p], " ", "")))
+				op := func() (result, error) {
+					return turnsAt(p, inflight, 1_000_000, o.dur, fmt.Sprintf("r%d-%d-%s", round, inflight, strings.ReplaceAll(names[p], " ", "")))
+				}
+				var r result
+				var err error
+				if p == svc {
+					r, err = profiled(round, fmt.Sprintf("turns%d", inflight), op)
+				} else {
+					r, err = op()
+				}
 				if err != nil {
 					return err
 				}
@@ -258,7 +328,9 @@ func sideBySide(ctx context.Context, o sideOptions, stdout, stderr io.Writer) er
 			floorURL := fmt.Sprintf("http://%s/noop?n=%d", noopAddr, vp.size)
 			pair := []func() (result, error){
 				func() (result, error) {
-					return measure(ctx, "teamsbot", vp.name, svc.pid(), 50, 1_000_000, o.dur/2, requestOp(vc, vp.method, vp.url, vp.body, base))
+					return profiled(round, strings.ReplaceAll(vp.name, " ", "-"), func() (result, error) {
+						return measure(ctx, "teamsbot", vp.name, svc.pid(), 50, 1_000_000, o.dur/2, requestOp(vc, vp.method, vp.url, vp.body, base))
+					})
 				},
 				func() (result, error) {
 					return measure(ctx, "no-op", vp.name, noop.pid(), 50, 1_000_000, o.dur/2, requestOp(vc, vp.method, floorURL, vp.body, "http://"+noopAddr))

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"sync"
@@ -21,7 +22,8 @@ type storeResult struct {
 	Views, Docs   int
 	Fill          time.Duration
 	FileBytes     int64
-	Open          time.Duration
+	Open          time.Duration // after a clean close
+	OpenAfterKill time.Duration // after a writer ended without closing
 	LookupP50     time.Duration
 	LookupP99     time.Duration
 	Lookups       int
@@ -112,7 +114,7 @@ func benchStore(ctx context.Context, path string, n, docs int) (storeResult, err
 		return r, fmt.Errorf("reopen: %w", err)
 	}
 	r.Open = time.Since(t0)
-	defer s.Close()
+	defer func() { s.Close() }()
 
 	rng := rand.New(rand.NewPCG(1, 2))
 	r.Lookups = 100_000
@@ -142,7 +144,40 @@ func benchStore(ctx context.Context, path string, n, docs int) (storeResult, err
 	r.Sweep = time.Since(t0)
 	r.SweepExpired, r.SweepLongest, r.SweepTxs = sw.Views, sw.Longest, sw.Transactions
 	r.viewIDExample = viewID(1)
+
+	// The open after a crash: a writer commits and ends without closing,
+	// which leaves no free list in the file, so the open walks every page.
+	if err := s.Close(); err != nil {
+		return r, fmt.Errorf("close: %w", err)
+	}
+	self, err := os.Executable()
+	if err != nil {
+		return r, err
+	}
+	if out, err := exec.CommandContext(ctx, self, "crashwrite", "-path", path).CombinedOutput(); err != nil {
+		return r, fmt.Errorf("crashwrite: %w: %s", err, out)
+	}
+	t0 = time.Now()
+	s, err = store.Open(ctx, path, opts)
+	if err != nil {
+		return r, fmt.Errorf("open after the writer's end: %w", err)
+	}
+	r.OpenAfterKill = time.Since(t0)
 	return r, nil
+}
+
+// crashWrite opens the store at path, commits one record and ends the
+// process without closing the store.
+func crashWrite(ctx context.Context, path string) error {
+	s, err := store.Open(ctx, path, store.Options{})
+	if err != nil {
+		return err
+	}
+	if err := s.RecordArrival(ctx, "bench\x00crash", time.Minute); err != nil {
+		return err
+	}
+	os.Exit(0)
+	return nil
 }
 
 func viewID(i int) string { return fmt.Sprintf("v%015d", i) }

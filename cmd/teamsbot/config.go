@@ -30,7 +30,10 @@ type config struct {
 	// MetricsAddr is the optional internal listener of /metrics and
 	// /readyz; zero: the main listener serves them.
 	MetricsAddr netaddr.Listen
-	DataDir     string
+	// Pprof serves Go's profiler under /debug/pprof/ on the internal
+	// listener, which it requires: a profile shows request data.
+	Pprof   bool
+	DataDir string
 	// DatabaseURL is TICKETIQ_DATABASE_URL: when set, the store is this
 	// PostgreSQL database, shared by every replica, instead of the bbolt
 	// file in DataDir. It may hold a password: never print it whole.
@@ -67,6 +70,10 @@ type config struct {
 	OIDCClientID       string
 	OIDCClientSecret   string // secret
 	OIDCAllowedTenants []string
+
+	// TeamsTab opens views inside Teams (TICKETIQ_TEAMS_TAB): Stage View
+	// from the card, the page framable by Teams, Teams single sign-on.
+	TeamsTab bool
 
 	GraphBaseURL  string
 	GraphTokenURL string // with {tenant}
@@ -106,6 +113,7 @@ var botCredentialVars = []string{"TICKETIQ_BOT_APP_PASSWORD", "TICKETIQ_BOT_CERT
 var envVars = []envVar{
 	{name: "TICKETIQ_ADDR", def: ":3978"},
 	{name: "TICKETIQ_METRICS_ADDR"},
+	{name: "TICKETIQ_PPROF", def: "false"},
 	{name: "TICKETIQ_DATA", def: "./data"},
 	{name: "TICKETIQ_DATABASE_URL"},
 	{name: "TICKETIQ_PUBLIC_BASE_URL", def: "http://localhost:3978"},
@@ -125,6 +133,7 @@ var envVars = []envVar{
 	{name: "TICKETIQ_OIDC_CLIENT_ID"},
 	{name: "TICKETIQ_OIDC_CLIENT_SECRET", secret: true},
 	{name: "TICKETIQ_OIDC_ALLOWED_TENANTS"},
+	{name: "TICKETIQ_TEAMS_TAB", def: "false"},
 	{name: "TICKETIQ_GRAPH_BASE_URL", fromCloud: true},
 	{name: "TICKETIQ_GRAPH_TOKEN_URL", fromCloud: true},
 	{name: "TICKETIQ_CONFIG"},
@@ -195,6 +204,16 @@ func loadConfig(getenv func(string) string) (config, error) {
 			errs = append(errs, fmt.Errorf("TICKETIQ_METRICS_ADDR %q: the same as TICKETIQ_ADDR: the internal listener needs its own port", s))
 		}
 	}
+	switch v := strings.ToLower(get("TICKETIQ_PPROF")); v {
+	case "true", "1", "yes", "on":
+		c.Pprof = true
+		if c.MetricsAddr.IsZero() {
+			errs = append(errs, errors.New("TICKETIQ_PPROF: needs TICKETIQ_METRICS_ADDR: the profiler is served on the internal listener only"))
+		}
+	case "false", "0", "no", "off":
+	default:
+		errs = append(errs, fmt.Errorf("TICKETIQ_PPROF %q: want true or false", v))
+	}
 	if abs, err := filepath.Abs(c.DataDir); err != nil {
 		errs = append(errs, fmt.Errorf("TICKETIQ_DATA %q: %w", c.DataDir, err))
 	} else {
@@ -263,6 +282,24 @@ func loadConfig(getenv func(string) string) (config, error) {
 		if t = strings.TrimSpace(t); t != "" {
 			c.OIDCAllowedTenants = append(c.OIDCAllowedTenants, t)
 		}
+	}
+	switch v := strings.ToLower(get("TICKETIQ_TEAMS_TAB")); v {
+	case "true", "1", "yes", "on":
+		c.TeamsTab = true
+		// Teams shows only https pages, and the view page inside it signs
+		// in with a token of the OIDC sign-in's app registration.
+		if c.OIDCIssuer == "" || c.OIDCClientID == "" {
+			errs = append(errs, errors.New("TICKETIQ_TEAMS_TAB: opening views inside Teams needs the OIDC sign-in (TICKETIQ_OIDC_ISSUER and TICKETIQ_OIDC_CLIENT_ID): Teams single sign-on asks Entra ID for a token of that app registration"))
+		}
+		if !c.PublicBaseURL.IsZero() && !c.PublicBaseURL.HTTPS() {
+			errs = append(errs, errors.New("TICKETIQ_TEAMS_TAB: Teams opens only https pages: TICKETIQ_PUBLIC_BASE_URL must be an https:// address"))
+		}
+		if c.OIDCIssuer != "" && len(c.OIDCAllowedTenants) == 0 && !guid.Valid(issuerTenant(c.OIDCIssuer)) {
+			errs = append(errs, errors.New("TICKETIQ_TEAMS_TAB: with a multi-tenant issuer, list the tenants whose Teams tokens are taken in TICKETIQ_OIDC_ALLOWED_TENANTS"))
+		}
+	case "false", "0", "no", "off":
+	default:
+		errs = append(errs, fmt.Errorf("TICKETIQ_TEAMS_TAB %q: want true or false", v))
 	}
 	if c.MaxHTMLBytes, err = parseByteSize(get(agent.MaxHTMLSetting)); err != nil {
 		errs = append(errs, fmt.Errorf("%s: %w", agent.MaxHTMLSetting, err))
@@ -608,6 +645,7 @@ func (c config) logAttrs() []any {
 		"bot_credential", c.BotCredential,
 		"bot_tenants", c.BotAllowedTenants,
 		"signin", c.signInMode(),
+		"teams_tab", c.TeamsTab,
 		"agents", len(c.Agents.Agents),
 		"open_buttons", c.openButtons(),
 		"playground", c.Playground,

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"io"
+	"maps"
 	"os"
 	"path/filepath"
 	"strings"
@@ -384,5 +385,48 @@ func TestConfigPlaygroundOnlyInLocalMode(t *testing.T) {
 				t.Errorf("playground %v, want %v", cfg.Playground, c.want)
 			}
 		})
+	}
+}
+
+// TICKETIQ_TEAMS_TAB is a bool, off by default; on, it needs the OIDC
+// sign-in, an https public base URL and known tenants, and each missing one
+// is named with the other configuration errors.
+func TestConfigTeamsTab(t *testing.T) {
+	cfg, err := loadConfig(envOf(nil))
+	if err != nil || cfg.TeamsTab {
+		t.Fatalf("default: TeamsTab %v, %v", cfg.TeamsTab, err)
+	}
+	good := map[string]string{
+		"TICKETIQ_TEAMS_TAB":       "true",
+		"TICKETIQ_PUBLIC_BASE_URL": "https://bot.contoso.example",
+		"TICKETIQ_OIDC_ISSUER":     "https://login.microsoftonline.com/11111111-1111-1111-1111-111111111111/v2.0",
+		"TICKETIQ_OIDC_CLIENT_ID":  "22222222-2222-2222-2222-222222222222",
+	}
+	cfg, err = loadConfig(envOf(good))
+	if err != nil || !cfg.TeamsTab {
+		t.Fatalf("a good Teams tab configuration: TeamsTab %v, %v", cfg.TeamsTab, err)
+	}
+	if s := teamsSignIn(cfg); s == nil || s.Authority != "https://login.microsoftonline.com" {
+		t.Errorf("Teams sign-in options %+v", s)
+	}
+	if teamsPage(cfg) == nil {
+		t.Error("no Teams page options in Teams tab mode")
+	}
+
+	_, err = loadConfig(envOf(map[string]string{"TICKETIQ_TEAMS_TAB": "true", "TICKETIQ_LOG_LEVEL": "loud"}))
+	for _, want := range []string{"TICKETIQ_TEAMS_TAB: opening views inside Teams needs the OIDC sign-in", "must be an https:// address", "TICKETIQ_LOG_LEVEL"} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("Teams tab without sign-in and https: %v lacks %q", err, want)
+		}
+	}
+	multi := maps.Clone(good)
+	multi["TICKETIQ_OIDC_ISSUER"] = "https://login.microsoftonline.com/organizations/v2.0"
+	if _, err := loadConfig(envOf(multi)); err == nil || !strings.Contains(err.Error(), "TICKETIQ_OIDC_ALLOWED_TENANTS") {
+		t.Errorf("multi-tenant issuer without tenants: %v", err)
+	}
+	bad := maps.Clone(good)
+	bad["TICKETIQ_TEAMS_TAB"] = "maybe"
+	if _, err := loadConfig(envOf(bad)); err == nil || !strings.Contains(err.Error(), `TICKETIQ_TEAMS_TAB "maybe"`) {
+		t.Errorf("TICKETIQ_TEAMS_TAB=maybe: %v", err)
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"os"
 
 	"teamsbot/manifest"
+	"teamsbot/signin"
 )
 
 // writeManifest is `teamsbot manifest`: the Teams app package for this
@@ -26,8 +27,11 @@ func writeManifest(args []string, getenv func(string) string, stdout, stderr io.
 		SignInClientID: cfg.OIDCClientID,
 	}
 	if cfg.OIDCClientID != "" {
-		o.SignInResource = "api://" + cfg.PublicBaseURL.Host() + "/" + cfg.OIDCClientID
+		// "Enable SSO for tab app": api://{host}/{client id}, the same
+		// the service takes Teams tokens for.
+		o.SignInResource = signin.ApplicationIDURI(cfg.PublicBaseURL.Hostname(), cfg.OIDCClientID)
 	}
+	o.TeamsTab = cfg.TeamsTab
 	out := fs.String("o", "", "the package to write (`FILE`.zip); - writes to standard output")
 	fs.StringVar(&o.AppID, "app-id", "", "the app's GUID (default: derived from the bot id, the same for every build)")
 	fs.StringVar(&o.Version, "version", "1.0.0", "the app's semantic version; raise it for every upload")

@@ -4,6 +4,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"runtime/debug"
 	"strings"
 	"sync"
 	"testing"
@@ -114,5 +115,71 @@ func TestConfigMetricsAddr(t *testing.T) {
 	_, err = loadConfig(envOf(map[string]string{"TICKETIQ_ADDR": ":3978", "TICKETIQ_METRICS_ADDR": ":3978"}))
 	if err == nil || !strings.Contains(err.Error(), "its own port") {
 		t.Errorf("the same address twice: %v", err)
+	}
+}
+
+// TICKETIQ_PPROF serves Go's profiler on the internal listener, never on
+// the public one, and is refused without an internal listener.
+func TestPprofOnTheInternalListenerOnly(t *testing.T) {
+	base, logs, _ := startService(t, map[string]string{"TICKETIQ_METRICS_ADDR": "127.0.0.1:0", "TICKETIQ_PPROF": "true"})
+	l := logs.logLine("internal listener")
+	if l == nil {
+		t.Fatalf("no internal listener logged:\n%s", logs)
+	}
+	internal := "http://" + l["addr"].(string)
+	c := &http.Client{Timeout: 10 * time.Second}
+	for _, tc := range []struct {
+		url  string
+		want int
+	}{
+		{internal + "/debug/pprof/", 200},
+		{internal + "/debug/pprof/heap?debug=1", 200},
+		{internal + "/debug/pprof/goroutine?debug=1", 200},
+		{internal + "/debug/pprof/profile?seconds=1", 200},
+		{base + "/debug/pprof/", 404},
+		{base + "/debug/pprof/heap", 404},
+	} {
+		if code, body := get(t, c, tc.url); code != tc.want {
+			t.Errorf("GET %s: %d, want %d (%.200s)", tc.url, code, tc.want, body)
+		}
+	}
+	if _, body := get(t, c, internal+"/debug/pprof/heap?debug=1"); !strings.Contains(body, "heap profile") {
+		t.Errorf("the heap profile is not a heap profile: %.200s", body)
+	}
+
+	// Off by default, and a plain internal listener has no profiler.
+	base2, logs2, _ := startService(t, map[string]string{"TICKETIQ_METRICS_ADDR": "127.0.0.1:0"})
+	internal2 := "http://" + logs2.logLine("internal listener")["addr"].(string)
+	for _, u := range []string{internal2 + "/debug/pprof/", base2 + "/debug/pprof/"} {
+		if code, _ := get(t, c, u); code != 404 {
+			t.Errorf("GET %s without TICKETIQ_PPROF: %d, want 404", u, code)
+		}
+	}
+
+	_, err := loadConfig(envOf(map[string]string{"TICKETIQ_PPROF": "true"}))
+	if err == nil || !strings.Contains(err.Error(), "TICKETIQ_PPROF: needs TICKETIQ_METRICS_ADDR") {
+		t.Errorf("TICKETIQ_PPROF without an internal listener: %v", err)
+	}
+	_, err = loadConfig(envOf(map[string]string{"TICKETIQ_PPROF": "maybe", "TICKETIQ_LOG_LEVEL": "loud"}))
+	if err == nil || !strings.Contains(err.Error(), `TICKETIQ_PPROF "maybe"`) || !strings.Contains(err.Error(), "TICKETIQ_LOG_LEVEL") {
+		t.Errorf("TICKETIQ_PPROF=maybe: %v, want both mistakes named", err)
+	}
+}
+
+// The service collects garbage at three times the live heap unless the
+// operator set GOGC, which it leaves alone. (Not parallel: the setting is
+// the process's.)
+func TestGarbageCollectorTarget(t *testing.T) {
+	defer debug.SetGCPercent(debug.SetGCPercent(100))
+	debug.SetGCPercent(77)
+	_, _, stop := startService(t, map[string]string{"GOGC": "77"})
+	stop()
+	if got := debug.SetGCPercent(100); got != 77 {
+		t.Errorf("with GOGC set the collector's target became %d, want the operator's 77", got)
+	}
+	_, _, stop = startService(t, map[string]string{})
+	stop()
+	if got := debug.SetGCPercent(100); got != defaultGCPercent {
+		t.Errorf("without GOGC the collector's target is %d, want %d", got, defaultGCPercent)
 	}
 }

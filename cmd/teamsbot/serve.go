@@ -7,7 +7,9 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"os"
+	"runtime/debug"
 	"slices"
 	"sync"
 	"time"
@@ -48,6 +50,14 @@ const sweepEvery = time.Hour
 // and triggered runs, close MCP sessions, close the store last.
 func serve(ctx context.Context, cfg config, getenv func(string) string, logger *slog.Logger) (err error) {
 	logger.Info("starting", cfg.logAttrs()...)
+	// Go collects garbage each time the heap doubles. A turn allocates much
+	// short-lived memory (MCP's JSON above all), and collecting at three
+	// times the live heap instead takes about a tenth off a turn's CPU for
+	// some more memory (docs/performance.md). GOGC, when set, is the
+	// operator's choice and stays.
+	if getenv("GOGC") == "" {
+		debug.SetGCPercent(defaultGCPercent)
+	}
 	// A certificate that runs out stops every reply and every group lookup
 	// at once; a month's warning leaves time to upload the next one.
 	if end := cfg.BotCredential.NotAfter(); !end.IsZero() && time.Until(end) < certificateWarning {
@@ -119,6 +129,7 @@ func serve(ctx context.Context, cfg config, getenv func(string) string, logger *
 		Loopback:       cfg.Addr.Loopback(),
 		AllowedTenants: cfg.OIDCAllowedTenants,
 		Logger:         logger.With("part", "signin"),
+		Teams:          teamsSignIn(cfg),
 	})
 	if err != nil {
 		return fmt.Errorf("sign-in: %w", err)
@@ -134,6 +145,7 @@ func serve(ctx context.Context, cfg config, getenv func(string) string, logger *
 		DataDir:        cfg.DataDir,
 		Logger:         logger.With("part", "viewpage"),
 		Registerer:     reg,
+		Teams:          teamsPage(cfg),
 	})
 	if err != nil {
 		return fmt.Errorf("view page: %w", err)
@@ -151,6 +163,7 @@ func serve(ctx context.Context, cfg config, getenv func(string) string, logger *
 		AllowedTenants:    cfg.BotAllowedTenants,
 		Access:            decide,
 		PublicBaseURL:     cfg.PublicBaseURL,
+		StageView:         cfg.TeamsTab,
 		Logger:            logger.With("part", "bot"),
 		Registerer:        reg,
 	})
@@ -264,7 +277,7 @@ func serve(ctx context.Context, cfg config, getenv func(string) string, logger *
 	serveErr := make(chan error, 2)
 	go func() { serveErr <- srv.Serve(ln) }()
 	if !cfg.MetricsAddr.IsZero() {
-		internal, iln, err := internalServer(cfg.MetricsAddr, logger, healthz, readyz, metrics)
+		internal, iln, err := internalServer(cfg.MetricsAddr, cfg.Pprof, logger, healthz, readyz, metrics)
 		if err != nil {
 			_ = srv.Close()
 			return err
@@ -308,15 +321,30 @@ func serve(ctx context.Context, cfg config, getenv func(string) string, logger *
 	return nil
 }
 
+// defaultGCPercent is the garbage collector's target unless GOGC is set.
+const defaultGCPercent = 200
+
 // internalServer is the listener of TICKETIQ_METRICS_ADDR: liveness,
-// readiness and metrics, for the operator's probes and scraper only.
-func internalServer(addr netaddr.Listen, logger *slog.Logger, healthz, readyz, metrics echo.HandlerFunc) (*http.Server, net.Listener, error) {
+// readiness and metrics, for the operator's probes and scraper only; and,
+// when asked, Go's profiler.
+func internalServer(addr netaddr.Listen, profiler bool, logger *slog.Logger, healthz, readyz, metrics echo.HandlerFunc) (*http.Server, net.Listener, error) {
 	ie := echo.New()
 	ie.HideBanner, ie.HidePort = true, true
 	ie.Use(middleware.Recover())
 	ie.GET("/healthz", healthz)
 	ie.GET("/readyz", readyz)
 	ie.GET("/metrics", metrics)
+	if profiler {
+		// net/http/pprof's handlers, registered on this listener alone
+		// rather than through the package's import side effect on
+		// http.DefaultServeMux, which nothing here serves.
+		ie.GET("/debug/pprof/", echo.WrapHandler(http.HandlerFunc(pprof.Index)))
+		ie.GET("/debug/pprof/cmdline", echo.WrapHandler(http.HandlerFunc(pprof.Cmdline)))
+		ie.GET("/debug/pprof/profile", echo.WrapHandler(http.HandlerFunc(pprof.Profile)))
+		ie.GET("/debug/pprof/symbol", echo.WrapHandler(http.HandlerFunc(pprof.Symbol)))
+		ie.GET("/debug/pprof/trace", echo.WrapHandler(http.HandlerFunc(pprof.Trace)))
+		ie.GET("/debug/pprof/:name", echo.WrapHandler(http.HandlerFunc(pprof.Index)))
+	}
 	ln, err := net.Listen("tcp", addr.String())
 	if err != nil {
 		return nil, nil, fmt.Errorf("listen on TICKETIQ_METRICS_ADDR: %w", err)

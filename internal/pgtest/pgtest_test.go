@@ -24,7 +24,7 @@ func TestChild(t *testing.T) {
 func TestUnreachableServerFails(t *testing.T) {
 	for _, c := range []struct {
 		name, url, flag, want string
-		fails               bool
+		fails                 bool
 	}{
 		{"unset", "", "", EnvURL + " is not set", true},
 		{"unreachable", "postgres://nobody@127.0.0.1:1/postgres?connect_timeout=2", "", "cannot be reached", true},

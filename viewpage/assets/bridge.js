@@ -34,6 +34,8 @@
 
   // mount shows one view in o.box and answers its messages. o.api is the
   // view's API path (/api/mcp-apps/{id}); o.hostInfo is {name, version};
+  // o.hostContext, when set, is {theme, locale} from the page's own host
+  // (Teams), which the view's host context takes over the browser's;
   // o.frameId, when set, is the proxy frame's id;
   // o.status, o.messages and o.messageList are the elements that show the
   // state of the view and what it says with ui/message (o.messages is
@@ -41,7 +43,8 @@
   // and listener, so a page can show several. mount returns the view's
   // handle: teardown(reason) asks the view to end (ui/resource-teardown),
   // waits briefly for its answer, then removes its frames and listener; it
-  // returns a promise that resolves once they are gone.
+  // returns a promise that resolves once they are gone. hostContextChanged
+  // passes a new theme on to the view.
   function mount(o) {
     var api = o.api;
     var hostInfo = o.hostInfo;
@@ -122,6 +125,20 @@
       };
     }
 
+    // fullHostContext is hostContext with what the page's host said (the
+    // Teams theme and locale inside Teams) in place of the browser's.
+    function fullHostContext() {
+      var ctx = hostContext();
+      var given = isObject(o.hostContext) ? o.hostContext : {};
+      if (given.theme === "light" || given.theme === "dark") {
+        ctx.theme = given.theme;
+      }
+      if (typeof given.locale === "string" && given.locale !== "") {
+        ctx.locale = given.locale;
+      }
+      return ctx;
+    }
+
     function hostCapabilities() {
       // The view gets scripts, forms only when its server asked, and
       // camera, microphone, geolocation or clipboard writing only where
@@ -148,7 +165,7 @@
         protocolVersion: PROTOCOL_VERSION,
         hostInfo: hostInfo,
         hostCapabilities: hostCapabilities(),
-        hostContext: hostContext()
+        hostContext: fullHostContext()
       };
     }
 
@@ -432,7 +449,22 @@
       .catch(function (e) {
         setStatus("The view could not be loaded: " + e.message);
       });
-    return Object.freeze({ teardown: teardown });
+    // hostContextChanged tells an initialized view that the host's theme
+    // changed (ui/notifications/host-context-changed), with the page's
+    // style variables, which follow the theme.
+    function hostContextChanged(changed) {
+      if (!isObject(changed) || (changed.theme !== "light" && changed.theme !== "dark")) {
+        return;
+      }
+      if (isObject(o.hostContext)) {
+        o.hostContext.theme = changed.theme;
+      }
+      if (initialized && !gone) {
+        notify("ui/notifications/host-context-changed", { theme: changed.theme, styles: { variables: cssVariables() } });
+      }
+    }
+
+    return Object.freeze({ teardown: teardown, hostContextChanged: hostContextChanged });
   }
 
   window.TeamsbotBridge = Object.freeze({ mount: mount });

@@ -7,22 +7,30 @@
   var body = document.body;
   var status = document.getElementById("status");
   var close = document.getElementById("close");
-  var view = window.TeamsbotBridge.mount({
-    api: body.getAttribute("data-api"),
-    hostInfo: { name: body.getAttribute("data-host-name"), version: body.getAttribute("data-host-version") },
-    box: document.getElementById("frame-box"),
-    frameId: "proxy",
-    status: status,
-    messages: document.getElementById("messages"),
-    messageList: document.getElementById("message-list")
-  });
-  // Close ends the view as the MCP Apps specification asks: the view is
-  // told (ui/resource-teardown) and given a moment before its frames go.
-  close.addEventListener("click", function () {
-    close.disabled = true;
-    view.teardown("closed by the person").then(function () {
-      close.hidden = true;
-      status.textContent = "The view was closed. Reload the page to open it again.";
+  // Inside Teams, teams-page.js first reads the Teams context: its theme
+  // and locale become the view's host context. Elsewhere there is nothing
+  // to wait for.
+  var host = window.TeamsbotHost || Promise.resolve(null);
+  host.then(function (hostContext) {
+    var view = window.TeamsbotBridge.mount({
+      api: body.getAttribute("data-api"),
+      hostInfo: { name: body.getAttribute("data-host-name"), version: body.getAttribute("data-host-version") },
+      hostContext: hostContext,
+      box: document.getElementById("frame-box"),
+      frameId: "proxy",
+      status: status,
+      messages: document.getElementById("messages"),
+      messageList: document.getElementById("message-list")
+    });
+    window.TeamsbotHostChanged = view.hostContextChanged;
+    // Close ends the view as the MCP Apps specification asks: the view is
+    // told (ui/resource-teardown) and given a moment before its frames go.
+    close.addEventListener("click", function () {
+      close.disabled = true;
+      view.teardown("closed by the person").then(function () {
+        close.hidden = true;
+        status.textContent = "The view was closed. Reload the page to open it again.";
+      });
     });
   });
 })();
