@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Runs the whole test suite. Installs what the tests need, only when it is
-# missing: Debian's chromium (and Node.js with npm) after one apt-get update,
-# and the npm test peers from package-lock.json. Extra arguments go to the
-# first `go test` (for example -count=1 or -run).
+# missing: Debian's chromium, postgresql (and Node.js with npm) after one
+# apt-get update, and the npm test peers from package-lock.json. Starts a
+# throwaway PostgreSQL cluster in a temporary folder, on a Unix socket
+# there, for the tests of the PostgreSQL store, and stops it at the end.
+# Extra arguments go to the first `go test` (for example -count=1 or -run).
 set -euo pipefail
 cd "$(dirname "$0")"
 
@@ -12,6 +14,8 @@ missing=()
 command -v chromium >/dev/null 2>&1 || missing+=(chromium)
 command -v node >/dev/null 2>&1 || missing+=(nodejs)
 command -v npm >/dev/null 2>&1 || missing+=(npm)
+pg_bin() { ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -n 1; }
+[ -n "$(pg_bin)" ] && [ -x "$(pg_bin)/initdb" ] || missing+=(postgresql)
 if [ ${#missing[@]} -gt 0 ]; then
 	echo "test.sh: installing ${missing[*]}"
 	as_root apt-get update -qq
@@ -26,6 +30,29 @@ if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
 	npm ci --no-audit --no-fund --loglevel=error
 	echo "$want" >"$stamp"
 fi
+
+# A throwaway PostgreSQL: initdb and pg_ctl refuse to run as root, so as
+# root the cluster belongs to the postgres user (made by Debian's
+# package), otherwise to whoever runs the tests. fsync is off: the cluster
+# is deleted at the end. Each test makes a database of its own in it
+# (internal/pgtest).
+pgbin=$(pg_bin)
+# /tmp, not TMPDIR: as root, the postgres user must reach the folder.
+pgdir=$(mktemp -d /tmp/teamsbot-pg.XXXXXX)
+as_pg() { "$@"; }
+if [ "$(id -u)" -eq 0 ]; then
+	chown postgres "$pgdir"
+	as_pg() { runuser -u postgres -- "$@"; }
+fi
+stop_pg() {
+	as_pg "$pgbin/pg_ctl" -D "$pgdir/data" -m immediate stop >/dev/null 2>&1 || true
+	rm -rf "$pgdir"
+}
+trap stop_pg EXIT
+as_pg "$pgbin/initdb" -D "$pgdir/data" -A trust -U teamsbot -E UTF8 --no-sync >/dev/null
+as_pg "$pgbin/pg_ctl" -D "$pgdir/data" -l "$pgdir/server.log" -w \
+	-o "-k $pgdir -c listen_addresses='' -c fsync=off -c max_connections=300" start >/dev/null
+export TEAMSBOT_TEST_DATABASE_URL="postgres:///postgres?host=$pgdir&user=teamsbot"
 
 go vet ./...
 go test "$@" ./...

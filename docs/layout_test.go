@@ -11,8 +11,8 @@ import (
 // package may import. internal/netaddr, internal/textclip, internal/guid,
 // internal/web and internal/clientcred are the shared conventions (typed
 // settings, text clipping, GUIDs, HTTP errors, the app's credential for
-// Entra ID's token endpoint) and are open to every package that needs them; internal/testenv is for
-// tests only.
+// Entra ID's token endpoint) and are open to every package that needs them; internal/testenv and
+// internal/pgtest are for tests only.
 var layout = map[string][]string{
 	"teamsbot/cmd/teamsbot":        {"*"},
 	"teamsbot/mcpapps":             {},
@@ -37,6 +37,7 @@ var layout = map[string][]string{
 	"teamsbot/internal/web":        {},
 	"teamsbot/internal/clientcred": {},
 	"teamsbot/internal/testenv":    {},
+	"teamsbot/internal/pgtest":     {},
 	"teamsbot/internal/teamsjs":    {},
 }
 
@@ -50,7 +51,7 @@ var onlyIn = map[string][]string{
 	"github.com/labstack/echo/v4":              {"teamsbot/bot", "teamsbot/viewpage", "teamsbot/signin", "teamsbot/cmd/teamsbot", "teamsbot/internal/web", "teamsbot/admin", "teamsbot/playground", "teamsbot/triggers"},
 	"github.com/microsoftgraph/msgraph-sdk-go": {"teamsbot/access/graph"},
 	"go.etcd.io/bbolt":                         {"teamsbot/store"},
-	"github.com/jackc/pgx/v5":                  {"teamsbot/store"},
+	"github.com/jackc/pgx/v5":                  {"teamsbot/store", "teamsbot/internal/pgtest", "teamsbot/bench/load"},
 	"github.com/oauth2-proxy/mockoidc":         {"teamsbot/internal/testenv"},
 	"github.com/chromedp/chromedp":             {},
 }
@@ -112,7 +113,7 @@ func TestServiceLinksNoTestTools(t *testing.T) {
 		t.Fatalf("go list: %v", err)
 	}
 	for dep := range strings.SplitSeq(string(out), "\n") {
-		for _, bad := range []string{"teamsbot/internal/testenv", "teamsbot/access/graph/fakegraph", "github.com/oauth2-proxy/mockoidc", "github.com/chromedp/"} {
+		for _, bad := range []string{"teamsbot/internal/testenv", "teamsbot/internal/pgtest", "teamsbot/access/graph/fakegraph", "github.com/oauth2-proxy/mockoidc", "github.com/chromedp/"} {
 			if strings.HasPrefix(dep, bad) {
 				t.Errorf("the service links %s", dep)
 			}

@@ -113,7 +113,7 @@ func checkBindingKey(tenant, agent, kind, subject, role string) (key []byte, nam
 // tenant's access records. A record without a tenant is the change's
 // tenant's; one naming another tenant is refused, so that an admin of one
 // tenant never writes into another's audit log.
-func (s *Store) prepareTenantAudit(tenant string, recs []AuditRecord) ([]preparedAudit, error) {
+func (s *base) prepareTenantAudit(tenant string, recs []AuditRecord) ([]preparedAudit, error) {
 	own := make([]AuditRecord, len(recs)) // never change the caller's slice
 	for i, r := range recs {
 		switch r.TenantID {
@@ -140,7 +140,7 @@ func (s *Store) prepareTenantAudit(tenant string, recs []AuditRecord) ([]prepare
 // only refreshes its DisplayName. The audit records are written either
 // way, as a record of what was asked. An audit record's empty TenantID is
 // the binding's; another tenant's is ErrInvalid.
-func (s *Store) PutBinding(ctx context.Context, b Binding, audit ...AuditRecord) error {
+func (s *boltStore) PutBinding(ctx context.Context, b Binding, audit ...AuditRecord) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -196,7 +196,7 @@ func (s *Store) PutBinding(ctx context.Context, b Binding, audit ...AuditRecord)
 // the same commit. A binding that is not stored gives ErrNotFound, and its
 // audit records are not written either. Arguments are checked as by
 // PutBinding.
-func (s *Store) DeleteBinding(ctx context.Context, tenant, agent, kind, subject, role string, audit ...AuditRecord) error {
+func (s *boltStore) DeleteBinding(ctx context.Context, tenant, agent, kind, subject, role string, audit ...AuditRecord) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -229,7 +229,7 @@ func (s *Store) DeleteBinding(ctx context.Context, tenant, agent, kind, subject,
 // agent, then subject, kind and role. Agent AllAgents returns only the
 // bindings made for every agent. A tenant without bindings has none, and
 // no error.
-func (s *Store) Bindings(ctx context.Context, tenant, agent string) ([]Binding, error) {
+func (s *boltStore) Bindings(ctx context.Context, tenant, agent string) ([]Binding, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -267,7 +267,7 @@ func (s *Store) Bindings(ctx context.Context, tenant, agent string) ([]Binding, 
 //
 // An empty subject, or more than 10,000 of them, is ErrInvalid: the
 // caller has not identified the user, and denies.
-func (s *Store) BindingsFor(ctx context.Context, tenant, agent string, subjects []string) ([]Binding, error) {
+func (s *boltStore) BindingsFor(ctx context.Context, tenant, agent string, subjects []string) ([]Binding, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -416,7 +416,7 @@ func defaultTenantSettings(tenant string) TenantSettings {
 
 // TenantSettings returns a tenant's settings. A tenant that stored none
 // has the defaults (DefaultRunner, Version 0), and no error.
-func (s *Store) TenantSettings(ctx context.Context, tenant string) (TenantSettings, error) {
+func (s *boltStore) TenantSettings(ctx context.Context, tenant string) (TenantSettings, error) {
 	if err := checkKeyPart("settings tenant", tenant); err != nil {
 		return TenantSettings{}, err
 	}
@@ -439,7 +439,7 @@ func (s *Store) TenantSettings(ctx context.Context, tenant string) (TenantSettin
 // them since the caller read them, and their change stands. Audit records
 // are checked as by PutBinding. On any error nothing is written and prev
 // is zero.
-func (s *Store) PutTenantSettings(ctx context.Context, ts TenantSettings, wantVersion uint64, audit ...AuditRecord) (prev TenantSettings, err error) {
+func (s *boltStore) PutTenantSettings(ctx context.Context, ts TenantSettings, wantVersion uint64, audit ...AuditRecord) (prev TenantSettings, err error) {
 	if err := ctx.Err(); err != nil {
 		return TenantSettings{}, err
 	}
@@ -514,7 +514,7 @@ type PolicySet struct {
 
 // PolicySet returns a tenant's policy set; ErrNotFound when it stored
 // none, and the caller uses its default.
-func (s *Store) PolicySet(ctx context.Context, tenant string) (PolicySet, error) {
+func (s *boltStore) PolicySet(ctx context.Context, tenant string) (PolicySet, error) {
 	if err := checkKeyPart("policy set tenant", tenant); err != nil {
 		return PolicySet{}, err
 	}
@@ -535,7 +535,7 @@ func (s *Store) PolicySet(ctx context.Context, tenant string) (PolicySet, error)
 // MaxPolicySetText bytes, or not valid UTF-8, is ErrInvalid. Audit records
 // are checked as by PutBinding. On any error nothing is written and prev
 // is zero.
-func (s *Store) PutPolicySet(ctx context.Context, p PolicySet, wantVersion uint64, audit ...AuditRecord) (prev PolicySet, err error) {
+func (s *boltStore) PutPolicySet(ctx context.Context, p PolicySet, wantVersion uint64, audit ...AuditRecord) (prev PolicySet, err error) {
 	if err := ctx.Err(); err != nil {
 		return PolicySet{}, err
 	}

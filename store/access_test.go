@@ -31,9 +31,9 @@ func bindingsOf(t *testing.T, s *store.Store, tenant, agent string) []store.Bind
 	return got
 }
 
-func TestBindingsPutListDelete(t *testing.T) {
+func testBindingsPutListDelete(t *testing.T, bk backend) {
 	clk := newClock()
-	s, _ := openTemp(t, clk)
+	s, _ := openTemp(t, bk, clk)
 	ctx := context.Background()
 	now := clk.Now()
 	ada := store.Binding{TenantID: "tenant-1", AgentID: "sales", Subject: "user-ada", Kind: store.KindUser,
@@ -97,9 +97,9 @@ func TestBindingsPutListDelete(t *testing.T) {
 // BindingsFor is what every access decision reads: exactly the bindings
 // of the tenant, for the agent or all agents, whose subject is the user or
 // one of its groups.
-func TestBindingsForFindsUserGroupsAndAllAgentsOnly(t *testing.T) {
+func testBindingsForFindsUserGroupsAndAllAgentsOnly(t *testing.T, bk backend) {
 	clk := newClock()
-	s, _ := openTemp(t, clk)
+	s, _ := openTemp(t, bk, clk)
 	ctx := context.Background()
 	b := func(tenant, agent, kind, subject, role string) store.Binding {
 		return store.Binding{TenantID: tenant, AgentID: agent, Kind: kind, Subject: subject, Role: role, CreatedAt: clk.Now()}
@@ -178,9 +178,9 @@ func TestBindingsForFindsUserGroupsAndAllAgentsOnly(t *testing.T) {
 
 // Putting a binding again changes nothing but its display name: it stays
 // one binding, granted when and by whom it first was.
-func TestPutBindingIsIdempotent(t *testing.T) {
+func testPutBindingIsIdempotent(t *testing.T, bk backend) {
 	clk := newClock()
-	s, _ := openTemp(t, clk)
+	s, _ := openTemp(t, bk, clk)
 	first := store.Binding{TenantID: "tenant-1", AgentID: "sales", Subject: "group-1", Kind: store.KindGroup,
 		Role: store.RoleRunner, DisplayName: "Sales", CreatedBy: "user-admin"}
 	putBindings(t, s, first)
@@ -204,8 +204,8 @@ func TestPutBindingIsIdempotent(t *testing.T) {
 	}
 }
 
-func TestBindingRefusesInvalidAndWritesNothing(t *testing.T) {
-	s, _ := openTemp(t, newClock())
+func testBindingRefusesInvalidAndWritesNothing(t *testing.T, bk backend) {
+	s, _ := openTemp(t, bk, newClock())
 	ctx := context.Background()
 	good := store.Binding{TenantID: "tenant-1", AgentID: "sales", Subject: "user-1", Kind: store.KindUser, Role: store.RoleRunner}
 	for _, c := range []struct {
@@ -272,9 +272,9 @@ func actions(recs []store.AuditRecord) []string {
 // A change of bindings and its audit records are committed together: a
 // change that is refused, before or inside the transaction, leaves no
 // audit record, and one that lands leaves exactly its own.
-func TestBindingChangesAndTheirAuditCommitTogether(t *testing.T) {
+func testBindingChangesAndTheirAuditCommitTogether(t *testing.T, bk backend) {
 	clk := newClock()
-	s, _ := openTemp(t, clk)
+	s, _ := openTemp(t, bk, clk)
 	ctx := context.Background()
 	b := store.Binding{TenantID: "tenant-1", AgentID: "sales", Subject: "group-1", Kind: store.KindGroup, Role: store.RoleRunner, CreatedBy: "user-admin"}
 	rec := func(action string) store.AuditRecord {
@@ -336,9 +336,9 @@ func TestBindingChangesAndTheirAuditCommitTogether(t *testing.T) {
 	}
 }
 
-func TestTenantSettings(t *testing.T) {
+func testTenantSettings(t *testing.T, bk backend) {
 	clk := newClock()
-	s, _ := openTemp(t, clk)
+	s, _ := openTemp(t, bk, clk)
 	ctx := context.Background()
 	defaults := store.TenantSettings{TenantID: "tenant-1", DefaultRunner: true}
 
@@ -432,9 +432,9 @@ func TestTenantSettings(t *testing.T) {
 	}
 }
 
-func TestTenantSettingsAndTheirAuditCommitTogether(t *testing.T) {
+func testTenantSettingsAndTheirAuditCommitTogether(t *testing.T, bk backend) {
 	clk := newClock()
-	s, _ := openTemp(t, clk)
+	s, _ := openTemp(t, bk, clk)
 	ctx := context.Background()
 	rec := store.AuditRecord{Action: "access.settings.put", Actor: "user-admin", Fields: map[string]any{"defaultRunner": false}}
 	if _, err := s.PutTenantSettings(ctx, store.TenantSettings{TenantID: "tenant-1"}, 0, rec); err != nil {
@@ -470,9 +470,9 @@ func TestTenantSettingsAndTheirAuditCommitTogether(t *testing.T) {
 
 const permitAll = `permit (principal, action, resource);`
 
-func TestPolicySetVersions(t *testing.T) {
+func testPolicySetVersions(t *testing.T, bk backend) {
 	clk := newClock()
-	s, _ := openTemp(t, clk)
+	s, _ := openTemp(t, bk, clk)
 	ctx := context.Background()
 
 	if _, err := s.PolicySet(ctx, "tenant-1"); !errors.Is(err, store.ErrNotFound) {
@@ -554,9 +554,9 @@ func TestPolicySetVersions(t *testing.T) {
 	}
 }
 
-func TestPolicySetAndItsAuditCommitTogether(t *testing.T) {
+func testPolicySetAndItsAuditCommitTogether(t *testing.T, bk backend) {
 	clk := newClock()
-	s, _ := openTemp(t, clk)
+	s, _ := openTemp(t, bk, clk)
 	ctx := context.Background()
 	rec := store.AuditRecord{Action: "access.policy_set.put", Actor: "user-admin"}
 	if _, err := s.PutPolicySet(ctx, store.PolicySet{TenantID: "tenant-1", Text: permitAll}, 0, rec); err != nil {
@@ -592,9 +592,9 @@ func TestPolicySetAndItsAuditCommitTogether(t *testing.T) {
 
 // Access records are in the file, not only in memory: a reopened store
 // has them all, and goes on numbering versions from where they were.
-func TestAccessRecordsSurviveReopen(t *testing.T) {
+func testAccessRecordsSurviveReopen(t *testing.T, bk backend) {
 	clk := newClock()
-	s, path := openTemp(t, clk)
+	s, path := openTemp(t, bk, clk)
 	ctx := context.Background()
 	binding := store.Binding{TenantID: "tenant-1", AgentID: store.AllAgents, Subject: "group-1", Kind: store.KindGroup,
 		Role: store.RoleAdmin, DisplayName: "Admins", CreatedBy: "user-root"}
@@ -614,7 +614,7 @@ func TestAccessRecordsSurviveReopen(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	s = openAt(t, path, clk)
+	s = openAt(t, bk, path, clk)
 	if got, err := s.BindingsFor(ctx, "tenant-1", "sales", []string{"user-1", "group-1"}); err != nil || !cmp.Equal(got, []store.Binding{binding}) {
 		t.Errorf("BindingsFor after reopen = %+v, %v; want %+v", got, err, binding)
 	}

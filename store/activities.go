@@ -19,7 +19,7 @@ import (
 // and activity id) arrived before and that arrival's window is not over.
 // It only reads: a caller that must not run an activity twice at once
 // keeps its own record of what is under way.
-func (s *Store) Seen(ctx context.Context, key string) (bool, error) {
+func (s *boltStore) Seen(ctx context.Context, key string) (bool, error) {
 	if err := ctx.Err(); err != nil {
 		return false, err
 	}
@@ -44,7 +44,7 @@ func (s *Store) Seen(ctx context.Context, key string) (bool, error) {
 // commit of the next write (the run the activity starts, most often)
 // rather than take one of its own: an activity whose run was never
 // committed may well run again after a crash, and should.
-func (s *Store) RecordArrival(ctx context.Context, key string, window time.Duration) error {
+func (s *boltStore) RecordArrival(ctx context.Context, key string, window time.Duration) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}

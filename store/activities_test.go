@@ -14,9 +14,9 @@ import (
 // and opened again (a restart), and no more once the window is over; a
 // later arrival starts its window anew; the sweep takes expired arrivals away
 // and keeps the others.
-func TestArrivalsSurviveRestartAndWindow(t *testing.T) {
+func testArrivalsSurviveRestartAndWindow(t *testing.T, bk backend) {
 	clk := newClock()
-	s, path := openTemp(t, clk)
+	s, path := openTemp(t, bk, clk)
 	ctx := context.Background()
 	const window = 15 * time.Minute
 	seen := func(s *store.Store, key string) bool {
@@ -45,7 +45,7 @@ func TestArrivalsSurviveRestartAndWindow(t *testing.T) {
 		t.Fatal(err)
 	}
 	clk.Advance(10 * time.Minute)
-	s = openAt(t, path, clk)
+	s = openAt(t, bk, path, clk)
 	if !seen(s, "conv-1\x00act-1") {
 		t.Error("after a restart, an arrival within its window is forgotten")
 	}

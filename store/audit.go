@@ -49,7 +49,7 @@ type preparedAudit struct {
 // prepareAudit checks and encodes records. A record without a time gets
 // the store's clock. The action is required; an empty tenant is allowed
 // for events that belong to no tenant.
-func (s *Store) prepareAudit(recs []AuditRecord) ([]preparedAudit, error) {
+func (s *base) prepareAudit(recs []AuditRecord) ([]preparedAudit, error) {
 	out := make([]preparedAudit, 0, len(recs))
 	for i, r := range recs {
 		if err := checkAuditName("action", r.Action, false); err != nil {
@@ -131,7 +131,7 @@ func indexKey(suffix []byte, parts ...string) []byte {
 // Append adds audit records to the log in one commit, each with the next
 // sequence number. A record with a zero Time is stamped with the store's
 // clock; Seq is ignored. It returns once the records are on disk.
-func (s *Store) Append(ctx context.Context, recs ...AuditRecord) error {
+func (s *boltStore) Append(ctx context.Context, recs ...AuditRecord) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -152,7 +152,7 @@ func (s *Store) Append(ctx context.Context, recs ...AuditRecord) error {
 // time in the order they were appended), oldest first unless q.Newest.
 // A query by tenant, action or both reads only the matching records,
 // through an index.
-func (s *Store) Audit(ctx context.Context, q AuditQuery) ([]AuditRecord, error) {
+func (s *boltStore) Audit(ctx context.Context, q AuditQuery) ([]AuditRecord, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}

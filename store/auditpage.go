@@ -166,7 +166,7 @@ func (p *auditPlan) scan(tx *bbolt.Tx, pos []byte, maxScan, max int, out []Audit
 // A cursor is opaque and bound to its query: one edited, or made for
 // another query (another tenant's, or other filters), is ErrInvalid, as
 // are a filter without a tenant and a NUL byte in the tenant or action.
-func (s *Store) AuditPage(ctx context.Context, q AuditFilter, cursor string, limit int) (records []AuditRecord, next string, err error) {
+func (s *boltStore) AuditPage(ctx context.Context, q AuditFilter, cursor string, limit int) (records []AuditRecord, next string, err error) {
 	if err := ctx.Err(); err != nil {
 		return nil, "", err
 	}
@@ -212,7 +212,7 @@ func (s *Store) AuditPage(ctx context.Context, q AuditFilter, cursor string, lim
 //
 // It stops at the first error fn returns, and returns it wrapped; it also
 // stops when ctx is done. q is checked as by AuditPage.
-func (s *Store) ExportAudit(ctx context.Context, q AuditFilter, fn func(AuditRecord) error) error {
+func (s *boltStore) ExportAudit(ctx context.Context, q AuditFilter, fn func(AuditRecord) error) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}

@@ -128,9 +128,9 @@ func auditFilters(t0 time.Time) []store.AuditFilter {
 
 // Each filter alone and combined, newest first, and paging at several
 // sizes returns every matching record exactly once.
-func TestAuditPageFiltersAndPaging(t *testing.T) {
+func testAuditPageFiltersAndPaging(t *testing.T, bk backend) {
 	clk := newClock()
-	s, _ := openTemp(t, clk)
+	s, _ := openTemp(t, bk, clk)
 	l := writeAuditLog(t, s, clk.Now())
 	for _, q := range auditFilters(l.t0) {
 		want := l.want(q)
@@ -158,9 +158,9 @@ func TestAuditPageFiltersAndPaging(t *testing.T) {
 
 // A cursor works only with the query it came from: another tenant's
 // query, other filters, an edited or made-up cursor are ErrInvalid.
-func TestAuditCursorIsBoundToItsQuery(t *testing.T) {
+func testAuditCursorIsBoundToItsQuery(t *testing.T, bk backend) {
 	clk := newClock()
-	s, _ := openTemp(t, clk)
+	s, _ := openTemp(t, bk, clk)
 	ctx := context.Background()
 	l := writeAuditLog(t, s, clk.Now())
 	q := store.AuditFilter{TenantID: "tenant-a", Action: "agent.tool.call"}
@@ -222,9 +222,9 @@ func activeViewsCursor(t *testing.T, s *store.Store, clk *testClock) string {
 	return next
 }
 
-func TestAuditCursorSurvivesReopen(t *testing.T) {
+func testAuditCursorSurvivesReopen(t *testing.T, bk backend) {
 	clk := newClock()
-	s, path := openTemp(t, clk)
+	s, path := openTemp(t, bk, clk)
 	ctx := context.Background()
 	l := writeAuditLog(t, s, clk.Now())
 	q := store.AuditFilter{TenantID: "tenant-b"}
@@ -235,7 +235,7 @@ func TestAuditCursorSurvivesReopen(t *testing.T) {
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
-	s = openAt(t, path, clk)
+	s = openAt(t, bk, path, clk)
 	second, _, err := s.AuditPage(ctx, q, next, 10)
 	if err != nil {
 		t.Fatalf("a cursor after reopening: %v", err)
@@ -247,9 +247,9 @@ func TestAuditCursorSurvivesReopen(t *testing.T) {
 
 // The export streams every matching record newest first, and stops at
 // fn's first error.
-func TestExportAudit(t *testing.T) {
+func testExportAudit(t *testing.T, bk backend) {
 	clk := newClock()
-	s, _ := openTemp(t, clk)
+	s, _ := openTemp(t, bk, clk)
 	ctx := context.Background()
 	l := writeAuditLog(t, s, clk.Now())
 	for _, q := range auditFilters(l.t0) {

@@ -47,11 +47,18 @@ func reportGroups(b *testing.B, s *store.Store, before store.Stats) {
 // idle write sees, with p50 and p99) and with many writers at once (the
 // throughput group commit gives; run with -cpu to vary GOMAXPROCS, 25
 // writers per CPU).
-func BenchmarkSaveRun(b *testing.B) {
+func BenchmarkSaveRun(b *testing.B) { benchSaveRun(b, boltBackend()) }
+
+// BenchmarkSaveRunPostgres is BenchmarkSaveRun on PostgreSQL (the server
+// of pgtest.EnvURL; ./test.sh starts one with fsync off, so measure on a
+// server set up as production's).
+func BenchmarkSaveRunPostgres(b *testing.B) { benchSaveRun(b, postgresBackend()) }
+
+func benchSaveRun(b *testing.B, bk backend) {
 	html := benchHTML()
 	ctx := context.Background()
 	b.Run("sequential", func(b *testing.B) {
-		s, _ := openTemp(b, newClock())
+		s, _ := openTemp(b, bk, newClock())
 		now := time.Now()
 		before := s.Stats()
 		lat := make([]time.Duration, 0, 1024)
@@ -71,7 +78,7 @@ func BenchmarkSaveRun(b *testing.B) {
 		reportGroups(b, s, before)
 	})
 	b.Run("parallel", func(b *testing.B) {
-		s, _ := openTemp(b, newClock())
+		s, _ := openTemp(b, bk, newClock())
 		now := time.Now()
 		before := s.Stats()
 		var n atomic.Int64
@@ -92,10 +99,15 @@ func BenchmarkSaveRun(b *testing.B) {
 }
 
 // BenchmarkViewRead reads random views among 10,000.
-func BenchmarkViewRead(b *testing.B) {
+func BenchmarkViewRead(b *testing.B) { benchViewRead(b, boltBackend()) }
+
+// BenchmarkViewReadPostgres is BenchmarkViewRead on PostgreSQL.
+func BenchmarkViewReadPostgres(b *testing.B) { benchViewRead(b, postgresBackend()) }
+
+func benchViewRead(b *testing.B, bk backend) {
 	ctx := context.Background()
 	clk := newClock()
-	s, _ := openTemp(b, clk)
+	s, _ := openTemp(b, bk, clk)
 	html := benchHTML()
 	const n = 10_000
 	for r := range n / 100 {
@@ -144,7 +156,7 @@ func BenchmarkSweep(b *testing.B) {
 	for i := 0; i < b.N; i++ {
 		b.StopTimer()
 		clk := newClock()
-		s, _ := openTemp(b, clk)
+		s, _ := openTemp(b, boltBackend(), clk)
 		start := clk.Now()
 		for r := range total / perRun {
 			views := make([]store.NewView, 0, perRun)
@@ -186,7 +198,7 @@ func BenchmarkSweep(b *testing.B) {
 // with as many on the same ids.
 func BenchmarkBindingsFor(b *testing.B) {
 	ctx := context.Background()
-	s, _ := openTemp(b, newClock())
+	s, _ := openTemp(b, boltBackend(), newClock())
 	agents := []string{store.AllAgents}
 	for i := range 10 {
 		agents = append(agents, fmt.Sprintf("agent-%d", i))

@@ -25,7 +25,7 @@ type ConversationRef struct {
 // PutConversation stores or replaces a conversation reference. A zero
 // UpdatedAt is set from the store's clock. Its TenantID, a part of the
 // conversations_by_tenant key, must be valid UTF-8 without NUL bytes.
-func (s *Store) PutConversation(ctx context.Context, ref ConversationRef) error {
+func (s *boltStore) PutConversation(ctx context.Context, ref ConversationRef) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -59,12 +59,12 @@ func (s *Store) PutConversation(ctx context.Context, ref ConversationRef) error 
 }
 
 // Conversation returns a conversation reference.
-func (s *Store) Conversation(ctx context.Context, key string) (ConversationRef, error) {
+func (s *boltStore) Conversation(ctx context.Context, key string) (ConversationRef, error) {
 	return getJSON[ConversationRef](ctx, s, bucketConversations, "conversation", key)
 }
 
 // DeleteConversation removes a conversation reference; unknown keys are not an error.
-func (s *Store) DeleteConversation(ctx context.Context, key string) error {
+func (s *boltStore) DeleteConversation(ctx context.Context, key string) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -103,7 +103,7 @@ func unindexConversation(tx *bbolt.Tx, key []byte) error {
 // Conversations returns the conversation references of tenant, ordered by
 // key. It reads only the tenant's, through conversations_by_tenant; a
 // tenant with none has none, and no error.
-func (s *Store) Conversations(ctx context.Context, tenant string) ([]ConversationRef, error) {
+func (s *boltStore) Conversations(ctx context.Context, tenant string) ([]ConversationRef, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}

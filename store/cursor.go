@@ -61,13 +61,13 @@ const (
 	maxCursorLen = 2048
 )
 
-func (s *Store) makeCursor(kind byte, query, pos []byte) string {
+func (s *base) makeCursor(kind byte, query, pos []byte) string {
 	b := append([]byte{kind}, pos...)
 	b = append(b, s.cursorMAC(b, query)...)
 	return base64.RawURLEncoding.EncodeToString(b)
 }
 
-func (s *Store) cursorMAC(kindPos, query []byte) []byte {
+func (s *base) cursorMAC(kindPos, query []byte) []byte {
 	m := hmac.New(sha256.New, s.cursorKey)
 	m.Write(binary.AppendUvarint(nil, uint64(len(query))))
 	m.Write(query)
@@ -77,7 +77,7 @@ func (s *Store) cursorMAC(kindPos, query []byte) []byte {
 
 // readCursor returns the position of a cursor made by makeCursor for the
 // same kind and query; anything else is ErrInvalid.
-func (s *Store) readCursor(kind byte, query []byte, c string) ([]byte, error) {
+func (s *base) readCursor(kind byte, query []byte, c string) ([]byte, error) {
 	if len(c) > maxCursorLen {
 		return nil, fmt.Errorf("cursor of %d bytes: %w", len(c), ErrInvalid)
 	}

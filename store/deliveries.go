@@ -41,7 +41,7 @@ type Delivery struct {
 // answer is already out when it is called, it is a lazy write: found alone
 // by an idle writer it waits up to 5 ms for the next write (a next turn's
 // run, most likely) to share a commit, rather than make that write wait.
-func (s *Store) PutDelivery(ctx context.Context, d Delivery) error {
+func (s *boltStore) PutDelivery(ctx context.Context, d Delivery) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -88,6 +88,6 @@ func (s *Store) PutDelivery(ctx context.Context, d Delivery) error {
 // Delivery returns where a run's answer went; ErrNotFound when it was
 // never recorded (the run failed before its answer was sent, or it ran
 // before deliveries were kept).
-func (s *Store) Delivery(ctx context.Context, runID string) (Delivery, error) {
+func (s *boltStore) Delivery(ctx context.Context, runID string) (Delivery, error) {
 	return getJSON[Delivery](ctx, s, bucketDeliveries, "delivery of run", runID)
 }

@@ -17,9 +17,9 @@ import (
 // Where a run's answer went is kept with the run: stored, replaced, found
 // again after the file is reopened, and refused for a run that is not
 // stored or with ids that could never be updated.
-func TestDeliveries(t *testing.T) {
+func testDeliveries(t *testing.T, bk backend) {
 	clk := newClock()
-	s, path := openTemp(t, clk)
+	s, path := openTemp(t, bk, clk)
 	ctx := context.Background()
 	if err := s.SaveRun(ctx, store.Run{ID: "run-1", TenantID: "tenant-1"}, nil, nil); err != nil {
 		t.Fatal(err)
@@ -50,7 +50,7 @@ func TestDeliveries(t *testing.T) {
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
-	s = openAt(t, path, clk)
+	s = openAt(t, bk, path, clk)
 	got, err = s.Delivery(ctx, "run-1")
 	if err != nil {
 		t.Fatal(err)
@@ -102,7 +102,7 @@ func TestDeliveries(t *testing.T) {
 // commits, as one turn's SaveRun and PutDelivery come one after the other.
 func TestConcurrentDeliveriesShareCommits(t *testing.T) {
 	clk := newClock()
-	s, _ := openTemp(t, clk)
+	s, _ := openTemp(t, boltBackend(), clk)
 	ctx := context.Background()
 	const n = 100
 	before := s.Stats()

@@ -11,9 +11,15 @@
 // and sweeps away expired and revoked views and the runs, deliveries and
 // audit records past their retention.
 //
-// It is the only package that knows bbolt. Its exported methods take and
-// return plain values, never transactions or cursors, so that a second
-// backend (PostgreSQL behind several replicas) could offer the same methods.
+// It is the only package that knows bbolt and PostgreSQL. Its exported
+// methods take and return plain values, never transactions or cursors:
+// Store forwards each to a backend (the unexported backend interface),
+// the bbolt file that Open opens, described below, or the PostgreSQL
+// database that OpenPostgres opens, which several replicas of the service
+// share (see pgschema.go for its tables and how they keep the same
+// promises: HTML once per SHA-256, sweeps in bounded batches one replica at
+// a time, each due time claimed once). One contract test suite runs on
+// both. CopyToPostgres copies a bbolt store into a new database.
 // It keeps the access records but does not decide who may read what, nor
 // parse policies: callers check access first.
 //

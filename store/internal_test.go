@@ -19,7 +19,7 @@ import (
 // the schema version, how many copies of a document are kept, and the
 // writer's handling of a write that fails inside a shared transaction.
 
-func mustOpen(t *testing.T, path string, migrations []migration) *Store {
+func mustOpen(t *testing.T, path string, migrations []migration) *boltStore {
 	t.Helper()
 	s, err := open(context.Background(), path, Options{}, migrations)
 	if err != nil {
@@ -28,7 +28,7 @@ func mustOpen(t *testing.T, path string, migrations []migration) *Store {
 	return s
 }
 
-func versionOf(t *testing.T, s *Store) uint64 {
+func versionOf(t *testing.T, s *boltStore) uint64 {
 	t.Helper()
 	var v uint64
 	if err := s.read(func(tx *bbolt.Tx) error {
@@ -41,7 +41,7 @@ func versionOf(t *testing.T, s *Store) uint64 {
 	return v
 }
 
-func bucketLen(t *testing.T, s *Store, name string) int {
+func bucketLen(t *testing.T, s *boltStore, name string) int {
 	t.Helper()
 	n := 0
 	if err := s.read(func(tx *bbolt.Tx) error {
@@ -254,7 +254,7 @@ func TestSweepBatchesStayBounded(t *testing.T) {
 	}
 }
 
-func hasBucket(t *testing.T, s *Store, name string) bool {
+func hasBucket(t *testing.T, s *boltStore, name string) bool {
 	t.Helper()
 	found := false
 	if err := s.read(func(tx *bbolt.Tx) error {
@@ -290,7 +290,7 @@ func TestMigrationV2AddsDeliveriesToV1File(t *testing.T) {
 	}
 
 	latest := uint64(len(schema()))
-	s, err := Open(ctx, path, Options{})
+	s, err := openBolt(ctx, path, Options{})
 	if err != nil {
 		t.Fatalf("Open of a v1 file: %v", err)
 	}
@@ -369,7 +369,7 @@ func TestMigrationV3AddsAccessRecordsToV2File(t *testing.T) {
 	}
 
 	for range 2 { // the second Open finds nothing left to migrate
-		s, err := Open(ctx, path, Options{})
+		s, err := openBolt(ctx, path, Options{})
 		if err != nil {
 			t.Fatalf("Open of a v2 file: %v", err)
 		}
@@ -436,7 +436,7 @@ func TestMigrationV3AddsAccessRecordsToV2File(t *testing.T) {
 
 // heldOrDone returns once one write is queued in s, or done has answered
 // (then true, with its answer).
-func heldOrDone(s *Store, done <-chan error) (bool, error) {
+func heldOrDone(s *boltStore, done <-chan error) (bool, error) {
 	for {
 		select {
 		case err := <-done:
@@ -503,4 +503,10 @@ func TestLazyWriteWaitsForCompany(t *testing.T) {
 	if _, err := s.Delivery(ctx, "run-2"); err != nil {
 		t.Errorf("the lazy write pending at Close is not in the file: %v", err)
 	}
+}
+
+// openBolt is Open without the Store around the backend, for the tests
+// that look inside the file.
+func openBolt(ctx context.Context, path string, opts Options) (*boltStore, error) {
+	return open(ctx, path, opts, schema())
 }

@@ -8,7 +8,7 @@ import (
 	"time"
 )
 
-func openClocked(t *testing.T, now *time.Time) *Store {
+func openClocked(t *testing.T, now *time.Time) *boltStore {
 	t.Helper()
 	s, err := open(context.Background(), filepath.Join(t.TempDir(), "teamsbot.db"), Options{Now: func() time.Time { return *now }}, schema())
 	if err != nil {

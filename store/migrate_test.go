@@ -32,7 +32,7 @@ func oldHTML(id string) []byte { return fmt.Appendf(nil, "<p>%c</p>", id[len(id)
 // programs did: runs, views, conversations without any index of tenant or
 // time, and an expiry index whose value is the HTML hash alone. It writes
 // the buckets directly, since today's methods write today's indexes.
-func writeOld(t *testing.T, s *Store, recs oldRecords) {
+func writeOld(t *testing.T, s *boltStore, recs oldRecords) {
 	t.Helper()
 	prepared, err := s.prepareAudit(recs.audit)
 	if err != nil {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"path/filepath"
 	"slices"
 	"testing"
 	"time"
@@ -12,10 +11,10 @@ import (
 	"teamsbot/store"
 )
 
-func openWith(t *testing.T, clk *testClock, opts store.Options) *store.Store {
+func openWith(t *testing.T, bk backend, clk *testClock, opts store.Options) *store.Store {
 	t.Helper()
 	opts.Now = clk.Now
-	s, err := store.Open(context.Background(), filepath.Join(t.TempDir(), "teamsbot.db"), opts)
+	s, err := bk.open(context.Background(), bk.location(t), opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -126,10 +125,10 @@ func kept(t *testing.T, s *store.Store, t0 time.Time, keepRun, keepAudit func(i 
 // Retention deletes exactly the runs, deliveries and audit records past
 // it (at the cutoff included), keeps a run while one of its views can be
 // opened (a revoked one does not count), and keeps everything else.
-func TestRetentionDeletesExactlyWhatIsPastIt(t *testing.T) {
+func testRetentionDeletesExactlyWhatIsPastIt(t *testing.T, bk backend) {
 	clk := newClock()
 	t0 := clk.Now()
-	s := openWith(t, clk, store.Options{AuditRetention: 10 * 24 * time.Hour, RunRetention: 5 * 24 * time.Hour})
+	s := openWith(t, bk, clk, store.Options{AuditRetention: 10 * 24 * time.Hour, RunRetention: 5 * 24 * time.Hour})
 	retentionData(t, s, t0)
 	ctx := context.Background()
 
@@ -167,16 +166,16 @@ func TestRetentionDeletesExactlyWhatIsPastIt(t *testing.T) {
 	}
 }
 
-func TestRetentionDefaultsAndForever(t *testing.T) {
+func testRetentionDefaultsAndForever(t *testing.T, bk backend) {
 	ctx := context.Background()
 	clk := newClock()
 	t0 := clk.Now()
-	s := openWith(t, clk, store.Options{})
+	s := openWith(t, bk, clk, store.Options{})
 	if err := s.SaveRun(ctx, store.Run{ID: "run-1", TenantID: "tenant-1", CreatedAt: t0}, nil,
 		[]store.AuditRecord{{Time: t0, TenantID: "tenant-1", Action: "a"}}); err != nil {
 		t.Fatal(err)
 	}
-	forever := openWith(t, clk, store.Options{AuditRetention: -1, RunRetention: -1})
+	forever := openWith(t, bk, clk, store.Options{AuditRetention: -1, RunRetention: -1})
 	if err := forever.SaveRun(ctx, store.Run{ID: "run-1", TenantID: "tenant-1", CreatedAt: t0}, nil,
 		[]store.AuditRecord{{Time: t0, TenantID: "tenant-1", Action: "a"}}); err != nil {
 		t.Fatal(err)

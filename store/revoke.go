@@ -31,7 +31,7 @@ const AuditViewRevoke = "admin.view.revoke"
 // two cannot be told apart. A view that can no longer be opened is
 // refused with ErrRevoked if it was revoked already and ErrExpired if it
 // has expired; then nothing is written, audit records included.
-func (s *Store) RevokeView(ctx context.Context, tenant, id, by string, audit ...AuditRecord) error {
+func (s *boltStore) RevokeView(ctx context.Context, tenant, id, by string, audit ...AuditRecord) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -125,7 +125,7 @@ func (s *Store) RevokeView(ctx context.Context, tenant, id, by string, audit ...
 // entries, and may come back short with a next cursor when it meets many
 // of those. A cursor is bound to its tenant: another tenant's, or an
 // edited one, is ErrInvalid.
-func (s *Store) ActiveViews(ctx context.Context, tenant string, limit int, cursor string) ([]View, string, error) {
+func (s *boltStore) ActiveViews(ctx context.Context, tenant string, limit int, cursor string) ([]View, string, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, "", err
 	}

@@ -286,7 +286,7 @@ func schemaVersion(tx *bbolt.Tx) (uint64, error) {
 }
 
 // migrate applies the migrations the file has not had yet, in order.
-func (s *Store) migrate(ctx context.Context, migrations []migration) error {
+func (s *boltStore) migrate(ctx context.Context, migrations []migration) error {
 	for i, m := range migrations {
 		if m.version != uint64(i+1) {
 			return fmt.Errorf("store: migration %q has version %d, want %d", m.name, m.version, i+1)
@@ -321,7 +321,7 @@ func (s *Store) migrate(ctx context.Context, migrations []migration) error {
 // runMigration applies one migration and bumps the version: in one
 // transaction, or for a migration with a backfill in several, the bump
 // last. It returns how many transactions it took.
-func (s *Store) runMigration(ctx context.Context, m migration) (int, error) {
+func (s *boltStore) runMigration(ctx context.Context, m migration) (int, error) {
 	bump := func(tx *bbolt.Tx) error {
 		meta, err := tx.CreateBucketIfNotExists([]byte(bucketMeta))
 		if err != nil {

@@ -98,19 +98,14 @@ type Options struct {
 	RunRetention time.Duration
 }
 
-// Store is the service's bbolt file. Its methods are safe for concurrent
-// use.
-type Store struct {
-	db  *bbolt.DB
+// base is what both backends share: the clock, the logger, the
+// retentions and listing bounds, and the key that signs listing cursors.
+// The checks and encodings made outside a transaction (prepareRun,
+// prepareAudit, the cursors) are its methods, so that both backends
+// refuse and encode alike.
+type base struct {
 	now func() time.Time
 	log *slog.Logger
-
-	// sweepBatch is how many expired views one sweep transaction deletes
-	// at most; tests lower it.
-	sweepBatch int
-	// lazyWait is how long an idle writer holds a lazy write back
-	// (defaultLazyWait); tests raise it.
-	lazyWait time.Duration
 	// auditRetention and runRetention are the Options' (defaults
 	// applied); zero or less keeps records forever.
 	auditRetention, runRetention time.Duration
@@ -120,12 +115,45 @@ type Store struct {
 	// exportBatch is how many index entries one read transaction of an
 	// export reads at most (defaultExportBatch); tests lower it.
 	exportBatch int
-	// exportTxs counts the exports' open read transactions, so that tests
-	// can check that an export never calls back inside one.
-	exportTxs atomic.Int32
 	// cursorKey signs the cursors of listings (meta/cursor_key), so that
 	// a cursor cannot be forged or moved to another query.
 	cursorKey []byte
+}
+
+// newBase applies the Options' defaults.
+func newBase(opts Options) base {
+	b := base{
+		now:            opts.Now,
+		log:            opts.Logger,
+		pageScan:       defaultPageScan,
+		exportBatch:    defaultExportBatch,
+		auditRetention: retention(opts.AuditRetention, DefaultAuditRetention),
+		runRetention:   retention(opts.RunRetention, DefaultRunRetention),
+	}
+	if b.now == nil {
+		b.now = time.Now
+	}
+	if b.log == nil {
+		b.log = slog.New(slog.DiscardHandler)
+	}
+	return b
+}
+
+// boltStore is the bbolt backend: the service's state in one file. Its
+// methods are safe for concurrent use.
+type boltStore struct {
+	base
+	db *bbolt.DB
+
+	// sweepBatch is how many expired views one sweep transaction deletes
+	// at most; tests lower it.
+	sweepBatch int
+	// lazyWait is how long an idle writer holds a lazy write back
+	// (defaultLazyWait); tests raise it.
+	lazyWait time.Duration
+	// exportTxs counts the exports' open read transactions, so that tests
+	// can check that an export never calls back inside one.
+	exportTxs atomic.Int32
 
 	// The group-commit queue (see writer.go).
 	mu      sync.Mutex
@@ -147,19 +175,11 @@ type Stats struct {
 }
 
 // Stats returns the write counters, for metrics.
-func (s *Store) Stats() Stats {
+func (s *boltStore) Stats() Stats {
 	return Stats{Writes: s.writes.Load(), Commits: s.commits.Load()}
 }
 
-// Open opens (creating and migrating) the store file at path. It creates
-// the parent folder (mode 0700) and the file (mode 0600) if needed. If the
-// file is held by someone else it fails with ErrLocked after
-// Options.OpenTimeout, or sooner if ctx has an earlier deadline.
-func Open(ctx context.Context, path string, opts Options) (*Store, error) {
-	return open(ctx, path, opts, schema())
-}
-
-func open(ctx context.Context, path string, opts Options, migrations []migration) (*Store, error) {
+func open(ctx context.Context, path string, opts Options, migrations []migration) (*boltStore, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -197,24 +217,13 @@ func open(ctx context.Context, path string, opts Options, migrations []migration
 	if err != nil {
 		return nil, fmt.Errorf("store: open %s: %w", path, err)
 	}
-	s := &Store{
-		db:             db,
-		now:            opts.Now,
-		log:            opts.Logger,
-		sweepBatch:     defaultSweepBatch,
-		lazyWait:       defaultLazyWait,
-		pageScan:       defaultPageScan,
-		exportBatch:    defaultExportBatch,
-		auditRetention: retention(opts.AuditRetention, DefaultAuditRetention),
-		runRetention:   retention(opts.RunRetention, DefaultRunRetention),
-		wake:           make(chan struct{}, 1),
-		stopped:        make(chan struct{}),
-	}
-	if s.now == nil {
-		s.now = time.Now
-	}
-	if s.log == nil {
-		s.log = slog.New(slog.DiscardHandler)
+	s := &boltStore{
+		base:       newBase(opts),
+		db:         db,
+		sweepBatch: defaultSweepBatch,
+		lazyWait:   defaultLazyWait,
+		wake:       make(chan struct{}, 1),
+		stopped:    make(chan struct{}),
 	}
 	if err := s.migrate(ctx, migrations); err != nil {
 		db.Close()
@@ -247,7 +256,7 @@ func retention(d, def time.Duration) time.Duration {
 
 // Close waits for the writes already handed in to commit, then closes the
 // file. Later calls return ErrClosed.
-func (s *Store) Close() error {
+func (s *boltStore) Close() error {
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
@@ -274,7 +283,7 @@ func (s *Store) Close() error {
 }
 
 // Ping checks that the file is open and readable and its schema is current.
-func (s *Store) Ping(ctx context.Context) error {
+func (s *boltStore) Ping(ctx context.Context) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -292,7 +301,7 @@ func (s *Store) Ping(ctx context.Context) error {
 
 // read runs fn in a read transaction. fn must copy out whatever it keeps:
 // bbolt's slices are only valid until the transaction ends.
-func (s *Store) read(fn func(tx *bbolt.Tx) error) error {
+func (s *boltStore) read(fn func(tx *bbolt.Tx) error) error {
 	err := s.db.View(fn)
 	if errors.Is(err, berrors.ErrDatabaseNotOpen) {
 		return ErrClosed
@@ -305,7 +314,7 @@ func (s *Store) read(fn func(tx *bbolt.Tx) error) error {
 // valid store file that Open accepts. It holds one read transaction for
 // the whole copy, so a writer that needs to grow the file waits for it: run
 // it when the service is quiet.
-func (s *Store) Backup(ctx context.Context, w io.Writer) (int64, error) {
+func (s *boltStore) Backup(ctx context.Context, w io.Writer) (int64, error) {
 	if err := ctx.Err(); err != nil {
 		return 0, err
 	}

@@ -29,11 +29,17 @@ func newClock() *testClock {
 	return testenv.NewClock(time.Date(2026, 3, 1, 9, 0, 0, 0, time.UTC))
 }
 
-func openAt(t testing.TB, path string, clk *testClock) *store.Store {
+func openAt(t testing.TB, bk backend, path string, clk *testClock) *store.Store {
 	t.Helper()
-	s, err := store.Open(context.Background(), path, store.Options{Now: clk.Now})
+	return openOpts(t, bk, path, store.Options{Now: clk.Now})
+}
+
+// openOpts opens the store at location with opts, closed at the end of t.
+func openOpts(t testing.TB, bk backend, location string, opts store.Options) *store.Store {
+	t.Helper()
+	s, err := bk.open(context.Background(), location, opts)
 	if err != nil {
-		t.Fatalf("Open(%s): %v", path, err)
+		t.Fatalf("open %s store: %v", bk.name, err)
 	}
 	t.Cleanup(func() {
 		if err := s.Close(); err != nil && !errors.Is(err, store.ErrClosed) {
@@ -43,10 +49,10 @@ func openAt(t testing.TB, path string, clk *testClock) *store.Store {
 	return s
 }
 
-func openTemp(t testing.TB, clk *testClock) (*store.Store, string) {
+func openTemp(t testing.TB, bk backend, clk *testClock) (*store.Store, string) {
 	t.Helper()
-	path := filepath.Join(t.TempDir(), "teamsbot.db")
-	return openAt(t, path, clk), path
+	path := bk.location(t)
+	return openAt(t, bk, path, clk), path
 }
 
 func shaHex(b []byte) string {
@@ -82,7 +88,7 @@ func sampleView(id string, created time.Time, life time.Duration) store.View {
 func TestOpenCreatesPrivateFolderAndFile(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "data", "nested")
 	path := filepath.Join(dir, "teamsbot.db")
-	openAt(t, path, newClock())
+	openAt(t, boltBackend(), path, newClock())
 	for _, c := range []struct {
 		path string
 		want os.FileMode
@@ -97,9 +103,9 @@ func TestOpenCreatesPrivateFolderAndFile(t *testing.T) {
 	}
 }
 
-func TestSaveRunRoundTrip(t *testing.T) {
+func testSaveRunRoundTrip(t *testing.T, bk backend) {
 	clk := newClock()
-	s, _ := openTemp(t, clk)
+	s, _ := openTemp(t, bk, clk)
 	ctx := context.Background()
 	now := clk.Now()
 	html := []byte("<!doctype html><p>chart</p>")
@@ -151,9 +157,9 @@ func TestSaveRunRoundTrip(t *testing.T) {
 	}
 }
 
-func TestSaveRunRefusesBadInputAndWritesNothing(t *testing.T) {
+func testSaveRunRefusesBadInputAndWritesNothing(t *testing.T, bk backend) {
 	clk := newClock()
-	s, _ := openTemp(t, clk)
+	s, _ := openTemp(t, bk, clk)
 	ctx := context.Background()
 	html := []byte("<p>x</p>")
 	good := sampleView("v", clk.Now(), time.Hour)
@@ -197,16 +203,16 @@ func TestSaveRunRefusesBadInputAndWritesNothing(t *testing.T) {
 	}
 }
 
-func TestReopenKeepsEverything(t *testing.T) {
+func testReopenKeepsEverything(t *testing.T, bk backend) {
 	clk := newClock()
-	path := filepath.Join(t.TempDir(), "teamsbot.db")
+	path := bk.location(t)
 	ctx := context.Background()
 	html := []byte("<p>kept</p>")
 	ref := store.ConversationRef{Key: "tenant-1/conv-1", TenantID: "tenant-1", ConversationID: "conv-1",
 		ServiceURL: "https://smba.trafficmanager.net/amer/", ChannelID: "msteams", BotID: "28:bot",
 		Reference: []byte(`{"conversation":{"id":"conv-1"}}`), UpdatedAt: clk.Now()}
 
-	s := openAt(t, path, clk)
+	s := openAt(t, bk, path, clk)
 	if err := s.SaveRun(ctx, store.Run{ID: "run-1", TenantID: "tenant-1", Text: "hi"},
 		[]store.NewView{{View: sampleView("view-1", clk.Now(), time.Hour), HTML: html}},
 		[]store.AuditRecord{{TenantID: "tenant-1", Action: "agent.mcp_app.view"}}); err != nil {
@@ -225,7 +231,7 @@ func TestReopenKeepsEverything(t *testing.T) {
 		t.Errorf("Append after Close = %v, want ErrClosed", err)
 	}
 
-	s = openAt(t, path, clk)
+	s = openAt(t, bk, path, clk)
 	if err := s.Ping(ctx); err != nil {
 		t.Errorf("Ping: %v", err)
 	}
@@ -258,9 +264,9 @@ func TestReopenKeepsEverything(t *testing.T) {
 	}
 }
 
-func TestExpiredViewIsNeverReturned(t *testing.T) {
+func testExpiredViewIsNeverReturned(t *testing.T, bk backend) {
 	clk := newClock()
-	s, _ := openTemp(t, clk)
+	s, _ := openTemp(t, bk, clk)
 	ctx := context.Background()
 	start := clk.Now()
 	if err := s.SaveRun(ctx, store.Run{ID: "run-1"},
@@ -303,9 +309,9 @@ func TestExpiredViewIsNeverReturned(t *testing.T) {
 // second is the error of a (value, error) pair.
 func second[T any](_ T, err error) error { return err }
 
-func TestSharedHTMLKeptUntilItsLastViewIsSwept(t *testing.T) {
+func testSharedHTMLKeptUntilItsLastViewIsSwept(t *testing.T, bk backend) {
 	clk := newClock()
-	s, _ := openTemp(t, clk)
+	s, _ := openTemp(t, bk, clk)
 	ctx := context.Background()
 	start := clk.Now()
 	html := []byte("<!doctype html><p>shared</p>")
@@ -349,9 +355,9 @@ func TestSharedHTMLKeptUntilItsLastViewIsSwept(t *testing.T) {
 	}
 }
 
-func TestSweepRemovesExactlyTheExpired(t *testing.T) {
+func testSweepRemovesExactlyTheExpired(t *testing.T, bk backend) {
 	clk := newClock()
-	s, _ := openTemp(t, clk)
+	s, _ := openTemp(t, bk, clk)
 	ctx := context.Background()
 	start := clk.Now()
 	// 30 views, expiring one minute apart, each with its own HTML, in
@@ -410,9 +416,9 @@ func TestSweepRemovesExactlyTheExpired(t *testing.T) {
 	}
 }
 
-func TestAuditQueries(t *testing.T) {
+func testAuditQueries(t *testing.T, bk backend) {
 	clk := newClock()
-	s, _ := openTemp(t, clk)
+	s, _ := openTemp(t, bk, clk)
 	ctx := context.Background()
 	t0 := clk.Now()
 	tenants := []string{"tenant-a", "tenant-b", "tenant-ab"} // "tenant-a" is a prefix of another
@@ -508,9 +514,9 @@ func TestAuditQueries(t *testing.T) {
 	}
 }
 
-func TestConcurrentSaveRunsAllLand(t *testing.T) {
+func testConcurrentSaveRunsAllLand(t *testing.T, bk backend) {
 	clk := newClock()
-	s, path := openTemp(t, clk)
+	s, path := openTemp(t, bk, clk)
 	ctx := context.Background()
 	html := []byte("<!doctype html><p>one document for all</p>")
 	const n = 100
@@ -536,7 +542,7 @@ func TestConcurrentSaveRunsAllLand(t *testing.T) {
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
-	s = openAt(t, path, clk)
+	s = openAt(t, bk, path, clk)
 	for i := range n {
 		if _, err := s.View(ctx, fmt.Sprintf("view-%03d", i)); err != nil {
 			t.Errorf("View %d: %v", i, err)
@@ -565,7 +571,7 @@ func TestConcurrentSaveRunsAllLand(t *testing.T) {
 }
 
 func TestSecondOpenFailsAfterTimeout(t *testing.T) {
-	_, path := openTemp(t, newClock())
+	_, path := openTemp(t, boltBackend(), newClock())
 	s2, err := store.Open(context.Background(), path, store.Options{OpenTimeout: 100 * time.Millisecond})
 	if err == nil {
 		s2.Close()
@@ -582,9 +588,9 @@ func TestSecondOpenFailsAfterTimeout(t *testing.T) {
 	}
 }
 
-func TestCancelledContextWritesNothing(t *testing.T) {
+func testCancelledContextWritesNothing(t *testing.T, bk backend) {
 	clk := newClock()
-	s, _ := openTemp(t, clk)
+	s, _ := openTemp(t, bk, clk)
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	view := store.NewView{View: sampleView("view-1", clk.Now(), time.Hour), HTML: []byte("<p>")}
@@ -612,9 +618,9 @@ func TestCancelledContextWritesNothing(t *testing.T) {
 	}
 }
 
-func TestConversations(t *testing.T) {
+func testConversations(t *testing.T, bk backend) {
 	clk := newClock()
-	s, _ := openTemp(t, clk)
+	s, _ := openTemp(t, bk, clk)
 	ctx := context.Background()
 	ref := store.ConversationRef{Key: "tenant-1/19:abc@thread.v2", TenantID: "tenant-1",
 		ConversationID: "19:abc@thread.v2", ServiceURL: "https://smba.trafficmanager.net/emea/",
@@ -665,11 +671,11 @@ func (h logRecords) Handle(_ context.Context, r slog.Record) error {
 	return nil
 }
 
-func TestRunSweeperSweepsLogsAndStops(t *testing.T) {
+func testRunSweeperSweepsLogsAndStops(t *testing.T, bk backend) {
 	clk := newClock()
 	logs := make(logRecords, 100)
-	path := filepath.Join(t.TempDir(), "teamsbot.db")
-	s, err := store.Open(context.Background(), path, store.Options{Now: clk.Now, Logger: slog.New(logs)})
+	path := bk.location(t)
+	s, err := bk.open(context.Background(), path, store.Options{Now: clk.Now, Logger: slog.New(logs)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -704,8 +710,8 @@ func TestRunSweeperSweepsLogsAndStops(t *testing.T) {
 
 // RunSweeper also returns when the store is closed, without waiting for
 // its next tick: a sweeper whose ctx outlives the store does not linger.
-func TestRunSweeperStopsWhenStoreCloses(t *testing.T) {
-	s, _ := openTemp(t, newClock())
+func testRunSweeperStopsWhenStoreCloses(t *testing.T, bk backend) {
+	s, _ := openTemp(t, bk, newClock())
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
@@ -721,8 +727,8 @@ func TestRunSweeperStopsWhenStoreCloses(t *testing.T) {
 	}
 }
 
-func TestPing(t *testing.T) {
-	s, _ := openTemp(t, newClock())
+func testPing(t *testing.T, bk backend) {
+	s, _ := openTemp(t, bk, newClock())
 	if err := s.Ping(context.Background()); err != nil {
 		t.Errorf("Ping: %v", err)
 	}
@@ -730,7 +736,7 @@ func TestPing(t *testing.T) {
 
 func TestBackupIsAWorkingStore(t *testing.T) {
 	clk := newClock()
-	s, _ := openTemp(t, clk)
+	s, _ := openTemp(t, boltBackend(), clk)
 	ctx := context.Background()
 	html := []byte("<p>backed up</p>")
 	if err := s.SaveRun(ctx, store.Run{ID: "run-1"},
@@ -749,7 +755,7 @@ func TestBackupIsAWorkingStore(t *testing.T) {
 	if err := f.Close(); err != nil {
 		t.Fatal(err)
 	}
-	b := openAt(t, path, clk)
+	b := openAt(t, boltBackend(), path, clk)
 	if _, err := b.View(ctx, "view-1"); err != nil {
 		t.Errorf("View in the backup: %v", err)
 	}

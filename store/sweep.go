@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"time"
 
 	"go.etcd.io/bbolt"
@@ -76,7 +77,7 @@ type sweepStep func(tx *bbolt.Tx, batch int, after []byte) (did SweepStats, next
 // and looked at again by the next sweep, while a view it made can still be
 // opened. It stops early, with ctx's error and what it did so far, when
 // ctx is cancelled.
-func (s *Store) Sweep(ctx context.Context) (SweepStats, error) {
+func (s *boltStore) Sweep(ctx context.Context) (SweepStats, error) {
 	var st SweepStats
 	now := s.now()
 	steps := []sweepStep{s.sweepViews(now), sweepActivities(now)}
@@ -96,7 +97,7 @@ func (s *Store) Sweep(ctx context.Context) (SweepStats, error) {
 
 // sweepLoop runs step in write transactions until it is done, sizing the
 // batches to the time they take.
-func (s *Store) sweepLoop(ctx context.Context, st *SweepStats, step sweepStep) error {
+func (s *boltStore) sweepLoop(ctx context.Context, st *SweepStats, step sweepStep) error {
 	batch := s.sweepBatch
 	var after []byte
 	for {
@@ -146,7 +147,7 @@ func more(full bool) []byte {
 // sweepViews deletes the views whose expiry (or revocation) is at or
 // before now, with their views_by_tenant entries, and releases their
 // HTML.
-func (s *Store) sweepViews(now time.Time) sweepStep {
+func (s *boltStore) sweepViews(now time.Time) sweepStep {
 	cutoff := timeKey(now)
 	return func(tx *bbolt.Tx, batch int, _ []byte) (SweepStats, []byte, error) {
 		var did SweepStats
@@ -197,7 +198,7 @@ func (s *Store) sweepViews(now time.Time) sweepStep {
 // The runs so held stay in runs_by_time: the walk goes on after the last
 // key it read (after), and reads at most four batches of entries per
 // transaction.
-func (s *Store) sweepRuns(now, cutoff time.Time) sweepStep {
+func (s *boltStore) sweepRuns(now, cutoff time.Time) sweepStep {
 	cut := timeKey(cutoff)
 	return func(tx *bbolt.Tx, batch int, after []byte) (SweepStats, []byte, error) {
 		var did SweepStats
@@ -396,7 +397,13 @@ func sweepAPIKeys(cutoff time.Time) sweepStep {
 // RunSweeper sweeps at once and then every interval until ctx is done,
 // logging what each sweep removed. It returns when ctx is done or the store
 // is closed; run it in its own goroutine.
-func (s *Store) RunSweeper(ctx context.Context, interval time.Duration) {
+func (s *boltStore) RunSweeper(ctx context.Context, interval time.Duration) {
+	runSweeper(ctx, s.log, interval, s.Sweep, s.stopped)
+}
+
+// runSweeper is RunSweeper for either backend: sweep until ctx is done or
+// stopped (the store's Close) is closed.
+func runSweeper(ctx context.Context, log *slog.Logger, interval time.Duration, sweep func(context.Context) (SweepStats, error), stopped <-chan struct{}) {
 	if interval <= 0 {
 		interval = time.Hour
 	}
@@ -404,7 +411,7 @@ func (s *Store) RunSweeper(ctx context.Context, interval time.Duration) {
 	defer t.Stop()
 	for {
 		start := time.Now()
-		st, err := s.Sweep(ctx)
+		st, err := sweep(ctx)
 		attrs := []any{"views", st.Views, "html", st.HTML, "runs", st.Runs, "deliveries", st.Deliveries,
 			"audit", st.Audit, "api_keys", st.APIKeys, "runs_held", st.RunsHeld, "transactions", st.Transactions,
 			"longest", st.Longest, "took", time.Since(start)}
@@ -412,16 +419,16 @@ func (s *Store) RunSweeper(ctx context.Context, interval time.Duration) {
 		case errors.Is(err, ErrClosed):
 			return
 		case err != nil && ctx.Err() == nil:
-			s.log.Error("store sweep failed", append(attrs, "err", err)...)
+			log.Error("store sweep failed", append(attrs, "err", err)...)
 		case st.removed():
-			s.log.Info("store sweep", attrs...)
+			log.Info("store sweep", attrs...)
 		default:
-			s.log.Debug("store sweep", attrs...)
+			log.Debug("store sweep", attrs...)
 		}
 		select {
 		case <-ctx.Done():
 			return
-		case <-s.stopped: // closed
+		case <-stopped: // closed
 			return
 		case <-t.C:
 		}

@@ -98,7 +98,7 @@ func checkAPIKey(k APIKey) error {
 // ids, agent and creator are checked as binding parts, the name is at most
 // 200 bytes, the hash 64 hex digits (ErrInvalid otherwise). A zero
 // CreatedAt is set from the store's clock.
-func (s *Store) PutAPIKey(ctx context.Context, k APIKey, audit ...AuditRecord) error {
+func (s *boltStore) PutAPIKey(ctx context.Context, k APIKey, audit ...AuditRecord) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -137,7 +137,7 @@ func (s *Store) PutAPIKey(ctx context.Context, k APIKey, audit ...AuditRecord) e
 
 // APIKey returns a key by its id alone, whatever its tenant: the runs API
 // learns the tenant from the key. Unknown ids are ErrNotFound.
-func (s *Store) APIKey(ctx context.Context, id string) (APIKey, error) {
+func (s *boltStore) APIKey(ctx context.Context, id string) (APIKey, error) {
 	if err := ctx.Err(); err != nil {
 		return APIKey{}, err
 	}
@@ -163,7 +163,7 @@ func (s *Store) APIKey(ctx context.Context, id string) (APIKey, error) {
 }
 
 // APIKeys returns the tenant's keys, revoked ones too, newest first.
-func (s *Store) APIKeys(ctx context.Context, tenant string) ([]APIKey, error) {
+func (s *boltStore) APIKeys(ctx context.Context, tenant string) ([]APIKey, error) {
 	out, err := listTenant[APIKey](ctx, s, bucketAPIKeys, "API keys", tenant)
 	slices.SortStableFunc(out, func(a, b APIKey) int { return b.CreatedAt.Compare(a.CreatedAt) })
 	return out, err
@@ -171,7 +171,7 @@ func (s *Store) APIKeys(ctx context.Context, tenant string) ([]APIKey, error) {
 
 // updateAPIKey changes one key of tenant in a write, with the audit
 // records audit makes of the key before and after the change.
-func (s *Store) updateAPIKey(ctx context.Context, tenant, id string, change func(*APIKey) error, audit func(before, after APIKey) []AuditRecord) (APIKey, error) {
+func (s *boltStore) updateAPIKey(ctx context.Context, tenant, id string, change func(*APIKey) error, audit func(before, after APIKey) []AuditRecord) (APIKey, error) {
 	if err := ctx.Err(); err != nil {
 		return APIKey{}, err
 	}
@@ -204,7 +204,7 @@ func (s *Store) updateAPIKey(ctx context.Context, tenant, id string, change func
 // and stores the copy with its audit records (putAudited). A missing
 // record is ErrNotFound. It runs inside a write, which may run it more
 // than once: change and audit must only compute.
-func changeAudited[T any](s *Store, b *bbolt.Bucket, tx *bbolt.Tx, key []byte, tenant string, change func(before T, after *T) error, audit func(before, after T) []AuditRecord) (T, error) {
+func changeAudited[T any](s *boltStore, b *bbolt.Bucket, tx *bbolt.Tx, key []byte, tenant string, change func(before T, after *T) error, audit func(before, after T) []AuditRecord) (T, error) {
 	var before, after T
 	data := b.Get(key)
 	if data == nil {
@@ -226,7 +226,7 @@ func changeAudited[T any](s *Store, b *bbolt.Bucket, tx *bbolt.Tx, key []byte, t
 // the record before and after the change, checked as tenant's. It runs
 // inside a write, which may run it more than once: audit must only build
 // records.
-func putAudited[T any](s *Store, tx *bbolt.Tx, b *bbolt.Bucket, key []byte, tenant string, before, after T, audit func(before, after T) []AuditRecord) error {
+func putAudited[T any](s *boltStore, tx *bbolt.Tx, b *bbolt.Bucket, key []byte, tenant string, before, after T, audit func(before, after T) []AuditRecord) error {
 	value, err := json.Marshal(after)
 	if err != nil {
 		return err
@@ -248,7 +248,7 @@ func putAudited[T any](s *Store, tx *bbolt.Tx, b *bbolt.Bucket, key []byte, tena
 // audit makes of it before and after, in the same commit, and returns the
 // revoked key. A key that is unknown or of another tenant is ErrNotFound;
 // one revoked already is ErrConflict, and nothing is written.
-func (s *Store) RevokeAPIKey(ctx context.Context, tenant, id, by string, audit func(before, after APIKey) []AuditRecord) (APIKey, error) {
+func (s *boltStore) RevokeAPIKey(ctx context.Context, tenant, id, by string, audit func(before, after APIKey) []AuditRecord) (APIKey, error) {
 	if err := checkKeyPart("revoked by", by); err != nil {
 		return APIKey{}, err
 	}
@@ -265,7 +265,7 @@ func (s *Store) RevokeAPIKey(ctx context.Context, tenant, id, by string, audit f
 // UseAPIKey records that a key of tenant was used at at (its LastUsedAt),
 // with the audit records of the use in the same commit. A revoked key is
 // ErrConflict: it was revoked after the caller read it.
-func (s *Store) UseAPIKey(ctx context.Context, tenant, id string, at time.Time, audit ...AuditRecord) error {
+func (s *boltStore) UseAPIKey(ctx context.Context, tenant, id string, at time.Time, audit ...AuditRecord) error {
 	_, err := s.updateAPIKey(ctx, tenant, id, func(k *APIKey) error {
 		if k.Revoked() {
 			return fmt.Errorf("revoked at %s: %w", k.RevokedAt.UTC().Format(time.RFC3339), ErrConflict)
@@ -277,7 +277,7 @@ func (s *Store) UseAPIKey(ctx context.Context, tenant, id string, at time.Time, 
 }
 
 // listTenant decodes every record of bucket under tenant's prefix.
-func listTenant[T any](ctx context.Context, s *Store, bucket, what, tenant string) ([]T, error) {
+func listTenant[T any](ctx context.Context, s *boltStore, bucket, what, tenant string) ([]T, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -344,7 +344,7 @@ func convTriggerKey(tenant, conv, id string) []byte {
 // set from the store's clock, and a zero LastDue to CreatedAt: the first
 // run is the first due time after the trigger was made. The store does
 // not parse the cron expression or the time zone; the caller does.
-func (s *Store) PutTrigger(ctx context.Context, t Trigger, audit ...AuditRecord) error {
+func (s *boltStore) PutTrigger(ctx context.Context, t Trigger, audit ...AuditRecord) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -388,7 +388,7 @@ func (s *Store) PutTrigger(ctx context.Context, t Trigger, audit ...AuditRecord)
 
 // Trigger returns a trigger of tenant; ErrNotFound when it has none of
 // that id.
-func (s *Store) Trigger(ctx context.Context, tenant, id string) (Trigger, error) {
+func (s *boltStore) Trigger(ctx context.Context, tenant, id string) (Trigger, error) {
 	if err := checkKeyPart("trigger tenant", tenant); err != nil {
 		return Trigger{}, err
 	}
@@ -403,7 +403,7 @@ func (s *Store) Trigger(ctx context.Context, tenant, id string) (Trigger, error)
 }
 
 // Triggers returns the tenant's triggers, ordered by name.
-func (s *Store) Triggers(ctx context.Context, tenant string) ([]Trigger, error) {
+func (s *boltStore) Triggers(ctx context.Context, tenant string) ([]Trigger, error) {
 	out, err := listTenant[Trigger](ctx, s, bucketTriggers, "triggers", tenant)
 	slices.SortStableFunc(out, func(a, b Trigger) int { return cmpStrings(a.Name, b.Name) })
 	return out, err
@@ -422,7 +422,7 @@ func cmpStrings(a, b string) int {
 // ActiveTriggers returns every tenant's triggers that are not paused, for
 // the scheduler. Triggers are few (an admin makes each), so it reads them
 // all in one short transaction.
-func (s *Store) ActiveTriggers(ctx context.Context) ([]Trigger, error) {
+func (s *boltStore) ActiveTriggers(ctx context.Context) ([]Trigger, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -456,7 +456,7 @@ func (s *Store) ActiveTriggers(ctx context.Context) ([]Trigger, error) {
 // The scheduler claims a due time with it (compare LastDue, set the new
 // one) before it starts the run, so that the claim is on disk first and a
 // restart never runs that due time again.
-func (s *Store) UpdateTrigger(ctx context.Context, tenant, id string, change func(*Trigger) error, audit func(before, after Trigger) []AuditRecord) (Trigger, error) {
+func (s *boltStore) UpdateTrigger(ctx context.Context, tenant, id string, change func(*Trigger) error, audit func(before, after Trigger) []AuditRecord) (Trigger, error) {
 	if err := ctx.Err(); err != nil {
 		return Trigger{}, err
 	}
@@ -488,7 +488,7 @@ func (s *Store) UpdateTrigger(ctx context.Context, tenant, id string, change fun
 
 // DeleteTrigger deletes a trigger of tenant, with the audit records audit
 // makes of it in the same commit. An unknown trigger is ErrNotFound.
-func (s *Store) DeleteTrigger(ctx context.Context, tenant, id string, audit func(before Trigger) []AuditRecord) error {
+func (s *boltStore) DeleteTrigger(ctx context.Context, tenant, id string, audit func(before Trigger) []AuditRecord) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -536,7 +536,7 @@ func (s *Store) DeleteTrigger(ctx context.Context, tenant, id string, audit func
 // records audit makes of the triggers it paused (given before and after
 // each). It returns the triggers paused. The app was uninstalled there, or
 // the Bot Connector refused a send: retrying would fail the same way.
-func (s *Store) RemoveConversation(ctx context.Context, key, tenant, conversationID, reason string, audit func(paused [][2]Trigger) []AuditRecord) ([]Trigger, error) {
+func (s *boltStore) RemoveConversation(ctx context.Context, key, tenant, conversationID, reason string, audit func(paused [][2]Trigger) []AuditRecord) ([]Trigger, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}

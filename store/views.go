@@ -47,7 +47,7 @@ type NewView struct {
 // Audit records are stamped as by Append. An invalid argument returns
 // ErrInvalid and writes nothing; SaveRun returns only once the commit is
 // on disk.
-func (s *Store) SaveRun(ctx context.Context, run Run, views []NewView, audit []AuditRecord) error {
+func (s *boltStore) SaveRun(ctx context.Context, run Run, views []NewView, audit []AuditRecord) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -92,7 +92,7 @@ func checkID(what, id string) error {
 	return nil
 }
 
-func (s *Store) prepareRun(run Run, views []NewView, audit []AuditRecord) (*preparedRun, error) {
+func (s *base) prepareRun(run Run, views []NewView, audit []AuditRecord) (*preparedRun, error) {
 	if err := checkID("run", run.ID); err != nil {
 		return nil, err
 	}
@@ -326,7 +326,7 @@ func dropHTMLRef(tx *bbolt.Tx, sha []byte) (bool, error) {
 // ViewTenant returns the tenant of a view, expired or not (until a sweep
 // removes it), so that a caller can answer another tenant's expired view
 // exactly like one that does not exist, rather than tell it expired.
-func (s *Store) ViewTenant(ctx context.Context, id string) (string, error) {
+func (s *boltStore) ViewTenant(ctx context.Context, id string) (string, error) {
 	v, err := getJSON[View](ctx, s, bucketViews, "view", id)
 	if err != nil {
 		return "", err
@@ -339,7 +339,7 @@ func (s *Store) ViewTenant(ctx context.Context, id string) (string, error) {
 // for a view whose ExpiresAt is at or before now, even if no sweep has
 // deleted it yet, and one wrapping ErrRevoked (which also matches
 // ErrExpired and ErrNotFound) for a revoked view.
-func (s *Store) View(ctx context.Context, id string) (View, error) {
+func (s *boltStore) View(ctx context.Context, id string) (View, error) {
 	v, err := getJSON[View](ctx, s, bucketViews, "view", id)
 	if err != nil {
 		return View{}, err
@@ -356,7 +356,7 @@ func (s *Store) View(ctx context.Context, id string) (View, error) {
 // ViewHTML returns the HTML with the given SHA-256 (hex). It is kept while
 // any stored view uses it; callers reach it through View, which refuses
 // expired views.
-func (s *Store) ViewHTML(ctx context.Context, sha256hex string) ([]byte, error) {
+func (s *boltStore) ViewHTML(ctx context.Context, sha256hex string) ([]byte, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -376,7 +376,7 @@ func (s *Store) ViewHTML(ctx context.Context, sha256hex string) ([]byte, error) 
 }
 
 // GetRun returns a run.
-func (s *Store) GetRun(ctx context.Context, id string) (Run, error) {
+func (s *boltStore) GetRun(ctx context.Context, id string) (Run, error) {
 	return getJSON[Run](ctx, s, bucketRuns, "run", id)
 }
 
@@ -384,7 +384,7 @@ func (s *Store) GetRun(ctx context.Context, id string) (Run, error) {
 // CreatedAt). A limit of zero or less means DefaultPageSize; more than
 // MaxPageSize means MaxPageSize. It reads only the tenant's runs, through
 // runs_by_tenant.
-func (s *Store) RecentRuns(ctx context.Context, tenant string, limit int) ([]Run, error) {
+func (s *boltStore) RecentRuns(ctx context.Context, tenant string, limit int) ([]Run, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -424,7 +424,7 @@ func (s *Store) RecentRuns(ctx context.Context, tenant string, limit int) ([]Run
 // ErrNotFound. what names the record in errors. Unmarshal copies every
 // string and raw message out of the mapped page, so nothing of the
 // transaction outlives it.
-func getJSON[T any](ctx context.Context, s *Store, bucket, what, key string) (T, error) {
+func getJSON[T any](ctx context.Context, s *boltStore, bucket, what, key string) (T, error) {
 	var v T
 	if err := ctx.Err(); err != nil {
 		return v, err

@@ -39,7 +39,7 @@ var errItemFailed = errors.New("store: a write in the group failed")
 // transaction returns ctx's error and nothing is written; once the write is
 // in a transaction it is waited for, so the answer always says whether it
 // landed.
-func (s *Store) write(ctx context.Context, apply func(tx *bbolt.Tx) error) error {
+func (s *boltStore) write(ctx context.Context, apply func(tx *bbolt.Tx) error) error {
 	return s.enqueue(ctx, &writeReq{ctx: ctx, apply: apply, lazy: false})
 }
 
@@ -49,11 +49,11 @@ func (s *Store) write(ctx context.Context, apply func(tx *bbolt.Tx) error) error
 // so that it does not take a commit of its own just before a write someone
 // is waiting for, which would then wait for it. Any other write, or Close,
 // ends the wait at once.
-func (s *Store) writeLazy(ctx context.Context, apply func(tx *bbolt.Tx) error) error {
+func (s *boltStore) writeLazy(ctx context.Context, apply func(tx *bbolt.Tx) error) error {
 	return s.enqueue(ctx, &writeReq{ctx: ctx, apply: apply, lazy: true})
 }
 
-func (s *Store) enqueue(ctx context.Context, r *writeReq) error {
+func (s *boltStore) enqueue(ctx context.Context, r *writeReq) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -74,7 +74,7 @@ func (s *Store) enqueue(ctx context.Context, r *writeReq) error {
 
 // signal wakes the writer without blocking; one buffered token is enough
 // because the writer takes every pending write after each wake-up.
-func (s *Store) signal() {
+func (s *boltStore) signal() {
 	select {
 	case s.wake <- struct{}{}:
 	default:
@@ -84,7 +84,7 @@ func (s *Store) signal() {
 // runWriter is the one goroutine that commits writes. When idle it commits
 // a write as soon as it arrives; while it commits, new writes pile up in
 // s.pending and all go into the next transaction.
-func (s *Store) runWriter() {
+func (s *boltStore) runWriter() {
 	defer close(s.stopped)
 	var spare []*writeReq
 	hold := time.NewTimer(time.Hour)
@@ -122,7 +122,7 @@ func (s *Store) runWriter() {
 }
 
 // commit writes a group in one transaction and answers each caller.
-func (s *Store) commit(group []*writeReq) {
+func (s *boltStore) commit(group []*writeReq) {
 	live := make([]*writeReq, 0, len(group))
 	for _, r := range group {
 		if err := r.ctx.Err(); err != nil {

@@ -12,6 +12,7 @@
 //	load floorbot -addr ADDR -metadata URL -token-url URL -card FILE [-ca FILE]
 //	load noop -addr ADDR
 //	load store -dir DIR [-views 1000000]
+//	load replicas -teamsbot BIN -database URL [-rounds 3] [-seconds 3] [-out FILE]
 package main
 
 import (
@@ -38,7 +39,7 @@ func main() {
 // run is the whole program, so that a test can call it.
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if len(args) < 2 {
-		return errors.New("usage: load side-by-side|floorbot|noop|store [flags]")
+		return errors.New("usage: load side-by-side|floorbot|noop|store|replicas [flags]")
 	}
 	fs := flag.NewFlagSet("load "+args[1], flag.ContinueOnError)
 	fs.SetOutput(stderr)
@@ -88,6 +89,21 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		}
 		_, err = fmt.Fprint(stdout, storeTable(r))
 		return err
+	case "replicas":
+		var o replicasOptions
+		fs.StringVar(&o.teamsbot, "teamsbot", "", "the teamsbot binary (required)")
+		fs.StringVar(&o.database, "database", "", "a postgres:// URL of the server; the benchmark makes its own database there (required)")
+		fs.IntVar(&o.rounds, "rounds", 3, "rounds of every target at every load")
+		fs.DurationVar(&o.dur, "seconds", 3*time.Second, "length of one measurement")
+		fs.StringVar(&o.out, "out", "", "write the Markdown results here too")
+		fs.StringVar(&o.dir, "dir", "", "working folder (default: a new temporary one)")
+		if err := fs.Parse(args[2:]); err != nil {
+			return err
+		}
+		if o.teamsbot == "" || o.database == "" {
+			return errors.New("replicas: -teamsbot and -database are required")
+		}
+		return replicas(ctx, o, stdout, stderr)
 	case "side-by-side":
 		var o sideOptions
 		fs.StringVar(&o.teamsbot, "teamsbot", "", "the teamsbot binary (required)")

@@ -32,8 +32,12 @@ type config struct {
 	MetricsAddr netaddr.Listen
 	// Pprof serves Go's profiler under /debug/pprof/ on the internal
 	// listener, which it requires: a profile shows request data.
-	Pprof          bool
-	DataDir        string
+	Pprof   bool
+	DataDir string
+	// DatabaseURL is TICKETIQ_DATABASE_URL: when set, the store is this
+	// PostgreSQL database, shared by every replica, instead of the bbolt
+	// file in DataDir. It may hold a password: never print it whole.
+	DatabaseURL    string
 	PublicBaseURL  netaddr.Origin
 	SandboxBaseURL netaddr.Origin // zero: the public base URL serves the frames too
 	AppsEnabled    bool
@@ -111,6 +115,7 @@ var envVars = []envVar{
 	{name: "TICKETIQ_METRICS_ADDR"},
 	{name: "TICKETIQ_PPROF", def: "false"},
 	{name: "TICKETIQ_DATA", def: "./data"},
+	{name: "TICKETIQ_DATABASE_URL"},
 	{name: "TICKETIQ_PUBLIC_BASE_URL", def: "http://localhost:3978"},
 	{name: "TICKETIQ_SANDBOX_BASE_URL"},
 	{name: "TICKETIQ_MCP_APPS_ENABLED", def: "true"},
@@ -155,6 +160,7 @@ func loadConfig(getenv func(string) string) (config, error) {
 	var errs []error
 	c := config{
 		DataDir:               get("TICKETIQ_DATA"),
+		DatabaseURL:           get("TICKETIQ_DATABASE_URL"),
 		BotAppID:              get("TICKETIQ_BOT_APP_ID"),
 		BotCertFile:           get("TICKETIQ_BOT_CERT_FILE"),
 		BotFederatedTokenFile: get("TICKETIQ_BOT_FEDERATED_TOKEN_FILE"),
@@ -339,10 +345,42 @@ func loadConfig(getenv func(string) string) (config, error) {
 		errs = append(errs, fmt.Errorf("TICKETIQ_CONFIG %s: %w", c.ConfigPath, err))
 	}
 
+	if c.DatabaseURL != "" {
+		if err := checkDatabaseURL(c.DatabaseURL); err != nil {
+			errs = append(errs, fmt.Errorf("TICKETIQ_DATABASE_URL %s: %w", netaddr.Redact(c.DatabaseURL), err))
+		}
+	}
+
 	if len(errs) > 0 {
 		return config{}, fmt.Errorf("configuration: %w", errors.Join(errs...))
 	}
 	return c, nil
+}
+
+// checkDatabaseURL checks TICKETIQ_DATABASE_URL's form: a postgres:// or
+// postgresql:// URL. Its errors never quote it, since it may hold a
+// password; the database itself is checked when the store opens it.
+func checkDatabaseURL(s string) error {
+	u, err := url.Parse(s)
+	if err != nil {
+		return errors.New("not a URL")
+	}
+	if u.Scheme != "postgres" && u.Scheme != "postgresql" {
+		return errors.New("want a postgres:// or postgresql:// URL")
+	}
+	if u.Opaque != "" {
+		return errors.New("want postgres://host/database, not postgres:host")
+	}
+	return nil
+}
+
+// storeName says where the store is, for the start-up log: the bbolt
+// file, or the database's host without user, password or options.
+func (c config) storeName() string {
+	if c.DatabaseURL == "" {
+		return "bbolt " + filepath.Join(c.DataDir, "teamsbot.db")
+	}
+	return "postgres " + netaddr.Redact(c.DatabaseURL)
 }
 
 // loadBotCredential checks that a bot with an app id has exactly one
@@ -547,6 +585,10 @@ func (c config) write(w io.Writer, getenv func(string) string) error {
 		if v.secret && val != "" {
 			val = "[redacted]"
 		}
+		if v.name == "TICKETIQ_DATABASE_URL" {
+			// Its password may be in the query too: the host alone.
+			val = netaddr.Redact(val)
+		}
 		val = netaddr.RedactURLCredentials(val)
 		lines = append(lines, fmt.Sprintf("%s=%s\t(%s)", v.name, strconv.Quote(val), src))
 	}
@@ -594,6 +636,7 @@ func (c config) logAttrs() []any {
 		"addr", c.Addr.String(),
 		"metrics_addr", c.metricsAddr(),
 		"data", c.DataDir,
+		"store", c.storeName(),
 		"public_base_url", c.PublicBaseURL.String(),
 		"bot_cloud", c.BotCloud.Name,
 		"mcp_apps", c.AppsEnabled,

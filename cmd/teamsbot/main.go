@@ -8,6 +8,8 @@
 //	teamsbot [serve]   run the service (the default)
 //	teamsbot config    print the effective configuration, secrets redacted
 //	teamsbot version   print the version
+//	teamsbot keys      make the key files every replica must share
+//	teamsbot migrate   copy the bbolt file into TICKETIQ_DATABASE_URL's database
 //
 // Every setting comes from TICKETIQ_* environment variables; README lists them.
 package main
@@ -48,7 +50,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	fs := flag.NewFlagSet("teamsbot", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: teamsbot [serve|config|version|manifest -o FILE ...]")
+		fmt.Fprintln(stderr, "usage: teamsbot [serve|config|version|keys|migrate|manifest -o FILE ...]")
 		fmt.Fprintln(stderr, "Settings come from TICKETIQ_* environment variables (see README).")
 	}
 	if err := fs.Parse(args[1:]); err != nil {
@@ -76,6 +78,18 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 			return err
 		}
 		return cfg.write(stdout, getenv)
+	case "keys":
+		cfg, err := loadConfig(getenv)
+		if err != nil {
+			return err
+		}
+		return makeKeys(cfg, stdout)
+	case "migrate":
+		cfg, err := loadConfig(getenv)
+		if err != nil {
+			return err
+		}
+		return migrate(ctx, cfg, stdout, newLogger(stderr, cfg.LogLevel))
 	case "serve":
 		cfg, err := loadConfig(getenv)
 		if err != nil {

@@ -9,7 +9,6 @@ import (
 	"net/http"
 	"net/http/pprof"
 	"os"
-	"path/filepath"
 	"runtime/debug"
 	"slices"
 	"sync"
@@ -30,7 +29,6 @@ import (
 	"teamsbot/internal/web"
 	"teamsbot/playground"
 	"teamsbot/signin"
-	"teamsbot/store"
 	"teamsbot/triggers"
 	"teamsbot/viewpage"
 )
@@ -70,9 +68,7 @@ func serve(ctx context.Context, cfg config, getenv func(string) string, logger *
 		return fmt.Errorf("data folder: %w", err)
 	}
 
-	st, err := store.Open(ctx, filepath.Join(cfg.DataDir, "teamsbot.db"), store.Options{
-		Logger: logger.With("part", "store"), AuditRetention: cfg.AuditRetention, RunRetention: cfg.RunRetention,
-	})
+	st, err := openStore(ctx, cfg, logger)
 	if err != nil {
 		return fmt.Errorf("open store: %w", err)
 	}
@@ -188,12 +184,24 @@ func serve(ctx context.Context, cfg config, getenv func(string) string, logger *
 	e.HTTPErrorHandler = web.ErrorHandler(logger, viewpage.Classify)
 	e.Use(middleware.Recover())
 	e.Use(web.RequestLog(logger))
+	storeReady := st.Ping
+	if cfg.DatabaseURL != "" {
+		// A database can go away under a running service; a bbolt file
+		// cannot. Readiness reports the gate's last probe.
+		gate := &databaseGate{}
+		storeReady = func(context.Context) error { return gate.err() }
+		e.Use(gate.middleware)
+		gateCtx, stopGate := context.WithCancel(context.WithoutCancel(ctx))
+		gateDone := make(chan struct{})
+		go func() { defer close(gateDone); gate.watch(gateCtx, st, logger.With("part", "store")) }()
+		defer func() { stopGate(); <-gateDone }()
+	}
 	healthz := func(c echo.Context) error { return c.String(http.StatusOK, "ok\n") }
 	var readyLog readinessLog
 	readyz := func(c echo.Context) error {
 		rctx, cancel := context.WithTimeout(c.Request().Context(), 5*time.Second)
 		defer cancel()
-		err := errors.Join(st.Ping(rctx), agents.Ready(rctx))
+		err := errors.Join(storeReady(rctx), agents.Ready(rctx))
 		readyLog.note(logger, err, time.Now())
 		if err != nil {
 			return c.String(http.StatusServiceUnavailable, "not ready\n")

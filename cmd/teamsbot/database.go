@@ -1,0 +1,214 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"os"
+	"path/filepath"
+	"sync/atomic"
+	"time"
+
+	"github.com/labstack/echo/v4"
+
+	"teamsbot/signin"
+	"teamsbot/store"
+	"teamsbot/viewpage"
+)
+
+// storeFile is the bbolt file under TICKETIQ_DATA.
+const storeFile = "teamsbot.db"
+
+// Waiting for the database at start: a replica that starts before its
+// database (a cluster coming up together) tries again, each wait twice the
+// last, up to databaseWait in all.
+const (
+	databaseWait       = 2 * time.Minute
+	databaseRetryFirst = time.Second
+	databaseRetryMax   = 15 * time.Second
+)
+
+// openStore opens the store the configuration names: the bbolt file under
+// TICKETIQ_DATA, or the PostgreSQL database of TICKETIQ_DATABASE_URL.
+func openStore(ctx context.Context, cfg config, logger *slog.Logger) (*store.Store, error) {
+	opts := store.Options{Logger: logger.With("part", "store"), AuditRetention: cfg.AuditRetention, RunRetention: cfg.RunRetention}
+	if cfg.DatabaseURL == "" {
+		return store.Open(ctx, filepath.Join(cfg.DataDir, storeFile), opts)
+	}
+	if err := checkSharedKeys(cfg.DataDir); err != nil {
+		return nil, err
+	}
+	wait := databaseRetryFirst
+	deadline := time.Now().Add(databaseWait)
+	for {
+		st, err := store.OpenPostgres(ctx, cfg.DatabaseURL, opts)
+		if err == nil {
+			return st, nil
+		}
+		if errors.Is(err, store.ErrSchemaTooNew) || errors.Is(err, store.ErrInvalid) || time.Now().Add(wait).After(deadline) {
+			return nil, err
+		}
+		logger.Warn("the database cannot be reached yet; trying again", "in", wait.String(), "err", err)
+		select {
+		case <-ctx.Done():
+			return nil, err
+		case <-time.After(wait):
+		}
+		wait = min(wait*2, databaseRetryMax)
+	}
+}
+
+// sharedKeyFiles are the files under TICKETIQ_DATA that every replica must
+// hold the same copy of: the frame token keys (a frame token one replica
+// mints is verified by whichever serves the frame) and the cookie key (a
+// session one replica seals is opened by whichever serves the next
+// request).
+func sharedKeyFiles() []string { return []string{viewpage.TokenKeyFile, signin.CookieKeyFile} }
+
+// checkSharedKeys refuses to start on PostgreSQL without the shared key
+// files: each replica would otherwise make keys of its own, and every
+// request that reached another replica would be refused.
+func checkSharedKeys(dir string) error {
+	var missing []string
+	for _, name := range sharedKeyFiles() {
+		if _, err := os.Stat(filepath.Join(dir, name)); err != nil {
+			missing = append(missing, filepath.Join(dir, name))
+		}
+	}
+	if len(missing) > 0 {
+		return fmt.Errorf("on PostgreSQL (TICKETIQ_DATABASE_URL) every replica needs the same key files, and %q is missing: make them once with `teamsbot keys`, then give every replica the same copies (a mounted secret) in its TICKETIQ_DATA", missing)
+	}
+	return nil
+}
+
+// makeKeys is `teamsbot keys`: it makes the shared key files under
+// TICKETIQ_DATA when they are missing, and keeps those that exist.
+func makeKeys(cfg config, stdout io.Writer) error {
+	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
+		return fmt.Errorf("data folder: %w", err)
+	}
+	if err := errors.Join(viewpage.MakeTokenKeys(cfg.DataDir), signin.MakeCookieKey(cfg.DataDir)); err != nil {
+		return err
+	}
+	for _, name := range sharedKeyFiles() {
+		fmt.Fprintln(stdout, filepath.Join(cfg.DataDir, name))
+	}
+	return nil
+}
+
+// migrate is `teamsbot migrate`: it copies the bbolt file under
+// TICKETIQ_DATA into the database of TICKETIQ_DATABASE_URL and prints what
+// it did. The service must be stopped (the file's lock says so); running
+// it again copies nothing twice.
+func migrate(ctx context.Context, cfg config, stdout io.Writer, logger *slog.Logger) error {
+	if cfg.DatabaseURL == "" {
+		return errors.New("migrate: set TICKETIQ_DATABASE_URL to the PostgreSQL database to copy into")
+	}
+	path := filepath.Join(cfg.DataDir, storeFile)
+	if _, err := os.Stat(path); err != nil {
+		return fmt.Errorf("migrate: no store file to copy: %w", err)
+	}
+	src, err := store.Open(ctx, path, store.Options{Logger: logger, OpenTimeout: 2 * time.Second})
+	if err != nil {
+		return fmt.Errorf("migrate: %w (stop the service first)", err)
+	}
+	defer src.Close()
+	dst, err := store.OpenPostgres(ctx, cfg.DatabaseURL, store.Options{Logger: logger})
+	if err != nil {
+		return fmt.Errorf("migrate: %w", err)
+	}
+	defer dst.Close()
+	counts, err := store.CopyToPostgres(ctx, src, dst)
+	for _, c := range counts {
+		line := fmt.Sprintf("%-16s %7d read %7d copied %7d already there", c.Kind, c.Read, c.Inserted, c.AlreadyThere)
+		if c.Skipped > 0 {
+			line += fmt.Sprintf(" %7d skipped (%s)", c.Skipped, c.SkipReason)
+		}
+		fmt.Fprintln(stdout, line)
+	}
+	if err != nil {
+		return fmt.Errorf("migrate: %w", err)
+	}
+	fmt.Fprintf(stdout, "copied %s into %s\n", path, cfg.storeName())
+	if err := checkSharedKeys(cfg.DataDir); err != nil {
+		fmt.Fprintln(stdout, "before starting replicas:", err)
+	}
+	return nil
+}
+
+// databaseGate answers 503 while the database is unreachable, so that a
+// request is refused whole, and retried by its sender, rather than fail
+// half way (a turn whose answer cannot be kept, a page whose view cannot
+// be read). Liveness, readiness and metrics stay open: they say what is
+// wrong.
+type databaseGate struct {
+	down atomic.Bool
+	// last is the last probe's error (nil: it answered); /readyz reports
+	// it, so that a burst of probes costs the database nothing.
+	last atomic.Pointer[error]
+}
+
+// err is what the last probe found; nil before the first.
+func (g *databaseGate) err() error {
+	if p := g.last.Load(); p != nil {
+		return *p
+	}
+	return nil
+}
+
+// Probe pacing: every databaseProbeUp while the database answers; while it
+// does not, from databaseProbeFirst doubling up to databaseProbeMax.
+const (
+	databaseProbeUp    = 2 * time.Second
+	databaseProbeFirst = 250 * time.Millisecond
+	databaseProbeMax   = 5 * time.Second
+	databaseProbeLimit = 2 * time.Second
+)
+
+// watch pings the store until ctx ends, noting whether it answers.
+func (g *databaseGate) watch(ctx context.Context, st *store.Store, logger *slog.Logger) {
+	wait := databaseProbeUp
+	for {
+		pctx, cancel := context.WithTimeout(ctx, databaseProbeLimit)
+		err := st.Ping(pctx)
+		cancel()
+		if ctx.Err() != nil {
+			return
+		}
+		g.last.Store(&err)
+		was := g.down.Swap(err != nil)
+		switch {
+		case err != nil && !was:
+			logger.Warn("the database is unreachable: requests are answered 503 until it is back", "err", err)
+			wait = databaseProbeFirst
+		case err != nil:
+			wait = min(wait*2, databaseProbeMax)
+		case was:
+			logger.Info("the database is reachable again")
+			wait = databaseProbeUp
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(wait):
+		}
+	}
+}
+
+// middleware refuses requests while the database is down.
+func (g *databaseGate) middleware(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		if !g.down.Load() {
+			return next(c)
+		}
+		switch c.Request().URL.Path {
+		case "/healthz", "/readyz", "/metrics":
+			return next(c)
+		}
+		c.Response().Header().Set("Retry-After", "5")
+		return c.String(http.StatusServiceUnavailable, "the service's database is unreachable: try again in a moment\n")
+	}
+}

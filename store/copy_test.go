@@ -1,0 +1,113 @@
+package store_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"teamsbot/internal/pgtest"
+	"teamsbot/store"
+)
+
+// Everything a bbolt file holds reads the same from PostgreSQL after the
+// copy; a second copy inserts nothing; the audit log's numbers go on; a
+// database with records of its own is refused.
+func TestCopyToPostgres(t *testing.T) {
+	ctx := context.Background()
+	clk := newClock()
+	src, _ := openTemp(t, boltBackend(), clk)
+	html := []byte("<p>copied</p>")
+	v := sampleView("view-1", clk.Now(), store.ViewLifetime)
+	v2 := sampleView("view-2", clk.Now(), store.ViewLifetime)
+	run := store.Run{ID: "run-1", TenantID: "tenant-1", AgentID: "default", Text: "done"}
+	audit := []store.AuditRecord{{TenantID: "tenant-1", Action: "agent.run", Actor: "user-1"}, {TenantID: "tenant-1", Action: "agent.mcp_app.view"}}
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	must(src.SaveRun(ctx, run, []store.NewView{{View: v, HTML: html}, {View: v2, HTML: html}}, audit))
+	must(src.PutConversation(ctx, store.ConversationRef{Key: "tenant-1/conv-1", TenantID: "tenant-1", ConversationID: "conv-1", Reference: []byte(`{}`)}))
+	must(src.PutDelivery(ctx, store.Delivery{RunID: "run-1", ConversationKey: "tenant-1/conv-1", ConversationID: "conv-1", ActivityIDs: []string{"a1"}}))
+	must(src.PutBinding(ctx, store.Binding{TenantID: "tenant-1", AgentID: "default", Subject: "user-1", Kind: store.KindUser, Role: store.RoleAdmin}))
+	_, err := src.PutTenantSettings(ctx, store.TenantSettings{TenantID: "tenant-1", DefaultRunner: true}, 0)
+	must(err)
+	_, err = src.PutPolicySet(ctx, store.PolicySet{TenantID: "tenant-1", Text: "permit(principal, action, resource);"}, 0)
+	must(err)
+	must(src.PutAPIKey(ctx, store.APIKey{ID: "k1", TenantID: "tenant-1", AgentID: "default", Hash: hash64('c'), CreatedBy: "admin"}))
+	must(src.PutTrigger(ctx, store.Trigger{ID: "t1", TenantID: "tenant-1", Name: "daily", AgentID: "default", Cron: "0 9 * * *",
+		TimeZone: "UTC", Text: "hi", ConversationID: "conv-1", CreatedBy: "admin"}))
+	must(src.RecordArrival(ctx, "conv-1\x00act-1", 15*time.Minute))
+
+	url := pgtest.Database(t)
+	dst := openAt(t, postgresBackend(), url, clk)
+	counts, err := store.CopyToPostgres(ctx, src, dst)
+	must(err)
+	inserted := map[string]int{}
+	for _, c := range counts {
+		inserted[c.Kind] = c.Inserted
+		if c.AlreadyThere != 0 || c.Skipped != 0 {
+			t.Errorf("first copy of %s: %+v", c.Kind, c)
+		}
+	}
+	want := map[string]int{"html": 1, "runs": 1, "views": 2, "audit records": 2, "conversations": 1, "deliveries": 1,
+		"bindings": 1, "tenant settings": 1, "policy sets": 1, "API keys": 1, "triggers": 1, "activities": 1}
+	if diff := cmp.Diff(want, inserted); diff != "" {
+		t.Errorf("inserted (-want +got):\n%s", diff)
+	}
+	same := func(what string, read func(s *store.Store) (any, error)) {
+		t.Helper()
+		a, errA := read(src)
+		b, errB := read(dst)
+		if errA != nil || errB != nil {
+			t.Errorf("%s: %v / %v", what, errA, errB)
+			return
+		}
+		if diff := cmp.Diff(a, b); diff != "" {
+			t.Errorf("%s differs after the copy (-bbolt +postgres):\n%s", what, diff)
+		}
+	}
+	same("view", func(s *store.Store) (any, error) { return s.View(ctx, "view-1") })
+	same("html", func(s *store.Store) (any, error) { return s.ViewHTML(ctx, shaHex(html)) })
+	same("run", func(s *store.Store) (any, error) { return s.GetRun(ctx, "run-1") })
+	same("audit", func(s *store.Store) (any, error) { return s.Audit(ctx, store.AuditQuery{TenantID: "tenant-1"}) })
+	same("conversations", func(s *store.Store) (any, error) { return s.Conversations(ctx, "tenant-1") })
+	same("delivery", func(s *store.Store) (any, error) { return s.Delivery(ctx, "run-1") })
+	same("bindings", func(s *store.Store) (any, error) { return s.Bindings(ctx, "tenant-1", "") })
+	same("settings", func(s *store.Store) (any, error) { return s.TenantSettings(ctx, "tenant-1") })
+	same("policy", func(s *store.Store) (any, error) { return s.PolicySet(ctx, "tenant-1") })
+	same("key", func(s *store.Store) (any, error) { return s.APIKey(ctx, "k1") })
+	same("triggers", func(s *store.Store) (any, error) { return s.ActiveTriggers(ctx) })
+	same("seen", func(s *store.Store) (any, error) { return s.Seen(ctx, "conv-1\x00act-1") })
+
+	again, err := store.CopyToPostgres(ctx, src, dst)
+	must(err)
+	for _, c := range again {
+		if c.Inserted != 0 || c.AlreadyThere != c.Read {
+			t.Errorf("second copy of %s: %+v, want nothing inserted", c.Kind, c)
+		}
+	}
+	// The HTML is shared by two views: a sweep of one keeps it.
+	must(dst.RevokeView(ctx, "tenant-1", "view-1", "admin"))
+	if _, err := dst.Sweep(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := dst.ViewHTML(ctx, shaHex(html)); err != nil {
+		t.Errorf("HTML of the other view lost: %v", err)
+	}
+	recs, err := dst.Audit(ctx, store.AuditQuery{TenantID: "tenant-1"})
+	must(err)
+	if last := recs[len(recs)-1]; last.Action != store.AuditViewRevoke || last.Seq != 3 {
+		t.Errorf("the first record after the copy: %+v, want seq 3", last)
+	}
+
+	used := openAt(t, postgresBackend(), pgtest.Database(t), clk)
+	must(used.Append(ctx, store.AuditRecord{TenantID: "tenant-1", Action: "x"}))
+	if _, err := store.CopyToPostgres(ctx, src, used); !errors.Is(err, store.ErrNotEmpty) {
+		t.Errorf("copy into a database in use: %v, want ErrNotEmpty", err)
+	}
+}

@@ -1,0 +1,192 @@
+package store
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// pgMigrationLock is the key of the advisory lock the migrations run
+// under, and pgSweepLock that of the sweep: any constant of the service's
+// own (these spell "tbmigrat" and "tbsweep" in ASCII).
+const (
+	pgMigrationLock int64 = 0x74626d6967726174
+	pgSweepLock     int64 = 0x7462737765657000
+)
+
+// pgMigration moves the database from version-1 to version, in one
+// transaction with the row that records it in schema_migrations.
+type pgMigration struct {
+	version int
+	name    string
+	sql     string
+}
+
+// pgSchema lists the PostgreSQL migrations in order; a new one is appended
+// with the next version number. Like schema() it is a function, so that
+// nothing can change it.
+//
+// Each table holds what a bbolt bucket holds, the record as the same JSON
+// (bytea, byte for byte: jsonb would refuse the NUL a policy's text may
+// hold), beside the columns its queries select and order by. Times are
+// bigint Unix nanoseconds, clamped as the bbolt keys are (ns). Ids that
+// the store does not check for UTF-8 are bytea, as are the audit log's
+// tenants and actions; the others are text COLLATE "C", so that both
+// backends order by bytes.
+//
+// HTML is kept once per SHA-256: a save inserts the document with ON
+// CONFLICT DO NOTHING, which neither waits for nor locks a document stored
+// already, so that turns sharing one document do not queue behind each
+// other; the view's foreign key to it takes a shared key lock until the
+// save commits. The sweep deletes the documents no view uses any more
+// (those of swept views, and those of views replaced by another
+// document), selecting them FOR UPDATE SKIP LOCKED, which skips a document
+// a save is about to use; and should a save commit in between, the
+// foreign key refuses the delete, and the sweep tries again with the view
+// in sight. No document is deleted while a stored view uses it.
+func pgSchema() []pgMigration {
+	return []pgMigration{
+		{version: 1, name: "tables", sql: `
+CREATE TABLE meta (key text PRIMARY KEY, value bytea NOT NULL);
+CREATE TABLE runs (
+	id bytea PRIMARY KEY,
+	tenant text COLLATE "C" NOT NULL,
+	created_ns bigint NOT NULL,
+	data bytea NOT NULL);
+CREATE INDEX runs_by_time ON runs (created_ns, id);
+CREATE INDEX runs_by_tenant ON runs (tenant, created_ns, id);
+CREATE TABLE html (
+	sha text COLLATE "C" PRIMARY KEY,
+	data bytea NOT NULL);
+CREATE TABLE views (
+	id bytea PRIMARY KEY,
+	tenant text COLLATE "C" NOT NULL,
+	run_id bytea NOT NULL,
+	sha text COLLATE "C" NOT NULL REFERENCES html (sha),
+	created_ns bigint NOT NULL,
+	expires_ns bigint NOT NULL,
+	end_ns bigint NOT NULL,
+	revoked boolean NOT NULL,
+	data bytea NOT NULL);
+CREATE INDEX views_by_end ON views (end_ns);
+CREATE INDEX views_by_tenant ON views (tenant, created_ns, id);
+CREATE INDEX views_by_run ON views (run_id);
+CREATE INDEX views_by_html ON views (sha);
+CREATE TABLE audit (
+	seq bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+	time_ns bigint NOT NULL,
+	tenant bytea NOT NULL,
+	action bytea NOT NULL,
+	data bytea NOT NULL);
+CREATE INDEX audit_by_time ON audit (time_ns, seq);
+CREATE INDEX audit_by_tenant ON audit (tenant, time_ns, seq);
+CREATE INDEX audit_by_action ON audit (action, time_ns, seq);
+CREATE INDEX audit_by_tenant_action ON audit (tenant, action, time_ns, seq);
+CREATE TABLE conversations (
+	key bytea PRIMARY KEY,
+	tenant text COLLATE "C" NOT NULL,
+	data bytea NOT NULL);
+CREATE INDEX conversations_by_tenant ON conversations (tenant, key);
+CREATE TABLE deliveries (
+	run_id bytea PRIMARY KEY REFERENCES runs (id) ON DELETE CASCADE,
+	data bytea NOT NULL);
+CREATE TABLE bindings (
+	tenant text COLLATE "C",
+	agent text COLLATE "C",
+	subject text COLLATE "C",
+	kind text COLLATE "C",
+	role text COLLATE "C",
+	data bytea NOT NULL,
+	PRIMARY KEY (tenant, agent, subject, kind, role));
+CREATE TABLE tenant_settings (
+	tenant text COLLATE "C" PRIMARY KEY,
+	version bigint NOT NULL,
+	data bytea NOT NULL);
+CREATE TABLE policy_sets (
+	tenant text COLLATE "C" PRIMARY KEY,
+	version bigint NOT NULL,
+	data bytea NOT NULL);
+CREATE TABLE api_keys (
+	id text COLLATE "C" PRIMARY KEY,
+	tenant text COLLATE "C" NOT NULL,
+	revoked_ns bigint,
+	data bytea NOT NULL);
+CREATE INDEX api_keys_by_tenant ON api_keys (tenant, id);
+CREATE INDEX api_keys_by_revocation ON api_keys (revoked_ns) WHERE revoked_ns IS NOT NULL;
+CREATE TABLE triggers (
+	tenant text COLLATE "C",
+	id text COLLATE "C",
+	conversation_id text COLLATE "C" NOT NULL,
+	paused boolean NOT NULL,
+	data bytea NOT NULL,
+	PRIMARY KEY (tenant, id));
+CREATE INDEX triggers_by_conversation ON triggers (tenant, conversation_id, id);
+CREATE TABLE trigger_claims (
+	tenant text COLLATE "C",
+	id text COLLATE "C",
+	due_ns bigint,
+	PRIMARY KEY (tenant, id, due_ns),
+	FOREIGN KEY (tenant, id) REFERENCES triggers (tenant, id) ON DELETE CASCADE);
+CREATE TABLE activities (
+	key bytea PRIMARY KEY,
+	expires_ns bigint NOT NULL);
+CREATE INDEX activities_by_expiry ON activities (expires_ns);
+`},
+	}
+}
+
+// migrate applies the migrations the database has not had yet, in order,
+// holding an advisory lock on one connection meanwhile: a replica that
+// starts while another migrates waits for it, then finds nothing to do.
+func (s *pgStore) migrate(ctx context.Context, migrations []pgMigration) error {
+	for i, m := range migrations {
+		if m.version != i+1 {
+			return fmt.Errorf("store: postgres migration %q has version %d, want %d", m.name, m.version, i+1)
+		}
+	}
+	conn, err := s.pool.Acquire(ctx)
+	if err != nil {
+		return fmt.Errorf("store: postgres migrations: %w", err)
+	}
+	defer conn.Release()
+	if _, err := conn.Exec(ctx, `SELECT pg_advisory_lock($1)`, pgMigrationLock); err != nil {
+		return fmt.Errorf("store: postgres migrations: lock: %w", err)
+	}
+	defer func() {
+		// A connection whose unlock failed is not given back with the
+		// lock held.
+		if _, err := conn.Exec(context.WithoutCancel(ctx), `SELECT pg_advisory_unlock($1)`, pgMigrationLock); err != nil {
+			conn.Conn().Close(context.Background())
+		}
+	}()
+	if _, err := conn.Exec(ctx, `CREATE TABLE IF NOT EXISTS schema_migrations (
+		version integer PRIMARY KEY,
+		name text NOT NULL,
+		applied_at timestamptz NOT NULL DEFAULT now())`); err != nil {
+		return fmt.Errorf("store: postgres migrations: %w", err)
+	}
+	var current int
+	if err := conn.QueryRow(ctx, `SELECT coalesce(max(version), 0) FROM schema_migrations`).Scan(&current); err != nil {
+		return fmt.Errorf("store: postgres migrations: %w", err)
+	}
+	if current > len(migrations) {
+		return fmt.Errorf("store: database has schema version %d, this program knows up to %d: %w", current, len(migrations), ErrSchemaTooNew)
+	}
+	for _, m := range migrations[current:] {
+		start := time.Now()
+		err := pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
+			if _, err := tx.Exec(ctx, m.sql); err != nil {
+				return err
+			}
+			_, err := tx.Exec(ctx, `INSERT INTO schema_migrations (version, name) VALUES ($1, $2)`, m.version, m.name)
+			return err
+		})
+		if err != nil {
+			return fmt.Errorf("store: postgres migration %d (%s): %w", m.version, m.name, err)
+		}
+		s.log.Info("store migrated", "backend", "postgres", "version", m.version, "migration", m.name, "took", time.Since(start))
+	}
+	return nil
+}
