@@ -55,16 +55,16 @@ type setup struct {
 	// typingAfter is Options.TypingAfter; zero sends the typing indicator
 	// at once, so that tests of its order need no slow run.
 	typingAfter time.Duration
-	tokenURL     string
-	cloud        string   // TICKETIQ_BOT_CLOUD; empty: public
-	storePath    string   // the bbolt file; empty: a new one
-	moreTenants  []string // served besides testTenant
-	builtins     map[string]func() *mcp.Server
-	servers      []agent.ServerConfig
-	realClock    bool
-	quietLogs    bool
-	maxPending   int
-	model        *agent.ModelConfig // nil: the built-in model
+	tokenURL    string
+	cloud       string   // TICKETIQ_BOT_CLOUD; empty: public
+	storePath   string   // the bbolt file; empty: a new one
+	moreTenants []string // served besides testTenant
+	builtins    map[string]func() *mcp.Server
+	servers     []agent.ServerConfig
+	realClock   bool
+	quietLogs   bool
+	maxPending  int
+	model       *agent.ModelConfig // nil: the built-in model
 	// defaultClient leaves Options.HTTPClient nil, so the bot makes its
 	// own; otherwise it gets loopbackClient.
 	defaultClient bool
