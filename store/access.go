@@ -430,6 +430,23 @@ func (s *boltStore) TenantSettings(ctx context.Context, tenant string) (TenantSe
 	return ts, nil
 }
 
+// checkTenantSettings is what PutTenantSettings checks of the settings on
+// every backend before it writes anything.
+func checkTenantSettings(ts TenantSettings) error {
+	if err := checkKeyPart("settings tenant", ts.TenantID); err != nil {
+		return err
+	}
+	if err := errors.Join(
+		checkText("default group", ts.DefaultGroup, maxIDLen),
+		checkText("settings updater", ts.UpdatedBy, maxIDLen),
+		checkRules("denied tools", ts.DenyTools), checkRules("redacted patterns", ts.Redact),
+		checkAppPermissions(ts.AppPermissions),
+	); err != nil {
+		return fmt.Errorf("settings of tenant %s: %w", ts.TenantID, err)
+	}
+	return nil
+}
+
 // PutTenantSettings stores a tenant's settings if the stored ones are at
 // wantVersion (0: none are stored), with the audit records of the change
 // in the same commit, and returns the settings it replaced (the defaults
@@ -443,20 +460,8 @@ func (s *boltStore) PutTenantSettings(ctx context.Context, ts TenantSettings, wa
 	if err := ctx.Err(); err != nil {
 		return TenantSettings{}, err
 	}
-	if err := checkKeyPart("settings tenant", ts.TenantID); err != nil {
+	if err := checkTenantSettings(ts); err != nil {
 		return TenantSettings{}, err
-	}
-	if err := checkText("default group", ts.DefaultGroup, maxIDLen); err != nil {
-		return TenantSettings{}, fmt.Errorf("settings of tenant %s: %w", ts.TenantID, err)
-	}
-	if err := checkText("settings updater", ts.UpdatedBy, maxIDLen); err != nil {
-		return TenantSettings{}, fmt.Errorf("settings of tenant %s: %w", ts.TenantID, err)
-	}
-	if err := errors.Join(checkRules("denied tools", ts.DenyTools), checkRules("redacted patterns", ts.Redact)); err != nil {
-		return TenantSettings{}, fmt.Errorf("settings of tenant %s: %w", ts.TenantID, err)
-	}
-	if err := checkAppPermissions(ts.AppPermissions); err != nil {
-		return TenantSettings{}, fmt.Errorf("settings of tenant %s: %w", ts.TenantID, err)
 	}
 	if ts.UpdatedAt.IsZero() {
 		ts.UpdatedAt = s.now()

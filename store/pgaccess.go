@@ -222,20 +222,8 @@ func (s *pgStore) PutTenantSettings(ctx context.Context, ts TenantSettings, want
 	if err := ctx.Err(); err != nil {
 		return TenantSettings{}, err
 	}
-	if err := checkKeyPart("settings tenant", ts.TenantID); err != nil {
+	if err := checkTenantSettings(ts); err != nil {
 		return TenantSettings{}, err
-	}
-	if err := checkText("default group", ts.DefaultGroup, maxIDLen); err != nil {
-		return TenantSettings{}, fmt.Errorf("settings of tenant %s: %w", ts.TenantID, err)
-	}
-	if err := checkText("settings updater", ts.UpdatedBy, maxIDLen); err != nil {
-		return TenantSettings{}, fmt.Errorf("settings of tenant %s: %w", ts.TenantID, err)
-	}
-	if err := errors.Join(checkRules("denied tools", ts.DenyTools), checkRules("redacted patterns", ts.Redact)); err != nil {
-		return TenantSettings{}, fmt.Errorf("settings of tenant %s: %w", ts.TenantID, err)
-	}
-	if err := checkAppPermissions(ts.AppPermissions); err != nil {
-		return TenantSettings{}, fmt.Errorf("settings of tenant %s: %w", ts.TenantID, err)
 	}
 	if ts.UpdatedAt.IsZero() {
 		ts.UpdatedAt = s.now()
@@ -486,24 +474,11 @@ func (s *pgStore) RevokeAPIKey(ctx context.Context, tenant, id, by string, audit
 	if err := checkKeyPart("revoked by", by); err != nil {
 		return APIKey{}, err
 	}
-	now := s.now()
-	return s.updateAPIKey(ctx, tenant, id, func(k *APIKey) error {
-		if k.Revoked() {
-			return fmt.Errorf("revoked already at %s: %w", k.RevokedAt.UTC().Format(time.RFC3339), ErrConflict)
-		}
-		k.RevokedAt, k.RevokedBy = now, by
-		return nil
-	}, audit)
+	return s.updateAPIKey(ctx, tenant, id, revokeKey(s.now(), by), audit)
 }
 
 // UseAPIKey is Store.UseAPIKey on PostgreSQL.
 func (s *pgStore) UseAPIKey(ctx context.Context, tenant, id string, at time.Time, audit ...AuditRecord) error {
-	_, err := s.updateAPIKey(ctx, tenant, id, func(k *APIKey) error {
-		if k.Revoked() {
-			return fmt.Errorf("revoked at %s: %w", k.RevokedAt.UTC().Format(time.RFC3339), ErrConflict)
-		}
-		k.LastUsedAt = at
-		return nil
-	}, func(APIKey, APIKey) []AuditRecord { return audit })
+	_, err := s.updateAPIKey(ctx, tenant, id, useKey(at), func(APIKey, APIKey) []AuditRecord { return audit })
 	return err
 }

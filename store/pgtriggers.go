@@ -191,16 +191,7 @@ func (s *pgStore) RemoveConversation(ctx context.Context, key, tenant, conversat
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	if err := checkID("conversation", key); err != nil {
-		return nil, err
-	}
-	if err := checkKeyPart("conversation tenant", tenant); err != nil {
-		return nil, err
-	}
-	if err := checkKeyPart("conversation id", conversationID); err != nil {
-		return nil, err
-	}
-	if err := checkText("paused reason", reason, maxTriggerNote); err != nil {
+	if err := checkRemoveConversation(key, tenant, conversationID, reason); err != nil {
 		return nil, err
 	}
 	now := s.now()

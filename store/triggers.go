@@ -252,27 +252,38 @@ func (s *boltStore) RevokeAPIKey(ctx context.Context, tenant, id, by string, aud
 	if err := checkKeyPart("revoked by", by); err != nil {
 		return APIKey{}, err
 	}
-	now := s.now()
-	return s.updateAPIKey(ctx, tenant, id, func(k *APIKey) error {
+	return s.updateAPIKey(ctx, tenant, id, revokeKey(s.now(), by), audit)
+}
+
+// revokeKey is RevokeAPIKey's change of a stored key, on every backend: a
+// key revoked already is ErrConflict.
+func revokeKey(now time.Time, by string) func(*APIKey) error {
+	return func(k *APIKey) error {
 		if k.Revoked() {
 			return fmt.Errorf("revoked already at %s: %w", k.RevokedAt.UTC().Format(time.RFC3339), ErrConflict)
 		}
 		k.RevokedAt, k.RevokedBy = now, by
 		return nil
-	}, audit)
+	}
+}
+
+// useKey is UseAPIKey's change of a stored key, on every backend: a
+// revoked key is ErrConflict (it was revoked after the caller read it).
+func useKey(at time.Time) func(*APIKey) error {
+	return func(k *APIKey) error {
+		if k.Revoked() {
+			return fmt.Errorf("revoked at %s: %w", k.RevokedAt.UTC().Format(time.RFC3339), ErrConflict)
+		}
+		k.LastUsedAt = at
+		return nil
+	}
 }
 
 // UseAPIKey records that a key of tenant was used at at (its LastUsedAt),
 // with the audit records of the use in the same commit. A revoked key is
 // ErrConflict: it was revoked after the caller read it.
 func (s *boltStore) UseAPIKey(ctx context.Context, tenant, id string, at time.Time, audit ...AuditRecord) error {
-	_, err := s.updateAPIKey(ctx, tenant, id, func(k *APIKey) error {
-		if k.Revoked() {
-			return fmt.Errorf("revoked at %s: %w", k.RevokedAt.UTC().Format(time.RFC3339), ErrConflict)
-		}
-		k.LastUsedAt = at
-		return nil
-	}, func(APIKey, APIKey) []AuditRecord { return audit })
+	_, err := s.updateAPIKey(ctx, tenant, id, useKey(at), func(APIKey, APIKey) []AuditRecord { return audit })
 	return err
 }
 
@@ -530,6 +541,21 @@ func (s *boltStore) DeleteTrigger(ctx context.Context, tenant, id string, audit 
 	return nil
 }
 
+// checkRemoveConversation is what RemoveConversation checks of its input
+// on every backend before it writes anything.
+func checkRemoveConversation(key, tenant, conversationID, reason string) error {
+	if err := checkID("conversation", key); err != nil {
+		return err
+	}
+	if err := checkKeyPart("conversation tenant", tenant); err != nil {
+		return err
+	}
+	if err := checkKeyPart("conversation id", conversationID); err != nil {
+		return err
+	}
+	return checkText("paused reason", reason, maxTriggerNote)
+}
+
 // RemoveConversation forgets that the app is in a conversation of tenant
 // (the reference under key, when there is one) and pauses, with reason,
 // every active trigger that posts into it, in one commit with the audit
@@ -540,16 +566,7 @@ func (s *boltStore) RemoveConversation(ctx context.Context, key, tenant, convers
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	if err := checkID("conversation", key); err != nil {
-		return nil, err
-	}
-	if err := checkKeyPart("conversation tenant", tenant); err != nil {
-		return nil, err
-	}
-	if err := checkKeyPart("conversation id", conversationID); err != nil {
-		return nil, err
-	}
-	if err := checkText("paused reason", reason, maxTriggerNote); err != nil {
+	if err := checkRemoveConversation(key, tenant, conversationID, reason); err != nil {
 		return nil, err
 	}
 	now := s.now()
