@@ -530,6 +530,25 @@ func (s *boltStore) PolicySet(ctx context.Context, tenant string) (PolicySet, er
 	return p, nil
 }
 
+// checkPolicySet is what PutPolicySet checks of the set on every backend
+// before it writes anything. Cedar text may hold any character in its
+// strings, NUL too: only its size and encoding are checked.
+func checkPolicySet(p PolicySet) error {
+	if err := checkKeyPart("policy set tenant", p.TenantID); err != nil {
+		return err
+	}
+	switch {
+	case len(p.Text) > MaxPolicySetText:
+		return fmt.Errorf("policy set of tenant %s: text of %d bytes, at most %d: %w", p.TenantID, len(p.Text), MaxPolicySetText, ErrInvalid)
+	case !utf8.ValidString(p.Text):
+		return fmt.Errorf("policy set of tenant %s: text is not valid UTF-8: %w", p.TenantID, ErrInvalid)
+	}
+	if err := checkText("policy set updater", p.UpdatedBy, maxIDLen); err != nil {
+		return fmt.Errorf("policy set of tenant %s: %w", p.TenantID, err)
+	}
+	return nil
+}
+
 // PutPolicySet stores a tenant's policy set if the stored one is at
 // wantVersion (0: none is stored), with the audit records of the change in
 // the same commit, and returns the set it replaced (Version 0 and no text
@@ -544,19 +563,8 @@ func (s *boltStore) PutPolicySet(ctx context.Context, p PolicySet, wantVersion u
 	if err := ctx.Err(); err != nil {
 		return PolicySet{}, err
 	}
-	if err := checkKeyPart("policy set tenant", p.TenantID); err != nil {
+	if err := checkPolicySet(p); err != nil {
 		return PolicySet{}, err
-	}
-	// Cedar text may hold any character in its strings, NUL too: only
-	// size and encoding are checked.
-	switch {
-	case len(p.Text) > MaxPolicySetText:
-		return PolicySet{}, fmt.Errorf("policy set of tenant %s: text of %d bytes, at most %d: %w", p.TenantID, len(p.Text), MaxPolicySetText, ErrInvalid)
-	case !utf8.ValidString(p.Text):
-		return PolicySet{}, fmt.Errorf("policy set of tenant %s: text is not valid UTF-8: %w", p.TenantID, ErrInvalid)
-	}
-	if err := checkText("policy set updater", p.UpdatedBy, maxIDLen); err != nil {
-		return PolicySet{}, fmt.Errorf("policy set of tenant %s: %w", p.TenantID, err)
 	}
 	if p.UpdatedAt.IsZero() {
 		p.UpdatedAt = s.now()

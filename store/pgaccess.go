@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"slices"
 	"time"
-	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5"
 )
@@ -275,17 +274,8 @@ func (s *pgStore) PutPolicySet(ctx context.Context, p PolicySet, wantVersion uin
 	if err := ctx.Err(); err != nil {
 		return PolicySet{}, err
 	}
-	if err := checkKeyPart("policy set tenant", p.TenantID); err != nil {
+	if err := checkPolicySet(p); err != nil {
 		return PolicySet{}, err
-	}
-	switch {
-	case len(p.Text) > MaxPolicySetText:
-		return PolicySet{}, fmt.Errorf("policy set of tenant %s: text of %d bytes, at most %d: %w", p.TenantID, len(p.Text), MaxPolicySetText, ErrInvalid)
-	case !utf8.ValidString(p.Text):
-		return PolicySet{}, fmt.Errorf("policy set of tenant %s: text is not valid UTF-8: %w", p.TenantID, ErrInvalid)
-	}
-	if err := checkText("policy set updater", p.UpdatedBy, maxIDLen); err != nil {
-		return PolicySet{}, fmt.Errorf("policy set of tenant %s: %w", p.TenantID, err)
 	}
 	if p.UpdatedAt.IsZero() {
 		p.UpdatedAt = s.now()
