@@ -271,20 +271,8 @@ func (s *boltStore) BindingsFor(ctx context.Context, tenant, agent string, subje
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	if err := checkKeyPart("bindings tenant", tenant); err != nil {
+	if err := checkBindingsFor(tenant, agent, subjects); err != nil {
 		return nil, err
-	}
-	if err := checkKeyPart("bindings agent", agent); err != nil {
-		return nil, err
-	}
-	if len(subjects) > maxBindingSubjects {
-		return nil, fmt.Errorf("bindings of agent %s of tenant %s: %d subjects, at most %d: %w",
-			agent, tenant, len(subjects), maxBindingSubjects, ErrInvalid)
-	}
-	for _, sub := range subjects {
-		if err := checkKeyPart("bindings subject", sub); err != nil {
-			return nil, fmt.Errorf("bindings of agent %s of tenant %s: %w", agent, tenant, err)
-		}
 	}
 	if len(subjects) == 0 {
 		return nil, nil
@@ -460,22 +448,9 @@ func (s *boltStore) PutTenantSettings(ctx context.Context, ts TenantSettings, wa
 	if err := ctx.Err(); err != nil {
 		return TenantSettings{}, err
 	}
-	if err := checkTenantSettings(ts); err != nil {
+	ts, value, prepared, err := s.prepareTenantSettings(ts, wantVersion, audit)
+	if err != nil {
 		return TenantSettings{}, err
-	}
-	if ts.UpdatedAt.IsZero() {
-		ts.UpdatedAt = s.now()
-	}
-	// The put succeeds only over wantVersion, so the new version is
-	// known here and the record is encoded outside the transaction.
-	ts.Version = wantVersion + 1
-	value, err := json.Marshal(ts)
-	if err != nil {
-		return TenantSettings{}, fmt.Errorf("settings of tenant %s: %w", ts.TenantID, err)
-	}
-	prepared, err := s.prepareTenantAudit(ts.TenantID, audit)
-	if err != nil {
-		return TenantSettings{}, fmt.Errorf("settings of tenant %s: %w", ts.TenantID, err)
 	}
 	key := []byte(ts.TenantID)
 	err = s.write(ctx, func(tx *bbolt.Tx) error {
@@ -563,22 +538,9 @@ func (s *boltStore) PutPolicySet(ctx context.Context, p PolicySet, wantVersion u
 	if err := ctx.Err(); err != nil {
 		return PolicySet{}, err
 	}
-	if err := checkPolicySet(p); err != nil {
+	p, value, prepared, err := s.preparePolicySet(p, wantVersion, audit)
+	if err != nil {
 		return PolicySet{}, err
-	}
-	if p.UpdatedAt.IsZero() {
-		p.UpdatedAt = s.now()
-	}
-	// The put succeeds only over wantVersion, so the new version is
-	// known here and the record is encoded outside the transaction.
-	p.Version = wantVersion + 1
-	value, err := json.Marshal(p)
-	if err != nil {
-		return PolicySet{}, fmt.Errorf("policy set of tenant %s: %w", p.TenantID, err)
-	}
-	prepared, err := s.prepareTenantAudit(p.TenantID, audit)
-	if err != nil {
-		return PolicySet{}, fmt.Errorf("policy set of tenant %s: %w", p.TenantID, err)
 	}
 	key := []byte(p.TenantID)
 	err = s.write(ctx, func(tx *bbolt.Tx) error {

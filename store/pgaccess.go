@@ -134,20 +134,8 @@ func (s *pgStore) BindingsFor(ctx context.Context, tenant, agent string, subject
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	if err := checkKeyPart("bindings tenant", tenant); err != nil {
+	if err := checkBindingsFor(tenant, agent, subjects); err != nil {
 		return nil, err
-	}
-	if err := checkKeyPart("bindings agent", agent); err != nil {
-		return nil, err
-	}
-	if len(subjects) > maxBindingSubjects {
-		return nil, fmt.Errorf("bindings of agent %s of tenant %s: %d subjects, at most %d: %w",
-			agent, tenant, len(subjects), maxBindingSubjects, ErrInvalid)
-	}
-	for _, sub := range subjects {
-		if err := checkKeyPart("bindings subject", sub); err != nil {
-			return nil, fmt.Errorf("bindings of agent %s of tenant %s: %w", agent, tenant, err)
-		}
 	}
 	if len(subjects) == 0 {
 		return nil, nil
@@ -221,20 +209,9 @@ func (s *pgStore) PutTenantSettings(ctx context.Context, ts TenantSettings, want
 	if err := ctx.Err(); err != nil {
 		return TenantSettings{}, err
 	}
-	if err := checkTenantSettings(ts); err != nil {
+	ts, value, prepared, err := s.prepareTenantSettings(ts, wantVersion, audit)
+	if err != nil {
 		return TenantSettings{}, err
-	}
-	if ts.UpdatedAt.IsZero() {
-		ts.UpdatedAt = s.now()
-	}
-	ts.Version = wantVersion + 1
-	value, err := json.Marshal(ts)
-	if err != nil {
-		return TenantSettings{}, fmt.Errorf("settings of tenant %s: %w", ts.TenantID, err)
-	}
-	prepared, err := s.prepareTenantAudit(ts.TenantID, audit)
-	if err != nil {
-		return TenantSettings{}, fmt.Errorf("settings of tenant %s: %w", ts.TenantID, err)
 	}
 	err = s.tx(ctx, func(ctx context.Context, tx pgx.Tx) error {
 		prev = defaultTenantSettings(ts.TenantID)
@@ -274,20 +251,9 @@ func (s *pgStore) PutPolicySet(ctx context.Context, p PolicySet, wantVersion uin
 	if err := ctx.Err(); err != nil {
 		return PolicySet{}, err
 	}
-	if err := checkPolicySet(p); err != nil {
+	p, value, prepared, err := s.preparePolicySet(p, wantVersion, audit)
+	if err != nil {
 		return PolicySet{}, err
-	}
-	if p.UpdatedAt.IsZero() {
-		p.UpdatedAt = s.now()
-	}
-	p.Version = wantVersion + 1
-	value, err := json.Marshal(p)
-	if err != nil {
-		return PolicySet{}, fmt.Errorf("policy set of tenant %s: %w", p.TenantID, err)
-	}
-	prepared, err := s.prepareTenantAudit(p.TenantID, audit)
-	if err != nil {
-		return PolicySet{}, fmt.Errorf("policy set of tenant %s: %w", p.TenantID, err)
 	}
 	err = s.tx(ctx, func(ctx context.Context, tx pgx.Tx) error {
 		prev = PolicySet{TenantID: p.TenantID}
@@ -316,19 +282,9 @@ func (s *pgStore) PutAPIKey(ctx context.Context, k APIKey, audit ...AuditRecord)
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	if err := checkAPIKey(k); err != nil {
+	k, value, prepared, err := s.prepareAPIKey(k, audit)
+	if err != nil {
 		return err
-	}
-	if k.CreatedAt.IsZero() {
-		k.CreatedAt = s.now()
-	}
-	value, err := json.Marshal(k)
-	if err != nil {
-		return fmt.Errorf("key %s: %w", k.ID, err)
-	}
-	prepared, err := s.prepareTenantAudit(k.TenantID, audit)
-	if err != nil {
-		return fmt.Errorf("key %s: %w", k.ID, err)
 	}
 	err = s.tx(ctx, func(ctx context.Context, tx pgx.Tx) error {
 		tag, err := tx.Exec(ctx, `INSERT INTO api_keys (id, tenant, revoked_ns, data) VALUES ($1, $2, $3, $4) ON CONFLICT DO NOTHING`,

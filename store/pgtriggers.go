@@ -16,23 +16,9 @@ func (s *pgStore) PutTrigger(ctx context.Context, t Trigger, audit ...AuditRecor
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	if err := checkTrigger(t); err != nil {
+	t, value, prepared, err := s.prepareTrigger(t, audit)
+	if err != nil {
 		return err
-	}
-	if t.CreatedAt.IsZero() {
-		t.CreatedAt = s.now()
-	}
-	if t.LastDue.IsZero() {
-		t.LastDue = t.CreatedAt
-	}
-	t.Version = 1
-	value, err := json.Marshal(t)
-	if err != nil {
-		return fmt.Errorf("trigger %s: %w", t.ID, err)
-	}
-	prepared, err := s.prepareTenantAudit(t.TenantID, audit)
-	if err != nil {
-		return fmt.Errorf("trigger %s: %w", t.ID, err)
 	}
 	err = s.tx(ctx, func(ctx context.Context, tx pgx.Tx) error {
 		tag, err := tx.Exec(ctx, `INSERT INTO triggers (tenant, id, conversation_id, paused, data) VALUES ($1, $2, $3, $4, $5)

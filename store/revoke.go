@@ -35,18 +35,9 @@ func (s *boltStore) RevokeView(ctx context.Context, tenant, id, by string, audit
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	if err := checkKeyPart("revoke tenant", tenant); err != nil {
-		return err
-	}
-	if err := checkID("view", id); err != nil {
-		return err
-	}
-	if err := checkKeyPart("revoked by", by); err != nil {
-		return fmt.Errorf("revoke view %s: %w", id, err)
-	}
-	prepared, err := s.prepareTenantAudit(tenant, audit)
+	prepared, err := s.prepareRevokeView(tenant, id, by, audit)
 	if err != nil {
-		return fmt.Errorf("revoke view %s: %w", id, err)
+		return err
 	}
 	now := s.now()
 	key := []byte(id)

@@ -102,19 +102,9 @@ func (s *boltStore) PutAPIKey(ctx context.Context, k APIKey, audit ...AuditRecor
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	if err := checkAPIKey(k); err != nil {
+	k, value, prepared, err := s.prepareAPIKey(k, audit)
+	if err != nil {
 		return err
-	}
-	if k.CreatedAt.IsZero() {
-		k.CreatedAt = s.now()
-	}
-	value, err := json.Marshal(k)
-	if err != nil {
-		return fmt.Errorf("key %s: %w", k.ID, err)
-	}
-	prepared, err := s.prepareTenantAudit(k.TenantID, audit)
-	if err != nil {
-		return fmt.Errorf("key %s: %w", k.ID, err)
 	}
 	err = s.write(ctx, func(tx *bbolt.Tx) error {
 		ids := tx.Bucket([]byte(bucketAPIKeyIDs))
@@ -359,23 +349,9 @@ func (s *boltStore) PutTrigger(ctx context.Context, t Trigger, audit ...AuditRec
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	if err := checkTrigger(t); err != nil {
+	t, value, prepared, err := s.prepareTrigger(t, audit)
+	if err != nil {
 		return err
-	}
-	if t.CreatedAt.IsZero() {
-		t.CreatedAt = s.now()
-	}
-	if t.LastDue.IsZero() {
-		t.LastDue = t.CreatedAt
-	}
-	t.Version = 1
-	value, err := json.Marshal(t)
-	if err != nil {
-		return fmt.Errorf("trigger %s: %w", t.ID, err)
-	}
-	prepared, err := s.prepareTenantAudit(t.TenantID, audit)
-	if err != nil {
-		return fmt.Errorf("trigger %s: %w", t.ID, err)
 	}
 	key := triggerKey(t.TenantID, t.ID)
 	err = s.write(ctx, func(tx *bbolt.Tx) error {
