@@ -144,26 +144,9 @@ func (s *boltStore) PutBinding(ctx context.Context, b Binding, audit ...AuditRec
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	key, name, err := checkBindingKey(b.TenantID, b.AgentID, b.Kind, b.Subject, b.Role)
+	b, key, name, value, prepared, err := s.prepareBinding(b, audit)
 	if err != nil {
 		return err
-	}
-	if err := checkText("binding display name", b.DisplayName, maxDisplayName); err != nil {
-		return fmt.Errorf("binding %s: %w", name, err)
-	}
-	if err := checkText("binding creator", b.CreatedBy, maxIDLen); err != nil {
-		return fmt.Errorf("binding %s: %w", name, err)
-	}
-	if b.CreatedAt.IsZero() {
-		b.CreatedAt = s.now()
-	}
-	value, err := json.Marshal(b)
-	if err != nil {
-		return fmt.Errorf("binding %s: %w", name, err)
-	}
-	prepared, err := s.prepareTenantAudit(b.TenantID, audit)
-	if err != nil {
-		return fmt.Errorf("binding %s: %w", name, err)
 	}
 	err = s.write(ctx, func(tx *bbolt.Tx) error {
 		bucket := tx.Bucket([]byte(bucketBindings))

@@ -18,26 +18,9 @@ func (s *pgStore) PutBinding(ctx context.Context, b Binding, audit ...AuditRecor
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	_, name, err := checkBindingKey(b.TenantID, b.AgentID, b.Kind, b.Subject, b.Role)
+	b, _, name, value, prepared, err := s.prepareBinding(b, audit)
 	if err != nil {
 		return err
-	}
-	if err := checkText("binding display name", b.DisplayName, maxDisplayName); err != nil {
-		return fmt.Errorf("binding %s: %w", name, err)
-	}
-	if err := checkText("binding creator", b.CreatedBy, maxIDLen); err != nil {
-		return fmt.Errorf("binding %s: %w", name, err)
-	}
-	if b.CreatedAt.IsZero() {
-		b.CreatedAt = s.now()
-	}
-	value, err := json.Marshal(b)
-	if err != nil {
-		return fmt.Errorf("binding %s: %w", name, err)
-	}
-	prepared, err := s.prepareTenantAudit(b.TenantID, audit)
-	if err != nil {
-		return fmt.Errorf("binding %s: %w", name, err)
 	}
 	keyArgs := []any{b.TenantID, b.AgentID, b.Subject, b.Kind, b.Role}
 	err = s.tx(ctx, func(ctx context.Context, tx pgx.Tx) error {

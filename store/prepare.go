@@ -2,6 +2,7 @@ package store
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 )
 
@@ -131,4 +132,27 @@ func checkBindingsFor(tenant, agent string, subjects []string) error {
 		}
 	}
 	return nil
+}
+
+// prepareBinding is PutBinding's preparation: it also returns the
+// binding's key and its name for messages. A zero CreatedAt is now.
+func (s *base) prepareBinding(b Binding, audit []AuditRecord) (Binding, []byte, string, []byte, []preparedAudit, error) {
+	key, name, err := checkBindingKey(b.TenantID, b.AgentID, b.Kind, b.Subject, b.Role)
+	if err != nil {
+		return b, nil, "", nil, nil, err
+	}
+	if err := errors.Join(
+		checkText("binding display name", b.DisplayName, maxDisplayName),
+		checkText("binding creator", b.CreatedBy, maxIDLen),
+	); err != nil {
+		return b, nil, "", nil, nil, fmt.Errorf("binding %s: %w", name, err)
+	}
+	if b.CreatedAt.IsZero() {
+		b.CreatedAt = s.now()
+	}
+	value, prepared, err := s.encodeWithAudit(b, b.TenantID, audit)
+	if err != nil {
+		return b, nil, "", nil, nil, fmt.Errorf("binding %s: %w", name, err)
+	}
+	return b, key, name, value, prepared, nil
 }
