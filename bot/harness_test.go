@@ -2,6 +2,7 @@ package bot
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/rand"
 	"crypto/rsa"
@@ -222,7 +223,7 @@ func newHarness(t testing.TB, s setup) *harness {
 		Now:          h.now,
 		Registerer:   h.reg,
 		WorkingAfter: s.workingAfter,
-		TypingAfter:  cmpOr(s.typingAfter, -1),
+		TypingAfter:  cmp.Or(s.typingAfter, -1),
 		// MaxPendingTurns zero means the default.
 		MaxPendingTurns: s.maxPending,
 	}
@@ -522,12 +523,4 @@ func containsAll(s string, subs ...string) bool {
 		}
 	}
 	return true
-}
-
-// cmpOr is d, or def when d is zero.
-func cmpOr(d, def time.Duration) time.Duration {
-	if d == 0 {
-		return def
-	}
-	return d
 }

@@ -299,15 +299,23 @@ func (s *Service) verifyIDToken(ctx context.Context, raw, nonce string) (session
 	p.OID = cl.OID
 	p.Name = clip(cl.Name, 256)
 	p.UPN = clip(cl.PreferredUsername, 256)
-	for _, role := range cl.Roles {
-		if len(p.Roles) == 64 {
+	p.Roles = clipRoles(cl.Roles)
+	return p, 0, ""
+}
+
+// clipRoles is a token's app roles as a session keeps them: at most 64,
+// each clipped to 128 bytes, empty ones dropped.
+func clipRoles(roles []string) []string {
+	var out []string
+	for _, role := range roles {
+		if len(out) == 64 {
 			break
 		}
 		if role = clip(role, 128); role != "" {
-			p.Roles = append(p.Roles, role)
+			out = append(out, role)
 		}
 	}
-	return p, 0, ""
+	return out
 }
 
 // clip trims s, drops control characters and cuts it to at most n bytes on

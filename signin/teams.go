@@ -273,14 +273,7 @@ func (s *Service) verifyTeamsToken(ctx context.Context, raw string) (sessionPayl
 	if p.UPN == "" {
 		p.UPN = clip(cl.UPN, 256)
 	}
-	for _, role := range cl.Roles {
-		if len(p.Roles) == 64 {
-			break
-		}
-		if role = clip(role, 128); role != "" {
-			p.Roles = append(p.Roles, role)
-		}
-	}
+	p.Roles = clipRoles(cl.Roles)
 	return p, 0, ""
 }
 
