@@ -147,25 +147,63 @@ func TestRunUnknownCommand(t *testing.T) {
 	}
 }
 
+// recordingConnector is a Bot Connector on loopback that answers every
+// send with a new id and keeps the activities sent to it ("API
+// reference", Conversations: Reply to Activity).
+type recordingConnector struct {
+	*httptest.Server
+	mu   sync.Mutex
+	sent []map[string]any
+}
+
+func newRecordingConnector(t *testing.T) *recordingConnector {
+	c := &recordingConnector{}
+	c.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var a map[string]any
+		if err := json.NewDecoder(r.Body).Decode(&a); err == nil {
+			c.mu.Lock()
+			c.sent = append(c.sent, a)
+			c.mu.Unlock()
+		}
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprintf(w, `{"id":"sent-%d"}`, time.Now().UnixNano())
+	}))
+	t.Cleanup(c.Close)
+	return c
+}
+
+// waitAttachments waits up to 20 seconds for an activity whose
+// attachments, as JSON, match gives a non-empty answer, and returns it
+// ("" if none came).
+func (c *recordingConnector) waitAttachments(match func(attachments []byte) string) string {
+	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		c.mu.Lock()
+		for _, a := range c.sent {
+			b, _ := json.Marshal(a["attachments"])
+			if got := match(b); got != "" {
+				c.mu.Unlock()
+				return got
+			}
+		}
+		c.mu.Unlock()
+	}
+	return ""
+}
+
+// count is how many activities were sent so far.
+func (c *recordingConnector) count() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.sent)
+}
+
 // TestRunFromTeamsMessageToOpenedView walks the whole product in one process:
 // a Teams message in local mode, the answer card with its Open button on a
 // https base URL, then the person signs in and the view API hands out the
 // sandbox URLs. The fake connector follows the Bot Framework REST API
 // ("API reference", Conversations: Reply to Activity).
 func TestRunFromTeamsMessageToOpenedView(t *testing.T) {
-	var mu sync.Mutex
-	var sent []map[string]any
-	connector := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		var a map[string]any
-		if err := json.NewDecoder(r.Body).Decode(&a); err == nil {
-			mu.Lock()
-			sent = append(sent, a)
-			mu.Unlock()
-		}
-		w.Header().Set("Content-Type", "application/json")
-		fmt.Fprintf(w, `{"id":"sent-%d"}`, time.Now().UnixNano())
-	}))
-	defer connector.Close()
+	connector := newRecordingConnector(t)
 
 	const publicBase = "https://teams.example.test"
 	m := testenv.StartMockOIDC(t)
@@ -203,21 +241,14 @@ func TestRunFromTeamsMessageToOpenedView(t *testing.T) {
 
 	// The answer card arrives at the connector with an Open button.
 	openRe := regexp.MustCompile(regexp.QuoteMeta(publicBase) + `/mcp-apps/([A-Za-z0-9_-]+)`)
-	var viewID string
-	deadline := time.Now().Add(20 * time.Second)
-	for viewID == "" && time.Now().Before(deadline) {
-		mu.Lock()
-		for _, a := range sent {
-			b, _ := json.Marshal(a["attachments"])
-			if m := openRe.FindSubmatch(b); m != nil {
-				viewID = string(m[1])
-			}
+	viewID := connector.waitAttachments(func(b []byte) string {
+		if m := openRe.FindSubmatch(b); m != nil {
+			return string(m[1])
 		}
-		mu.Unlock()
-		time.Sleep(20 * time.Millisecond)
-	}
+		return ""
+	})
 	if viewID == "" {
-		t.Fatalf("no answer card with an Open button reached the connector; sent %d activities\n%s", len(sent), logs)
+		t.Fatalf("no answer card with an Open button reached the connector; sent %d activities\n%s", connector.count(), logs)
 	}
 
 	// The browser reaches the public host, which is this service on

@@ -3,11 +3,8 @@ package main
 import (
 	"bytes"
 	"encoding/json"
-	"fmt"
 	"net/http"
-	"net/http/httptest"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -20,19 +17,7 @@ import (
 // framable by the documented Teams hosts only; asked for as a document it
 // still sends the person to the sign-in, which refuses frames.
 func TestRunTeamsTab(t *testing.T) {
-	var mu sync.Mutex
-	var sent []map[string]any
-	connector := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		var a map[string]any
-		if err := json.NewDecoder(r.Body).Decode(&a); err == nil {
-			mu.Lock()
-			sent = append(sent, a)
-			mu.Unlock()
-		}
-		w.Header().Set("Content-Type", "application/json")
-		fmt.Fprintf(w, `{"id":"sent-%d"}`, time.Now().UnixNano())
-	}))
-	defer connector.Close()
+	connector := newRecordingConnector(t)
 
 	const publicBase = "https://teams.example.test"
 	m := testenv.StartMockOIDC(t)
@@ -63,19 +48,12 @@ func TestRunTeamsTab(t *testing.T) {
 	}
 	resp.Body.Close()
 
-	var card string
-	deadline := time.Now().Add(20 * time.Second)
-	for card == "" && time.Now().Before(deadline) {
-		mu.Lock()
-		for _, a := range sent {
-			b, _ := json.Marshal(a["attachments"])
-			if strings.Contains(string(b), "tab/tabInfoAction") {
-				card = string(b)
-			}
+	card := connector.waitAttachments(func(b []byte) string {
+		if strings.Contains(string(b), "tab/tabInfoAction") {
+			return string(b)
 		}
-		mu.Unlock()
-		time.Sleep(20 * time.Millisecond)
-	}
+		return ""
+	})
 	if card == "" {
 		t.Fatalf("no answer card with a Stage View action reached the connector\n%s", logs)
 	}
