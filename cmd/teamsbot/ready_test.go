@@ -66,15 +66,21 @@ agents:
 	}
 }
 
-// With TICKETIQ_METRICS_ADDR, readiness and metrics are served on the
-// internal listener only; liveness is on both.
-func TestMetricsAddrMovesReadinessAndMetrics(t *testing.T) {
-	base, logs, _ := startService(t, map[string]string{"TICKETIQ_METRICS_ADDR": "127.0.0.1:0"})
+// internalURL is the base URL of the internal listener the service logged.
+func internalURL(t *testing.T, logs *lockedBuffer) string {
+	t.Helper()
 	l := logs.logLine("internal listener")
 	if l == nil {
 		t.Fatalf("no internal listener logged:\n%s", logs)
 	}
-	internal := "http://" + l["addr"].(string)
+	return "http://" + l["addr"].(string)
+}
+
+// With TICKETIQ_METRICS_ADDR, readiness and metrics are served on the
+// internal listener only; liveness is on both.
+func TestMetricsAddrMovesReadinessAndMetrics(t *testing.T) {
+	base, logs, _ := startService(t, map[string]string{"TICKETIQ_METRICS_ADDR": "127.0.0.1:0"})
+	internal := internalURL(t, logs)
 	c := &http.Client{Timeout: 10 * time.Second}
 	for _, tc := range []struct {
 		url  string
@@ -122,11 +128,7 @@ func TestConfigMetricsAddr(t *testing.T) {
 // the public one, and is refused without an internal listener.
 func TestPprofOnTheInternalListenerOnly(t *testing.T) {
 	base, logs, _ := startService(t, map[string]string{"TICKETIQ_METRICS_ADDR": "127.0.0.1:0", "TICKETIQ_PPROF": "true"})
-	l := logs.logLine("internal listener")
-	if l == nil {
-		t.Fatalf("no internal listener logged:\n%s", logs)
-	}
-	internal := "http://" + l["addr"].(string)
+	internal := internalURL(t, logs)
 	c := &http.Client{Timeout: 10 * time.Second}
 	for _, tc := range []struct {
 		url  string
@@ -149,7 +151,7 @@ func TestPprofOnTheInternalListenerOnly(t *testing.T) {
 
 	// Off by default, and a plain internal listener has no profiler.
 	base2, logs2, _ := startService(t, map[string]string{"TICKETIQ_METRICS_ADDR": "127.0.0.1:0"})
-	internal2 := "http://" + logs2.logLine("internal listener")["addr"].(string)
+	internal2 := internalURL(t, logs2)
 	for _, u := range []string{internal2 + "/debug/pprof/", base2 + "/debug/pprof/"} {
 		if code, _ := get(t, c, u); code != 404 {
 			t.Errorf("GET %s without TICKETIQ_PPROF: %d, want 404", u, code)
