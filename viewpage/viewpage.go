@@ -215,8 +215,10 @@ type Handler struct {
 	// teamsHosts may frame the page (Options.Teams); nil outside Teams
 	// mode. signInTmpl and signInCSP are the Teams sign-in shell's.
 	teamsHosts []string
-	signInTmpl *template.Template
-	signInCSP  string
+	// teamsSources is teamsHosts as one CSP source list.
+	teamsSources string
+	signInTmpl   *template.Template
+	signInCSP    string
 
 	// viewAncestors, when set, become a frame-ancestors directive on view
 	// documents. It is nil: the view's parent is the proxy, whose origin
@@ -292,6 +294,7 @@ func New(opts Options) (*Handler, error) {
 		sandboxOrigin: sandbox,
 		hostVersion:   opts.HostVersion,
 		teamsHosts:    slices.Clone(teamsHosts),
+		teamsSources:  strings.Join(teamsHosts, " "),
 	}
 	// Behind a reverse proxy the Host header may not be the public one;
 	// the public origin is same-origin by definition.
@@ -374,7 +377,7 @@ func (h *Handler) buildDocuments() error {
 	ancestors := "frame-ancestors 'none'"
 	if h.teamsHosts != nil {
 		scripts += " " + teamsjs.Hash() + " " + web.CSPHash(teamsPageJS)
-		ancestors = "frame-ancestors " + strings.Join(h.teamsHosts, " ")
+		ancestors = "frame-ancestors " + h.teamsSources
 	}
 	h.pageCSP = "default-src 'none'; " +
 		"script-src " + scripts + "; " +
@@ -417,7 +420,7 @@ func (h *Handler) buildDocuments() error {
 		// nowhere else. Its parent is still only ever the page: the frame
 		// token comes from the page's API, and the view document keeps no
 		// frame-ancestors at all (see viewAncestors).
-		h.proxyCSP += " " + strings.Join(h.teamsHosts, " ")
+		h.proxyCSP += " " + h.teamsSources
 	}
 	return nil
 }
@@ -582,7 +585,7 @@ func (h *Handler) page(c echo.Context) error {
 	if h.teamsHosts != nil {
 		d.Teams = true
 		d.TeamsJS, d.TeamsScript = template.JS(teamsjs.Script()), template.JS(teamsPageJS)
-		d.TeamsOrigins = strings.Join(h.teamsHosts, " ")
+		d.TeamsOrigins = h.teamsSources
 	}
 	var b bytes.Buffer
 	if err := h.pageTmpl.Execute(&b, d); err != nil {
@@ -602,7 +605,7 @@ func (h *Handler) teamsSignIn(c echo.Context) error {
 	var b bytes.Buffer
 	err := h.signInTmpl.Execute(&b, pageData{
 		CSS: template.CSS(pageCSS), TeamsJS: template.JS(teamsjs.Script()), TeamsScript: template.JS(teamsPageJS),
-		TeamsOrigins: strings.Join(h.teamsHosts, " "),
+		TeamsOrigins: h.teamsSources,
 	})
 	if err != nil {
 		return fmt.Errorf("viewpage: render Teams sign-in: %w", err)
