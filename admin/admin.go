@@ -15,6 +15,7 @@ package admin
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"embed"
 	"errors"
@@ -217,13 +218,17 @@ func (h *Handler) withAdmin(f func(echo.Context, access.Person) error, api bool)
 		s, err := h.opts.SignIn.Session(r)
 		if err != nil {
 			if !api && r.Method == http.MethodGet {
-				return c.Redirect(http.StatusSeeOther, h.opts.SignIn.SignInURL(r.URL.RequestURI()))
+				// The local sign-in has the local tenant admin selected.
+				return c.Redirect(http.StatusSeeOther, h.opts.SignIn.SignInAsURL(r.URL.RequestURI(), signin.LocalAdmin().UserID))
 			}
 			return errNoSession.Wrap(err)
 		}
 		p := access.Person{TenantID: s.TenantID, UserID: s.UserID, Name: s.Name, Roles: s.Roles}
 		if err := h.opts.Access.RequireAdmin(r.Context(), p); err != nil {
 			if errors.Is(err, access.ErrDenied) {
+				if !api && h.opts.SignIn.LocalRequest(r) {
+					return h.localNotAdmin(r, s).Wrap(err)
+				}
 				return errNotAdmin.Wrap(err)
 			}
 			return err
@@ -232,6 +237,23 @@ func (h *Handler) withAdmin(f func(echo.Context, access.Person) error, api bool)
 		web.NoStore(hd)
 		hd.Set("Referrer-Policy", "no-referrer")
 		return f(c, p)
+	}
+}
+
+// localNotAdmin is the console's refusal in local mode: it names the
+// local tenant admin (whom the local sign-in lists for anyone to pick)
+// and offers to sign in as someone else, back to the page asked for.
+func (h *Handler) localNotAdmin(r *http.Request, s signin.Session) *web.Error {
+	ret := "/admin"
+	if r.Method == http.MethodGet {
+		ret = r.URL.RequestURI()
+	}
+	a := signin.LocalAdmin()
+	return &web.Error{
+		Status: http.StatusForbidden,
+		Message: "The admin console needs the agents.admin role in your tenant, and you are signed in as " + cmp.Or(s.Name, s.UserID) +
+			" without it. Sign in as someone else: " + a.Name + ", the admin of the playground's tenant, is selected there for you.",
+		Link: &web.Link{Href: h.opts.SignIn.SignInAsURL(ret, a.UserID), Text: "Sign in as someone else"},
 	}
 }
 

@@ -6,12 +6,14 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/chromedp/chromedp"
 
 	"teamsbot/bot"
+	"teamsbot/signin"
 	"teamsbot/store"
 )
 
@@ -131,6 +133,48 @@ func TestBrowserPlayground(t *testing.T) {
 	if _, err := en.store.Conversation(context.Background(), key); !errors.Is(err, store.ErrNotFound) {
 		t.Errorf("after uninstall, conversation %s: %v, want store.ErrNotFound", key, err)
 	}
+}
+
+// TestBrowserViewLinkInAFreshBrowser opens the Open link of a view made
+// in the playground in another browser (its own cookies, nobody signed
+// in), as a person who copies the link does: the local sign-in has the
+// view's owner selected, and its Sign in button lands on the view page,
+// which shows the view in its frames. The playground offers the local
+// people of the sign-in, the tenant admin among them.
+func TestBrowserViewLinkInAFreshBrowser(t *testing.T) {
+	en := newEnv(t)
+	tb := newTab(t)
+	tb.navigate(en.base + "/playground")
+	tb.wait(mainFrame, `document.getElementById("conversation-id").textContent.startsWith("a:")`, "the personal chat")
+	people := signin.LocalPeople()
+	var names []string
+	for _, p := range people {
+		names = append(names, p.Name)
+	}
+	got := tb.str(mainFrame, `[...document.querySelectorAll("#preset option[data-user]")].map(o => o.dataset.name).join(", ")`)
+	if want := strings.Join(names, ", "); got != want {
+		t.Errorf("the playground offers %q, want the local people %q", got, want)
+	}
+	if got := tb.str(mainFrame, `document.getElementById("tenant").value`); got != signin.LocalTenant {
+		t.Errorf("the playground's tenant is %q, want the local sign-in's %q", got, signin.LocalTenant)
+	}
+	if got := tb.str(mainFrame, `document.getElementById("admin-note").innerText`); !strings.Contains(got, signin.LocalAdmin().Name) || !strings.Contains(got, "admin console") {
+		t.Errorf("the playground does not say who opens the admin console: %q", got)
+	}
+
+	tb.send("/sales_report {}")
+	tb.wait(mainFrame, `document.querySelector(".inline-view .view-head a") !== null`, "the view's Open link")
+	link := tb.str(mainFrame, `document.querySelector(".inline-view .view-head a").href`)
+
+	fresh := newTab(t)
+	fresh.navigate(link)
+	fresh.wait(mainFrame, `location.pathname === "/signin" && document.querySelector('input[name="person"]:checked') !== null`, "the local sign-in")
+	if got := fresh.str(mainFrame, `document.querySelector('input[name="person"]:checked').value`); got != people[0].UserID {
+		t.Fatalf("the sign-in has %q selected, want the view's owner %s", got, people[0].Name)
+	}
+	fresh.must(mainFrame, `document.querySelector('form[action="/signin/local"] button[type="submit"]').click()`)
+	fresh.wait(mainFrame, `location.href === `+strconv.Quote(link), "the view page after signing in")
+	fresh.wait(viewFrame, `document.body.dataset.state === "ready"`, "the view in the fresh browser")
 }
 
 // screenshotFile is the playground's picture in README.

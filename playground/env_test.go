@@ -49,10 +49,11 @@ type env struct {
 	logs  testenv.LogBuffer
 }
 
-// The tenant and person the page starts with (playground.js PRESETS).
-const (
-	pageTenant = "0b2d9c7e-4f1a-4c3b-9e8d-7a6b5c4d3e2f"
-	pageUser   = "5f2c1c0e-8a34-4b8e-9a1d-3c6e2b7d9f01"
+// The tenant and person the page starts with: the first of the local
+// people, whom the local sign-in lists too.
+var (
+	pageTenant = signin.LocalTenant
+	pageUser   = signin.LocalPeople()[0].UserID
 )
 
 func newEnv(t testing.TB) *env {

@@ -18,7 +18,10 @@
 // from the same sandbox proxy and view documents as the view page, after the
 // page signs the chosen person in through the local development sign-in
 // (POST /signin/local): viewpage decides, as everywhere, who may open a view
-// and call its tools.
+// and call its tools. The people the page offers are the local sign-in's own
+// list (signin.LocalPeople, in signin.LocalTenant), so that a view link opened
+// elsewhere signs in as the same person, and the tenant admin among them
+// opens the admin console.
 //
 // The playground exists only in local mode: New refuses a bot with an app
 // id, and every route refuses callers that are not on this machine (a
@@ -39,11 +42,13 @@ package playground
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	_ "embed"
 	"errors"
 	"fmt"
 	"html/template"
+	"io"
 	"log/slog"
 	"net/http"
 	"strings"
@@ -139,10 +144,10 @@ type Handler struct {
 	now         func() time.Time
 	cop         *http.CrossOriginProtection
 
-	page    []byte
-	pageCSP string
-	home    []byte
-	homeCSP string
+	page     []byte
+	pageCSP  string
+	homeTmpl *template.Template
+	homeCSP  string
 
 	// life ends with Close: the goroutines that find the views of an
 	// answer card stop with it.
@@ -229,8 +234,13 @@ func (h *Handler) Close() {
 type pageData struct {
 	BotName, HostName, HostVersion string
 	SignIn                         string // "local", or "off" when views cannot be opened
-	CSS                            template.CSS
-	Bridge, Cards, Script          template.JS
+	// People are the local people to pick from, in Tenant; someone else
+	// typed in gets DefaultRoles. Admin is the one who opens the console.
+	People                []signin.LocalPerson
+	Tenant, DefaultRoles  string
+	Admin                 signin.LocalPerson
+	CSS                   template.CSS
+	Bridge, Cards, Script template.JS
 }
 
 // buildPage renders the page once (it is the same for every request) and
@@ -248,6 +258,7 @@ func (h *Handler) buildPage(frameSrc string) error {
 	var b bytes.Buffer
 	err = t.Execute(&b, pageData{
 		BotName: h.botName, HostName: viewpage.HostName, HostVersion: h.hostVersion, SignIn: signIn,
+		People: signin.LocalPeople(), Tenant: signin.LocalTenant, DefaultRoles: signin.LocalDefaultRoles, Admin: signin.LocalAdmin(),
 		CSS:    template.CSS(pageCSS),
 		Bridge: template.JS(viewpage.BridgeScript()), Cards: template.JS(cardsJS), Script: template.JS(pageJS),
 	})
@@ -256,18 +267,13 @@ func (h *Handler) buildPage(frameSrc string) error {
 	}
 	h.page = b.Bytes()
 
-	ht, err := template.New("home").Parse(homeHTML)
-	if err != nil {
+	if h.homeTmpl, err = template.New("home").Parse(homeHTML); err != nil {
 		return fmt.Errorf("playground: start page template: %w", err)
 	}
-	var hb bytes.Buffer
-	if err := ht.Execute(&hb, struct {
-		BotName string
-		CSS     template.CSS
-	}{h.botName, template.CSS(homeCSS)}); err != nil {
+	// Rendered once here, so that a mistake in it stops the start.
+	if err := h.homeTmpl.Execute(io.Discard, h.homeData(nil)); err != nil {
 		return fmt.Errorf("playground: start page template: %w", err)
 	}
-	h.home = hb.Bytes()
 	// No script at all; one style; links only.
 	h.homeCSP = "default-src 'none'; style-src " + web.CSPHash(homeCSS) + "; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
 	h.pageCSP = "default-src 'none'; " +
@@ -333,13 +339,60 @@ func (h *Handler) servePage(c echo.Context) error {
 	return c.HTMLBlob(http.StatusOK, h.page)
 }
 
+// homeData is what home.html shows.
+type homeData struct {
+	BotName string
+	CSS     template.CSS
+	// SignInOff: no local sign-in, so neither views nor the console open.
+	SignInOff bool
+	// Current is who is signed in (empty: nobody), with their roles.
+	Current, CurrentRoles string
+	// SwitchURL is the local sign-in, back to the start page.
+	SwitchURL string
+	// People are the local people of Tenant; Admin opens the console, as
+	// AdminURL (the sign-in with Admin selected, back to /admin) does.
+	People   []signin.LocalPerson
+	Tenant   string
+	Admin    signin.LocalPerson
+	AdminURL string
+}
+
+// homeData is the start page for the person of session s (nil: nobody).
+func (h *Handler) homeData(s *signin.Session) homeData {
+	d := homeData{
+		BotName: h.botName, CSS: template.CSS(homeCSS),
+		SignInOff: !h.signin.Local(),
+		SwitchURL: h.signin.SignInURL("/"),
+		People:    signin.LocalPeople(), Tenant: signin.LocalTenant, Admin: signin.LocalAdmin(),
+		AdminURL: h.signin.SignInAsURL("/admin", signin.LocalAdmin().UserID),
+	}
+	if s != nil {
+		d.Current = cmp.Or(s.Name, s.UserID)
+		if s.TenantID != signin.LocalTenant {
+			d.Current += " of tenant " + s.TenantID
+		}
+		d.CurrentRoles = strings.Join(s.Roles, " ")
+	}
+	return d
+}
+
 // Home serves the start page, GET /, in local mode: one click to the
-// playground, and what to try there.
+// playground, what to try there, who is signed in (and a way to sign in
+// as someone else), the local people, and how to reach the admin console.
 func (h *Handler) Home(c echo.Context) error {
+	var who *signin.Session
+	if s, err := h.signin.Session(c.Request()); err == nil {
+		who = &s
+	}
+	var b bytes.Buffer
+	if err := h.homeTmpl.Execute(&b, h.homeData(who)); err != nil {
+		return fmt.Errorf("playground: start page: %w", err)
+	}
 	hd := c.Response().Header()
 	hd.Set("Content-Security-Policy", h.homeCSP)
 	web.NoStore(hd)
-	return c.HTMLBlob(http.StatusOK, h.home)
+	hd.Set("Referrer-Policy", "no-referrer")
+	return c.HTMLBlob(http.StatusOK, b.Bytes())
 }
 
 // pageRequest checks a state-changing request of the page: same origin

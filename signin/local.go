@@ -1,6 +1,7 @@
 package signin
 
 import (
+	"cmp"
 	"log/slog"
 	"net/http"
 	"strings"
@@ -10,35 +11,54 @@ import (
 	"github.com/labstack/echo/v4"
 )
 
-// Defaults of the local development sign-in form.
-const (
-	LocalDefaultTenant = "local-tenant"
-	LocalDefaultUser   = "local-user"
-	LocalDefaultName   = "Local Developer"
-	LocalDefaultRoles  = "agents.read agents.run"
-)
-
-// localForm is what the local sign-in form shows and posts.
+// localForm is what the local sign-in form shows and posts: the local
+// people to pick from, one of them selected, and the fields for someone
+// else.
 type localForm struct {
+	People []formPerson
+	// Other selects "someone else" instead of a listed person.
+	Other bool
+	// Current is who is signed in now, if anyone.
+	Current                   string
 	Name, Tenant, User, Roles string
+	// LocalTenant is the tenant of the listed people.
+	LocalTenant string
 }
 
-// renderLocalForm shows the local development sign-in form.
-func (s *Service) renderLocalForm(c echo.Context, ret string) error {
+// formPerson is a local person on the form.
+type formPerson struct {
+	LocalPerson
+	Checked bool
+}
+
+// renderLocalForm shows the local development sign-in form, with the
+// local person whose user id is as selected (the first one when as names
+// nobody of the list).
+func (s *Service) renderLocalForm(c echo.Context, ret, as string) error {
+	f := localForm{Tenant: LocalTenant, Roles: LocalDefaultRoles, LocalTenant: LocalTenant}
+	if _, ok := LocalPersonOf(LocalTenant, as); !ok {
+		as = LocalPeople()[0].UserID
+	}
+	for _, p := range LocalPeople() {
+		f.People = append(f.People, formPerson{LocalPerson: p, Checked: p.UserID == as})
+	}
+	if cur, err := s.Session(c.Request()); err == nil {
+		f.Current = cmp.Or(cur.Name, cur.UserID)
+		if cur.TenantID != LocalTenant {
+			f.Current += " (tenant " + cur.TenantID + ")"
+		}
+	}
 	return s.render(c, http.StatusOK, "local.html", pageData{
 		Title:  "Sign in (development)",
 		Return: ret,
-		Form: localForm{
-			Name:   LocalDefaultName,
-			Tenant: LocalDefaultTenant,
-			User:   LocalDefaultUser,
-			Roles:  LocalDefaultRoles,
-		},
+		Form:   f,
 	})
 }
 
-// handleLocal signs a person in with what they typed: there is no password,
-// which is why this exists only on loopback.
+// handleLocal signs a person in: one of the local people picked from the
+// list (person=their user id), or whoever was typed into the fields
+// (person=other, or no person at all, as the playground posts). There is
+// no password, which is why this exists only on loopback.
 func (s *Service) handleLocal(c echo.Context) error {
 	if err := s.cop.Check(c.Request()); err != nil {
 		return errCrossSite
@@ -52,25 +72,29 @@ func (s *Service) handleLocal(c echo.Context) error {
 	r := c.Request()
 	ret := LocalPath(r.PostFormValue("return"))
 	c.Set(returnKey, ret)
-	tenant := strings.TrimSpace(r.PostFormValue("tenant"))
-	user := strings.TrimSpace(r.PostFormValue("user"))
-	if !idPattern.MatchString(tenant) || !idPattern.MatchString(user) {
-		return web.NewError(http.StatusBadRequest,
-			"Tenant id and user id must be 1 to 128 letters, digits, dots, dashes or underscores, starting with a letter or digit.")
-	}
-	p := sessionPayload{
-		TID:   tenant,
-		OID:   user,
-		Name:  clip(r.PostFormValue("name"), 256),
-		Local: true,
+	var p sessionPayload
+	if pick := r.PostFormValue("person"); pick != "" && pick != "other" {
+		lp, ok := LocalPersonOf(LocalTenant, pick)
+		if !ok {
+			return web.NewError(http.StatusBadRequest, "There is no such person in the list. Pick one of the people shown, or someone else.")
+		}
+		p = sessionPayload{TID: LocalTenant, OID: lp.UserID, Name: lp.Name, Roles: lp.Roles, Local: true}
+	} else {
+		tenant := strings.TrimSpace(r.PostFormValue("tenant"))
+		user := strings.TrimSpace(r.PostFormValue("user"))
+		if !idPattern.MatchString(tenant) || !idPattern.MatchString(user) {
+			return web.NewError(http.StatusBadRequest,
+				"Tenant id and user id must be 1 to 128 letters, digits, dots, dashes or underscores, starting with a letter or digit.")
+		}
+		p = sessionPayload{TID: tenant, OID: user, Name: clip(r.PostFormValue("name"), 256), Local: true}
+		for _, role := range strings.FieldsFunc(r.PostFormValue("roles"), func(r rune) bool { return r == ',' || r == ' ' }) {
+			if len(p.Roles) == 64 {
+				break
+			}
+			p.Roles = append(p.Roles, clip(role, 128))
+		}
 	}
 	p.UPN = p.OID
-	for _, role := range strings.FieldsFunc(r.PostFormValue("roles"), func(r rune) bool { return r == ',' || r == ' ' }) {
-		if len(p.Roles) == 64 {
-			break
-		}
-		p.Roles = append(p.Roles, clip(role, 128))
-	}
 	if _, err := s.startSession(c, p); err != nil {
 		return err
 	}

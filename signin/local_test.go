@@ -14,6 +14,8 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"regexp"
+	"slices"
 	"strings"
 	"testing"
 
@@ -61,8 +63,8 @@ func TestLocalSignIn(t *testing.T) {
 		"Development sign-in",
 		`<html lang="en">`,
 		`<label for="tenant">`,
-		`value="local-tenant"`,
-		`value="local-user"`,
+		`id="tenant" name="tenant" value="` + signin.LocalTenant + `"`,
+		`Megan Bowen`, `Adele Vance`,
 		`name="return" value="/mcp-apps/v1"`,
 		`action="/signin/local"`,
 	} {
@@ -88,6 +90,95 @@ func TestLocalSignIn(t *testing.T) {
 	_, body = e.get(e.client, e.srv.URL+"/signed-out")
 	if !strings.Contains(body, "Development sign-in") {
 		t.Error("signed-out page lacks the development banner")
+	}
+}
+
+// checkedPerson is the person the local sign-in form has selected: the
+// value of its checked radio button ("" when none is).
+func checkedPerson(body string) string {
+	m := regexp.MustCompile(`name="person" value="([^"]*)" checked`).FindAllStringSubmatch(body, -1)
+	if len(m) != 1 {
+		return ""
+	}
+	return m[0][1]
+}
+
+// The local sign-in lists the local people (the playground's, in its
+// tenant) with their names and roles, the first one selected; ?as= selects
+// another of them and nobody else; picking a person signs them in with
+// the tenant and roles of the list, whatever else the form carries, and
+// typed ids still work for someone else.
+func TestLocalSignInPeople(t *testing.T) {
+	e := newEnv(t, signin.Options{Loopback: true}, false)
+	people := signin.LocalPeople()
+	admin := signin.LocalAdmin()
+	if !admin.Admin() || !slices.ContainsFunc(people, func(p signin.LocalPerson) bool { return p.UserID == admin.UserID }) {
+		t.Fatalf("the local people have no tenant admin: %+v", people)
+	}
+	if r := signin.LocalReader(); !r.Reader() {
+		t.Fatalf("the local people have no agent reader: %+v", people)
+	}
+
+	_, body := e.get(e.client, e.srv.URL+e.svc.SignInURL("/admin"))
+	for _, p := range people {
+		for _, want := range []string{`value="` + p.UserID + `"`, ">" + p.Name + "</label>", "<code>" + p.RoleList() + "</code>"} {
+			if !strings.Contains(body, want) {
+				t.Errorf("the form lacks %q of %s", want, p.Name)
+			}
+		}
+	}
+	if got := checkedPerson(body); got != people[0].UserID {
+		t.Errorf("selected %q, want the first person %s", got, people[0].Name)
+	}
+
+	u := e.svc.SignInAsURL("/admin", admin.UserID)
+	if want := "/signin?return=%2Fadmin&as=" + admin.UserID; u != want {
+		t.Errorf("SignInAsURL = %q, want %q", u, want)
+	}
+	_, body = e.get(e.client, e.srv.URL+u)
+	if got := checkedPerson(body); got != admin.UserID {
+		t.Errorf("?as= the admin selected %q", got)
+	}
+	// Anyone not in the list is not pre-selected, nor put in a URL.
+	for _, as := range []string{"someone-typed", `"><script>`} {
+		if got := e.svc.SignInAsURL("/admin", as); got != e.svc.SignInURL("/admin") {
+			t.Errorf("SignInAsURL(%q) = %q, want the plain sign-in", as, got)
+		}
+		_, body = e.get(e.client, e.srv.URL+"/signin?return=%2Fadmin&as="+url.QueryEscape(as))
+		if got := checkedPerson(body); got != people[0].UserID || strings.Contains(body, "<script>") {
+			t.Errorf("?as=%q selected %q", as, got)
+		}
+	}
+
+	// Picking the admin signs the admin in, with the list's tenant and
+	// roles, even when the typed fields say otherwise.
+	form := localForm("/admin")
+	form.Set("person", admin.UserID)
+	resp, body := e.postLocal(form, nil)
+	if resp.StatusCode != http.StatusSeeOther || resp.Header.Get("Location") != "/admin" {
+		t.Fatalf("POST as the admin: %d to %q: %s", resp.StatusCode, resp.Header.Get("Location"), body)
+	}
+	s, _ := e.whoami()
+	want := signin.Session{TenantID: signin.LocalTenant, UserID: admin.UserID, Name: admin.Name, Username: admin.UserID, Roles: admin.Roles, Local: true}
+	if diff := cmp.Diff(want, s, cmpopts.IgnoreFields(signin.Session{}, "Expires")); diff != "" {
+		t.Errorf("session (-want +got):\n%s", diff)
+	}
+	// Signed in, the form says who and offers the others.
+	_, body = e.get(e.client, e.srv.URL+e.svc.SignInURL("/"))
+	if !strings.Contains(body, "You are signed in as <strong>"+admin.Name+"</strong>") {
+		t.Errorf("the form does not say who is signed in:\n%s", body)
+	}
+
+	// "Someone else" takes the typed fields.
+	form.Set("person", "other")
+	e.postLocal(form, nil)
+	if s, _ := e.whoami(); s.UserID != "dana" || s.TenantID != "local-tenant" {
+		t.Errorf("someone else: signed in as %s/%s, want local-tenant/dana", s.TenantID, s.UserID)
+	}
+	// A person who is not in the list is refused, not made up.
+	form.Set("person", "nobody-listed")
+	if resp, body := e.postLocal(form, nil); resp.StatusCode != http.StatusBadRequest || !strings.Contains(body, "no such person") {
+		t.Errorf("an unknown person: %d %s", resp.StatusCode, body)
 	}
 }
 
@@ -351,5 +442,33 @@ func TestLocalSignInRefusesProxiedRequests(t *testing.T) {
 	}
 	if _, code := e.whoami(); code != http.StatusUnauthorized {
 		t.Error("a proxied request signed someone in")
+	}
+}
+
+// LocalRequest, the rule for what a page may say in local mode, is the
+// local sign-in's own: a loopback Host and no proxy on the way.
+func TestLocalRequest(t *testing.T) {
+	e := newEnv(t, signin.Options{Loopback: true}, false)
+	for _, c := range []struct {
+		host   string
+		header map[string]string
+		want   bool
+	}{
+		{"127.0.0.1:3978", nil, true},
+		{"localhost:3978", nil, true},
+		{"[::1]:3978", nil, true},
+		{"rebound.attacker.example:3978", nil, false},
+		{"127.0.0.1.attacker.example", nil, false},
+		{"127.0.0.1:3978", map[string]string{"X-Forwarded-For": "203.0.113.7"}, false},
+		{"127.0.0.1:3978", map[string]string{"Forwarded": "for=203.0.113.7"}, false},
+	} {
+		r := httptest.NewRequest(http.MethodGet, "/mcp-apps/v", nil)
+		r.Host = c.host
+		for k, v := range c.header {
+			r.Header.Set(k, v)
+		}
+		if got := e.svc.LocalRequest(r); got != c.want {
+			t.Errorf("Host %s, headers %v: LocalRequest %v, want %v", c.host, c.header, got, c.want)
+		}
 	}
 }

@@ -138,7 +138,7 @@ func (s *Service) handleSignIn(c echo.Context) error {
 		if proxied(c.Request()) {
 			return errProxied
 		}
-		return s.renderLocalForm(c, ret)
+		return s.renderLocalForm(c, ret, c.QueryParam("as"))
 	}
 	p := flowPayload{
 		V:        1,

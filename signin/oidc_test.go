@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/cookiejar"
+	"net/http/httptest"
 	"net/url"
 	"strconv"
 	"strings"
@@ -28,6 +29,14 @@ func TestOIDCSignInLandsOnRequestedPageSignedIn(t *testing.T) {
 	m := startMock(t)
 	e := newOIDCEnv(t, m, false, nil)
 	m.QueueUser(alice())
+	// An Entra sign-in is never told whom to expect, nor does it say
+	// anything of the local people.
+	if got, want := e.svc.SignInAsURL("/mcp-apps/view-1", signin.LocalPeople()[0].UserID), e.svc.SignInURL("/mcp-apps/view-1"); got != want {
+		t.Errorf("SignInAsURL with an issuer = %q, want %q", got, want)
+	}
+	if e.svc.LocalRequest(httptest.NewRequest(http.MethodGet, "http://127.0.0.1/", nil)) {
+		t.Error("LocalRequest holds with an issuer")
+	}
 
 	resp, body := e.get(e.client, e.srv.URL+e.svc.SignInURL("/mcp-apps/view-1?tab=2"))
 	if resp.StatusCode != http.StatusOK {

@@ -1,7 +1,8 @@
 // Package signin signs people in to the companion web page: OpenID Connect
 // with Microsoft Entra ID (authorization code with PKCE, state and nonce,
 // single- and multi-tenant issuers), the session cookie that follows, sign-out,
-// and a local development sign-in for a service that listens on loopback only.
+// and a local development sign-in for a service that listens on loopback only,
+// which lists the local people (LocalPeople), the playground's, in its tenant.
 //
 // A person is identified by the token's tenant (tid) and object id (oid); the
 // name, username and app roles ride along for display and for access checks
@@ -12,9 +13,11 @@
 //
 // Routes added by Register:
 //
-//	GET  /signin?return=/local/path  start sign-in (the form, in local mode)
+//	GET  /signin?return=/local/path  start sign-in (the form, in local mode;
+//	                                 &as= a local person's id selects them)
 //	GET  /signin/callback            the provider's redirect (OIDC mode)
-//	POST /signin/local               the local form (local mode)
+//	POST /signin/local               the local form (local mode): a local
+//	                                 person picked, or someone typed in
 //	GET  /signout                    a page with a sign-out button
 //	POST /signout                    end the session
 //	GET  /signed-out                 where sign-out lands

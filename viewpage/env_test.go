@@ -144,6 +144,9 @@ type envOptions struct {
 	admin bool
 	// mutate lets a test change viewpage options before New.
 	mutate func(*viewpage.Options)
+	// local signs in with the local development sign-in (no issuer), as
+	// ./run.sh does, instead of mockoidc.
+	local bool
 	// teams serves the service over https in Teams mode: Teams single
 	// sign-on trusting e.keys, and the page framable by e.teamsHost, a
 	// second https origin (and site) that plays the Teams client. The
@@ -221,6 +224,9 @@ func newEnv(t testing.TB, o envOptions) *env {
 		PublicBaseURL: netaddr.MustParseOrigin(e.base), DataDir: e.dataDir, Loopback: true,
 		// The sign-in keeps the real clock: mockoidc signs with it, and a
 		// test that moves the views' clock a week on still has a session.
+	}
+	if o.local {
+		so = signin.Options{PublicBaseURL: netaddr.MustParseOrigin(e.base), DataDir: e.dataDir, Loopback: true}
 	}
 	if o.teams {
 		so.AllowedTenants = []string{tenantA, tenantB}
@@ -360,6 +366,10 @@ func do(t testing.TB, c *http.Client, method, u string, header map[string]string
 		t.Fatal(err)
 	}
 	for k, v := range header {
+		if k == "Host" {
+			req.Host = v // the name the browser asked for
+			continue
+		}
 		req.Header.Set(k, v)
 	}
 	resp, err := c.Do(req)

@@ -59,7 +59,19 @@ func TestPageAccess(t *testing.T) {
 		}
 	})
 
-	leaks := []string{alice().Name, alice().OID, "sales_report", "Sales report", "EMEA", v.Server + "<", v.ResourceURI}
+	// With Entra sign-in a view link tells the sign-in nothing (not whose
+	// view it is, nor that it exists), and no refusal offers another
+	// person: that is the local sign-in's alone.
+	t.Run("the sign-in is not told whose view it is", func(t *testing.T) {
+		noPerson := e.run(nil, "/sales_report {}")
+		for _, id := range []string{v.ID, noPerson.ID, "no-such-view"} {
+			r := do(t, noRedirect(e.client(nil)), http.MethodGet, e.base+"/mcp-apps/"+id, nil, "")
+			if want := "/signin?return=" + url.QueryEscape("/mcp-apps/"+id); r.status != http.StatusSeeOther || r.header.Get("Location") != want {
+				t.Errorf("%s: %d to %q, want 303 to %q", id, r.status, r.header.Get("Location"), want)
+			}
+		}
+	})
+	leaks := []string{alice().Name, alice().OID, "sales_report", "Sales report", "EMEA", v.Server + "<", v.ResourceURI, "Sign in as someone else", "&amp;as="}
 	unknown := do(t, e.client(mallory()), http.MethodGet, e.base+"/mcp-apps/no-such-view", nil, "")
 	unknownAPI := do(t, e.client(mallory()), http.MethodGet, e.base+"/api/mcp-apps/no-such-view", nil, "")
 	t.Run("another tenant gets exactly what an unknown id gets", func(t *testing.T) {

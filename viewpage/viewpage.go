@@ -553,17 +553,19 @@ func (h *Handler) page(c echo.Context) error {
 			// refuse every frame): the shell signs in with Teams.
 			return h.teamsSignIn(c)
 		}
-		return c.Redirect(http.StatusSeeOther, h.signin.SignInURL("/mcp-apps/"+url.PathEscape(id)))
+		return c.Redirect(http.StatusSeeOther, h.signInFor(r, id))
 	}
 	if err != nil {
 		return err
 	}
 	v, err := h.viewFor(r.Context(), id, s)
-	if err != nil {
-		return err
+	if err == nil {
+		if err = h.access.CanRead(r.Context(), personOf(s), accessView(v)); err != nil {
+			err = refusal(err)
+		}
 	}
-	if err := h.access.CanRead(r.Context(), personOf(s), accessView(v)); err != nil {
-		return refusal(err)
+	if err != nil {
+		return h.localRefusal(r, id, s, err)
 	}
 	title := v.ToolTitle
 	if title == "" {

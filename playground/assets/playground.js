@@ -13,16 +13,21 @@
   var hostInfo = { name: body.getAttribute("data-host-name"), version: body.getAttribute("data-host-version") };
   var signInMode = body.getAttribute("data-signin");
 
-  // People and a tenant to start from; every field can be edited.
-  var PRESETS = [
-    { name: "Megan Bowen", user: "5f2c1c0e-8a34-4b8e-9a1d-3c6e2b7d9f01" },
-    { name: "Alex Wilber", user: "a7d3e5f1-2b4c-4d6e-8f90-1a2b3c4d5e6f" }
-  ];
-  var DEFAULT_TENANT = "0b2d9c7e-4f1a-4c3b-9e8d-7a6b5c4d3e2f";
-  var ROLES = "agents.read agents.run";
-
   var $ = function (id) { return document.getElementById(id); };
   var preset = $("preset");
+
+  // The local people (the server's one list, the same the local sign-in
+  // shows) and their tenant, to start from; every field can be edited.
+  // Someone else gets the default roles.
+  var DEFAULT_TENANT = body.getAttribute("data-tenant");
+  var DEFAULT_ROLES = body.getAttribute("data-default-roles");
+  function presetOf(value) {
+    var o = preset.querySelector('option[value="' + value + '"]');
+    if (!o || !o.dataset.user) {
+      return null;
+    }
+    return { name: o.dataset.name, user: o.dataset.user, roles: o.dataset.roles };
+  }
   var nameIn = $("user-name");
   var userIn = $("user-id");
   var tenantIn = $("tenant");
@@ -67,7 +72,8 @@
         kind = radios[i].value;
       }
     }
-    return { tenant: tenantIn.value.trim(), user: userIn.value.trim(), name: nameIn.value.trim(), kind: kind };
+    var p = presetOf(preset.value);
+    return { tenant: tenantIn.value.trim(), user: userIn.value.trim(), name: nameIn.value.trim(), kind: kind, roles: p ? p.roles : DEFAULT_ROLES };
   }
 
   // The local sign-in: the person chosen here is the one the bot runs
@@ -80,7 +86,7 @@
       return Promise.reject(new Error("the local development sign-in is off (see README, Trying it locally), so views cannot be opened here"));
     }
     var who = current;
-    var want = who.tenant + "\n" + who.user + "\n" + who.name;
+    var want = who.tenant + "\n" + who.user + "\n" + who.name + "\n" + who.roles;
     if (signedAs === want) {
       return Promise.resolve();
     }
@@ -91,7 +97,7 @@
     form.set("name", who.name);
     form.set("tenant", who.tenant);
     form.set("user", who.user);
-    form.set("roles", ROLES);
+    form.set("roles", who.roles);
     form.set("return", "/playground");
     var p = fetch("/signin/local", { method: "POST", body: form, credentials: "same-origin", redirect: "manual" })
       .then(function (r) {
@@ -154,10 +160,11 @@
 
   function restart() {
     var next = selected();
-    if (current && next.tenant === current.tenant && next.user === current.user && next.name === current.name && next.kind === current.kind) {
+    if (current && next.tenant === current.tenant && next.user === current.user && next.name === current.name && next.kind === current.kind && next.roles === current.roles) {
       return;
     }
     current = next;
+    $("roles").textContent = current.roles;
     mentionBox.hidden = current.kind === "personal";
     since = 0;
     if (poller) {
@@ -433,10 +440,11 @@
   }
 
   function usePreset() {
-    var i = Number(preset.value);
-    if (PRESETS[i]) {
-      nameIn.value = PRESETS[i].name;
-      userIn.value = PRESETS[i].user;
+    var p = presetOf(preset.value);
+    if (p) {
+      nameIn.value = p.name;
+      userIn.value = p.user;
+      tenantIn.value = DEFAULT_TENANT;
     }
   }
 
@@ -446,9 +454,7 @@
   });
   [nameIn, userIn, tenantIn].forEach(function (input) {
     input.addEventListener("change", function () {
-      if (input !== tenantIn) {
-        preset.value = "2";
-      }
+      preset.value = "other";
       restart();
     });
   });
