@@ -112,7 +112,6 @@ func (b *Bot) RunTriggered(ctx context.Context, r TriggeredRun) (TriggeredResult
 	case runErr == nil || errors.Is(runErr, agent.ErrModel) && len(ans.Views) > 0:
 		if runErr != nil {
 			res.Failed = true
-			ans.Notes = nil
 			b.logger.Error("triggered run failed after making views", "tenant", r.TenantID, "conversation", r.ConversationID, "run", ans.RunID, "err", runErr)
 		}
 		trig := r.Trigger

@@ -89,11 +89,11 @@ func goldenCases() map[string][]Card {
 			Text:  "I found two dashboards; one of them could be shown.",
 			Views: twoViews()[:1],
 			Refusals: []Refusal{
-				{Server: "crm", Tool: "pipeline", ResourceURI: "ui://crm/pipeline", Reason: "mime", Detail: `MIME type "text/html", want "text/html;profile=mcp-app"`},
-				{Server: "crm", Tool: "legacy", ResourceURI: "https://crm.example.com/view", Reason: "scheme", Detail: "not ui://"},
-				{Server: "bi", Tool: "report", ResourceURI: "ui://bi/report", Reason: "size", Detail: "3145728 bytes, limit 2097152"},
-				{Server: "bi", Tool: "map", ResourceURI: "ui://bi/map", Reason: "read", Detail: "resource not found"},
-				{Server: "bi", Tool: "blank", ResourceURI: "ui://bi/blank", Reason: "content", Detail: "no text or blob"},
+				{Server: "crm", Tool: "pipeline", ResourceURI: "ui://crm/pipeline", Reason: "mime", Ref: "7KQ2M9XD"},
+				{Server: "crm", Tool: "legacy", ResourceURI: "https://crm.example.com/view", Reason: "scheme", Ref: "H3V8TN4W"},
+				{Server: "bi", Tool: "report", ResourceURI: "ui://bi/report", Reason: "size", Ref: "Q0ZC6R1P"},
+				{Server: "bi", Tool: "map", ResourceURI: "ui://bi/map", Reason: "read", Ref: "B5MX2KJ9"},
+				{Server: "bi", Tool: "blank", ResourceURI: "ui://bi/blank", Reason: "content", Ref: "N8DT3FYA"},
 			},
 		}, https),
 		"answer_tool_error": AnswerCards(Answer{

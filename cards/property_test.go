@@ -93,7 +93,7 @@ func propertyAnswers(n int) []Answer {
 			a.Notes = append(a.Notes, randomText(r, r.IntN(3_000)))
 		}
 		for range r.IntN(30) {
-			a.Refusals = append(a.Refusals, Refusal{Server: randomText(r, 50), Tool: randomText(r, 50), Reason: []string{"mime", "scheme", "size", "read", "content", "??"}[r.IntN(6)], Detail: randomText(r, 1_000)})
+			a.Refusals = append(a.Refusals, Refusal{Server: randomText(r, 50), Tool: randomText(r, 50), Reason: []string{"mime", "scheme", "size", "read", "content", "??"}[r.IntN(6)], Ref: randomText(r, 100)})
 		}
 		for range r.IntN(30) {
 			a.ToolErrors = append(a.ToolErrors, ToolError{Server: randomText(r, 50), Tool: randomText(r, 50), Message: randomText(r, 5_000)})

@@ -300,8 +300,9 @@ func toolErrorsPlain(n int) string { return plural(n, "tool call failed.", "tool
 // refusalWhy follows a refused view's name: why it was refused.
 func refusalWhy(reason string) string { return ": " + reason + "." }
 
-// refusalDetail follows refusalWhy: the checker's technical detail.
-func refusalDetail(detail string) string { return " (" + detail + ")" }
+// refusalRef follows refusalWhy: the reference under which operators find
+// the checker's detail.
+func refusalRef(ref string) string { return " (ref " + ref + ")" }
 
 // toolErrorWhy follows a failed tool call's name: what it failed with.
 func toolErrorWhy(message string) string { return ": " + message }
