@@ -456,9 +456,9 @@ func (p *prepared) viewBlock(v viewInfo) container {
 		items = append(items, buttons(open))
 	case !v.expired && p.base:
 		// Only an id that cannot make a safe address ends here.
-		items = append(items, subtleText(openFromConsole))
+		items = append(items, subtleText(viewNoAddress))
 	case !v.expired:
-		items = append(items, subtleText(openFromConsoleWhy))
+		items = append(items, subtleText(viewNeedsHTTPS))
 	}
 	b := box("emphasis", items...)
 	b.Spacing = "Medium"
@@ -475,10 +475,13 @@ func (p *prepared) viewFallback(v viewInfo) string {
 		}
 		s += viewPlainUntil(at)
 	}
-	if v.url != "" {
+	switch {
+	case v.url != "":
 		return s + ": " + v.url
+	case p.base:
+		return s + viewPlainNoAddress
 	}
-	return s + viewPlainFromConsole
+	return s + viewPlainNeedsHTTPS
 }
 
 // refusalBlock lists the views that were not made.

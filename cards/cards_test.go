@@ -137,7 +137,9 @@ func TestViewBlockHTTPS(t *testing.T) {
 }
 
 // TestViewBlockWithoutHTTPS: with an http:// (or no) base URL there is no
-// button anywhere, and each block points to the web console.
+// button anywhere, and each block says, as the fallback does, that the view
+// can't be opened from Teams until an admin gives the service an https
+// address: there is no other way to it for a person in Teams.
 func TestViewBlockWithoutHTTPS(t *testing.T) {
 	for _, base := range []netaddr.Origin{netaddr.MustParseOrigin("http://localhost:3978"), netaddr.MustParseOrigin("HTTP://127.0.0.1:3978"), {}} {
 		cs := AnswerCards(Answer{Text: answerText, Views: twoViews()}, Options{PublicBaseURL: base, Now: now})
@@ -147,11 +149,11 @@ func TestViewBlockWithoutHTTPS(t *testing.T) {
 			t.Errorf("base %q: a button or view address in %s", base, raw)
 		}
 		for i, b := range find(doc, "Container") {
-			if !strings.Contains(texts(b), "Open this view from the web console.") {
-				t.Errorf("base %q: view %d block does not point to the web console: %s", base, i, texts(b))
+			if txt := texts(b); !strings.Contains(txt, "can't be opened from Teams yet") || !strings.Contains(txt, "Ask your admin to give this service an https address") {
+				t.Errorf("base %q: view %d block does not say how the view can be opened: %s", base, i, txt)
 			}
 		}
-		if !strings.Contains(cs[0].FallbackText, "open it from the web console") {
+		if fb := cs[0].FallbackText; !strings.Contains(fb, "can't be opened from Teams until your admin gives this service an https address") || strings.Contains(fb, "console") {
 			t.Errorf("base %q: fallback %q", base, cs[0].FallbackText)
 		}
 	}
@@ -284,7 +286,8 @@ func TestWelcome(t *testing.T) {
 		t.Errorf("summary %q fallback %q", c.Summary, c.FallbackText)
 	}
 	console := texts(decode(t, Welcome(Options{PublicBaseURL: httpBase})))
-	if !strings.Contains(console, "from the web console") || strings.Contains(console, "Open** button") || !strings.Contains(console, "Assistant") {
+	if !strings.Contains(console, "can't be opened from Teams yet") || !strings.Contains(console, "https address") ||
+		strings.Contains(console, "Open** button") || strings.Contains(console, "console") || !strings.Contains(console, "Assistant") {
 		t.Errorf("welcome without https:\n%s", console)
 	}
 }

@@ -132,7 +132,7 @@ func goldenCases() map[string][]Card {
 		"answer_api_key": AnswerCards(Answer{Text: "Nightly build summary.",
 			Trigger: &Trigger{Name: "CI [pipeline](https://evil.example) **bold**"}}, https),
 		"welcome":            {Welcome(Options{PublicBaseURL: httpsBase, AgentName: "Contoso Helpdesk"})},
-		"welcome_console":    {Welcome(Options{PublicBaseURL: httpBase})},
+		"welcome_http":       {Welcome(Options{PublicBaseURL: httpBase})},
 		"working":            {Working("Which tickets did **Contoso** open last week, and which are still waiting for a reply from the second-level support team in Lisbon, grouped by priority and sorted by age, oldest first, please, with links?")},
 		"answered":           {Answered()},
 		"missing_identity":   {MissingIdentity()},
