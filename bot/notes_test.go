@@ -112,3 +112,28 @@ func logHas(logs string, parts ...string) bool {
 	}
 	return false
 }
+
+// A tool's text that holds an Adaptive Card text function and a link
+// becomes the answer: the card sent to Teams holds both as text, broken
+// the way names are (a zero-width space after the first brace and in the
+// scheme), so that Teams neither evaluates the function nor links the
+// address. The official renderer's view of the same is cards'
+// TestRendererShowsOutsideFunctionsAsText.
+func TestToolTextStaysTextInTheCard(t *testing.T) {
+	const fn = "{{DATE(2026-01-01T00:00:00Z, SHORT)}}"
+	h := newHarness(t, setup{}.withTool("notes", "due_date", func(context.Context) (string, error) {
+		return "Due " + fn + ", see [the plan](https://evil.example/plan)", nil
+	}))
+	if s, b := h.send(h.message("groupChat", "19:group@thread.v2", "d-1", "/due_date {}")); s != http.StatusAccepted {
+		t.Fatalf("%d %s", s, b)
+	}
+	reply, _ := replyTo(h.conn.waitFor(t, "the answer", hasReplyTo("d-1")), "d-1")
+	h.shutdown()
+	raw := string(reply.Raw)
+	if strings.Contains(raw, "{{DATE(2026-01-01") || strings.Contains(raw, "https://evil.example") || strings.Contains(raw, "](") {
+		t.Errorf("the card sent to Teams holds a live function or link:\n%s", raw)
+	}
+	if !containsAll(raw, "Due {\u200b{DATE(2026-01-01T00:00:00Z, SHORT)}}", "the plan (https:\u200b//evil.example/plan)") {
+		t.Errorf("the card does not show the tool's text as text:\n%s", raw)
+	}
+}

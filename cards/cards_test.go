@@ -172,7 +172,7 @@ func TestExpiredView(t *testing.T) {
 func TestRefusedViewsReadable(t *testing.T) {
 	want := map[string]string{
 		"mime":    "the server sent something that is not an MCP App view",
-		"scheme":  "the view's address is not a ui:// resource",
+		"scheme":  "the server gave the view an address that views may not have",
 		"size":    "the view is too large to show",
 		"read":    "the view could not be read from the server",
 		"content": "the server sent a view with no usable content",
@@ -239,20 +239,22 @@ func TestNotesFolded(t *testing.T) {
 }
 
 // TestHostileNamesStayText: markdown, links and date functions in a tool's
-// title, a server's name or a tool error never become markup, links or
-// buttons. (View HTML, arguments and results cannot reach a card at all:
-// View does not carry them.)
+// title, a server's name, a tool error or the answer text never become
+// markup, links, evaluated functions or buttons: the answer text takes the
+// names' rule. (View HTML, arguments and results cannot reach a card at
+// all: View does not carry them.)
 func TestHostileNamesStayText(t *testing.T) {
 	v := view("v1", "[srv](https://evil.example)", "t", "**[Click](https://evil.example/login)** {{DATE(2020-01-01T00:00:00Z)}}")
 	a := Answer{
-		Text:       "[ok](https://evil.example/a)",
+		Text:       "[ok](https://evil.example/a) {{DATE(2026-01-01T00:00:00Z, SHORT)}}",
 		Views:      []View{v},
 		ToolErrors: []ToolError{{Server: "s", Tool: "[x](https://evil.example)", Message: "go to www.evil.example"}},
 	}
 	doc := decode(t, AnswerCards(a, Options{PublicBaseURL: httpsBase, Now: now})[0])
 	for _, tb := range find(doc, "TextBlock") {
 		s := tb["text"].(string)
-		if strings.Contains(s, "](") || strings.Contains(s, "evil.example/login") || strings.Contains(s, "{{DATE(2020") {
+		if strings.Contains(s, "](") || strings.Contains(s, "evil.example/login") || strings.Contains(s, "{{DATE(2020") ||
+			strings.Contains(s, "://") || strings.Contains(s, "{{DATE(2026-01-01") {
 			t.Errorf("TextBlock (read as markdown) carries hostile text: %q", s)
 		}
 	}
@@ -267,7 +269,7 @@ func TestHostileNamesStayText(t *testing.T) {
 			t.Errorf("button to %v", o["url"])
 		}
 	}
-	if got := texts(find(doc, "TextBlock")[0]); got != "ok (https://evil.example/a)" {
+	if got := texts(find(doc, "TextBlock")[0]); got != "ok (https:"+zwsp+"//evil.example/a) {"+zwsp+"{DATE(2026-01-01T00:00:00Z, SHORT)}}" {
 		t.Errorf("answer link shown as %q", got)
 	}
 }

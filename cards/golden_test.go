@@ -116,13 +116,14 @@ func goldenCases() map[string][]Card {
 		"answer_many_views": AnswerCards(Answer{Text: "Latency of every service:", Views: manyViews(40)}, https),
 		"answer_hostile": AnswerCards(Answer{
 			Text: "See [the report](https://evil.example/login) or ![img](https://evil.example/p.png) " +
-				"or <https://evil.example/auto>.\n# Urgent\n[ref]: https://evil.example/ref",
+				"or <https://evil.example/auto> or www.evil.example or mail@evil.example.\n# Urgent\n[ref]: https://evil.example/ref\n" +
+				"Due {{DATE(2026-01-01T00:00:00Z, SHORT)}} at {{TIME(2026-01-01T00:00:00Z)}}.",
 			Views: []View{
 				view("../../admin?x=1#frag", "www.evil.example", "x{{DATE(2020-01-01T00:00:00Z)}}",
 					"[Click here](https://evil.example) **now** <b>bold</b>\u202Egnp.exe\n\nsecond line"),
 				view("..", "crm", "chart", "Chart"),
 			},
-			ToolErrors: []ToolError{{Server: "mail@evil.example", Tool: "fetch", Message: "see http://evil.example/x for details"}},
+			ToolErrors: []ToolError{{Server: "mail@evil.example", Tool: "fetch", Message: "see http://evil.example/x for details, due {{DATE(2026-01-01T00:00:00Z, SHORT)}}"}},
 		}, https),
 		"answer_expired": AnswerCards(Answer{Text: "An old answer.", Views: twoViews()[:1]},
 			Options{PublicBaseURL: httpsBase, Now: now.Add(8 * 24 * time.Hour)}),

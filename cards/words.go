@@ -330,7 +330,7 @@ func refusalReason(reason string) string {
 	case "mime":
 		return "the server sent something that is not an MCP App view"
 	case "scheme":
-		return "the view's address is not a ui:// resource"
+		return "the server gave the view an address that views may not have"
 	case "size":
 		return "the view is too large to show"
 	case "read":
