@@ -22,6 +22,10 @@
 // URIs, titles) in notes, answers, audit records and metric labels. A tool
 // whose _meta.ui is malformed is offered to nobody, and a server's URL is
 // shown by its host only, as it may carry a secret.
+//
+// What a person reads of a failure (a run note, a failed call, the text
+// the model is given of it) is in the person's words with a reference; the
+// error's text is for operators only (problems.go).
 package agent
 
 import (
