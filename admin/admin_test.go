@@ -400,3 +400,32 @@ func TestPermissionsFormAndAPI(t *testing.T) {
 		t.Errorf("%d admin.settings.set records, want 3 (transcript allowed, then taken back by the PUT, demo allowed)", len(recs))
 	}
 }
+
+// The runs page gives an operator what a reference a person was shown
+// leads to: the run's own (a failure card's) and each problem's, with the
+// detail only the console and the log hold.
+func TestRunsPageShowsReferences(t *testing.T) {
+	e := newEnv(t)
+	run := store.Run{ID: "01jx5k2m3n-run-of-tenant-a", AgentID: "default", TenantID: tenantA, UserID: userA.OID, UserName: "Alice",
+		Notes:    []string{"the crm server is unavailable, so its tools were not offered (ref 7KQ2M9XD)"},
+		Problems: []store.RunProblem{{Ref: "7KQ2M9XD", Said: "the crm server is unavailable, so its tools were not offered", Detail: "starting /opt/mcp/crm: no such file or directory"}}}
+	if err := e.store.SaveRun(context.Background(), run, nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	code, body := e.do(e.client(adminA), http.MethodGet, "/admin/runs", "", "")
+	if code != http.StatusOK || !containsAll(body, run.ID, "7KQ2M9XD", "starting /opt/mcp/crm: no such file or directory", "(ref 7KQ2M9XD)") {
+		t.Errorf("runs page %d:\n%s", code, body)
+	}
+	if _, body := e.do(e.client(adminB), http.MethodGet, "/admin/runs", "", ""); strings.Contains(body, "7KQ2M9XD") {
+		t.Error("another tenant's admin sees the run's problems")
+	}
+}
+
+func containsAll(s string, parts ...string) bool {
+	for _, p := range parts {
+		if !strings.Contains(s, p) {
+			return false
+		}
+	}
+	return true
+}

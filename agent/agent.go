@@ -22,6 +22,10 @@
 // URIs, titles) in notes, answers, audit records and metric labels. A tool
 // whose _meta.ui is malformed is offered to nobody, and a server's URL is
 // shown by its host only, as it may carry a secret.
+//
+// What a person reads of a failure (a run note, a failed call, the text
+// the model is given of it) is in the person's words with a reference; the
+// error's text is for operators only (problems.go).
 package agent
 
 import (
@@ -94,12 +98,19 @@ type Step struct {
 type Refusal struct {
 	Server, Tool, ResourceURI string
 	Reason                    string // scheme, mime, size, content, read (mcpapps.Reason*)
-	Detail                    string // for people; at most a few hundred bytes
+	// Ref is the reference under which the log, the run record and the
+	// agent.mcp_app.refused audit record keep the checker's detail, which
+	// may quote the server.
+	Ref string
 }
 
 // ToolError is a tool call that failed (IsError result or transport error).
 type ToolError struct {
-	Server, Tool, Message string
+	Server, Tool string
+	// Message is what a person may read of the failure: the tool's own
+	// error text for an IsError result, or, when the call itself failed,
+	// words that say what failed, ending with the reference of the detail.
+	Message string
 }
 
 // Answer is the outcome of a run.
@@ -114,7 +125,9 @@ type Answer struct {
 	Refusals   []Refusal
 	ToolErrors []ToolError
 	// Notes say what the run left out and why (tools not offered to the
-	// model, servers unavailable, rounds used up), one line each.
+	// model, servers unavailable, rounds used up), one line each, in a
+	// person's words: a note about a failure ends with the reference of
+	// its detail, which only the log and the run record hold.
 	Notes []string
 	// Sources are the tools whose results the model read, each once, in
 	// the order of their first call: what the answer relies on.
@@ -439,10 +452,14 @@ type runState struct {
 	views  []store.NewView
 	audit  []store.AuditRecord
 	cat    catalogue
+	// problems are what went wrong, with the detail for operators; the
+	// person reads only their references (see problem).
+	problems []store.RunProblem
 }
 
 // note adds a run note: one line, at most maxNoteBytes, whatever a server
-// or the model put into the arguments.
+// or the model put into the arguments. Its arguments are names and counts,
+// never an error's text: a note about a failure is noteProblem's.
 func (r *runState) note(format string, args ...any) {
 	r.answer.Notes = append(r.answer.Notes, oneLine(textclip.Clip(fmt.Sprintf(format, args...), maxNoteBytes)))
 }
@@ -476,7 +493,7 @@ func (s *Service) Run(ctx context.Context, req Request) (Answer, error) {
 			// Whatever the model would say now, the calls it made were
 			// cut short: the run stops and says so.
 			runErr = fmt.Errorf("agent %s: the run was stopped: %w", a.cfg.ID, context.Cause(ctx))
-			r.note("the run was stopped before it finished: %v", context.Cause(ctx))
+			r.noteProblem(context.Cause(ctx), "the run was stopped before it finished")
 			r.answer.Text = "Sorry, the run was stopped before it finished."
 			break
 		}
@@ -486,7 +503,7 @@ func (s *Service) Run(ctx context.Context, req Request) (Answer, error) {
 		reply, err := a.model.Next(ctx, turn)
 		if err != nil {
 			runErr = fmt.Errorf("agent %s: %w", a.cfg.ID, err)
-			r.note("the model failed: %v", err)
+			r.noteProblem(err, "the model could not answer")
 			r.answer.Text = "Sorry, the model could not answer this time."
 			break
 		}
@@ -535,6 +552,7 @@ func (s *Service) save(ctx context.Context, r *runState) error {
 		UserName:  r.person.Name,
 		Text:      r.answer.Text,
 		Notes:     r.answer.Notes,
+		Problems:  r.problems,
 		CreatedAt: r.start,
 	}
 	for _, v := range r.answer.Views {

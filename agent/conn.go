@@ -574,8 +574,10 @@ func (c *serverConn) buildToolList(tools []*mcp.Tool, more bool) *toolList {
 			// A malformed _meta.ui: who may call the tool is unknown, so
 			// nobody may (ReadToolUI fails closed the same way), and it
 			// has no view. Offering it to the model could hand it a tool
-			// its server meant for views only.
-			e.notOffered = fmt.Sprintf("its _meta.ui is malformed (%v)", err)
+			// its server meant for views only. The note says so; what is
+			// wrong with it (the checker's error) is for the operator's log.
+			e.notOffered = "its _meta.ui is malformed"
+			c.svc.log.Warn("MCP tool not offered: its _meta.ui is malformed", "agent", c.agentID, "server", c.name, "tool", t.Name, "err", err)
 		default:
 			e.toModel = ui.VisibleTo(mcpapps.VisibilityModel)
 			e.toApp = ui.VisibleTo(mcpapps.VisibilityApp)

@@ -18,22 +18,26 @@ func TestFaultyStdioServerAnswerArrivesInTime(t *testing.T) {
 	cfg.Timeout = timeout.String()
 	for _, c := range []struct {
 		tool string
-		want string // in the tool error the answer carries
+		want string // in the detail the operator finds under the tool error's reference
 	}{
 		{"hang", "timed out after 2s"},
 		{"crash", "stdio"},
 		{"garbage", "stdio"},
 	} {
 		t.Run(c.tool, func(t *testing.T) {
-			s := newService(t, oneAgent(cfg), agent.Options{Store: openStore(t), AppsEnabled: true})
+			st := openStore(t)
+			s := newService(t, oneAgent(cfg), agent.Options{Store: st, AppsEnabled: true})
 			start := time.Now()
 			ans := run(t, s, "/"+c.tool+" {}")
 			took := time.Since(start)
 			if took > timeout+3*time.Second {
 				t.Errorf("the answer took %s, beyond the %s timeout", took, timeout)
 			}
-			if len(ans.ToolErrors) != 1 || !strings.Contains(ans.ToolErrors[0].Message, c.want) {
-				t.Fatalf("tool errors %+v, want one naming %q; text %q", ans.ToolErrors, c.want, ans.Text)
+			if len(ans.ToolErrors) != 1 || refIn(ans.ToolErrors[0].Message) == "" {
+				t.Fatalf("tool errors %+v, want one with a reference; text %q", ans.ToolErrors, ans.Text)
+			}
+			if d := problem(t, st, ans.RunID, refIn(ans.ToolErrors[0].Message)).Detail; !strings.Contains(d, c.want) {
+				t.Errorf("the detail under the reference is %q, want it naming %q", d, c.want)
 			}
 			if ans.Text == "" {
 				t.Errorf("no answer text")

@@ -333,12 +333,12 @@ func (a *agentRuntime) catalogue(ctx context.Context, r *runState) catalogue {
 			r.note("server %s had stopped; it was reconnected", c.name)
 		}
 		if err != nil {
-			r.note("server %s is unavailable, its tools are not offered: %v", c.name, err)
+			r.noteProblem(err, "the %s server is unavailable, so its tools were not offered", c.name)
 			continue
 		}
 		tl, err := c.toolList(ctx, cs)
 		if err != nil {
-			r.note("server %s did not list its tools, they are not offered: %v", c.name, err)
+			r.noteProblem(err, "the %s server did not list its tools, so they were not offered", c.name)
 			continue
 		}
 		specs := tl.specs
@@ -359,14 +359,15 @@ func (a *agentRuntime) catalogue(ctx context.Context, r *runState) catalogue {
 }
 
 // resolve finds the server and tool a model names: "server/tool", or a bare
-// tool name that exactly one server has.
-func (a *agentRuntime) resolve(ctx context.Context, name string) (*serverConn, string, error) {
+// tool name that exactly one server has. When it finds none, missing says
+// why, in words for the person and the model (names only, no error text).
+func (a *agentRuntime) resolve(ctx context.Context, name string) (c *serverConn, tool, missing string) {
 	if server, tool, ok := strings.Cut(name, "/"); ok {
 		c := a.byName[server]
 		if c == nil {
-			return nil, "", fmt.Errorf("%w: no server %.64q", ErrNotFound, server)
+			return nil, "", fmt.Sprintf("no server %.64q", server)
 		}
-		return c, tool, nil
+		return c, tool, ""
 	}
 	var found []*serverConn
 	for _, c := range a.servers {
@@ -380,11 +381,11 @@ func (a *agentRuntime) resolve(ctx context.Context, name string) (*serverConn, s
 	}
 	switch len(found) {
 	case 0:
-		return nil, "", fmt.Errorf("%w: no tool %.128q", ErrNotFound, name)
+		return nil, "", fmt.Sprintf("no tool %.128q", name)
 	case 1:
-		return found[0], name, nil
+		return found[0], name, ""
 	default:
-		return nil, "", fmt.Errorf("%w: tool %.128q is on several servers; name it as server/tool", ErrNotFound, name)
+		return nil, "", fmt.Sprintf("tool %.128q is on several servers; name it as server/tool", name)
 	}
 }
 
@@ -395,24 +396,33 @@ func (r *runState) callForModel(ctx context.Context, call ToolCall) Message {
 	msg := Message{Role: RoleTool, ToolCallID: call.ID, ToolName: call.Name}
 	svc := r.svc
 	server, tool := "", textclip.Clip(call.Name, maxToolNameBytes)
-	refuse := func(result, reason string, extra ...map[string]any) Message {
+	// refuse ends a call that gave no result: the audit record's why has
+	// the reason, the person and the model read said (the same, or the
+	// person's words and a reference when the reason is an error's text).
+	refuse := func(result, reason, said string, extra ...map[string]any) Message {
 		reason = textclip.Clip(reason, maxReasonBytes)
 		fields := map[string]any{"server": server, "tool": tool, "caller": "model", "result": result, "why": reason}
 		for _, m := range extra {
 			maps.Copy(fields, m)
 		}
 		r.audit = append(r.audit, r.auditRecord(AuditToolCall, fields))
-		r.answer.ToolErrors = append(r.answer.ToolErrors, ToolError{Server: server, Tool: tool, Message: reason})
-		msg.Text, msg.IsError = reason, true
+		r.answer.ToolErrors = append(r.answer.ToolErrors, ToolError{Server: server, Tool: tool, Message: said})
+		msg.Text, msg.IsError = said, true
 		return msg
 	}
+	// fail ends a call that failed with err: the detail goes to the
+	// operators under a reference, which the audit record names too.
+	fail := func(result string, err error, extra ...map[string]any) Message {
+		said, ref := r.problem(err, "%s", callFailure(server, tool, err))
+		return refuse(result, err.Error(), said, append(extra, map[string]any{"ref": ref})...)
+	}
 
-	c, name, err := r.agent.resolve(ctx, call.Name)
-	if err != nil {
+	c, name, found := r.agent.resolve(ctx, call.Name)
+	if found != "" {
 		// Empty labels: a model's made-up names must not grow the metrics.
 		svc.metrics.call("", "", false, ResultRefused)
-		r.note("the model asked for %.128q: %v", call.Name, err)
-		return refuse(ResultRefused, err.Error())
+		r.note("the model asked for %.128q: %s", call.Name, found)
+		return refuse(ResultRefused, found, found)
 	}
 	// Until the tool is found in the server's list, its name is the
 	// model's and goes into the metrics as "", like a made-up server.
@@ -423,23 +433,24 @@ func (r *runState) callForModel(ctx context.Context, call ToolCall) Message {
 	}
 	if err != nil {
 		svc.metrics.call(server, "", false, ResultError)
-		return refuse(ResultError, err.Error())
+		return fail(ResultError, err)
 	}
 	tl, err := c.toolList(ctx, cs)
 	if err != nil {
 		svc.metrics.call(server, "", false, ResultError)
-		return refuse(ResultError, err.Error())
+		return fail(ResultError, err)
 	}
 	e := tl.byName[name]
 	if e == nil {
 		svc.metrics.call(server, "", false, ResultRefused)
-		return refuse(ResultRefused, fmt.Sprintf("server %s has no tool %q", server, tool))
+		reason := fmt.Sprintf("server %s has no tool %q", server, tool)
+		return refuse(ResultRefused, reason, reason)
 	}
 	if !e.toModel && r.apps {
 		svc.metrics.call(server, tool, false, ResultRefused)
 		reason := fmt.Sprintf("tool %s/%s is not offered to the model: %s", server, tool, e.notOffered)
 		r.note("refused the model's call: %s", reason)
-		return refuse(ResultRefused, reason)
+		return refuse(ResultRefused, reason, reason)
 	}
 
 	if r.progress != nil {
@@ -454,7 +465,7 @@ func (r *runState) callForModel(ctx context.Context, call ToolCall) Message {
 		if errors.Is(err, ErrUnavailable) {
 			r.note("server %s stopped during the call; it will be reconnected on next use", server)
 		}
-		return refuse(result, err.Error(), decided)
+		return fail(result, err, decided)
 	}
 	fields := map[string]any{"server": server, "tool": tool, "caller": "model", "result": result, "why": why(res, nil)}
 	maps.Copy(fields, decided)
@@ -504,7 +515,7 @@ func (r *runState) makeView(ctx context.Context, c *serverConn, cs *mcp.ClientSe
 	if refusal == nil {
 		var err error
 		if result, err = resultJSON(res); err != nil {
-			r.note("no view for %s/%s: %v", c.name, tool, err)
+			r.noteProblem(err, "no view was made for %s/%s", c.name, tool)
 			return
 		}
 		if args, err = objectArgs(args); err != nil {
@@ -517,13 +528,17 @@ func (r *runState) makeView(ctx context.Context, c *serverConn, cs *mcp.ClientSe
 		}
 	}
 	if refusal != nil {
-		rf := Refusal{Server: c.name, Tool: tool, ResourceURI: textclip.Clip(uri, maxURIBytes), Reason: refusal.Reason, Detail: textclip.Clip(refusal.Detail, maxReasonBytes)}
+		detail := textclip.Clip(refusal.Detail, maxReasonBytes)
+		// The checker's detail may quote the server (its error when the
+		// resource could not be read): it is for operators.
+		said, ref := r.problem(errors.New(refusal.Reason+": "+detail), "no view was made for %s/%s", c.name, tool)
+		rf := Refusal{Server: c.name, Tool: tool, ResourceURI: textclip.Clip(uri, maxURIBytes), Reason: refusal.Reason, Ref: ref}
 		r.answer.Refusals = append(r.answer.Refusals, rf)
 		r.audit = append(r.audit, r.auditRecord(AuditRefused, map[string]any{
-			"server": c.name, "tool": tool, "uri": rf.ResourceURI, "reason": rf.Reason, "why": rf.Detail,
+			"server": c.name, "tool": tool, "uri": rf.ResourceURI, "reason": rf.Reason, "why": detail, "ref": ref,
 		}))
 		r.svc.metrics.refused(c.name, rf.Reason)
-		r.note("no view for %s/%s: %s: %s", c.name, tool, rf.Reason, rf.Detail)
+		r.answer.Notes = append(r.answer.Notes, said)
 		return
 	}
 	asked := entry.ui.Permissions

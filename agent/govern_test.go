@@ -111,8 +111,11 @@ func TestDataRuleDeniesTool(t *testing.T) {
 	st := openStore(t)
 	s := newService(t, govConfig(""), agent.Options{Store: st, AppsEnabled: true, Builtins: map[string]func() *mcp.Server{"gov": g.new}})
 	ans := run(t, s, "/danger {}")
-	if len(ans.ToolErrors) != 1 || !strings.Contains(ans.ToolErrors[0].Message, "denyTools") {
+	if len(ans.ToolErrors) != 1 || !strings.HasPrefix(ans.ToolErrors[0].Message, "your organisation's rules do not allow the gov tool danger (ref ") {
 		t.Fatalf("tool errors = %+v", ans.ToolErrors)
+	}
+	if d := problem(t, st, ans.RunID, refIn(ans.ToolErrors[0].Message)).Detail; !strings.Contains(d, `denyTools "gov/danger"`) {
+		t.Errorf("the operator's detail %q does not name the rule", d)
 	}
 	if g.count("danger") != 0 {
 		t.Errorf("the denied call reached the server")
@@ -244,7 +247,7 @@ forbid (principal, action, resource) when { context.tool == "fails" };
 	s := newService(t, govConfig(""), agent.Options{Store: st, AppsEnabled: true, Access: ax, Builtins: map[string]func() *mcp.Server{"gov": g.new}})
 
 	ans := run(t, s, "/fails {}")
-	if len(ans.ToolErrors) != 1 || !strings.Contains(ans.ToolErrors[0].Message, "nobody-fails") {
+	if len(ans.ToolErrors) != 1 || !strings.Contains(problem(t, st, ans.RunID, refIn(ans.ToolErrors[0].Message)).Detail, "nobody-fails") {
 		t.Errorf("model call: tool errors %+v", ans.ToolErrors)
 	}
 	if g.count("fails") != 0 {
@@ -319,7 +322,7 @@ func TestTenantDataRulesApplyToModelAndViewCalls(t *testing.T) {
 		t.Errorf("the view's call result holds the secret: %s", b)
 	}
 	ans = run(t, s, "/danger {}")
-	if len(ans.ToolErrors) != 1 || !strings.Contains(ans.ToolErrors[0].Message, `denyTools "gov/danger"`) || g.count("danger") != 0 {
+	if len(ans.ToolErrors) != 1 || !strings.Contains(problem(t, st, ans.RunID, refIn(ans.ToolErrors[0].Message)).Detail, `denyTools "gov/danger"`) || g.count("danger") != 0 {
 		t.Errorf("denied tool: errors %+v, %d calls reached the server", ans.ToolErrors, g.count("danger"))
 	}
 
@@ -364,8 +367,11 @@ func TestServerTimeoutStopsSlowTool(t *testing.T) {
 	st := openStore(t)
 	s := newService(t, govConfig("200ms"), agent.Options{Store: st, AppsEnabled: true, Builtins: map[string]func() *mcp.Server{"gov": g.new}})
 	ans := run(t, s, "/slow {}")
-	if len(ans.ToolErrors) != 1 || !strings.Contains(ans.ToolErrors[0].Message, "timed out after 200ms") {
+	if len(ans.ToolErrors) != 1 || !strings.HasPrefix(ans.ToolErrors[0].Message, "the gov tool slow did not answer in time (ref ") {
 		t.Fatalf("tool errors = %+v", ans.ToolErrors)
+	}
+	if d := problem(t, st, ans.RunID, refIn(ans.ToolErrors[0].Message)).Detail; !strings.Contains(d, "timed out after 200ms") {
+		t.Errorf("the operator's detail %q does not say the call timed out", d)
 	}
 	recs := audit(t, st, agent.AuditToolCall)
 	if len(recs) != 1 || field(recs[0], "result") != agent.ResultError {

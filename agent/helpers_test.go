@@ -3,6 +3,7 @@ package agent_test
 import (
 	"context"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -77,6 +78,34 @@ func hasNote(notes []string, parts ...string) bool {
 		}
 		return true
 	})
+}
+
+// refIn is the reference that ends text ("… (ref 7KQ2M9XD)"), or "".
+func refIn(text string) string {
+	m := refPattern.FindStringSubmatch(text)
+	if m == nil {
+		return ""
+	}
+	return m[1]
+}
+
+var refPattern = regexp.MustCompile(`\(ref ([0-9A-Z]{8})\)$`)
+
+// problem returns the run record's problem under ref: what an operator
+// finds with the reference a person was shown.
+func problem(t *testing.T, st *store.Store, runID, ref string) store.RunProblem {
+	t.Helper()
+	run, err := st.GetRun(context.Background(), runID)
+	if err != nil {
+		t.Fatalf("run %s: %v", runID, err)
+	}
+	for _, p := range run.Problems {
+		if p.Ref == ref {
+			return p
+		}
+	}
+	t.Fatalf("run %s has no problem under ref %q: %+v", runID, ref, run.Problems)
+	return store.RunProblem{}
 }
 
 func field(r store.AuditRecord, k string) string {

@@ -203,8 +203,8 @@ func TestHostileTextIsBounded(t *testing.T) {
 		ans := run(t, s, text)
 		checkNotes(t, ans.Notes)
 		for _, rf := range ans.Refusals {
-			if len(rf.ResourceURI) > 2100 || len(rf.Detail) > 600 {
-				t.Errorf("%.20s: refusal with a %d-byte URI and a %d-byte detail", text, len(rf.ResourceURI), len(rf.Detail))
+			if d := problem(t, st, ans.RunID, rf.Ref).Detail; len(rf.ResourceURI) > 2100 || len(d) > 600 {
+				t.Errorf("%.20s: refusal with a %d-byte URI and a %d-byte detail", text, len(rf.ResourceURI), len(d))
 			}
 		}
 		for _, te := range ans.ToolErrors {
@@ -263,7 +263,9 @@ func TestHugeResultMakesNoView(t *testing.T) {
 	if len(ans.Views) != 0 || len(ans.Refusals) != 1 || ans.Refusals[0].Reason != mcpapps.ReasonSize {
 		t.Fatalf("views %d, refusals %+v", len(ans.Views), ans.Refusals)
 	}
-	if d := ans.Refusals[0].Detail; !strings.Contains(d, strconv.Itoa(mcpapps.DefaultMaxResourceBytes)) || !strings.Contains(d, agent.MaxHTMLSetting) {
+	// The detail is for the operator, who finds it under the reference
+	// the card shows.
+	if d := problem(t, st, ans.RunID, ans.Refusals[0].Ref).Detail; !strings.Contains(d, strconv.Itoa(mcpapps.DefaultMaxResourceBytes)) || !strings.Contains(d, agent.MaxHTMLSetting) {
 		t.Errorf("refusal %q does not name the limit and %s", d, agent.MaxHTMLSetting)
 	}
 	if !strings.Contains(ans.Text, "start rrrr") {

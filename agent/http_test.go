@@ -88,7 +88,7 @@ func TestUnreachableServerAtStartIsRetried(t *testing.T) {
 		t.Fatalf("Ready with crm down = %v, want ErrUnavailable naming crm", err)
 	}
 	ans := run(t, s, "/tools")
-	if !hasNote(ans.Notes, "server crm is unavailable") || !strings.Contains(ans.Text, "demo/sales_report") {
+	if !hasNote(ans.Notes, "the crm server is unavailable", "(ref ") || !strings.Contains(ans.Text, "demo/sales_report") {
 		t.Errorf("run with crm down: notes %q, text %q", ans.Notes, ans.Text)
 	}
 

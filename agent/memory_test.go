@@ -169,7 +169,7 @@ func TestHugeResourceReadMemory(t *testing.T) {
 				t.Fatalf("views %d, refusals %+v", len(ans.Views), ans.Refusals)
 			}
 			rf := ans.Refusals[0]
-			if rf.Reason != mcpapps.ReasonSize || !strings.Contains(rf.Detail, agent.MaxHTMLSetting) {
+			if rf.Reason != mcpapps.ReasonSize || !strings.Contains(problem(t, st, ans.RunID, rf.Ref).Detail, agent.MaxHTMLSetting) {
 				t.Errorf("refusal %+v, want size naming %s", rf, agent.MaxHTMLSetting)
 			}
 			if !strings.Contains(ans.Text, "the answer stands") {

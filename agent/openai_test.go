@@ -209,8 +209,13 @@ func TestOpenAIModelHTTPErrors(t *testing.T) {
 				t.Errorf("HTTP %d: error %q lacks %q", c.status, err, part)
 			}
 		}
-		if ans.Text == "" || !hasNote(ans.Notes, "the model failed") {
+		if ans.Text == "" || !hasNote(ans.Notes, "the model could not answer (ref ") || hasNote(ans.Notes, c.message) {
 			t.Errorf("answer after the failure: %q, notes %q", ans.Text, ans.Notes)
+		}
+		for _, n := range ans.Notes {
+			if ref := refIn(n); ref != "" && !strings.Contains(problem(t, st, ans.RunID, ref).Detail, c.message) {
+				t.Errorf("HTTP %d: the detail under %s lacks the model's answer %q", c.status, ref, c.message)
+			}
 		}
 		if _, err := st.GetRun(context.Background(), ans.RunID); err != nil {
 			t.Errorf("the failed run was not stored: %v", err)

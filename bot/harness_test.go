@@ -208,7 +208,7 @@ func newHarness(t testing.TB, s setup) *harness {
 	if s.model != nil {
 		cfg.Agents[0].Model = *s.model
 	}
-	ag, err := agent.New(ctx, cfg, agent.Options{Store: st, AppsEnabled: true, Builtins: s.builtins})
+	ag, err := agent.New(ctx, cfg, agent.Options{Store: st, AppsEnabled: true, Builtins: s.builtins, Logger: logger})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -112,7 +112,6 @@ func (b *Bot) RunTriggered(ctx context.Context, r TriggeredRun) (TriggeredResult
 	case runErr == nil || errors.Is(runErr, agent.ErrModel) && len(ans.Views) > 0:
 		if runErr != nil {
 			res.Failed = true
-			ans.Notes = nil
 			b.logger.Error("triggered run failed after making views", "tenant", r.TenantID, "conversation", r.ConversationID, "run", ans.RunID, "err", runErr)
 		}
 		trig := r.Trigger
@@ -183,7 +182,8 @@ func (b *Bot) triggeredCards(ans agent.Answer, t *cards.Trigger) []cards.Card {
 
 // conversationGone forgets a conversation the app has left and pauses
 // the triggers that post there, with one audit record for the tenant's
-// admins, all in one commit.
+// admins, all in one commit. A conversation already forgotten is left as
+// it is: one removal, one record, however many paths report it.
 func (b *Bot) conversationGone(ctx context.Context, tenant, conversationID, why string) ([]store.Trigger, error) {
 	reason := "The app was removed from this conversation."
 	if why == RemovedForbidden {
@@ -206,11 +206,18 @@ func (b *Bot) conversationGone(ctx context.Context, tenant, conversationID, why 
 				"conversation": clipID(conversationID), "why": why, "paused": list,
 			}}}
 		})
+	b.seen.forget("welcome\x00" + conversationID)
+	b.refs.forget(ConversationKey(tenant, conversationID))
+	if errors.Is(err, store.ErrNotFound) {
+		// Another path (the other of Teams' two announcements of one
+		// uninstall, or a refused send) removed it first and wrote the
+		// one record of it.
+		b.logger.Debug("removal already recorded", "tenant", tenant, "conversation", conversationID, "why", why)
+		return nil, nil
+	}
 	if err != nil {
 		return nil, fmt.Errorf("bot: removing conversation %s: %w", conversationID, err)
 	}
-	b.seen.forget("welcome\x00" + conversationID)
-	b.refs.forget(ConversationKey(tenant, conversationID))
 	b.logger.Info("removed from conversation", "tenant", tenant, "conversation", conversationID, "why", why, "triggers_paused", len(paused))
 	return paused, nil
 }

@@ -240,10 +240,9 @@ func (b *Bot) chooseAnswer(a *schema.Activity, p agent.Person, ans agent.Answer,
 	case errors.Is(runErr, agent.ErrModel) && len(ans.Views) > 0:
 		// The model failed after tools made views, which are stored and
 		// the person's: the card names them beside the agent's own words
-		// that the model could not answer. The run notes stay out, as they
-		// quote the model's error.
+		// that the model could not answer. The run notes say so too, with
+		// the reference of the model's error, never its text.
 		b.logger.Error("agent run failed after making views", "tenant", p.TenantID, "conversation", a.Conversation.ID, "activity", a.ID, "reference", ans.RunID, "views", len(ans.Views), "err", runErr)
-		ans.Notes = nil
 		return answer("failed", ans)
 	default:
 		// The card gives a reference, never the cause, which may carry

@@ -55,13 +55,17 @@ type Refusal struct {
 	// Reason is one of mcpapps.RefusedError's reasons: scheme, mime, size,
 	// content, read.
 	Reason string
-	// Detail is the checker's technical detail, shown small.
-	Detail string
+	// Ref is the reference of the checker's detail, which operators find in
+	// the log and the run record; the card shows it small. The detail
+	// itself (it may quote the server) never reaches a card.
+	Ref string
 }
 
 // ToolError is a tool call that failed.
 type ToolError struct {
-	// Server and Tool name the call; Message is what it failed with.
+	// Server and Tool name the call; Message is what it failed with, in
+	// words a person may read (the tool's own error text, or the agent's
+	// words and a reference).
 	Server, Tool, Message string
 }
 
@@ -150,7 +154,7 @@ type prepared struct {
 }
 
 // issue is a refusal or a tool error made safe: names, and a message of at
-// most maxMessage runes (a refusal's detail, a tool error's message).
+// most maxMessage runes (a refusal's reference, a tool error's message).
 type issue struct {
 	name, server, reason, message string
 }
@@ -300,7 +304,7 @@ func prepare(a Answer, o Options) *prepared {
 	for _, r := range a.Refusals {
 		p.refusals = append(p.refusals, issue{
 			name: label(r.Tool, maxName), server: label(r.Server, maxName),
-			reason: refusalReason(r.Reason), message: label(r.Detail, maxMessage),
+			reason: refusalReason(r.Reason), message: label(r.Ref, maxName),
 		})
 	}
 	for _, e := range a.ToolErrors {
@@ -452,9 +456,9 @@ func (p *prepared) viewBlock(v viewInfo) container {
 		items = append(items, buttons(open))
 	case !v.expired && p.base:
 		// Only an id that cannot make a safe address ends here.
-		items = append(items, subtleText(openFromConsole))
+		items = append(items, subtleText(viewNoAddress))
 	case !v.expired:
-		items = append(items, subtleText(openFromConsoleWhy))
+		items = append(items, subtleText(viewNeedsHTTPS))
 	}
 	b := box("emphasis", items...)
 	b.Spacing = "Medium"
@@ -471,10 +475,13 @@ func (p *prepared) viewFallback(v viewInfo) string {
 		}
 		s += viewPlainUntil(at)
 	}
-	if v.url != "" {
+	switch {
+	case v.url != "":
 		return s + ": " + v.url
+	case p.base:
+		return s + viewPlainNoAddress
 	}
-	return s + viewPlainFromConsole
+	return s + viewPlainNeedsHTTPS
 }
 
 // refusalBlock lists the views that were not made.
@@ -482,9 +489,8 @@ func (p *prepared) refusalBlock(s shape) (container, bool) {
 	head := boldText(refusalsHeading(len(p.refusals)))
 	return issueBlock("warning", head, p.refusals, s.issues, unnamedRefusal, func(r issue) []textRun {
 		runs := []textRun{run(refusalWhy(r.reason))}
-		// Details are technical; they are the first thing to go.
-		if s.issueCap >= maxMessage && r.message != "" {
-			runs = append(runs, subtle(refusalDetail(r.message)))
+		if r.message != "" {
+			runs = append(runs, subtle(refusalRef(shorten(r.message, s.issueCap))))
 		}
 		return runs
 	}, refusalsDontMatter)

@@ -19,11 +19,13 @@
 // outside a card (the streaming message's updates, the citation line and
 // abstracts), which the bot takes from here. They are English.
 //
-// Text from tools, MCP servers and the model is treated as hostile: names go in
-// TextRuns (which Teams never reads as markdown), links in the model's answer
-// are shown with their address, and the only URL a button ever carries is
-// built from the public base URL and the view's escaped id. A view's HTML is
-// never put in a card.
+// Text from tools, MCP servers and the model is treated as hostile: it takes
+// one rule on its way in (text.go), which leaves no address Teams would
+// link and no text function ({{DATE()}}) Teams would evaluate; names go in
+// TextRuns (which Teams never reads as markdown), links in the model's
+// answer are shown with their address, and the only URL a button ever
+// carries is built from the public base URL and the view's escaped id. A
+// view's HTML is never put in a card.
 package cards
 
 import (

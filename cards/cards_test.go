@@ -137,7 +137,9 @@ func TestViewBlockHTTPS(t *testing.T) {
 }
 
 // TestViewBlockWithoutHTTPS: with an http:// (or no) base URL there is no
-// button anywhere, and each block points to the web console.
+// button anywhere, and each block says, as the fallback does, that the view
+// can't be opened from Teams until an admin gives the service an https
+// address: there is no other way to it for a person in Teams.
 func TestViewBlockWithoutHTTPS(t *testing.T) {
 	for _, base := range []netaddr.Origin{netaddr.MustParseOrigin("http://localhost:3978"), netaddr.MustParseOrigin("HTTP://127.0.0.1:3978"), {}} {
 		cs := AnswerCards(Answer{Text: answerText, Views: twoViews()}, Options{PublicBaseURL: base, Now: now})
@@ -147,11 +149,11 @@ func TestViewBlockWithoutHTTPS(t *testing.T) {
 			t.Errorf("base %q: a button or view address in %s", base, raw)
 		}
 		for i, b := range find(doc, "Container") {
-			if !strings.Contains(texts(b), "Open this view from the web console.") {
-				t.Errorf("base %q: view %d block does not point to the web console: %s", base, i, texts(b))
+			if txt := texts(b); !strings.Contains(txt, "can't be opened from Teams yet") || !strings.Contains(txt, "Ask your admin to give this service an https address") {
+				t.Errorf("base %q: view %d block does not say how the view can be opened: %s", base, i, txt)
 			}
 		}
-		if !strings.Contains(cs[0].FallbackText, "open it from the web console") {
+		if fb := cs[0].FallbackText; !strings.Contains(fb, "can't be opened from Teams until your admin gives this service an https address") || strings.Contains(fb, "console") {
 			t.Errorf("base %q: fallback %q", base, cs[0].FallbackText)
 		}
 	}
@@ -170,7 +172,7 @@ func TestExpiredView(t *testing.T) {
 func TestRefusedViewsReadable(t *testing.T) {
 	want := map[string]string{
 		"mime":    "the server sent something that is not an MCP App view",
-		"scheme":  "the view's address is not a ui:// resource",
+		"scheme":  "the server gave the view an address that views may not have",
 		"size":    "the view is too large to show",
 		"read":    "the view could not be read from the server",
 		"content": "the server sent a view with no usable content",
@@ -237,20 +239,22 @@ func TestNotesFolded(t *testing.T) {
 }
 
 // TestHostileNamesStayText: markdown, links and date functions in a tool's
-// title, a server's name or a tool error never become markup, links or
-// buttons. (View HTML, arguments and results cannot reach a card at all:
-// View does not carry them.)
+// title, a server's name, a tool error or the answer text never become
+// markup, links, evaluated functions or buttons: the answer text takes the
+// names' rule. (View HTML, arguments and results cannot reach a card at
+// all: View does not carry them.)
 func TestHostileNamesStayText(t *testing.T) {
 	v := view("v1", "[srv](https://evil.example)", "t", "**[Click](https://evil.example/login)** {{DATE(2020-01-01T00:00:00Z)}}")
 	a := Answer{
-		Text:       "[ok](https://evil.example/a)",
+		Text:       "[ok](https://evil.example/a) {{DATE(2026-01-01T00:00:00Z, SHORT)}}",
 		Views:      []View{v},
 		ToolErrors: []ToolError{{Server: "s", Tool: "[x](https://evil.example)", Message: "go to www.evil.example"}},
 	}
 	doc := decode(t, AnswerCards(a, Options{PublicBaseURL: httpsBase, Now: now})[0])
 	for _, tb := range find(doc, "TextBlock") {
 		s := tb["text"].(string)
-		if strings.Contains(s, "](") || strings.Contains(s, "evil.example/login") || strings.Contains(s, "{{DATE(2020") {
+		if strings.Contains(s, "](") || strings.Contains(s, "evil.example/login") || strings.Contains(s, "{{DATE(2020") ||
+			strings.Contains(s, "://") || strings.Contains(s, "{{DATE(2026-01-01") {
 			t.Errorf("TextBlock (read as markdown) carries hostile text: %q", s)
 		}
 	}
@@ -265,7 +269,7 @@ func TestHostileNamesStayText(t *testing.T) {
 			t.Errorf("button to %v", o["url"])
 		}
 	}
-	if got := texts(find(doc, "TextBlock")[0]); got != "ok (https://evil.example/a)" {
+	if got := texts(find(doc, "TextBlock")[0]); got != "ok (https:"+zwsp+"//evil.example/a) {"+zwsp+"{DATE(2026-01-01T00:00:00Z, SHORT)}}" {
 		t.Errorf("answer link shown as %q", got)
 	}
 }
@@ -284,7 +288,8 @@ func TestWelcome(t *testing.T) {
 		t.Errorf("summary %q fallback %q", c.Summary, c.FallbackText)
 	}
 	console := texts(decode(t, Welcome(Options{PublicBaseURL: httpBase})))
-	if !strings.Contains(console, "from the web console") || strings.Contains(console, "Open** button") || !strings.Contains(console, "Assistant") {
+	if !strings.Contains(console, "can't be opened from Teams yet") || !strings.Contains(console, "https address") ||
+		strings.Contains(console, "Open** button") || strings.Contains(console, "console") || !strings.Contains(console, "Assistant") {
 		t.Errorf("welcome without https:\n%s", console)
 	}
 }

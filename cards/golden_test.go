@@ -89,11 +89,11 @@ func goldenCases() map[string][]Card {
 			Text:  "I found two dashboards; one of them could be shown.",
 			Views: twoViews()[:1],
 			Refusals: []Refusal{
-				{Server: "crm", Tool: "pipeline", ResourceURI: "ui://crm/pipeline", Reason: "mime", Detail: `MIME type "text/html", want "text/html;profile=mcp-app"`},
-				{Server: "crm", Tool: "legacy", ResourceURI: "https://crm.example.com/view", Reason: "scheme", Detail: "not ui://"},
-				{Server: "bi", Tool: "report", ResourceURI: "ui://bi/report", Reason: "size", Detail: "3145728 bytes, limit 2097152"},
-				{Server: "bi", Tool: "map", ResourceURI: "ui://bi/map", Reason: "read", Detail: "resource not found"},
-				{Server: "bi", Tool: "blank", ResourceURI: "ui://bi/blank", Reason: "content", Detail: "no text or blob"},
+				{Server: "crm", Tool: "pipeline", ResourceURI: "ui://crm/pipeline", Reason: "mime", Ref: "7KQ2M9XD"},
+				{Server: "crm", Tool: "legacy", ResourceURI: "https://crm.example.com/view", Reason: "scheme", Ref: "H3V8TN4W"},
+				{Server: "bi", Tool: "report", ResourceURI: "ui://bi/report", Reason: "size", Ref: "Q0ZC6R1P"},
+				{Server: "bi", Tool: "map", ResourceURI: "ui://bi/map", Reason: "read", Ref: "B5MX2KJ9"},
+				{Server: "bi", Tool: "blank", ResourceURI: "ui://bi/blank", Reason: "content", Ref: "N8DT3FYA"},
 			},
 		}, https),
 		"answer_tool_error": AnswerCards(Answer{
@@ -116,13 +116,14 @@ func goldenCases() map[string][]Card {
 		"answer_many_views": AnswerCards(Answer{Text: "Latency of every service:", Views: manyViews(40)}, https),
 		"answer_hostile": AnswerCards(Answer{
 			Text: "See [the report](https://evil.example/login) or ![img](https://evil.example/p.png) " +
-				"or <https://evil.example/auto>.\n# Urgent\n[ref]: https://evil.example/ref",
+				"or <https://evil.example/auto> or www.evil.example or mail@evil.example.\n# Urgent\n[ref]: https://evil.example/ref\n" +
+				"Due {{DATE(2026-01-01T00:00:00Z, SHORT)}} at {{TIME(2026-01-01T00:00:00Z)}}.",
 			Views: []View{
 				view("../../admin?x=1#frag", "www.evil.example", "x{{DATE(2020-01-01T00:00:00Z)}}",
 					"[Click here](https://evil.example) **now** <b>bold</b>\u202Egnp.exe\n\nsecond line"),
 				view("..", "crm", "chart", "Chart"),
 			},
-			ToolErrors: []ToolError{{Server: "mail@evil.example", Tool: "fetch", Message: "see http://evil.example/x for details"}},
+			ToolErrors: []ToolError{{Server: "mail@evil.example", Tool: "fetch", Message: "see http://evil.example/x for details, due {{DATE(2026-01-01T00:00:00Z, SHORT)}}"}},
 		}, https),
 		"answer_expired": AnswerCards(Answer{Text: "An old answer.", Views: twoViews()[:1]},
 			Options{PublicBaseURL: httpsBase, Now: now.Add(8 * 24 * time.Hour)}),
@@ -132,7 +133,7 @@ func goldenCases() map[string][]Card {
 		"answer_api_key": AnswerCards(Answer{Text: "Nightly build summary.",
 			Trigger: &Trigger{Name: "CI [pipeline](https://evil.example) **bold**"}}, https),
 		"welcome":            {Welcome(Options{PublicBaseURL: httpsBase, AgentName: "Contoso Helpdesk"})},
-		"welcome_console":    {Welcome(Options{PublicBaseURL: httpBase})},
+		"welcome_http":       {Welcome(Options{PublicBaseURL: httpBase})},
 		"working":            {Working("Which tickets did **Contoso** open last week, and which are still waiting for a reply from the second-level support team in Lisbon, grouped by priority and sorted by age, oldest first, please, with links?")},
 		"answered":           {Answered()},
 		"missing_identity":   {MissingIdentity()},

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
+	"regexp"
 	"strings"
 	"teamsbot/internal/netaddr"
 	"testing"
@@ -60,7 +61,8 @@ func (in inspected) allText() string { return strings.Join(in.texts, "\n") }
 // randomText mixes ASCII, markdown, accented letters, CJK, emoji outside the
 // Basic Multilingual Plane, and control characters.
 func randomText(r *rand.Rand, n int) string {
-	pieces := []string{"word ", "**bold** ", "\n", "- item\n", "[link](https://x.example/a) ", "é", "漢字", "😀", "𝒳", "\u202e", "\x00", "\"quote\" ", "<b>", "{{DATE(2020-01-01T00:00:00Z)}}", "\\", "\t"}
+	pieces := []string{"word ", "**bold** ", "\n", "- item\n", "[link](https://x.example/a) ", "é", "漢字", "😀", "𝒳", "\u202e", "\x00", "\"quote\" ", "<b>", "{{DATE(2020-01-01T00:00:00Z)}}", "\\", "\t",
+		"{", "www.x.example ", "<https://y.example> ", "a@b.example ", "{{TIME(2020-01-01T00:00:00Z)}}"}
 	var b strings.Builder
 	for b.Len() < n {
 		b.WriteString(pieces[r.IntN(len(pieces))])
@@ -93,7 +95,7 @@ func propertyAnswers(n int) []Answer {
 			a.Notes = append(a.Notes, randomText(r, r.IntN(3_000)))
 		}
 		for range r.IntN(30) {
-			a.Refusals = append(a.Refusals, Refusal{Server: randomText(r, 50), Tool: randomText(r, 50), Reason: []string{"mime", "scheme", "size", "read", "content", "??"}[r.IntN(6)], Detail: randomText(r, 1_000)})
+			a.Refusals = append(a.Refusals, Refusal{Server: randomText(r, 50), Tool: randomText(r, 50), Reason: []string{"mime", "scheme", "size", "read", "content", "??"}[r.IntN(6)], Ref: randomText(r, 100)})
 		}
 		for range r.IntN(30) {
 			a.ToolErrors = append(a.ToolErrors, ToolError{Server: randomText(r, 50), Tool: randomText(r, 50), Message: randomText(r, 5_000)})
@@ -126,6 +128,7 @@ func TestAnswerCardsProperties(t *testing.T) {
 					}
 					in := inspect(t, c)
 					urls = append(urls, in.openURLs...)
+					checkNeutral(t, k, c, a.Views, base)
 					viewBlocks += strings.Count(in.raw, `"Interactive view from "`)
 					for _, bad := range []string{"\u202e", `\u0000`} {
 						if strings.Contains(in.raw, bad) {
@@ -154,6 +157,57 @@ func TestAnswerCardsProperties(t *testing.T) {
 					t.Errorf("a %d-byte answer was cut without the %q mark", len(a.Text), Shortened)
 				}
 			})
+		}
+	}
+}
+
+// ownTimes are the card's own text functions: a view's expiry.
+var ownTimes = regexp.MustCompile(`\{\{(?:DATE|TIME)\(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ(?:, SHORT)?\)\}\}`)
+
+// checkNeutral fails when anything a person reads in card c (the texts of
+// TextBlocks and TextRuns, button titles, the summary, the fallback text)
+// holds a live link, e-mail address or text function that did not come
+// from the card itself: every outside string takes the one rule of names.
+// The card's own are the view addresses it builds and the expiry times.
+func checkNeutral(t *testing.T, k int, c Card, views []View, base netaddr.Origin) {
+	t.Helper()
+	in := inspect(t, c)
+	shown := append([]string{c.Summary, c.FallbackText}, in.texts...)
+	var titles []string
+	var walk func(any)
+	walk = func(v any) {
+		switch v := v.(type) {
+		case map[string]any:
+			if title, ok := v["title"].(string); ok {
+				titles = append(titles, title)
+			}
+			for _, x := range v {
+				walk(x)
+			}
+		case []any:
+			for _, x := range v {
+				walk(x)
+			}
+		}
+	}
+	var doc any
+	_ = json.Unmarshal([]byte(in.raw), &doc)
+	walk(doc)
+	shown = append(shown, titles...)
+	for _, s := range shown {
+		for _, v := range views {
+			if u, ok := ViewURL(base, v.ID); ok {
+				s = strings.ReplaceAll(s, u, "")
+			}
+		}
+		s = ownTimes.ReplaceAllString(s, "")
+		for _, live := range []string{"{{", "://", "www.", "WWW."} {
+			if strings.Contains(s, live) {
+				t.Fatalf("card %d shows a live %q: %q", k, live, s)
+			}
+		}
+		if i := strings.Index(strings.ReplaceAll(s, zwsp+"@", ""), "@"); i >= 0 {
+			t.Fatalf("card %d shows a live e-mail address: %q", k, s)
 		}
 	}
 }

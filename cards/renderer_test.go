@@ -181,3 +181,52 @@ func TestRendererRejectsInvalidCards(t *testing.T) {
 		}
 	}
 }
+
+// shown runs testdata/shown.cjs on cards and returns, for each card, the
+// texts of its TextBlocks and TextRuns as the official renderer shows them
+// (its text functions evaluated).
+func shown(t *testing.T, cs ...Card) [][]string {
+	t.Helper()
+	node := requireNode(t)
+	path := writeMessages(t, t.TempDir(), "shown", cs...)
+	out, err := exec.Command(node, filepath.Join("testdata", "shown.cjs"), path).Output()
+	if err != nil {
+		t.Fatalf("shown.cjs: %v", err)
+	}
+	var got map[string][][]string
+	if err := json.Unmarshal(out, &got); err != nil {
+		t.Fatalf("shown.cjs printed %s: %v", out, err)
+	}
+	return got[path]
+}
+
+// TestRendererShowsOutsideFunctionsAsText: a {{DATE()}} function in the
+// answer text, a tool's error or a view's title, all text a tool or the
+// model wrote, is shown as the text it is by the official renderer, while
+// the card's own expiry time is still written out as a date. The negative
+// control shows the renderer does evaluate a function left as it came.
+func TestRendererShowsOutsideFunctionsAsText(t *testing.T) {
+	const fn = "{{DATE(2026-01-01T00:00:00Z, SHORT)}}"
+	a := Answer{
+		Text:       "Sales report:\nDue " + fn + ".",
+		Views:      []View{view("v1", "crm", "report", "Report "+fn)},
+		ToolErrors: []ToolError{{Server: "crm", Tool: "lookup", Message: "retry after " + fn}},
+	}
+	raw := newCard("s", "f", text("Due "+fn+"."))
+	got := shown(t, append(AnswerCards(a, Options{PublicBaseURL: httpsBase, Now: now}), raw)...)
+	if len(got) != 2 {
+		t.Fatalf("%d cards shown, want 2", len(got))
+	}
+	all := strings.ReplaceAll(strings.Join(got[0], "\n"), zwsp, "")
+	for _, want := range []string{"Due " + fn + ".", "Report " + fn, ": retry after " + fn, "Can be opened until Wed, Dec 9, 2026 at"} {
+		if !strings.Contains(all, want) {
+			t.Errorf("the renderer does not show %q; it shows:\n%s", want, all)
+		}
+	}
+	if strings.Contains(all, "Jan 1, 2026") {
+		t.Errorf("the renderer evaluated a function from outside:\n%s", all)
+	}
+	if control := strings.Join(got[1], "\n"); control != "Due Thu, Jan 1, 2026." {
+		t.Errorf("negative control: the renderer shows %q, want the function evaluated", control)
+	}
+}

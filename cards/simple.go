@@ -3,7 +3,8 @@ package cards
 import "unicode/utf8"
 
 // Welcome is the card the bot sends when it is installed: what it does, how
-// to ask, that views open in the browser, and the /tools command.
+// to ask, how views open (in the browser, in Teams, or not yet, when the
+// service has no https address), and the /tools command.
 func Welcome(o Options) Card {
 	name := label(o.AgentName, maxName)
 	if name == "" {
@@ -12,7 +13,7 @@ func Welcome(o Options) Card {
 	views, viewsPlain := welcomeViewsOpen, welcomeViewsOpenPlain
 	switch {
 	case !o.PublicBaseURL.HTTPS():
-		views, viewsPlain = welcomeViewsConsole, welcomeViewsConsolePlain
+		views, viewsPlain = welcomeViewsNeedHTTPS, welcomeViewsNeedHTTPSPlain
 	case o.StageView:
 		views, viewsPlain = welcomeViewsStage, welcomeViewsStagePlain
 	}

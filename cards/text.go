@@ -46,6 +46,14 @@ func clean(s string) string {
 	}, s)
 }
 
+// Text from outside (names and messages from tools, servers and the
+// agent, the model's answer, a trigger's name, the person's question)
+// enters a card through one of label, answerMarkdown and oneLine, and each
+// of them ends with defuse: one rule for all of it, whatever becomes of it
+// (a TextRun, a TextBlock read as markdown, a button's title, the summary
+// or the fallback text). Only our own words and what we build (cardTime's
+// functions, a view's address) reach a card without it.
+
 // label makes a name or message from a tool, a server or the agent fit one
 // line of a TextRun: cleaned, on one line, at most max runes, and with
 // nothing Teams would turn into a link or a date function.
@@ -55,20 +63,38 @@ func label(s string, max int) string {
 	return defuse(s)
 }
 
-// defuser breaks what Teams auto-links or formats in text: URLs (scheme
-// "://" and "www."), e-mail addresses, and {{DATE()}}/{{TIME()}} functions.
-// It is read-only after initialisation (a Replacer is safe for concurrent
-// use).
+// defuser breaks what Teams turns into a link in text: URLs (scheme "://"
+// and "www.") and e-mail addresses. A zero-width space already in front of
+// "@" is kept as it is, so that defusing twice changes nothing. It is
+// read-only after initialisation (a Replacer is safe for concurrent use).
 var defuser = strings.NewReplacer(
 	"://", ":"+zwsp+"//",
 	"www.", "www"+zwsp+".",
 	"WWW.", "WWW"+zwsp+".",
+	zwsp+"@", zwsp+"@",
 	"@", zwsp+"@",
-	"{{", "{"+zwsp+"{",
 )
 
-// defuse applies defuser.
-func defuse(s string) string { return defuser.Replace(s) }
+// defuse applies defuser, and breaks every "{{" so that no Adaptive Card
+// text function ({{DATE()}}, {{TIME()}}), which Teams evaluates in every
+// TextBlock and TextRun, is left: a zero-width space goes between any two
+// braces in a row. Replacing "{{" alone would not do: in "{{{DATE(" it
+// leaves "{" + zwsp + "{{DATE(", which still is one.
+func defuse(s string) string {
+	s = defuser.Replace(s)
+	if !strings.Contains(s, "{{") {
+		return s
+	}
+	var b strings.Builder
+	b.Grow(len(s) + 16)
+	for i := 0; i < len(s); i++ {
+		b.WriteByte(s[i])
+		if s[i] == '{' && i+1 < len(s) && s[i+1] == '{' {
+			b.WriteString(zwsp)
+		}
+	}
+	return b.String()
+}
 
 // capRunes cuts s to at most max runes, ending with "…" when cut.
 // It reads no further than it needs, so it is cheap on long text.
@@ -110,10 +136,12 @@ var (
 )
 
 // answerMarkdown prepares the model's answer for a TextBlock. The model's
-// markdown stays (bold, italics, lists), but a link never hides its target:
-// [label](url) becomes "label (url)", so a person sees where it leads before
-// Teams' own link detection makes the address clickable. Headings, which
-// Teams does not render, become bold lines.
+// markdown stays (bold, italics, lists), but links follow the rule for
+// names: [label](url) becomes "label (url)" and <url> its address, and
+// defuse then keeps every address from becoming a link, so the only thing
+// a person can click in an answer card is its Open buttons. Text functions
+// ({{DATE()}}) from a tool or the model stay text. Headings, which Teams
+// does not render, become bold lines.
 func answerMarkdown(s string) string {
 	s = clean(s)
 	s = mdLink.ReplaceAllStringFunc(s, func(m string) string {
@@ -133,11 +161,11 @@ func answerMarkdown(s string) string {
 	s = strings.ReplaceAll(s, "](", "] (")
 	s = strings.ReplaceAll(s, "]:", "] :")
 	s = mdHeading.ReplaceAllString(s, "**$1**")
-	return strings.TrimSpace(s)
+	return defuse(strings.TrimSpace(s))
 }
 
 // oneLine is plain text for a summary or fallback: cleaned, on one line,
-// at most max runes.
+// at most max runes, defused like a label.
 func oneLine(s string, max int) string {
-	return capRunes(strings.Join(strings.Fields(clean(s)), " "), max)
+	return defuse(capRunes(strings.Join(strings.Fields(clean(s)), " "), max))
 }

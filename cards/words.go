@@ -45,12 +45,16 @@ const (
 	welcomeViewsStage     = "Some tools come with an interactive view, such as a chart or a form. " +
 		"My answer names each view and has an **Open** button that opens it here in Teams, and a button that opens it in your browser."
 	welcomeViewsStagePlain = "Some tools come with an interactive view. My answer names each view; its Open button opens it here in Teams."
-	welcomeViewsConsole    = "Some tools come with an interactive view, such as a chart or a form. " +
-		"My answer names each view; you open it in your browser from the web console, after you sign in."
-	welcomeViewsConsolePlain = "Some tools come with an interactive view. My answer names each view; you open it in your browser from the web console."
-	welcomeViewsOwner        = "Only you can open the views made for you, for 7 days."
-	welcomeTools             = "Type **/tools** to see the tools I can use."
-	welcomeToolsPlain        = "Type /tools to see the tools I can use."
+	// Without an https address there is no Open button: Teams opens only
+	// https pages, and nothing else in Teams leads to a view.
+	welcomeViewsNeedHTTPS = "Some tools come with an interactive view, such as a chart or a form. " +
+		"My answer names each view, but views can't be opened from Teams yet: once your admin gives this service an https address, " +
+		"my answers come with an Open button for each view, which opens it in your browser after you sign in."
+	welcomeViewsNeedHTTPSPlain = "Some tools come with an interactive view. My answer names each view, " +
+		"but views can't be opened from Teams until your admin gives this service an https address."
+	welcomeViewsOwner = "Only you can open the views made for you, for 7 days."
+	welcomeTools      = "Type **/tools** to see the tools I can use."
+	welcomeToolsPlain = "Type /tools to see the tools I can use."
 )
 
 // welcomeHello is the welcome card's greeting.
@@ -216,12 +220,19 @@ const (
 	viewTool            = ", tool "
 	// onlyOwner and ownerCanOpen frame the name of the person who may
 	// open a view in a shared conversation.
-	onlyOwner            = "Only "
-	ownerCanOpen         = " can open this view."
-	onlyAskerCanOpen     = "Only the person who asked can open this view."
-	openFromConsole      = "Open this view from the web console."
-	openFromConsoleWhy   = "Open this view from the web console. (Teams shows an Open button only when this service has an https:// address.)"
-	viewPlainFromConsole = ": open it from the web console."
+	onlyOwner        = "Only "
+	ownerCanOpen     = " can open this view."
+	onlyAskerCanOpen = "Only the person who asked can open this view."
+	// viewNeedsHTTPS and viewPlainNeedsHTTPS stand where the Open button
+	// would be when the service has no https address: Teams opens only
+	// https pages, so the person can't open the view from Teams, and only
+	// an admin can change that.
+	viewNeedsHTTPS      = "This view can't be opened from Teams yet. Ask your admin to give this service an https address: answers after that come with an Open button."
+	viewPlainNeedsHTTPS = ": it can't be opened from Teams until your admin gives this service an https address."
+	// viewNoAddress and viewPlainNoAddress stand where the Open button
+	// would be for a view whose id makes no safe address.
+	viewNoAddress      = "This view can't be opened from Teams."
+	viewPlainNoAddress = ": it can't be opened from Teams."
 )
 
 // openViewTitle is the title of a view's Open button: it names the view,
@@ -300,8 +311,9 @@ func toolErrorsPlain(n int) string { return plural(n, "tool call failed.", "tool
 // refusalWhy follows a refused view's name: why it was refused.
 func refusalWhy(reason string) string { return ": " + reason + "." }
 
-// refusalDetail follows refusalWhy: the checker's technical detail.
-func refusalDetail(detail string) string { return " (" + detail + ")" }
+// refusalRef follows refusalWhy: the reference under which operators find
+// the checker's detail.
+func refusalRef(ref string) string { return " (ref " + ref + ")" }
 
 // toolErrorWhy follows a failed tool call's name: what it failed with.
 func toolErrorWhy(message string) string { return ": " + message }
@@ -318,7 +330,7 @@ func refusalReason(reason string) string {
 	case "mime":
 		return "the server sent something that is not an MCP App view"
 	case "scheme":
-		return "the view's address is not a ui:// resource"
+		return "the server gave the view an address that views may not have"
 	case "size":
 		return "the view is too large to show"
 	case "read":

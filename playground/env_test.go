@@ -43,10 +43,15 @@ import (
 type env struct {
 	t     testing.TB
 	store *store.Store
-	pg    *playground.Handler
-	e     *echo.Echo
-	base  string // http://127.0.0.1:port
-	logs  testenv.LogBuffer
+	teams *bot.Bot
+	// signIn and views are the sign-in and the view page the playground
+	// is given.
+	signIn *signin.Service
+	views  *viewpage.Handler
+	pg     *playground.Handler
+	e      *echo.Echo
+	base   string // http://127.0.0.1:port
+	logs   testenv.LogBuffer
 }
 
 // The tenant and person the page starts with: the first of the local
@@ -103,6 +108,7 @@ func newEnv(t testing.TB) *env {
 		t.Fatalf("bot.New: %v", err)
 	}
 	t.Cleanup(func() { teams.Shutdown(context.Background()) })
+	en.teams, en.signIn, en.views = teams, signIn, views
 	pg, err := playground.New(playground.Options{Self: origin, Bot: teams, Store: en.store, SignIn: signIn, Views: views, Logger: logger})
 	if err != nil {
 		t.Fatalf("playground.New: %v", err)

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"regexp"
 	"strconv"
@@ -18,8 +19,11 @@ import (
 	"teamsbot/bot"
 	"teamsbot/internal/clientcred"
 	"teamsbot/internal/netaddr"
+	"teamsbot/internal/testenv"
 	"teamsbot/internal/web"
 	"teamsbot/playground"
+
+	"github.com/labstack/echo/v4"
 )
 
 type response struct {
@@ -364,5 +368,48 @@ func TestCloseEndsLongPolls(t *testing.T) {
 		}
 	case <-time.After(10 * time.Second):
 		t.Fatal("the poll still waits after Close")
+	}
+}
+
+// When /api/messages does not take an activity, the chat and the page's
+// answer say so in a person's words: the status the bot answered, or that
+// it could not be reached. The bot's and the transport's error texts go
+// to the service log only.
+func TestBotNotTakingAMessageIsSaidPlainly(t *testing.T) {
+	en := newEnv(t)
+	if err := en.teams.Shutdown(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	r := do(t, http.MethodPost, en.base+"/playground/api/send", pageJSON, whoJSON("personal", `,"text":"hi"`))
+	want := "The bot did not take the message: it answered 503 Service Unavailable. The service log says why."
+	if r.status != http.StatusBadGateway || !strings.Contains(r.body, want) {
+		t.Errorf("send to a bot shutting down: %d %s", r.status, r.body)
+	}
+	_, items, _ := stateOf(t, en, "personal")
+	if last := items[len(items)-1]; last["text"] != want {
+		t.Errorf("the chat says %v, want %q", last, want)
+	}
+	if !strings.Contains(en.logs.String(), "bot: shutting down") {
+		t.Errorf("the log does not hold the bot's answer:\n%s", en.logs.String())
+	}
+
+	// A playground whose bot cannot be reached at all.
+	dead := testenv.Listen(t)
+	deadOrigin := netaddr.MustParseOrigin("http://" + dead.Addr().String())
+	dead.Close()
+	pg, err := playground.New(playground.Options{Self: deadOrigin, Bot: en.teams, Store: en.store, SignIn: en.signIn, Views: en.views})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pg.Close)
+	e := echo.New()
+	e.HTTPErrorHandler = web.ErrorHandler(nil)
+	pg.Register(e)
+	srv := httptest.NewServer(e)
+	t.Cleanup(srv.Close)
+	r = do(t, http.MethodPost, srv.URL+"/playground/api/send", pageJSON, whoJSON("personal", `,"text":"hi"`))
+	if r.status != http.StatusBadGateway || !strings.Contains(r.body, "The bot did not take the message: it could not be reached.") ||
+		strings.Contains(r.body, dead.Addr().String()) || strings.Contains(r.body, "dial") || strings.Contains(r.body, "playground:") {
+		t.Errorf("send to a bot that cannot be reached: %d %s", r.status, r.body)
 	}
 }

@@ -232,8 +232,9 @@ func (h *Handler) send(c echo.Context) error {
 	}
 	status, err := h.post(r.Context(), a)
 	if err != nil {
-		h.chats.note(req.conversationID(), req.Kind, req.Tenant, "The bot did not take the message: "+err.Error())
-		return web.NewError(http.StatusBadGateway, "The bot did not take the message: "+err.Error()).Wrap(err)
+		said := h.notTaken("message", err)
+		h.chats.note(req.conversationID(), req.Kind, req.Tenant, said)
+		return web.NewError(http.StatusBadGateway, said).Wrap(err)
 	}
 	return c.JSON(http.StatusOK, sendResponse{ID: id, Delivered: true, Status: status})
 }
@@ -291,8 +292,9 @@ func (h *Handler) install(c echo.Context) error {
 	h.chats.note(req.conversationID(), req.Kind, req.Tenant, fmt.Sprintf("%s %s %s (installationUpdate %s, conversationUpdate).", req.Name, verb, h.botName, req.Action))
 	for _, a := range []activity{iu, cu} {
 		if _, err := h.post(r.Context(), a); err != nil {
-			h.chats.note(req.conversationID(), req.Kind, req.Tenant, "The bot did not take the "+a.Type+": "+err.Error())
-			return web.NewError(http.StatusBadGateway, "The bot did not take the "+a.Type+": "+err.Error()).Wrap(err)
+			said := h.notTaken(a.Type, err)
+			h.chats.note(req.conversationID(), req.Kind, req.Tenant, said)
+			return web.NewError(http.StatusBadGateway, said).Wrap(err)
 		}
 	}
 	// The bot has stored or forgotten the conversation by now (it answers
@@ -326,9 +328,36 @@ func (h *Handler) post(ctx context.Context, a activity) (int, error) {
 			Error string `json:"error"`
 		}
 		_ = json.Unmarshal(msg, &e)
-		return resp.StatusCode, fmt.Errorf("%w: %s answered %d %s", ErrBot, bot.Path, resp.StatusCode, e.Error)
+		return resp.StatusCode, &botRefusal{status: resp.StatusCode, message: e.Error}
 	}
 	return resp.StatusCode, nil
+}
+
+// botRefusal is /api/messages answering an activity with an error status,
+// and the message it gave, which the service's one error handler words
+// for people.
+type botRefusal struct {
+	status  int
+	message string
+}
+
+func (e *botRefusal) Error() string {
+	return fmt.Sprintf("%s: %s answered %d %s", ErrBot, bot.Path, e.status, e.message)
+}
+
+func (e *botRefusal) Unwrap() error { return ErrBot }
+
+// notTaken says in the chat, in a person's words, that the bot did not
+// take an activity of kind what: the status /api/messages answered, or
+// that it could not be reached. What the bot or the transport said
+// (error texts of the service) goes to the log, never into the chat.
+func (h *Handler) notTaken(what string, err error) string {
+	h.logger.Warn("the bot did not take an activity", "activity", what, "err", err)
+	var r *botRefusal
+	if errors.As(err, &r) {
+		return fmt.Sprintf("The bot did not take the %s: it answered %d %s. The service log says why.", what, r.status, http.StatusText(r.status))
+	}
+	return "The bot did not take the " + what + ": it could not be reached. The service log says why."
 }
 
 // stateResponse is the answer of GET /playground/api/state.

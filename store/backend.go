@@ -453,11 +453,18 @@ func (s *Store) DeleteTrigger(ctx context.Context, tenant, id string, audit func
 }
 
 // RemoveConversation forgets that the app is in a conversation of tenant
-// (the reference under key, when there is one) and pauses, with reason,
-// every active trigger that posts into it, in one commit with the audit
-// records audit makes of the triggers it paused (given before and after
-// each). It returns the triggers paused. The app was uninstalled there, or
-// the Bot Connector refused a send: retrying would fail the same way.
+// (the reference under key) and pauses, with reason, every active trigger
+// that posts into it, in one commit with the audit records audit makes of
+// the triggers it paused (given before and after each). It returns the
+// triggers paused. The app was uninstalled there, or the Bot Connector
+// refused a send: retrying would fail the same way.
+//
+// A removal happens once: when no reference is stored under key (it was
+// never kept, or an earlier removal took it), nothing is written, audit is
+// not called, and the error wraps ErrNotFound. Teams announces one
+// uninstall twice (an installationUpdate and a conversationUpdate), and a
+// send refused with 403 may race either; whichever comes second finds the
+// reference gone inside the same transaction that would write its record.
 func (s *Store) RemoveConversation(ctx context.Context, key, tenant, conversationID, reason string, audit func(paused [][2]Trigger) []AuditRecord) ([]Trigger, error) {
 	return s.be.RemoveConversation(ctx, key, tenant, conversationID, reason, audit)
 }

@@ -184,8 +184,14 @@ func (s *pgStore) RemoveConversation(ctx context.Context, key, tenant, conversat
 	var paused []Trigger
 	err := s.tx(ctx, func(ctx context.Context, tx pgx.Tx) error {
 		paused = paused[:0]
-		if _, err := tx.Exec(ctx, `DELETE FROM conversations WHERE key = $1`, []byte(key)); err != nil {
+		// Of two removals at once, the second waits on the row's lock and
+		// then deletes nothing.
+		tag, err := tx.Exec(ctx, `DELETE FROM conversations WHERE key = $1`, []byte(key))
+		if err != nil {
 			return err
+		}
+		if tag.RowsAffected() == 0 {
+			return fmt.Errorf("no conversation reference: %w", ErrNotFound)
 		}
 		rows, err := tx.Query(ctx, `SELECT data FROM triggers WHERE tenant = $1 AND conversation_id = $2 ORDER BY id FOR UPDATE`, tenant, conversationID)
 		if err != nil {

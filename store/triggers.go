@@ -533,11 +533,18 @@ func checkRemoveConversation(key, tenant, conversationID, reason string) error {
 }
 
 // RemoveConversation forgets that the app is in a conversation of tenant
-// (the reference under key, when there is one) and pauses, with reason,
-// every active trigger that posts into it, in one commit with the audit
-// records audit makes of the triggers it paused (given before and after
-// each). It returns the triggers paused. The app was uninstalled there, or
-// the Bot Connector refused a send: retrying would fail the same way.
+// (the reference under key) and pauses, with reason, every active trigger
+// that posts into it, in one commit with the audit records audit makes of
+// the triggers it paused (given before and after each). It returns the
+// triggers paused. The app was uninstalled there, or the Bot Connector
+// refused a send: retrying would fail the same way.
+//
+// A removal happens once: when no reference is stored under key (it was
+// never kept, or an earlier removal took it), nothing is written, audit is
+// not called, and the error wraps ErrNotFound. Teams announces one
+// uninstall twice (an installationUpdate and a conversationUpdate), and a
+// send refused with 403 may race either; whichever comes second finds the
+// reference gone inside the same transaction that would write its record.
 func (s *boltStore) RemoveConversation(ctx context.Context, key, tenant, conversationID, reason string, audit func(paused [][2]Trigger) []AuditRecord) ([]Trigger, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
@@ -550,10 +557,14 @@ func (s *boltStore) RemoveConversation(ctx context.Context, key, tenant, convers
 	err := s.write(ctx, func(tx *bbolt.Tx) error {
 		paused = paused[:0]
 		k := []byte(key)
+		convs := tx.Bucket([]byte(bucketConversations))
+		if convs.Get(k) == nil {
+			return fmt.Errorf("no conversation reference: %w", ErrNotFound)
+		}
 		if err := unindexConversation(tx, k); err != nil {
 			return err
 		}
-		if err := tx.Bucket([]byte(bucketConversations)).Delete(k); err != nil {
+		if err := convs.Delete(k); err != nil {
 			return err
 		}
 		b := tx.Bucket([]byte(bucketTriggers))

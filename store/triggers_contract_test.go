@@ -125,6 +125,16 @@ func testTriggersAndRemovedConversation(t *testing.T, bk backend) {
 	if _, err := s.Conversation(ctx, "tenant-a/conv-1"); !errors.Is(err, store.ErrNotFound) {
 		t.Errorf("reference kept: %v", err)
 	}
+	// Teams announces one uninstall twice: the second removal finds the
+	// reference gone and writes nothing, its audit record included.
+	called := false
+	again, err := s.RemoveConversation(ctx, "tenant-a/conv-1", "tenant-a", "conv-1", "the app was removed", func(p [][2]store.Trigger) []store.AuditRecord {
+		called = true
+		return []store.AuditRecord{{Action: "bot.conversation.removed"}}
+	})
+	if !errors.Is(err, store.ErrNotFound) || len(again) != 0 || called {
+		t.Errorf("second removal: %v %v, audit called %v; want ErrNotFound and nothing written", again, err, called)
+	}
 	active, _ := s.ActiveTriggers(ctx)
 	if len(active) != 1 || active[0].ID != "t3" {
 		t.Errorf("active after removal: %+v", active)

@@ -20,15 +20,29 @@ const maxIDLen = 512
 
 // Run is one agent run and its notes.
 type Run struct {
-	ID        string    `json:"id"`
-	AgentID   string    `json:"agentId"`
-	TenantID  string    `json:"tenantId"`
-	UserID    string    `json:"userId,omitempty"`
-	UserName  string    `json:"userName,omitempty"`
-	Text      string    `json:"text"` // the answer text
-	Notes     []string  `json:"notes,omitempty"`
-	ViewIDs   []string  `json:"viewIds,omitempty"`
-	CreatedAt time.Time `json:"createdAt"`
+	ID       string `json:"id"`
+	AgentID  string `json:"agentId"`
+	TenantID string `json:"tenantId"`
+	UserID   string `json:"userId,omitempty"`
+	UserName string `json:"userName,omitempty"`
+	Text     string `json:"text"` // the answer text
+	// Notes are the run notes as the person read them.
+	Notes []string `json:"notes,omitempty"`
+	// Problems are what went wrong in the run, each under the reference
+	// the person was shown, with the detail that only operators see.
+	Problems  []RunProblem `json:"problems,omitempty"`
+	ViewIDs   []string     `json:"viewIds,omitempty"`
+	CreatedAt time.Time    `json:"createdAt"`
+}
+
+// RunProblem is something that went wrong in a run. The person reads Said
+// and Ref in the answer; Detail (an error's text: a path, an exec error, a
+// server's answer) is for operators, who find it by Ref here and in the
+// log.
+type RunProblem struct {
+	Ref    string `json:"ref"`
+	Said   string `json:"said"`
+	Detail string `json:"detail"`
 }
 
 // NewView is a view with its HTML, as written by SaveRun.

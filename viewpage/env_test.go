@@ -314,7 +314,10 @@ func (e *env) run(p *person, text string) store.View {
 		e.t.Fatalf("agent run %q: %v", text, err)
 	}
 	if len(ans.Views) == 0 {
-		e.t.Fatalf("agent run %q made no view: %+v", text, ans)
+		// What the answer says of a failure is for people; the detail is
+		// in the run record, under the references the answer gives.
+		run, _ := e.store.GetRun(context.Background(), ans.RunID)
+		e.t.Fatalf("agent run %q made no view: %+v; problems %+v", text, ans, run.Problems)
 	}
 	return ans.Views[0]
 }

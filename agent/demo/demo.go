@@ -93,6 +93,7 @@
 package demo
 
 import (
+	"cmp"
 	"context"
 	"embed"
 	"errors"
@@ -100,6 +101,7 @@ import (
 	"hash/fnv"
 	"log/slog"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -590,11 +592,50 @@ func salesText(r SalesReport) string {
 		fmt.Fprintf(&b, " (refresh %d)", r.Revision)
 	}
 	fmt.Fprintf(&b, ": total %s %s.", r.Currency, groupDigits(r.Total))
-	for _, l := range r.Lines {
-		fmt.Fprintf(&b, " %s %s %s (%d%%).", l.Product, r.Currency, groupDigits(l.Amount), l.Amount*100/max(r.Total, 1))
+	amounts := make([]int64, len(r.Lines))
+	for i, l := range r.Lines {
+		amounts[i] = l.Amount
+	}
+	pct := shares(amounts)
+	for i, l := range r.Lines {
+		fmt.Fprintf(&b, " %s %s %s (%d%%).", l.Product, r.Currency, groupDigits(l.Amount), pct[i])
 	}
 	fmt.Fprintf(&b, " Best seller: %s. Demo data.", r.Top)
 	return b.String()
+}
+
+// shares are the whole percentages of each amount in their sum, which add
+// up to 100 (when the sum is not zero) and are each within one point of
+// the exact share: every amount gets its exact share rounded down, and the
+// points still missing go one each to the largest remainders (the
+// largest remainder method; a tie goes to the earlier amount). Rounding
+// each share on its own can make 99 or 101, and rounding down alone
+// (24.9% shown as 24%) makes less than 100. Amounts are not negative.
+func shares(amounts []int64) []int {
+	out := make([]int, len(amounts))
+	var total int64
+	for _, a := range amounts {
+		total += a
+	}
+	if total <= 0 {
+		return out
+	}
+	rem := make([]int64, len(amounts))
+	given := 0
+	for i, a := range amounts {
+		out[i] = int(a * 100 / total)
+		rem[i] = a * 100 % total
+		given += out[i]
+	}
+	order := make([]int, len(amounts))
+	for i := range order {
+		order[i] = i
+	}
+	slices.SortStableFunc(order, func(x, y int) int { return cmp.Compare(rem[y], rem[x]) })
+	for _, i := range order[:100-given] {
+		out[i]++
+	}
+	return out
 }
 
 // findCustomer matches an id exactly, then a name exactly, then a unique

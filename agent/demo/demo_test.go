@@ -4,8 +4,10 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"math"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -320,6 +322,52 @@ func TestSalesReport(t *testing.T) {
 			}
 		})
 	}
+}
+
+// sharePattern is a product line's share as the text writes it.
+var sharePattern = regexp.MustCompile(`(\w+) USD [\d,]+ \((\d+)%\)`)
+
+// TestSalesSharesAddUp: the shares the model reads of every report (each
+// region, four years of quarters, the report and ten refreshes) add up to
+// 100%, and each is within rounding of its line's true share: less than
+// one point from it. Shares rounded down alone (24.9% written 24%) add up
+// to less than 100.
+func TestSalesSharesAddUp(t *testing.T) {
+	cs := connect(t, demo.Options{})
+	reports := 0
+	for _, region := range demo.Regions() {
+		for year := 2024; year <= 2027; year++ {
+			for q := 1; q <= 4; q++ {
+				for rev := range 11 {
+					args := map[string]any{"region": region, "quarter": fmt.Sprintf("%d-Q%d", year, q)}
+					tool := demo.ToolSalesReport
+					if rev > 0 {
+						tool, args["revision"] = demo.ToolRefreshSales, rev
+					}
+					res := call(t, cs, tool, args)
+					r := structured[demo.SalesReport](t, res)
+					got := sharePattern.FindAllStringSubmatch(text(res), -1)
+					if len(got) != len(r.Lines) {
+						t.Fatalf("%v: %d shares in %q, want %d", args, len(got), text(res), len(r.Lines))
+					}
+					sum := 0
+					for i, m := range got {
+						shown, _ := strconv.Atoi(m[2])
+						sum += shown
+						exact := 100 * float64(r.Lines[i].Amount) / float64(r.Total)
+						if m[1] != r.Lines[i].Product || math.Abs(float64(shown)-exact) >= 1 {
+							t.Errorf("%v: %s shown as %d%%, its share is %.2f%%", args, m[1], shown, exact)
+						}
+					}
+					if sum != 100 {
+						t.Errorf("%v: the shares add up to %d%%: %q", args, sum, text(res))
+					}
+					reports++
+				}
+			}
+		}
+	}
+	t.Logf("%d reports checked", reports)
 }
 
 func TestRefreshSales(t *testing.T) {

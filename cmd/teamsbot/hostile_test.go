@@ -14,6 +14,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -323,17 +324,21 @@ func TestHostileMCPServerOverTheWholeService(t *testing.T) {
 	if err := os.WriteFile(cfgPath, []byte("agents:\n  - id: default\n    servers:\n      - name: hostile\n        url: "+hostileMCP(t)+"\n        timeout: 10s\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	base, _, _ := startService(t, map[string]string{"TICKETIQ_CONFIG": cfgPath})
+	base, logs, _ := startService(t, map[string]string{"TICKETIQ_CONFIG": cfgPath})
 	for i, c := range []struct {
 		text, want string
+		// logged, when set, is in the service log under the reference
+		// the answer gives: the detail is the operator's.
+		logged string
 	}{
-		{"/tools", "lists more tools than the 1000 (or 100 pages) read"},
+		{"/tools", "lists more tools than the 1000 (or 100 pages) read", ""},
 		// Refused as size, whether by the HTML limit or, as here with
 		// its JSON escapes, by the cap on one message from a server;
-		// either way the refusal names the setting.
-		{"/hostile/big_view {}", "no view for hostile/big_view: size: "},
-		{"/hostile/big_view {}", "TICKETIQ_MCP_APPS_MAX_HTML_BYTES sets the limit"},
-		{"/hostile/t001 {}", `named \"t000\\x00\\r\\nX-Injected: 1\" is not offered`},
+		// either way the card says so in plain words, and the log has
+		// the detail, which names the setting, under its reference.
+		{"/hostile/big_view {}", "no view was made for hostile/big_view (ref ", ""},
+		{"/hostile/big_view {}", ": the view is too large to show.", "TICKETIQ_MCP_APPS_MAX_HTML_BYTES sets the limit"},
+		{"/hostile/t001 {}", `named \"t000\\x00\\r\\nX-Injected: 1\" is not offered`, ""},
 	} {
 		conv := fmt.Sprintf("a:hostile-%d", i)
 		body, _ := json.Marshal(map[string]any{
@@ -363,6 +368,14 @@ func TestHostileMCPServerOverTheWholeService(t *testing.T) {
 		if !strings.Contains(got, c.want) {
 			t.Errorf("%s: the answer lacks %q: %s", c.text, c.want, got[max(0, len(got)-1500):])
 		}
+		if c.logged != "" {
+			ref := regexp.MustCompile(`\(ref ([0-9A-Z]{8})\)`).FindStringSubmatch(got)
+			if ref == nil || strings.Contains(got, c.logged) {
+				t.Errorf("%s: the answer gives no reference, or shows the detail: %s", c.text, got[max(0, len(got)-1500):])
+			} else if !logHolds(logs.String(), `"ref":"`+ref[1]+`"`, c.logged) {
+				t.Errorf("%s: no log line holds %q under %s:\n%s", c.text, c.logged, ref[1], logs)
+			}
+		}
 		for _, bad := range []string{`\u0000`, `\u001b`, `\u202e`, `\r\nX-Injected`} {
 			if strings.Contains(got, bad) {
 				i := strings.Index(got, bad)
@@ -373,4 +386,18 @@ func TestHostileMCPServerOverTheWholeService(t *testing.T) {
 			t.Errorf("%s: answered after %s", c.text, d)
 		}
 	}
+}
+
+// logHolds reports whether one line of logs holds every part.
+func logHolds(logs string, parts ...string) bool {
+	for _, l := range strings.Split(logs, "\n") {
+		all := true
+		for _, p := range parts {
+			all = all && strings.Contains(l, p)
+		}
+		if all {
+			return true
+		}
+	}
+	return false
 }
