@@ -49,9 +49,24 @@ func splitParseError(err error) (line, col int, msg string) {
 func parseError(text string, err error) *PolicyError {
 	raw := strings.TrimPrefix(err.Error(), "parser error: ")
 	if m := scanPosRE.FindStringSubmatch(raw); m != nil {
-		// The scanner gives the start of the token it could not read.
+		// The scanner gives the start of the token it could not read,
+		// and no line at all for a bad character in some places: such a
+		// character is found here.
 		line, _ := strconv.Atoi(m[1])
 		col, _ := strconv.Atoi(m[2])
+		off := -1
+		switch m[3] {
+		case "invalid UTF-8 encoding":
+			off = badUTF8(text)
+		case "invalid character NUL":
+			off = strings.IndexByte(text, 0)
+		}
+		if off >= 0 {
+			line, col = positionAt(text, off)
+		}
+		if line == 0 {
+			col = 0
+		}
 		return &PolicyError{Line: line, Column: col, Msg: scanWords(m[3])}
 	}
 	line, col, msg := splitParseError(err)
@@ -326,6 +341,28 @@ func escapesRead(tok string, pattern bool) bool {
 		}
 	}
 	return true
+}
+
+// badUTF8 returns the offset of the first byte of text that is not valid
+// UTF-8, or -1.
+func badUTF8(text string) int {
+	for i, r := range text {
+		if r == utf8.RuneError {
+			if _, size := utf8.DecodeRuneInString(text[i:]); size == 1 {
+				return i
+			}
+		}
+	}
+	return -1
+}
+
+// positionAt returns the 1-based line and column of a byte offset, the
+// column counted in characters (a byte that is not UTF-8 counts as one),
+// as cedar-go counts them.
+func positionAt(text string, off int) (int, int) {
+	before := text[:off]
+	lineStart := strings.LastIndexByte(before, '\n') + 1
+	return strings.Count(before, "\n") + 1, utf8.RuneCountInString(before[lineStart:]) + 1
 }
 
 // firstLines returns the first n lines of text.
