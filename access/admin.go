@@ -134,10 +134,11 @@ func (s *Service) SavedPoliciesRefused(ctx context.Context, tenantID string) (*P
 }
 
 // SetPolicies saves the admin's tenant's Cedar policy text after checking
-// it: a text that does not parse is refused with the parser's message and
-// line (*PolicyError), and nothing is saved. wantVersion is the version the
-// admin edited (PolicyText's); store.ErrConflict (wrapped) means another
-// admin saved in between. It returns the new version.
+// it: a text over a limit or that does not parse is refused with a
+// *PolicyError that says where and why in plain words, and nothing is
+// saved. wantVersion is the version the admin edited (PolicyText's);
+// store.ErrConflict (wrapped) means another admin saved in between. It
+// returns the new version.
 func (s *Service) SetPolicies(ctx context.Context, admin Person, text string, wantVersion uint64) (uint64, error) {
 	if err := s.requireAdmin(ctx, admin, store.AllAgents); err != nil {
 		return 0, err
