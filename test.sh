@@ -63,7 +63,8 @@ go test -race ./bot/...
 # Every fuzzer for a short bounded time, one at a time, from its committed
 # corpus (testdata/fuzz/...): the activity decoder, the token validator,
 # the frame-token parser, the bridge's server side, the CSP builder, the
-# resource and tool checks, and the configuration parser. FUZZTIME=0 skips
+# resource and tool checks, the configuration parser and the Cedar policy
+# parser within its limits. FUZZTIME=0 skips
 # them; docs/security.md says what each proves.
 fuzztime=${FUZZTIME:-8s}
 if [ "$fuzztime" != 0 ]; then
@@ -78,5 +79,6 @@ if [ "$fuzztime" != 0 ]; then
 ./mcpapps FuzzCheckResource
 ./mcpapps FuzzReadToolUI
 ./cmd/teamsbot FuzzConfig
+./access FuzzParsePolicies
 LIST
 fi

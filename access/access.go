@@ -105,8 +105,8 @@ type tenantState struct {
 	settings store.TenantSettings
 	bindings []store.Binding
 	policies *Policies
-	// policyErr is set when the stored text no longer parses: every
-	// invoke is then denied.
+	// policyErr is set when the stored text is refused (over a limit, or
+	// it no longer parses): every invoke is then denied.
 	policyErr error
 	version   uint64 // of the stored policy set; 0: the default
 	// groups are the Entra groups any rule of the tenant names: bindings,
@@ -179,10 +179,14 @@ func (s *Service) tenant(ctx context.Context, tenantID string) (*tenantState, er
 	default:
 		ts.version = ps.Version
 		if ts.policies, err = ParsePolicies(ps.Text); err != nil {
-			// Saved texts are checked first, so this is a file from a
-			// newer or broken version: refuse every call rather than guess.
+			// Saved texts are checked first, so this is a text saved
+			// before a limit existed, or a file from a newer or broken
+			// version: refuse every call of this tenant rather than guess.
+			// The limits are checked before cedar-go parses, so a text
+			// too deep for it costs nothing here.
 			ts.policies, ts.policyErr = nil, err
-			s.log.Error("stored policy set does not parse; every tool call of the tenant is denied", "tenant", tenantID, "err", err)
+			s.log.Error("stored policy set refused; every tool call of the tenant is denied until an admin saves a correct one",
+				"tenant", tenantID, "err", err, "over_limit", errors.Is(err, ErrPolicyLimit))
 		}
 		for _, m := range groupRef.FindAllStringSubmatch(ps.Text, -1) {
 			ts.groups = append(ts.groups, m[1])
@@ -434,13 +438,20 @@ func (s *Service) Invoke(ctx context.Context, p Person, c Call) (Decision, error
 		return Decision{}, err
 	}
 	if ts.policyErr != nil {
-		return Decision{Errors: []string{"the tenant's stored policy set does not parse: " + ts.policyErr.Error()}}, nil
+		return Decision{Errors: []string{storedPoliciesRefused(ts.policyErr)}}, nil
 	}
 	principal, err := s.principal(ctx, p, c.AgentID, ts)
 	if err != nil {
 		return Decision{}, err
 	}
 	return ts.policies.Decide(c.by(principal)), nil
+}
+
+// storedPoliciesRefused says why every call of a tenant whose saved
+// policies are refused is denied, and who can change that.
+func storedPoliciesRefused(err error) string {
+	return "the organisation's saved Cedar policies are refused (" + err.Error() +
+		"), so every tool call is denied until an administrator corrects them on the Policies page of the admin console"
 }
 
 // principal is p as Cedar sees it, with every group any rule of the

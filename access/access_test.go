@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
 	"testing"
@@ -391,5 +393,74 @@ func TestAppPermissions(t *testing.T) {
 	want := []string{"rec map[appPermissions:[]] map[appPermissions:[camera microphone]]\n", "rec map[appPermissions:[camera microphone]] map[appPermissions:[]]\n"}
 	if !slices.Equal(changes, want) {
 		t.Errorf("audited changes %q, want %q", changes, want)
+	}
+}
+
+// A saved policy text over a limit (saved before the limits, or written
+// by hand) is refused when the tenant is loaded, before cedar-go sees it:
+// that tenant's calls are denied with a reason that says so and an
+// operator log line, the other tenants' calls go on, and the process
+// stays small, call after call.
+func TestStoredPolicyOverLimitDeniesThatTenantOnly(t *testing.T) {
+	ctx := context.Background()
+	st, err := store.Open(ctx, filepath.Join(t.TempDir(), "teamsbot.db"), store.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	var logs testenv.LogBuffer
+	svc, err := access.New(access.Options{Store: st, Logger: slog.New(slog.NewJSONHandler(&logs, nil)), CacheTTL: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	head := "permit (principal, action, resource) when { "
+	deep := head + strings.Repeat("(", 130_000) + "true" + strings.Repeat(")", 130_000) + " };"
+	if _, err := st.PutPolicySet(ctx, store.PolicySet{TenantID: tenantA, Text: deep}, 0); err != nil {
+		t.Fatal(err)
+	}
+	call := func(tenant string) access.Call {
+		return access.Call{AgentID: agentID, AgentTenantID: tenant, Server: "crm", Tool: "lookup", Caller: access.CallerModel}
+	}
+
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	for range 20 {
+		d, err := svc.Invoke(ctx, person(tenantA, alice, access.PermRun), call(tenantA))
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := "the organisation's saved Cedar policies are refused (line 1, column 76: `(`, `[`, `{` and `if` are nested more than 32 deep here; at most 32 levels are allowed)"
+		if d.Allowed || len(d.Errors) != 1 || !strings.HasPrefix(d.Errors[0], want) || !strings.Contains(d.Errors[0], "administrator") {
+			t.Fatalf("a call of the tenant whose saved policies are too deep = %+v, want a deny that starts %q", d, want)
+		}
+		if d, err := svc.Invoke(ctx, person(tenantB, bob, access.PermRun), call(tenantB)); err != nil || !d.Allowed {
+			t.Fatalf("a call of another tenant = %+v, %v, want allowed", d, err)
+		}
+	}
+	runtime.ReadMemStats(&after)
+	if grown, allocated := after.Sys-before.Sys, after.TotalAlloc-before.TotalAlloc; grown > 16<<20 || allocated > 32<<20 {
+		t.Errorf("40 calls with a saved text 130,000 levels deep grew the process by %d MiB and allocated %d MiB, want at most 16 and 32",
+			grown>>20, allocated>>20)
+	}
+
+	if !strings.Contains(logs.String(), `"msg":"stored policy set refused; every tool call of the tenant is denied until an admin saves a correct one","tenant":"`+tenantA+`"`) ||
+		!strings.Contains(logs.String(), `"over_limit":true`) {
+		t.Errorf("no operator log line for the refused text:\n%.2000s", logs.String())
+	}
+	pe, err := svc.SavedPoliciesRefused(ctx, tenantA)
+	if err != nil || pe == nil || !errors.Is(pe, access.ErrPolicyLimit) || pe.Line != 1 || pe.Column != 76 {
+		t.Errorf("SavedPoliciesRefused = %v, %v, want the limit at line 1, column 76", pe, err)
+	}
+	if pe, err := svc.SavedPoliciesRefused(ctx, tenantB); pe != nil || err != nil {
+		t.Errorf("SavedPoliciesRefused of the other tenant = %v, %v, want none", pe, err)
+	}
+	// The admin can still save a correct text, which is in force at once.
+	v, err := svc.SetPolicies(ctx, person(tenantA, admin, access.PermAdmin), access.DefaultPolicyText, 1)
+	if err != nil || v != 2 {
+		t.Fatalf("SetPolicies over the refused text = %d, %v", v, err)
+	}
+	if d, err := svc.Invoke(ctx, person(tenantA, alice, access.PermRun), call(tenantA)); err != nil || !d.Allowed {
+		t.Errorf("a call after the admin saved a correct text = %+v, %v, want allowed", d, err)
 	}
 }

@@ -117,11 +117,28 @@ func (s *Service) PolicyText(ctx context.Context, tenantID string) (string, uint
 	return ps.Text, ps.Version, nil
 }
 
+// SavedPoliciesRefused returns why the tenant's saved policy text is
+// refused (a *PolicyError: over a limit, or it no longer parses), or nil
+// when it is in force. While it is refused every tool call of the tenant
+// is denied.
+func (s *Service) SavedPoliciesRefused(ctx context.Context, tenantID string) (*PolicyError, error) {
+	ts, err := s.tenant(ctx, tenantID)
+	if err != nil {
+		return nil, err
+	}
+	var pe *PolicyError
+	if errors.As(ts.policyErr, &pe) {
+		return pe, nil
+	}
+	return nil, nil
+}
+
 // SetPolicies saves the admin's tenant's Cedar policy text after checking
-// it: a text that does not parse is refused with the parser's message and
-// line (*PolicyError), and nothing is saved. wantVersion is the version the
-// admin edited (PolicyText's); store.ErrConflict (wrapped) means another
-// admin saved in between. It returns the new version.
+// it: a text over a limit or that does not parse is refused with a
+// *PolicyError that says where and why in plain words, and nothing is
+// saved. wantVersion is the version the admin edited (PolicyText's);
+// store.ErrConflict (wrapped) means another admin saved in between. It
+// returns the new version.
 func (s *Service) SetPolicies(ctx context.Context, admin Person, text string, wantVersion uint64) (uint64, error) {
 	if err := s.requireAdmin(ctx, admin, store.AllAgents); err != nil {
 		return 0, err

@@ -2,12 +2,9 @@ package access
 
 import (
 	"fmt"
-	"regexp"
 	"slices"
-	"sort"
 	"strconv"
 	"strings"
-	"unicode/utf8"
 
 	"github.com/cedar-policy/cedar-go"
 )
@@ -98,26 +95,35 @@ type Decision struct {
 	Errors   []string
 }
 
-// PolicyError is a policy text that is refused: it does not parse, or a
-// policy's id is a duplicate, empty or reserved. Line and Column are 1-based
-// and locate the fault (for an id, the policy that carries it). Column is 0
-// when only the line is known and Line is 0 when neither is.
+// PolicyError is a policy text that is refused: it is over a limit
+// (Err is ErrPolicyLimit), it does not parse, or a policy's id is a
+// duplicate, empty or reserved. Line and Column are 1-based and locate the
+// fault (for an id, the policy that carries it). Column is 0 when only the
+// line is known and Line is 0 when neither is. Msg says in plain words
+// what is wrong, and Error adds where: it carries no package prefix, so it
+// can be shown to the admin as it is.
 type PolicyError struct {
 	Line   int
 	Column int
 	Msg    string
+	// Err is ErrPolicyLimit for a text over a limit, nil otherwise.
+	Err error
 }
 
 func (e *PolicyError) Error() string {
 	switch {
 	case e.Line == 0:
-		return "access: policy: " + e.Msg
+		return e.Msg
 	case e.Column == 0:
-		return fmt.Sprintf("access: policy line %d: %s", e.Line, e.Msg)
+		return fmt.Sprintf("line %d: %s", e.Line, e.Msg)
 	default:
-		return fmt.Sprintf("access: policy line %d, column %d: %s", e.Line, e.Column, e.Msg)
+		return fmt.Sprintf("line %d, column %d: %s", e.Line, e.Column, e.Msg)
 	}
 }
+
+// Unwrap makes errors.Is(err, ErrPolicyLimit) hold for a text over a
+// limit.
+func (e *PolicyError) Unwrap() error { return e.Err }
 
 // Policies is the parsed, checked policy set of one tenant, with the
 // platform rule added. It is immutable and safe for concurrent use.
@@ -130,10 +136,14 @@ type Policies struct {
 }
 
 // ParsePolicies parses a tenant's Cedar text and adds the platform rule.
-// A text that does not parse, or that gives two policies one id, an empty
-// @id or a reserved one, is refused with a *PolicyError. An empty text is
-// valid and permits nothing.
+// A text over one of the limits (MaxPolicyBytes, MaxPolicyNesting, ...),
+// checked before cedar-go sees it, a text that does not parse, or one that
+// gives two policies one id, an empty @id or a reserved one, is refused
+// with a *PolicyError. An empty text is valid and permits nothing.
 func ParsePolicies(text string) (*Policies, error) {
+	if pe := checkPolicyLimits(text); pe != nil {
+		return nil, pe
+	}
 	list, err := cedar.NewPolicyListFromBytes("", []byte(text))
 	if err != nil {
 		return nil, parseError(text, err)
@@ -164,12 +174,12 @@ func ParsePolicies(text string) (*Policies, error) {
 		}
 		switch {
 		case id == "":
-			return nil, refuse("empty @id")
+			return nil, refuse("the policy's @id is empty: give it a name, such as `@id(\"no-deletes\")`")
 		case strings.HasPrefix(id, reservedPrefix):
-			return nil, refuse(fmt.Sprintf("policy id %q is reserved for the platform (ids starting with %q)", id, reservedPrefix))
+			return nil, refuse(fmt.Sprintf("the id `%s` is kept for the platform's own rules (ids that start with `%s`): choose another", id, reservedPrefix))
 		}
 		if prev, dup := first[id]; dup {
-			return nil, refuse(fmt.Sprintf("duplicate policy id %q (first on line %d)", id, prev.Line))
+			return nil, refuse(fmt.Sprintf("the id `%s` is given to two policies (first on line %d): give each policy its own", id, prev.Line))
 		}
 		first[id] = pos
 		p.ids = append(p.ids, id)
@@ -302,98 +312,4 @@ func (inv Invoke) request() (cedar.EntityMap, cedar.Request) {
 			"view":   cedar.String(inv.ViewID),
 		}),
 	}
-}
-
-// cedar-go's parse errors are plain strings of two shapes, with the position
-// as "<input>:line:column":
-//
-//	parser error: parse error at <input>:3:18 ")": exact got resource want ,
-//	parser error: <input>:3:9: literal not terminated
-//
-// and a few (an integer literal out of range) carry no position at all.
-var (
-	parsePosRE = regexp.MustCompile(`^parse error at <input>:(\d+):(\d+) "(?:[^"\\]|\\.)*": (.*)$`)
-	scanPosRE  = regexp.MustCompile(`^<input>:(\d+):(\d+): (.*)$`)
-)
-
-// splitParseError returns the position cedar-go gave (0 when none) and the
-// message without it.
-func splitParseError(err error) (line, col int, msg string) {
-	msg = strings.TrimPrefix(err.Error(), "parser error: ")
-	m := parsePosRE.FindStringSubmatch(msg)
-	if m == nil {
-		m = scanPosRE.FindStringSubmatch(msg)
-	}
-	if m == nil {
-		return 0, 0, msg
-	}
-	line, _ = strconv.Atoi(m[1])
-	col, _ = strconv.Atoi(m[2])
-	return line, col, m[3]
-}
-
-// parseError turns cedar-go's parse error into a *PolicyError that locates
-// the fault. cedar-go reports the token after the one it failed on (so a
-// fault at the end of a line is put on the next line that has a token), and
-// no position at all for some faults. The line at fault is the first line
-// whose prefix of the text already fails with the same message: the parser
-// reads the same tokens up to the fault, whatever follows it, and a cut at a
-// line end never splits a token (a Cedar string cannot hold a newline). On
-// that line cedar-go's column is kept only if the fault needs its token,
-// that is if the text cut just before that token fails otherwise.
-func parseError(text string, err error) *PolicyError {
-	line, col, msg := splitParseError(err)
-	sameFault := func(prefix string) bool {
-		_, err := cedar.NewPolicyListFromBytes("", []byte(prefix))
-		if err == nil {
-			return false
-		}
-		_, _, m := splitParseError(err)
-		return m == msg
-	}
-	hi := line
-	if hi == 0 {
-		hi = strings.Count(text, "\n") + 1
-	}
-	if !sameFault(firstLines(text, hi)) {
-		// Not the pattern above: keep what cedar-go said.
-		return &PolicyError{Line: line, Column: col, Msg: msg}
-	}
-	found := 1 + sort.Search(hi-1, func(i int) bool { return sameFault(firstLines(text, i+1)) })
-	if found != line {
-		col = 0
-	} else if off, ok := offset(text, line, col); !ok || sameFault(text[:off]) {
-		col = 0
-	}
-	return &PolicyError{Line: found, Column: col, Msg: msg}
-}
-
-// firstLines returns the first n lines of text.
-func firstLines(text string, n int) string {
-	end := 0
-	for range n {
-		i := strings.IndexByte(text[end:], '\n')
-		if i < 0 {
-			return text
-		}
-		end += i + 1
-	}
-	return text[:end]
-}
-
-// offset returns the byte offset of a 1-based line and column, the column
-// counted in characters as cedar-go counts it.
-func offset(text string, line, col int) (int, bool) {
-	if col < 1 {
-		return 0, false
-	}
-	off := len(firstLines(text, line-1))
-	for range col - 1 {
-		_, size := utf8.DecodeRuneInString(text[off:])
-		if size == 0 || text[off] == '\n' {
-			return 0, false
-		}
-		off += size
-	}
-	return off, true
 }

@@ -64,4 +64,13 @@
 //     Decision.Errors.
 //   - An Invoke with a missing principal, tenant, agent, server or tool, or
 //     a caller that is neither "model" nor "view", is denied with an error.
+//
+// # Limits of a policy text
+//
+// cedar-go's parser and compiler recurse without a bound of their own, so
+// a text is checked against MaxPolicyBytes, MaxPolicyNesting,
+// MaxPolicyDepth, MaxPolicyHasPath, MaxPolicyNamePath and MaxPolicyPattern
+// before cedar-go sees it, wherever it comes from: a save, the tester, or
+// a tenant's saved text when it is loaded. A saved text over a limit denies
+// every call of its tenant until an admin saves a correct one.
 package access

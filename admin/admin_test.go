@@ -4,12 +4,15 @@ import (
 	"context"
 	"encoding/csv"
 	"encoding/json"
+	"html"
 	"io"
 	"net/http"
 	"net/http/cookiejar"
 	"net/http/httptest"
 	"net/url"
 	"path/filepath"
+	"runtime"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -428,4 +431,102 @@ func containsAll(s string, parts ...string) bool {
 		}
 	}
 	return true
+}
+
+// memoryDuring runs f and returns how much the process grew (memory
+// obtained from the system, a high-water mark that also counts goroutine
+// stacks) and how much was allocated meanwhile.
+func memoryDuring(f func()) (grown, allocated uint64) {
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	f()
+	runtime.ReadMemStats(&after)
+	return after.Sys - before.Sys, after.TotalAlloc - before.TotalAlloc
+}
+
+// A policy text nested far too deep, sent to every place of the console
+// and the API that takes one, is refused in words that name the line, the
+// column and the limit, before cedar-go sees it: the request answers, the
+// next one works, and the process stays small. (Before the limits, 250,000
+// nested parentheses took the process past 1 GB and a few million ended it
+// with a stack overflow.)
+func TestDeepPolicyTextRefusedOverHTTP(t *testing.T) {
+	e := newEnv(t)
+	admin := e.client(adminA)
+	head := "permit (principal, action, resource) when { "
+	const nested = "line 1, column 76: `(`, `[`, `{` and `if` are nested more than 32 deep here; at most 32 levels are allowed"
+	deepJSON, _ := json.Marshal(map[string]any{"text": head + strings.Repeat("(", 250_000), "version": 0})
+	balanced := head + strings.Repeat("(", 130_000) + "true" + strings.Repeat(")", 130_000) + " };"
+	huge := head + strings.Repeat("(", 3_000_000)
+
+	type answer struct {
+		Error    string
+		Problems []string
+		Line     int
+		Column   int
+	}
+	for _, tc := range []struct {
+		name, method, path, contentType, body string
+		want                                  string // in the page, or the JSON error
+		ceiling                               uint64
+	}{
+		{"API save, 250,000 open", http.MethodPut, "/api/admin/policies", "application/json", string(deepJSON),
+			"The policies were not saved: " + nested, 32 << 20},
+		{"API tester, 250,000 open", http.MethodPost, "/api/admin/policies/test", "application/json",
+			strings.Replace(string(deepJSON), `"version":0`, `"user":"`+userA.OID+`","agent":"default","server":"crm","tool":"lookup","caller":"model"`, 1),
+			"The policies were not tested: " + nested, 32 << 20},
+		{"console save, 130,000 deep", http.MethodPost, "/admin/policies", "application/x-www-form-urlencoded",
+			url.Values{"text": {balanced}, "version": {"0"}}.Encode(),
+			"The policies were not saved: " + nested, 32 << 20},
+		{"console tester, 3,000,000 open", http.MethodPost, "/admin/policies/test", "application/x-www-form-urlencoded",
+			url.Values{"text": {huge}, "user": {userA.OID}, "agent": {"default"}, "server": {"crm"}, "tool": {"lookup"}, "caller": {"model"}}.Encode(),
+			"The policies were not tested: the text is 3,000,044 bytes long; policies may be at most 262,144 bytes (256 KiB) in all: remove what is not needed", 96 << 20},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var code int
+			var body string
+			grown, allocated := memoryDuring(func() { code, body = e.do(admin, tc.method, tc.path, tc.contentType, tc.body) })
+			t.Logf("%d bytes sent: the process grew %d MiB, %d MiB allocated", len(tc.body), grown>>20, allocated>>20)
+			if code != http.StatusBadRequest {
+				t.Fatalf("answer %d, want 400: %.500s", code, body)
+			}
+			if strings.HasPrefix(tc.path, "/api/") {
+				var a answer
+				if err := json.Unmarshal([]byte(body), &a); err != nil || a.Error != tc.want || len(a.Problems) != 1 || a.Line != 1 || a.Column != 76 {
+					t.Errorf("answer %.500s, want error %q, one problem, line 1, column 76", body, tc.want)
+				}
+			} else if !strings.Contains(body, `<p class="problem" role="alert">`+html.EscapeString(tc.want)+`</p>`) {
+				t.Errorf("the page does not say %q:\n%.1500s", tc.want, body[max(0, strings.Index(body, "<main")):])
+			}
+			if strings.Contains(body, "access:") {
+				t.Errorf("the answer shows a package prefix: %.500s", body)
+			}
+			if grown > tc.ceiling || allocated > 2*tc.ceiling {
+				t.Errorf("the process grew %d MiB and allocated %d MiB, want at most %d and %d", grown>>20, allocated>>20, tc.ceiling>>20, 2*tc.ceiling>>20)
+			}
+			// The service goes on: the next request works, and nothing
+			// was saved.
+			code, body = e.do(admin, http.MethodGet, "/api/admin/policies", "", "")
+			if code != http.StatusOK || !strings.Contains(body, `"version":0`) {
+				t.Errorf("the next request: %d %.300s", code, body)
+			}
+		})
+	}
+
+	// A text saved before the limits (or by hand) is refused when the
+	// tenant is loaded: the console and the tester say so.
+	if _, err := e.store.PutPolicySet(context.Background(), store.PolicySet{TenantID: tenantA, Text: balanced}, 0); err != nil {
+		t.Fatal(err)
+	}
+	saved := "The saved policies are refused, so every tool call is denied: " + nested + ". Correct them and save."
+	code, body := e.do(admin, http.MethodGet, "/admin/policies", "", "")
+	if code != http.StatusOK || !strings.Contains(body, html.EscapeString(saved)) {
+		t.Errorf("the policy page with a refused saved text: %d %.1000s", code, body[max(0, strings.Index(body, "<main")):])
+	}
+	code, body = e.do(admin, http.MethodPost, "/api/admin/policies/test", "application/json",
+		`{"user":"`+userA.OID+`","agent":"default","server":"crm","tool":"lookup","caller":"model"}`)
+	if code != http.StatusBadRequest || !strings.Contains(body, `"error":`+strconv.Quote(saved)) {
+		t.Errorf("the API tester on a refused saved text: %d %.500s", code, body)
+	}
 }

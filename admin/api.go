@@ -240,7 +240,8 @@ func (h *Handler) apiPutPolicies(c echo.Context, p access.Person) error {
 	if err != nil {
 		var pe *access.PolicyError
 		if errors.As(err, &pe) {
-			return c.JSON(http.StatusBadRequest, map[string]any{"error": pe.Error(), "line": pe.Line, "column": pe.Column})
+			return c.JSON(http.StatusBadRequest, map[string]any{"error": "The policies were not saved: " + pe.Error(),
+				"problems": []string{pe.Error()}, "line": pe.Line, "column": pe.Column})
 		}
 		return apiError(err)
 	}
@@ -267,6 +268,10 @@ func (h *Handler) apiTestPolicies(c echo.Context, p access.Person) error {
 	}
 	d, err := h.explain(c.Request().Context(), p, in.Text, testForm{User: strings.ToLower(in.User), Agent: in.Agent, Server: in.Server, Tool: in.Tool, Caller: in.Caller})
 	if err != nil {
+		var pe *access.PolicyError
+		if msg, ok := testProblem(in.Text, err); ok && errors.As(err, &pe) {
+			return c.JSON(http.StatusBadRequest, map[string]any{"error": msg, "problems": []string{pe.Error()}, "line": pe.Line, "column": pe.Column})
+		}
 		return apiError(err)
 	}
 	return c.JSON(http.StatusOK, map[string]any{"allowed": d.Allowed, "policies": nonNil(d.Policies), "errors": nonNil(d.Errors)})

@@ -273,7 +273,15 @@ type testForm struct {
 }
 
 func (h *Handler) policiesPage(c echo.Context, p access.Person) error {
-	return h.renderPolicies(c, http.StatusOK, p, nil, testForm{Caller: access.CallerView}, nil, "")
+	pe, err := h.opts.Access.SavedPoliciesRefused(c.Request().Context(), p.TenantID)
+	if err != nil {
+		return err
+	}
+	problem := ""
+	if pe != nil {
+		problem, _ = testProblem("", pe)
+	}
+	return h.renderPolicies(c, http.StatusOK, p, nil, testForm{Caller: access.CallerView}, nil, problem)
 }
 
 func (h *Handler) renderPolicies(c echo.Context, status int, p access.Person, text *string, t testForm, res *access.Decision, problem string) error {
@@ -316,12 +324,25 @@ func (h *Handler) testPolicies(c echo.Context, p access.Person) error {
 	}
 	d, err := h.explain(c.Request().Context(), p, text, t)
 	if err != nil {
-		if msg, ok := problemOf(err); ok {
+		if msg, ok := testProblem(text, err); ok {
 			return h.renderPolicies(c, http.StatusBadRequest, p, &text, t, nil, msg)
 		}
 		return err
 	}
 	return h.renderPolicies(c, http.StatusOK, p, &text, t, &d, "")
+}
+
+// testProblem is problemOf for the tester, which saves nothing: a refused
+// text is the one being edited, or, when none was sent, the saved one.
+func testProblem(text string, err error) (string, bool) {
+	var pe *access.PolicyError
+	switch {
+	case errors.As(err, &pe) && text == "":
+		return "The saved policies are refused, so every tool call is denied: " + pe.Error() + ". Correct them and save.", true
+	case errors.As(err, &pe):
+		return "The policies were not tested: " + pe.Error(), true
+	}
+	return problemOf(err)
 }
 
 // explain runs the tester; a view's call needs a view id, which the

@@ -3,6 +3,7 @@ package admin_test
 import (
 	"context"
 	"encoding/json"
+	"html"
 	"net/http"
 	"net/url"
 	"regexp"
@@ -116,9 +117,18 @@ func TestConsoleTriggers(t *testing.T) {
 		t.Fatalf("triggers page: %d", code)
 	}
 	labelled(t, "triggers", body)
-	code, body = e.form(admin, "/admin/triggers", url.Values{"name": {"Digest"}, "agent": {"default"}, "cron": {"0 25 * * *"}, "timeZone": {"Nowhere/Else"}, "text": {"hi"}, "conversation": {convA}})
-	if code != http.StatusBadRequest || !strings.Contains(body, "25 is out of range 0-23") || !strings.Contains(body, "not an IANA time zone") || !strings.Contains(body, `value="Digest"`) {
+	code, body = e.form(admin, "/admin/triggers", url.Values{"name": {"Digest"}, "agent": {"default"}, "cron": {"61 25 * * funday"}, "timeZone": {"Nowhere/Else"}, "text": {"hi"}, "conversation": {convA}})
+	if code != http.StatusBadRequest || !strings.Contains(body, html.EscapeString("schedule `61 25 * * funday`: minute `61`: use 0-59; hour `25`: use 0-23; day of week `funday`: use 0-7 or sun-sat")) ||
+		!strings.Contains(body, "not an IANA time zone") || !strings.Contains(body, `value="Digest"`) || strings.Contains(body, "triggers:") {
 		t.Fatalf("bad trigger: %d %s", code, body)
+	}
+	// The API names the same mistakes in the same words.
+	code, body = e.do(admin, http.MethodPost, "/api/admin/triggers", "application/json",
+		`{"name":"Digest","agent":"default","cron":"61 9 * * funday","timeZone":"UTC","text":"hi","conversation":"`+convA+`"}`)
+	var refused struct{ Error string }
+	if json.Unmarshal([]byte(body), &refused) != nil || code != http.StatusBadRequest ||
+		refused.Error != "That was refused: schedule `61 9 * * funday`: minute `61`: use 0-59; day of week `funday`: use 0-7 or sun-sat" {
+		t.Fatalf("bad trigger through the API: %d %s", code, body)
 	}
 	code, body = e.form(admin, "/admin/triggers", url.Values{"name": {"Digest"}, "agent": {"default"}, "cron": {"30 8 * * mon-fri"}, "timeZone": {"Europe/Berlin"}, "text": {"/sales_report {}"}, "conversation": {convA}})
 	if code != http.StatusOK || !strings.Contains(body, "The trigger was saved") || !strings.Contains(body, "30 8 * * mon-fri") || !strings.Contains(body, "Europe/Berlin") {

@@ -8,9 +8,25 @@ import (
 	"time"
 )
 
-// ErrCron is wrapped by every error of ParseCron; the message says which
-// field is wrong and why.
+// ErrCron is wrapped by every error of ParseCron, a *CronError.
 var ErrCron = errors.New("triggers: bad cron expression")
+
+// CronError is an expression ParseCron refused: every field at fault,
+// each with what it accepts, or why the expression as a whole cannot be
+// read. Its text is in plain words, with no package prefix, to be shown
+// to the admin who typed the expression.
+type CronError struct {
+	// Expr is the expression as given.
+	Expr string
+	// Problems are the faults, one per bad field, in field order:
+	// "minute `61`: use 0-59".
+	Problems []string
+}
+
+func (e *CronError) Error() string { return strings.Join(e.Problems, "; ") }
+
+// Unwrap makes errors.Is(err, ErrCron) hold.
+func (e *CronError) Unwrap() error { return ErrCron }
 
 // maxCronLen bounds an expression: five fields of lists fit easily.
 const maxCronLen = 256
@@ -34,6 +50,14 @@ type cronField struct {
 	name     string
 	min, max int
 	names    []string // names for min, min+1, ... (months, weekdays)
+}
+
+// accepts says what the field takes.
+func (f cronField) accepts() string {
+	if f.names != nil {
+		return fmt.Sprintf("use %d-%d or %s-%s", f.min, f.max, f.names[0], f.names[len(f.names)-1])
+	}
+	return fmt.Sprintf("use %d-%d", f.min, f.max)
 }
 
 // cronFields returns the five fields in order. A function, so that no
@@ -77,32 +101,40 @@ func cronMacro(s string) (string, bool) {
 // five fields. As in Vixie cron, when both the day of month and the day of
 // week are restricted (neither begins with "*"), a day matches when either
 // does. An expression that can never be due (30 February) is refused.
+//
+// A refused expression is a *CronError that names every bad field and what
+// it accepts.
 func ParseCron(expr string) (*Schedule, error) {
 	expr = strings.TrimSpace(expr)
+	refuse := func(problems ...string) error { return &CronError{Expr: expr, Problems: problems} }
 	if len(expr) > maxCronLen {
-		return nil, fmt.Errorf("%w: longer than %d characters", ErrCron, maxCronLen)
+		return nil, refuse(fmt.Sprintf("it is longer than %d characters", maxCronLen))
 	}
 	text := expr
 	if strings.HasPrefix(expr, "@") {
 		m, ok := cronMacro(expr)
 		if !ok {
-			return nil, fmt.Errorf("%w: %q is not one of @yearly, @annually, @monthly, @weekly, @daily, @midnight, @hourly", ErrCron, expr)
+			return nil, refuse(fmt.Sprintf("`%s` is not one of @yearly, @annually, @monthly, @weekly, @daily, @midnight and @hourly", expr))
 		}
 		text = m
 	}
 	parts := strings.Fields(text)
 	if len(parts) != 5 {
-		return nil, fmt.Errorf("%w: %q has %d fields, want 5 (minute hour day-of-month month day-of-week)", ErrCron, expr, len(parts))
+		return nil, refuse(fmt.Sprintf("it has %d fields; a schedule has 5: minute, hour, day of month, month and day of week (such as `30 8 * * mon-fri`)", len(parts)))
 	}
 	s := &Schedule{expr: expr}
 	fields := cronFields()
 	sets := [5]*uint64{&s.minute, &s.hour, &s.dom, &s.month, &s.dow}
+	var problems []string
 	for i, f := range fields {
-		bits, err := f.parse(parts[i])
-		if err != nil {
-			return nil, fmt.Errorf("%w: %s field %q: %w", ErrCron, f.name, parts[i], err)
+		bits, problem := f.parse(parts[i])
+		if problem != "" {
+			problems = append(problems, fmt.Sprintf("%s `%s`: %s", f.name, parts[i], problem))
 		}
 		*sets[i] = bits
+	}
+	if problems != nil {
+		return nil, refuse(problems...)
 	}
 	if s.dow&(1<<7) != 0 {
 		s.dow = s.dow&^(1<<7) | 1
@@ -111,7 +143,7 @@ func ParseCron(expr string) (*Schedule, error) {
 	s.dowStar = strings.HasPrefix(parts[4], "*")
 	// Only a day of month with no month to fall in can never be due.
 	if s.next(time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC), time.UTC).IsZero() {
-		return nil, fmt.Errorf("%w: %q is never due (no month has such a day)", ErrCron, expr)
+		return nil, refuse("it is never due: none of its months has such a day")
 	}
 	return s, nil
 }
@@ -119,22 +151,20 @@ func ParseCron(expr string) (*Schedule, error) {
 // String returns the expression as it was given.
 func (s *Schedule) String() string { return s.expr }
 
-// parse reads one field into a bit set.
-func (f cronField) parse(field string) (uint64, error) {
+// parse reads one field into a bit set, or says in words what is wrong
+// with it.
+func (f cronField) parse(field string) (uint64, string) {
 	var bits uint64
 	for item := range strings.SplitSeq(field, ",") {
 		if item == "" {
-			return 0, errors.New("an empty list item")
+			return 0, "a list item is empty; " + f.accepts() + ", separated by commas"
 		}
 		rng, stepText, hasStep := strings.Cut(item, "/")
 		step := 1
 		if hasStep {
 			n, err := strconv.Atoi(stepText)
-			if err != nil || n < 1 {
-				return 0, fmt.Errorf("step %q is not a whole number of at least 1", stepText)
-			}
-			if n > f.max-f.min+1 {
-				return 0, fmt.Errorf("step %d is larger than the field's range %d-%d", n, f.min, f.max)
+			if err != nil || n < 1 || n > f.max-f.min+1 {
+				return 0, fmt.Sprintf("the step after `/` must be a whole number from 1 to %d", f.max-f.min+1)
 			}
 			step = n
 		}
@@ -143,20 +173,23 @@ func (f cronField) parse(field string) (uint64, error) {
 		case rng == "*":
 		case strings.Contains(rng, "-"):
 			a, b, _ := strings.Cut(rng, "-")
-			var err error
-			if lo, err = f.value(a); err != nil {
-				return 0, err
+			if a == "" || b == "" {
+				return 0, "a range needs a value on each side of `-`; " + f.accepts()
 			}
-			if hi, err = f.value(b); err != nil {
-				return 0, err
+			var ok bool
+			if lo, ok = f.value(a); !ok {
+				return 0, f.notOne(field, a)
+			}
+			if hi, ok = f.value(b); !ok {
+				return 0, f.notOne(field, b)
 			}
 			if lo > hi {
-				return 0, fmt.Errorf("range %s runs backwards", rng)
+				return 0, fmt.Sprintf("the range `%s` runs backwards: write the smaller value first", rng)
 			}
 		default:
-			v, err := f.value(rng)
-			if err != nil {
-				return 0, err
+			v, ok := f.value(rng)
+			if !ok {
+				return 0, f.notOne(field, rng)
 			}
 			lo, hi = v, v
 			if hasStep {
@@ -169,30 +202,29 @@ func (f cronField) parse(field string) (uint64, error) {
 			bits |= 1 << v
 		}
 	}
-	return bits, nil
+	return bits, ""
+}
+
+// notOne says that v, in field, is not a value of the field.
+func (f cronField) notOne(field, v string) string {
+	if v == field {
+		return f.accepts()
+	}
+	return fmt.Sprintf("`%s` is not a %s; %s", v, f.name, f.accepts())
 }
 
 // value reads one number or name of the field.
-func (f cronField) value(s string) (int, error) {
-	if s == "" {
-		return 0, errors.New("a missing value")
-	}
+func (f cronField) value(s string) (int, bool) {
 	for i, n := range f.names {
 		if strings.EqualFold(s, n) {
-			return f.min + i, nil
+			return f.min + i, true
 		}
 	}
 	n, err := strconv.Atoi(s)
-	if err != nil {
-		if f.names != nil {
-			return 0, fmt.Errorf("%q is neither a number nor a name (%s-%s)", s, f.names[0], f.names[len(f.names)-1])
-		}
-		return 0, fmt.Errorf("%q is not a number", s)
+	if err != nil || n < f.min || n > f.max {
+		return 0, false
 	}
-	if n < f.min || n > f.max {
-		return 0, fmt.Errorf("%d is out of range %d-%d", n, f.min, f.max)
-	}
-	return n, nil
+	return n, true
 }
 
 // dayMatches applies the day-of-month / day-of-week rule to a date.

@@ -16,37 +16,42 @@ func mustLoad(t *testing.T, name string) *time.Location {
 	return loc
 }
 
+// A refused expression names every bad field at once and what it takes,
+// in words with no package prefix.
 func TestParseCronErrors(t *testing.T) {
 	for _, c := range []struct{ expr, want string }{
-		{"", `has 0 fields, want 5`},
-		{"* * * *", `has 4 fields, want 5`},
-		{"* * * * * *", `has 6 fields, want 5`},
-		{"60 * * * *", `minute field "60": 60 is out of range 0-59`},
-		{"* 24 * * *", `hour field "24": 24 is out of range 0-23`},
-		{"* * 0 * *", `day of month field "0": 0 is out of range 1-31`},
-		{"* * * 13 *", `month field "13": 13 is out of range 1-12`},
-		{"* * * * 8", `day of week field "8": 8 is out of range 0-7`},
-		{"*/0 * * * *", `minute field "*/0": step "0" is not a whole number of at least 1`},
-		{"*/x * * * *", `step "x" is not a whole number`},
-		{"*/61 * * * *", `step 61 is larger than the field's range 0-59`},
-		{"5-1 * * * *", `range 5-1 runs backwards`},
-		{"1,,2 * * * *", `an empty list item`},
-		{"a * * * *", `"a" is not a number`},
-		{"* * * foo *", `"foo" is neither a number nor a name (jan-dec)`},
-		{"* * * * funday", `"funday" is neither a number nor a name (sun-sat)`},
-		{"1- * * * *", `a missing value`},
-		{"0 0 30 2 *", `is never due`},
-		{"0 0 31 4,6,9,11 *", `is never due`},
-		{"@reboot", `is not one of @yearly`},
-		{strings.Repeat("1,", 200) + "1 * * * *", `longer than 256 characters`},
+		{"", "it has 0 fields; a schedule has 5: minute, hour, day of month, month and day of week (such as `30 8 * * mon-fri`)"},
+		{"* * * *", "it has 4 fields; a schedule has 5: minute, hour, day of month, month and day of week (such as `30 8 * * mon-fri`)"},
+		{"* * * * * *", "it has 6 fields; a schedule has 5"},
+		{"60 * * * *", "minute `60`: use 0-59"},
+		{"* 24 * * *", "hour `24`: use 0-23"},
+		{"* * 0 * *", "day of month `0`: use 1-31"},
+		{"* * * 13 *", "month `13`: use 1-12 or jan-dec"},
+		{"* * * * 8", "day of week `8`: use 0-7 or sun-sat"},
+		{"61 9 * * funday", "minute `61`: use 0-59; day of week `funday`: use 0-7 or sun-sat"},
+		{"61 24 32 13 8", "minute `61`: use 0-59; hour `24`: use 0-23; day of month `32`: use 1-31; month `13`: use 1-12 or jan-dec; day of week `8`: use 0-7 or sun-sat"},
+		{"0,15,61 * * * mon-funday", "minute `0,15,61`: `61` is not a minute; use 0-59; day of week `mon-funday`: `funday` is not a day of week; use 0-7 or sun-sat"},
+		{"*/0 * * * *", "minute `*/0`: the step after `/` must be a whole number from 1 to 60"},
+		{"*/x * * * *", "minute `*/x`: the step after `/` must be a whole number from 1 to 60"},
+		{"* */25 * * *", "hour `*/25`: the step after `/` must be a whole number from 1 to 24"},
+		{"5-1 * * * *", "minute `5-1`: the range `5-1` runs backwards: write the smaller value first"},
+		{"1,,2 * * * *", "minute `1,,2`: a list item is empty; use 0-59, separated by commas"},
+		{"a * * * *", "minute `a`: use 0-59"},
+		{"* * * foo *", "month `foo`: use 1-12 or jan-dec"},
+		{"1- * * * *", "minute `1-`: a range needs a value on each side of `-`; use 0-59"},
+		{"0 0 30 2 *", "it is never due: none of its months has such a day"},
+		{"0 0 31 4,6,9,11 *", "it is never due"},
+		{"@reboot", "`@reboot` is not one of @yearly, @annually, @monthly, @weekly, @daily, @midnight and @hourly"},
+		{strings.Repeat("1,", 200) + "1 * * * *", "it is longer than 256 characters"},
 	} {
 		_, err := ParseCron(c.expr)
-		if err == nil {
-			t.Errorf("ParseCron(%q) accepted", c.expr)
+		var ce *CronError
+		if !errors.As(err, &ce) || !errors.Is(err, ErrCron) {
+			t.Errorf("ParseCron(%q) = %v, want a *CronError that is ErrCron", c.expr, err)
 			continue
 		}
-		if !errors.Is(err, ErrCron) || !strings.Contains(err.Error(), c.want) {
-			t.Errorf("ParseCron(%q) = %v, want an ErrCron containing %q", c.expr, err, c.want)
+		if !strings.HasPrefix(err.Error(), c.want) || strings.Contains(err.Error(), "triggers:") {
+			t.Errorf("ParseCron(%q) =\n%s\nwant it to start\n%s", c.expr, err, c.want)
 		}
 	}
 }

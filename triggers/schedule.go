@@ -80,7 +80,7 @@ func (s *Service) CreateTrigger(ctx context.Context, admin access.Person, sp Spe
 	errs = append(errs, err)
 	errs = append(errs, s.checkAgent(sp.Agent))
 	if _, err := ParseCron(sp.Cron); err != nil {
-		errs = append(errs, fmt.Errorf("%w: %w", ErrInvalid, err))
+		errs = append(errs, fmt.Errorf("%w: schedule `%s`: %w", ErrInvalid, textclip.Clip(strings.TrimSpace(sp.Cron), 64), err))
 	}
 	loc, err := loadZone(sp.TimeZone)
 	errs = append(errs, err)

@@ -167,14 +167,18 @@ func TestPauseResumeDelete(t *testing.T) {
 // Every mistake in a trigger is named at once.
 func TestCreateTriggerRefusesBadInput(t *testing.T) {
 	e := newEnv(t)
-	_, err := e.trig.CreateTrigger(context.Background(), admin, triggers.Spec{Name: "", Agent: "ghost", Cron: "61 * * * *", TimeZone: "Mars/Olympus", Text: "", Conversation: "19:nowhere"})
+	_, err := e.trig.CreateTrigger(context.Background(), admin, triggers.Spec{Name: "", Agent: "ghost", Cron: "61 * * * funday", TimeZone: "Mars/Olympus", Text: "", Conversation: "19:nowhere"})
 	if err == nil {
 		t.Fatal("accepted")
 	}
-	for _, want := range []string{"give it a name", `no agent "ghost"`, `minute field "61": 61 is out of range 0-59`, `"Mars/Olympus" is not an IANA time zone`, "the text is empty", "not installed in conversation"} {
-		if !strings.Contains(err.Error(), want) {
-			t.Errorf("error lacks %q:\n%v", want, err)
+	words := triggers.Problem(err)
+	for _, want := range []string{"give it a name", `no agent "ghost"`, "schedule `61 * * * funday`: minute `61`: use 0-59; day of week `funday`: use 0-7 or sun-sat\n", `"Mars/Olympus" is not an IANA time zone`, "the text is empty", "not installed in conversation"} {
+		if !strings.Contains(words, want) {
+			t.Errorf("the words lack %q:\n%s", want, words)
 		}
+	}
+	if strings.Contains(words, "triggers:") {
+		t.Errorf("the words show the package prefix:\n%s", words)
 	}
 }
 
