@@ -251,7 +251,7 @@ func New(ctx context.Context, cfg Config, opts Options) (*Service, error) {
 		_, ok := opts.Builtins[name]
 		return ok || name == BuiltinDemo
 	}
-	if err := cfg.validate(known); err != nil {
+	if err := configErrors(cfg.validate(known)); err != nil {
 		return nil, fmt.Errorf("agent: config: %w", err)
 	}
 	m, err := newMetrics(opts.Registerer)
