@@ -192,8 +192,9 @@ type Options struct {
 	// beside "demo". Each call must return a new server.
 	Builtins map[string]func() *mcp.Server
 	// Background makes New return before any server is connected; Start
-	// then connects them all at once, in the background, so that a
-	// service can listen (and answer its liveness probe) meanwhile. Until
+	// then connects them (the built-in ones before it returns, the others
+	// in the background), so that a service can listen, and answer its
+	// liveness probe, while a slow server starts. Until
 	// a server's first attempt ends, Ready answers ErrStarting naming it,
 	// and a run or a view's call that needs it waits for that attempt,
 	// as long as its context allows.
@@ -300,21 +301,28 @@ func New(ctx context.Context, cfg Config, opts Options) (*Service, error) {
 	return s, nil
 }
 
-// Start connects every server in the background, each within
-// Options.ConnectTimeout, and returns at once; only the first call does
-// anything. A server that cannot be reached is logged and tried again on
-// later use; it does not stop the service, but Ready reports it.
+// Start connects every server, each within Options.ConnectTimeout: the
+// built-in ones (in memory, a matter of microseconds) before it returns,
+// so that a service running only those is ready as soon as it listens,
+// and the others in the background. Only the first call does anything.
+// A server that cannot be reached is logged and tried again on later use;
+// it does not stop the service, but Ready reports it.
 func (s *Service) Start(ctx context.Context) {
 	s.startOnce.Do(func() {
 		ctx, s.stopStart = context.WithCancel(ctx)
+		start := func(c *serverConn) {
+			if err := c.start(ctx); err != nil {
+				s.log.Warn("MCP server not connected; will retry", "agent", c.agentID, "server", c.name, "err", err)
+			} else {
+				s.log.Info("MCP server connected", "agent", c.agentID, "server", c.name)
+			}
+		}
 		for _, c := range s.conns {
-			s.started.Go(func() {
-				if err := c.start(ctx); err != nil {
-					s.log.Warn("MCP server not connected; will retry", "agent", c.agentID, "server", c.name, "err", err)
-				} else {
-					s.log.Info("MCP server connected", "agent", c.agentID, "server", c.name)
-				}
-			})
+			if c.builtin != nil {
+				start(c)
+			} else {
+				s.started.Go(func() { start(c) })
+			}
 		}
 	})
 }

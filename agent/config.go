@@ -447,7 +447,7 @@ func (fc *fileChecker) walk(n *yaml.Node, t reflect.Type, path string) {
 	case reflect.Struct:
 		fields := yamlFields(t)
 		if n.Kind != yaml.MappingNode {
-			fc.add(n, path, "%s: want keys and values (such as `%s:` on the lines below), not %s", where(path), fields[0].name, describe(n))
+			fc.add(n, path, "%s: want keys and values (such as `%s:` on the lines below), not %s", where(path), fields[0].name, describeAt(n, path))
 			return
 		}
 		names := make([]string, len(fields))
@@ -467,7 +467,7 @@ func (fc *fileChecker) walk(n *yaml.Node, t reflect.Type, path string) {
 		})
 	case reflect.Slice:
 		if n.Kind != yaml.SequenceNode {
-			fc.add(n, path, "%s: want a list (lines starting with `- `, or [a, b]), not %s", where(path), describe(n))
+			fc.add(n, path, "%s: want a list (lines starting with `- `, or [a, b]), not %s", where(path), describeAt(n, path))
 			return
 		}
 		for i, item := range n.Content {
@@ -475,7 +475,7 @@ func (fc *fileChecker) walk(n *yaml.Node, t reflect.Type, path string) {
 		}
 	case reflect.Map:
 		if n.Kind != yaml.MappingNode {
-			fc.add(n, path, "%s: want keys and values (such as {NAME: value}), not %s", where(path), describe(n))
+			fc.add(n, path, "%s: want keys and values (such as {NAME: value}), not %s", where(path), describeAt(n, path))
 			return
 		}
 		fc.pairs(n, path, func(key, value *yaml.Node) {
@@ -484,7 +484,7 @@ func (fc *fileChecker) walk(n *yaml.Node, t reflect.Type, path string) {
 	default:
 		want := map[reflect.Kind]string{reflect.Bool: "true or false", reflect.Int: "a whole number", reflect.String: "text"}[t.Kind()]
 		if n.Kind != yaml.ScalarNode || n.Decode(reflect.New(t).Interface()) != nil {
-			fc.add(n, path, "%s: want %s, not %s", where(path), want, describe(n))
+			fc.add(n, path, "%s: want %s, not %s", where(path), want, describeAt(n, path))
 		}
 	}
 }
@@ -523,6 +523,15 @@ func describe(n *yaml.Node) string {
 		return "an alias"
 	}
 	return fmt.Sprintf("`%s`", textclip.Clip(n.Value, 64))
+}
+
+// describeAt is describe for the value at path, without the value itself
+// where values are secrets as often as not (headers and env).
+func describeAt(n *yaml.Node, path string) string {
+	if n.Kind == yaml.ScalarNode && (strings.Contains(path, ".headers") || strings.Contains(path, ".env")) {
+		return "a single value"
+	}
+	return describe(n)
 }
 
 // join adds a key to a path.

@@ -208,6 +208,15 @@ func TestLoadConfigSyntaxErrorLine(t *testing.T) {
 	}
 }
 
+// A header or env value of the wrong kind is named without its value:
+// it is a secret as often as not.
+func TestLoadConfigHidesHeaderValues(t *testing.T) {
+	_, err := agent.LoadConfig([]byte("agents:\n  - id: a\n    servers:\n      - name: crm\n        url: https://crm.example.com/mcp\n        headers: Bearer s3cret\n"), nil)
+	if err == nil || err.Error() != "line 6, column 18: agents[0].servers[0].headers: want keys and values (such as {NAME: value}), not a single value" {
+		t.Errorf("err = %v", err)
+	}
+}
+
 // Aliases are followed, and one that holds itself is a mistake, not a
 // hang.
 func TestLoadConfigAliases(t *testing.T) {
