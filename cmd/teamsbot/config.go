@@ -356,15 +356,12 @@ func (c *config) loadBotCredential(env environment, now time.Time) []error {
 	return nil
 }
 
-// fileKeys are the top-level keys of the TICKETIQ_CONFIG file besides
-// agents, each owned by another part; any other key is a mistake (a typo
-// would otherwise be silently ignored and the defaults would run instead).
-var fileKeys = []string{}
-
-// loadConfigFile reads the configuration file: the agents, and the keys
-// of the other parts.
+// loadConfigFile reads the configuration file. Its only top-level key
+// today is agents; any other is a mistake (a typo would otherwise be
+// silently ignored and the defaults would run instead). A part that owns
+// another key adds it here.
 func loadConfigFile(data []byte, env environment) (agent.Config, error) {
-	return agent.LoadConfigFile(data, env.get, fileKeys...)
+	return agent.LoadConfigFile(data, env.get)
 }
 
 // tenantList splits a comma-separated list of tenant ids, lower-cased,

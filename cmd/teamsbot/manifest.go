@@ -28,29 +28,33 @@ type manifestFlags struct {
 // manifestSettings are the settings the package holds: `teamsbot
 // manifest` reads these alone, so that neither the bot's credential nor
 // its tenants (which a package does not hold) are needed to write one.
-var manifestSettings = []string{"TICKETIQ_BOT_APP_ID", "TICKETIQ_PUBLIC_BASE_URL", "TICKETIQ_SANDBOX_BASE_URL", "TICKETIQ_OIDC_CLIENT_ID", "TICKETIQ_TEAMS_TAB"}
+func manifestSettings() []string {
+	return []string{"TICKETIQ_BOT_APP_ID", "TICKETIQ_PUBLIC_BASE_URL", "TICKETIQ_SANDBOX_BASE_URL", "TICKETIQ_OIDC_CLIENT_ID", "TICKETIQ_TEAMS_TAB"}
+}
 
 // exampleGUID stands for an id in the examples of mistakes.
 const exampleGUID = "00000000-0000-0000-0000-000000000000"
 
 // manifestFixes says, for each input of the package, how to give it.
-var manifestFixes = map[string]string{
-	"BotID":            "set TICKETIQ_BOT_APP_ID=" + exampleGUID + " or pass --bot-id " + exampleGUID,
-	"PublicBaseURL":    "set TICKETIQ_PUBLIC_BASE_URL=https://bot.example.com or pass --public-base-url https://bot.example.com",
-	"SandboxBaseURL":   "set TICKETIQ_SANDBOX_BASE_URL=https://sandbox.example.com or pass --sandbox-base-url https://sandbox.example.com, or leave both unset",
-	"SignInClientID":   "set TICKETIQ_OIDC_CLIENT_ID=" + exampleGUID + " or pass --sign-in-client-id " + exampleGUID,
-	"SignInResource":   "set TICKETIQ_PUBLIC_BASE_URL to the host of the application ID URI",
-	"AppID":            "pass --app-id " + exampleGUID + ", or leave it out to derive it from the bot's app id",
-	"Version":          "pass --version 1.0.1",
-	"Developer":        `pass --developer "Contoso IT"`,
-	"WebsiteURL":       "pass --website https://www.contoso.example",
-	"PrivacyURL":       "pass --privacy https://www.contoso.example/privacy",
-	"TermsURL":         "pass --terms https://www.contoso.example/terms",
-	"ShortName":        "pass --name Assistant",
-	"FullName":         `pass --full-name "Contoso Assistant"`,
-	"ShortDescription": `pass --description "Answers with your organisation's tools"`,
-	"FullDescription":  `pass --full-description "..."`,
-	"AccentColor":      "pass --accent '#3A5BA0'",
+func manifestFixes() map[string]string {
+	return map[string]string{
+		"BotID":            "set TICKETIQ_BOT_APP_ID=" + exampleGUID + " or pass --bot-id " + exampleGUID,
+		"PublicBaseURL":    "set TICKETIQ_PUBLIC_BASE_URL=https://bot.example.com or pass --public-base-url https://bot.example.com",
+		"SandboxBaseURL":   "set TICKETIQ_SANDBOX_BASE_URL=https://sandbox.example.com or pass --sandbox-base-url https://sandbox.example.com, or leave both unset",
+		"SignInClientID":   "set TICKETIQ_OIDC_CLIENT_ID=" + exampleGUID + " or pass --sign-in-client-id " + exampleGUID,
+		"SignInResource":   "set TICKETIQ_PUBLIC_BASE_URL to the host of the application ID URI",
+		"AppID":            "pass --app-id " + exampleGUID + ", or leave it out to derive it from the bot's app id",
+		"Version":          "pass --version 1.0.1",
+		"Developer":        `pass --developer "Contoso IT"`,
+		"WebsiteURL":       "pass --website https://www.contoso.example",
+		"PrivacyURL":       "pass --privacy https://www.contoso.example/privacy",
+		"TermsURL":         "pass --terms https://www.contoso.example/terms",
+		"ShortName":        "pass --name Assistant",
+		"FullName":         `pass --full-name "Contoso Assistant"`,
+		"ShortDescription": `pass --description "Answers with your organisation's tools"`,
+		"FullDescription":  `pass --full-description "..."`,
+		"AccentColor":      "pass --accent '#3A5BA0'",
+	}
 }
 
 func manifestCommand() command {
@@ -104,7 +108,7 @@ func writeManifest(f *manifestFlags, env environment, stdout io.Writer) error {
 		"TICKETIQ_BOT_APP_ID": f.botID, "TICKETIQ_PUBLIC_BASE_URL": f.publicBaseURL, "TICKETIQ_SANDBOX_BASE_URL": f.sandboxBaseURL,
 		"TICKETIQ_OIDC_CLIENT_ID": f.signInClientID, "TICKETIQ_TEAMS_TAB": f.teamsTab,
 	})
-	cfg, errs := loadSettings(env, manifestSettings...)
+	cfg, errs := loadSettings(env, manifestSettings()...)
 	o := f.o
 	o.BotID, o.SandboxBaseURL, o.SignInClientID, o.TeamsTab = cfg.BotAppID, cfg.SandboxBaseURL.String(), cfg.OIDCClientID, cfg.TeamsTab
 	if strings.TrimSpace(env.get("TICKETIQ_PUBLIC_BASE_URL")) != "" {
@@ -121,8 +125,9 @@ func writeManifest(f *manifestFlags, env environment, stdout io.Writer) error {
 		errs = append(errs, errors.New("the file to write is missing: pass -o teamsbot.zip (or -o - for standard output)"))
 	}
 	pkg, err := manifest.Build(o)
+	fixes := manifestFixes()
 	for _, e := range inputErrors(err) {
-		if fix := manifestFixes[e.Input]; fix != "" {
+		if fix := fixes[e.Input]; fix != "" {
 			errs = append(errs, fmt.Errorf("%w: %s", e, fix))
 		} else {
 			errs = append(errs, e)
