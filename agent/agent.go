@@ -37,6 +37,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"strings"
 	"sync"
 	"time"
 
@@ -65,6 +66,9 @@ var (
 	// ErrBadRequest: the request itself is malformed (no tenant, arguments
 	// that are not a JSON object).
 	ErrBadRequest = errors.New("agent: bad request")
+	// ErrStarting: Ready was asked while MCP servers are still being
+	// connected for the first time (Options.Background).
+	ErrStarting = errors.New("MCP servers still starting")
 )
 
 // Person is who a run is for. UserID empty means a run with no person (a
@@ -200,6 +204,14 @@ type Options struct {
 	// Builtins adds in-memory servers that a ServerConfig.Builtin may name,
 	// beside "demo". Each call must return a new server.
 	Builtins map[string]func() *mcp.Server
+	// Background makes New return before any server is connected; Start
+	// then connects them (the built-in ones before it returns, the others
+	// in the background), so that a service can listen, and answer its
+	// liveness probe, while a slow server starts. Until
+	// a server's first attempt ends, Ready answers ErrStarting naming it,
+	// and a run or a view's call that needs it waits for that attempt,
+	// as long as its context allows.
+	Background bool
 }
 
 // Service runs agents. It is safe for concurrent use.
@@ -214,6 +226,11 @@ type Service struct {
 	metrics *metrics
 	ready   readiness
 
+	// startOnce guards Start; stopStart ends the first attempts, which
+	// started waits for, when the service closes first.
+	startOnce sync.Once
+	stopStart context.CancelFunc
+	started   sync.WaitGroup
 	closeOnce sync.Once
 }
 
@@ -264,7 +281,7 @@ func New(ctx context.Context, cfg Config, opts Options) (*Service, error) {
 		_, ok := opts.Builtins[name]
 		return ok || name == BuiltinDemo
 	}
-	if err := cfg.validate(known); err != nil {
+	if err := configErrors(cfg.validate(known)); err != nil {
 		return nil, fmt.Errorf("agent: config: %w", err)
 	}
 	m, err := newMetrics(opts.Registerer)
@@ -290,16 +307,56 @@ func New(ctx context.Context, cfg Config, opts Options) (*Service, error) {
 		s.byID[ac.ID] = a
 	}
 
-	var wg sync.WaitGroup
-	for _, c := range s.conns {
-		wg.Go(func() {
+	if !opts.Background {
+		s.Start(ctx)
+		s.started.Wait()
+	}
+	return s, nil
+}
+
+// Start connects every server, each within Options.ConnectTimeout: the
+// built-in ones (in memory, a matter of microseconds) before it returns,
+// so that a service running only those is ready as soon as it listens,
+// and the others in the background. Only the first call does anything.
+// A server that cannot be reached is logged and tried again on later use;
+// it does not stop the service, but Ready reports it.
+func (s *Service) Start(ctx context.Context) {
+	s.startOnce.Do(func() {
+		ctx, s.stopStart = context.WithCancel(ctx)
+		start := func(c *serverConn) {
 			if err := c.start(ctx); err != nil {
 				s.log.Warn("MCP server not connected; will retry", "agent", c.agentID, "server", c.name, "err", err)
+			} else {
+				s.log.Info("MCP server connected", "agent", c.agentID, "server", c.name)
 			}
-		})
+		}
+		for _, c := range s.conns {
+			if c.builtin != nil {
+				start(c)
+			} else {
+				s.started.Go(func() { start(c) })
+			}
+		}
+	})
+}
+
+// Starting names the servers whose first attempt to connect has not
+// ended yet ("agent/server" when there are several agents); none once
+// every server was tried.
+func (s *Service) Starting() []string {
+	var out []string
+	for _, c := range s.conns {
+		select {
+		case <-c.firstTry:
+		default:
+			name := c.name
+			if len(s.agents) > 1 {
+				name = c.agentID + "/" + c.name
+			}
+			out = append(out, name)
+		}
 	}
-	wg.Wait()
-	return s, nil
+	return out
 }
 
 // Agents lists the configured agent ids, the first (the bot's) first.
@@ -343,6 +400,10 @@ func (s *Service) agent(id string) (*agentRuntime, error) {
 // whose ctx ends first gets ErrUnavailable; the check goes on for the
 // next.
 func (s *Service) Ready(ctx context.Context) error {
+	if starting := s.Starting(); len(starting) > 0 {
+		// Nothing to ask yet: the first attempts are under way.
+		return fmt.Errorf("%w: %s", ErrStarting, strings.Join(starting, ", "))
+	}
 	r := &s.ready
 	r.mu.Lock()
 	if r.running == nil && !r.at.IsZero() && s.now().Sub(r.at) < s.opts.ReadyCacheFor {
@@ -391,6 +452,11 @@ func (s *Service) checkReady(ctx context.Context, done chan struct{}) {
 func (s *Service) Close() error {
 	var errs []error
 	s.closeOnce.Do(func() {
+		s.startOnce.Do(func() {}) // no Start after Close
+		if s.stopStart != nil {
+			s.stopStart()
+		}
+		s.started.Wait()
 		errs = make([]error, len(s.conns))
 		var wg sync.WaitGroup
 		for i, c := range s.conns {

@@ -1,11 +1,13 @@
 package agent
 
 import (
-	"bytes"
+	"cmp"
 	"errors"
 	"fmt"
-	"io"
+	"reflect"
 	"regexp"
+	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -13,6 +15,8 @@ import (
 
 	"teamsbot/access"
 	"teamsbot/internal/netaddr"
+	"teamsbot/internal/suggest"
+	"teamsbot/internal/textclip"
 	"teamsbot/mcpapps"
 )
 
@@ -171,60 +175,473 @@ func DefaultConfig() Config {
 }
 
 // LoadConfig reads the agents key of a configuration file, expands ${VAR}
-// from getenv and validates it, reporting every mistake at once. Unknown keys
-// inside agents are rejected with their line; other top-level keys belong to
-// other parts and are left alone. A file without agents gives DefaultConfig.
+// from getenv and validates it, reporting every mistake at once, each a
+// *ConfigError with its line and column. Unknown keys inside agents are
+// mistakes; other top-level keys belong to other parts and are left alone
+// (LoadConfigFile refuses them). A file without agents gives DefaultConfig.
 func LoadConfig(data []byte, getenv func(string) string) (Config, error) {
-	var doc struct {
-		Agents *[]AgentConfig       `yaml:"agents"`
-		Rest   map[string]yaml.Node `yaml:",inline"`
+	return loadFile(data, getenv, false, nil)
+}
+
+// LoadConfigFile is LoadConfig for a whole file whose top-level keys are
+// agents and others (the keys other parts own): any other top-level key is
+// a mistake too, reported with the rest.
+func LoadConfigFile(data []byte, getenv func(string) string, others ...string) (Config, error) {
+	return loadFile(data, getenv, true, others)
+}
+
+// ConfigError is one mistake in the configuration file: where it is and
+// what is wrong, in words for the person who edits the file.
+type ConfigError struct {
+	// Line and Column are 1-based; 0 when the mistake has no one place
+	// (Column is 0 for a YAML syntax error, whose column is not known).
+	Line, Column int
+	// Path names the value, as agents[0].servers[1].url; empty for the
+	// file as a whole.
+	Path string
+	// Msg says what is wrong, naming the value.
+	Msg string
+}
+
+func (e *ConfigError) Error() string {
+	switch {
+	case e.Line > 0 && e.Column > 0:
+		return fmt.Sprintf("line %d, column %d: %s", e.Line, e.Column, e.Msg)
+	case e.Line > 0:
+		return fmt.Sprintf("line %d: %s", e.Line, e.Msg)
 	}
-	dec := yaml.NewDecoder(bytes.NewReader(data))
-	dec.KnownFields(true)
-	// An empty file decodes as io.EOF: it simply has no agents.
-	if err := dec.Decode(&doc); err != nil && !errors.Is(err, io.EOF) {
-		return Config{}, fmt.Errorf("agent: config: %w", friendlyYAMLError(err))
+	return e.Msg
+}
+
+// configErrors joins mistakes into one error, in the order of the file
+// (those without a place last), or nil.
+func configErrors(list []*ConfigError) error {
+	slices.SortStableFunc(list, func(a, b *ConfigError) int {
+		if (a.Line == 0) != (b.Line == 0) {
+			return cmp.Compare(b.Line, a.Line) // placed first
+		}
+		return cmp.Or(cmp.Compare(a.Line, b.Line), cmp.Compare(a.Column, b.Column))
+	})
+	errs := make([]error, len(list))
+	for i, e := range list {
+		errs[i] = e
 	}
-	if doc.Agents == nil {
+	return errors.Join(errs...)
+}
+
+// loadFile parses the file into nodes (which keep every value's place),
+// walks them beside the Go types they decode into, decodes, expands and
+// validates, and reports every mistake found on the way together.
+func loadFile(data []byte, getenv func(string) string, strictTop bool, others []string) (Config, error) {
+	var root yaml.Node
+	if err := yaml.Unmarshal(data, &root); err != nil {
+		return Config{}, syntaxError(data, err)
+	}
+	doc := &root
+	if doc.Kind == yaml.DocumentNode && len(doc.Content) > 0 {
+		doc = doc.Content[0]
+	}
+	if doc.Kind == 0 || doc.Kind == yaml.DocumentNode || isNull(doc) {
+		return DefaultConfig(), nil // an empty file simply has no agents
+	}
+	fc := &fileChecker{nodes: map[string]*yaml.Node{}, keys: map[string]*yaml.Node{}}
+	if doc.Kind != yaml.MappingNode {
+		fc.add(doc, "", "the file must hold keys and values, starting with `agents:`, not %s", describe(doc))
+		return Config{}, configErrors(fc.errs)
+	}
+	var agentsNode *yaml.Node
+	fc.pairs(doc, "", func(key, value *yaml.Node) {
+		switch {
+		case key.Value == "agents":
+			agentsNode = value
+			fc.walk(value, reflect.TypeFor[[]AgentConfig](), "agents")
+		case strictTop && !slices.Contains(others, key.Value):
+			fc.unknownKey(key, "", append([]string{"agents"}, others...))
+		}
+	})
+	if agentsNode == nil || isNull(agentsNode) {
+		if len(fc.errs) > 0 {
+			return Config{}, configErrors(fc.errs)
+		}
 		return DefaultConfig(), nil
 	}
-	cfg := Config{Agents: *doc.Agents}
-	if err := cfg.Resolve(getenv); err != nil {
+	var cfg Config
+	if err := agentsNode.Decode(&cfg.Agents); err != nil {
+		var te *yaml.TypeError
+		typeErr := errors.As(err, &te)
+		if !typeErr || len(fc.errs) == 0 {
+			// The walk finds every mismatch the decoder does; this is
+			// what it did not foresee, said as the decoder says it.
+			fc.errs = append(fc.errs, &ConfigError{Line: agentsNode.Line, Column: agentsNode.Column, Path: "agents",
+				Msg: "agents: " + strings.TrimPrefix(err.Error(), "yaml: ")})
+		}
+		if !typeErr {
+			return Config{}, configErrors(fc.errs)
+		}
+	}
+	// The values are checked even when keys were wrong, so that one pass
+	// shows every mistake; a value whose own place was already found wrong
+	// is not reported again as missing or empty.
+	for _, e := range append(cfg.resolve(getenv), cfg.validate(func(name string) bool { return name == BuiltinDemo })...) {
+		if fc.covers(e.Path) {
+			continue
+		}
+		fc.place(e)
+		fc.errs = append(fc.errs, e)
+	}
+	if err := configErrors(fc.errs); err != nil {
 		return Config{}, err
 	}
 	return cfg, nil
 }
 
-var yamlUnknownField = regexp.MustCompile(`line (\d+): field (\S+) not found in type (\S+)`)
+// maxFileValues bounds the values walked in one file, aliases followed
+// included: a few lines of aliases can name billions of values.
+const maxFileValues = 100_000
 
-// friendlyYAMLError rewrites yaml's "field x not found in type agent.T" into
-// words a person editing the file understands.
-func friendlyYAMLError(err error) error {
-	var te *yaml.TypeError
-	if !errors.As(err, &te) {
-		return err
+// fileChecker walks a parsed file beside the Go types it decodes into and
+// finds, with their places, the mistakes the decoder would skip or stop
+// at: unknown and repeated keys, and values of the wrong kind. It keeps
+// each value's node by path, for the places of the mistakes found later.
+type fileChecker struct {
+	errs  []*ConfigError
+	nodes map[string]*yaml.Node
+	// keys are the key nodes of the values in nodes: a mistake about a
+	// value missing inside one points at its key.
+	keys map[string]*yaml.Node
+	// bad are the paths of values found wrong here.
+	bad     []string
+	visited int
+	// following are the aliases being walked, to stop one that holds itself.
+	following []*yaml.Node
+}
+
+func (fc *fileChecker) add(n *yaml.Node, path, format string, args ...any) {
+	fc.errs = append(fc.errs, &ConfigError{Line: n.Line, Column: n.Column, Path: path, Msg: fmt.Sprintf(format, args...)})
+	fc.bad = append(fc.bad, path)
+}
+
+// covers reports whether path is, or is inside, a value already found wrong.
+func (fc *fileChecker) covers(path string) bool {
+	for _, b := range fc.bad {
+		if path == b || strings.HasPrefix(path, b+".") || strings.HasPrefix(path, b+"[") {
+			return true
+		}
 	}
-	msgs := make([]error, 0, len(te.Errors))
-	for _, e := range te.Errors {
-		if m := yamlUnknownField.FindStringSubmatch(e); m != nil {
-			where := strings.TrimPrefix(m[3], "agent.")
-			where = strings.TrimSuffix(where, "Config")
-			msgs = append(msgs, fmt.Errorf("line %s: unknown key %q in %s", m[1], m[2], strings.ToLower(where)))
+	return false
+}
+
+// place gives e the line and column of its value, or of the key of the
+// nearest value that holds it when the value is missing.
+func (fc *fileChecker) place(e *ConfigError) {
+	for p := e.Path; ; {
+		n, ok := fc.nodes[p]
+		if k := fc.keys[p]; k != nil && p != e.Path {
+			n, ok = k, true
+		}
+		if ok {
+			e.Line, e.Column = n.Line, n.Column
+			return
+		}
+		i := strings.LastIndexAny(p, ".[")
+		if i < 0 {
+			return
+		}
+		p = p[:i]
+	}
+}
+
+// pairs calls f for each key and value of a mapping, after reporting a key
+// that is not plain text or that appears twice. A merge key (<<) brings
+// the keys of the mappings it names.
+func (fc *fileChecker) pairs(n *yaml.Node, path string, f func(key, value *yaml.Node)) {
+	first := map[string]*yaml.Node{}
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		key, value := n.Content[i], n.Content[i+1]
+		if key.Kind == yaml.ScalarNode && key.Tag == "!!merge" {
+			for _, m := range fc.mergeSources(value, 0) {
+				fc.pairs(m, path, f)
+			}
 			continue
 		}
-		msgs = append(msgs, errors.New(e))
+		if key.Kind != yaml.ScalarNode {
+			fc.add(key, path, "%s: a key must be a plain word, not %s", where(path), describe(key))
+			continue
+		}
+		if prev, dup := first[key.Value]; dup {
+			fc.add(key, join(path, key.Value), "%s: the key `%s` is given twice (first on line %d): keep one", where(path), key.Value, prev.Line)
+			// The decoder would drop the whole mapping; without the
+			// second key the rest of it is still checked.
+			n.Content = slices.Delete(n.Content, i, i+2)
+			i -= 2
+			continue
+		}
+		first[key.Value] = key
+		f(key, value)
 	}
-	return errors.Join(msgs...)
+}
+
+// mergeSources are the mappings a merge key names: one, or a list of them.
+func (fc *fileChecker) mergeSources(v *yaml.Node, depth int) []*yaml.Node {
+	fc.visited++
+	if depth > 16 || fc.visited > maxFileValues {
+		return nil
+	}
+	if v.Kind == yaml.AliasNode && v.Alias != nil {
+		v = v.Alias
+	}
+	switch v.Kind {
+	case yaml.SequenceNode:
+		var out []*yaml.Node
+		for _, item := range v.Content {
+			out = append(out, fc.mergeSources(item, depth+1)...)
+		}
+		return out
+	case yaml.MappingNode:
+		if slices.Contains(fc.following, v) {
+			return nil
+		}
+		return []*yaml.Node{v}
+	}
+	return nil
+}
+
+// unknownKey reports a key that is not one of known, with the one meant
+// when it is near one.
+func (fc *fileChecker) unknownKey(key *yaml.Node, path string, known []string) {
+	if meant, ok := suggest.Closest(key.Value, known); ok {
+		fc.add(key, join(path, key.Value), "unknown key `%s` %s; did you mean `%s`?", textclip.Clip(key.Value, 64), in(path), meant)
+		return
+	}
+	fc.add(key, join(path, key.Value), "unknown key `%s` %s (known: %s)", textclip.Clip(key.Value, 64), in(path), strings.Join(known, ", "))
+}
+
+// walk checks n against the Go type t it decodes into.
+func (fc *fileChecker) walk(n *yaml.Node, t reflect.Type, path string) {
+	fc.visited++
+	if fc.visited > maxFileValues {
+		if fc.visited == maxFileValues+1 {
+			fc.add(n, path, "the file holds more than %d values once its aliases are expanded", maxFileValues)
+		}
+		return
+	}
+	if _, ok := fc.nodes[path]; !ok {
+		fc.nodes[path] = n
+	}
+	if n.Kind == yaml.AliasNode {
+		if n.Alias == nil || slices.Contains(fc.following, n.Alias) {
+			fc.add(n, path, "%s: the alias *%s holds itself", where(path), n.Value)
+			return
+		}
+		fc.following = append(fc.following, n.Alias)
+		defer func() { fc.following = fc.following[:len(fc.following)-1] }()
+		n = n.Alias
+	}
+	if isNull(n) {
+		return // an empty value leaves the default
+	}
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	switch t.Kind() {
+	case reflect.Struct:
+		fields := yamlFields(t)
+		if n.Kind != yaml.MappingNode {
+			fc.add(n, path, "%s: want keys and values (such as `%s:` on the lines below), not %s", where(path), fields[0].name, describeAt(n, path))
+			return
+		}
+		names := make([]string, len(fields))
+		for i, f := range fields {
+			names[i] = f.name
+		}
+		fc.following = append(fc.following, n)
+		defer func() { fc.following = fc.following[:len(fc.following)-1] }()
+		fc.pairs(n, path, func(key, value *yaml.Node) {
+			i := slices.Index(names, key.Value)
+			if i < 0 {
+				fc.unknownKey(key, path, names)
+				return
+			}
+			fc.keys[join(path, key.Value)] = key
+			fc.walk(value, fields[i].typ, join(path, key.Value))
+		})
+	case reflect.Slice:
+		if n.Kind != yaml.SequenceNode {
+			fc.add(n, path, "%s: want a list (lines starting with `- `, or [a, b]), not %s", where(path), describeAt(n, path))
+			return
+		}
+		for i, item := range n.Content {
+			fc.walk(item, t.Elem(), fmt.Sprintf("%s[%d]", path, i))
+		}
+	case reflect.Map:
+		if n.Kind != yaml.MappingNode {
+			fc.add(n, path, "%s: want keys and values (such as {NAME: value}), not %s", where(path), describeAt(n, path))
+			return
+		}
+		fc.pairs(n, path, func(key, value *yaml.Node) {
+			fc.walk(value, t.Elem(), join(path, key.Value))
+		})
+	default:
+		want := map[reflect.Kind]string{reflect.Bool: "true or false", reflect.Int: "a whole number", reflect.String: "text"}[t.Kind()]
+		if n.Kind != yaml.ScalarNode || n.Decode(reflect.New(t).Interface()) != nil {
+			fc.add(n, path, "%s: want %s, not %s", where(path), want, describeAt(n, path))
+		}
+	}
+}
+
+// yamlField is a struct field as the file names it.
+type yamlField struct {
+	name string
+	typ  reflect.Type
+}
+
+// yamlFields are the keys of a struct in the file, in the struct's order.
+func yamlFields(t reflect.Type) []yamlField {
+	var out []yamlField
+	for f := range t.Fields() {
+		name, _, _ := strings.Cut(f.Tag.Get("yaml"), ",")
+		if name == "" || name == "-" || !f.IsExported() {
+			continue
+		}
+		out = append(out, yamlField{name: name, typ: f.Type})
+	}
+	return out
+}
+
+func isNull(n *yaml.Node) bool {
+	return n.Kind == yaml.ScalarNode && n.Tag == "!!null"
+}
+
+// describe names what a node is, for "want ..., not ..." mistakes.
+func describe(n *yaml.Node) string {
+	switch n.Kind {
+	case yaml.MappingNode:
+		return "keys and values"
+	case yaml.SequenceNode:
+		return "a list"
+	case yaml.AliasNode:
+		return "an alias"
+	}
+	return fmt.Sprintf("`%s`", textclip.Clip(n.Value, 64))
+}
+
+// describeAt is describe for the value at path, without the value itself
+// where values are secrets as often as not (headers and env).
+func describeAt(n *yaml.Node, path string) string {
+	if n.Kind == yaml.ScalarNode && (strings.Contains(path, ".headers") || strings.Contains(path, ".env")) {
+		return "a single value"
+	}
+	return describe(n)
+}
+
+// join adds a key to a path.
+func join(path, key string) string {
+	if path == "" {
+		return key
+	}
+	return path + "." + key
+}
+
+// where is a path as mistakes show it.
+func where(path string) string {
+	if path == "" {
+		return "the top of the file"
+	}
+	return path
+}
+
+// in says where an unknown key was found.
+func in(path string) string {
+	if path == "" {
+		return "at the top of the file"
+	}
+	return "in " + path
+}
+
+// maxSyntaxSearch bounds the lines problemLine searches, each one parse.
+const maxSyntaxSearch = 400
+
+var yamlSyntax = regexp.MustCompile(`^yaml: (?:line (\d+): )?(.*)$`)
+
+// syntaxError says where a file that is not YAML stops being YAML.
+// go.yaml.in/yaml/v3 names the line where the block around the mistake
+// began (for a parser's mistake counted from 0, one too few) rather than
+// the line of the mistake: for
+//
+//	agents:
+//	  - id: a
+//	    name: b
+//	  model: c
+//
+// it says "line 1: did not find expected '-' indicator", and the mistake
+// is on line 4. problemLine finds the line itself.
+func syntaxError(data []byte, err error) error {
+	m := yamlSyntax.FindStringSubmatch(err.Error())
+	if m == nil {
+		return &ConfigError{Msg: "not YAML or JSON: " + err.Error()}
+	}
+	line := problemLine(data)
+	if line == 0 && m[1] != "" {
+		line, _ = strconv.Atoi(m[1])
+	}
+	msg := "not valid YAML: " + m[2]
+	text := ""
+	if lines := strings.Split(string(data), "\n"); line > 0 && line <= len(lines) {
+		text = lines[line-1]
+	}
+	indent := text[:len(text)-len(strings.TrimLeft(text, " \t"))]
+	switch {
+	case strings.Contains(indent, "\t"):
+		msg += " (YAML indents with spaces, and this line has a tab)"
+	case strings.Contains(m[2], "mapping values are not allowed"):
+		msg += ` (a value that holds ": " must be in quotes)`
+	case strings.Contains(m[2], "did not find expected"):
+		msg += " (check this line's indentation against the lines above, and that every [ or { before it is closed)"
+	case strings.Contains(m[2], "unexpected end of stream"):
+		msg += " (a quote or a bracket opened on this line is not closed)"
+	}
+	return &ConfigError{Line: line, Msg: msg}
+}
+
+// problemLine is the line where data stops being YAML: the first line
+// from which every longer beginning of the file fails to parse too. (A
+// shorter beginning may fail only because it ends inside a list written
+// over several lines; the search goes back from the end, so such a list
+// above the mistake does not matter.) 0 when the file is too long to
+// search.
+func problemLine(data []byte) int {
+	lines := strings.SplitAfter(string(data), "\n")
+	if len(lines) > maxSyntaxSearch {
+		return 0
+	}
+	k := len(lines)
+	for k > 1 {
+		var n yaml.Node
+		if yaml.Unmarshal([]byte(strings.Join(lines[:k-1], "")), &n) == nil {
+			break
+		}
+		k--
+	}
+	return k
 }
 
 // Resolve expands ${VAR} in url, headers and env values from getenv (nil
 // means no variables are set) and validates the configuration, reporting
 // every mistake together. Call it once: it changes the values in place.
 func (c *Config) Resolve(getenv func(string) string) error {
+	errs := append(c.resolve(getenv), c.validate(func(name string) bool { return name == BuiltinDemo })...)
+	if err := configErrors(errs); err != nil {
+		return fmt.Errorf("agent: config: %w", err)
+	}
+	return nil
+}
+
+// resolve expands ${VAR} in url, headers and env values.
+func (c *Config) resolve(getenv func(string) string) []*ConfigError {
 	if getenv == nil {
 		getenv = func(string) string { return "" }
 	}
-	var errs []error
+	var errs []*ConfigError
 	for i := range c.Agents {
 		a := &c.Agents[i]
 		for j := range a.Servers {
@@ -232,20 +649,16 @@ func (c *Config) Resolve(getenv func(string) string) error {
 			where := fmt.Sprintf("agents[%d].servers[%d]", i, j)
 			var err error
 			if s.URL, err = expandEnv(s.URL, getenv); err != nil {
-				errs = append(errs, fmt.Errorf("%s.url: %w", where, err))
+				errs = append(errs, &ConfigError{Path: where + ".url", Msg: fmt.Sprintf("%s.url: %v", where, err)})
 			}
 			s.Headers = expandMap(s.Headers, getenv, where+".headers", &errs)
 			s.Env = expandMap(s.Env, getenv, where+".env", &errs)
 		}
 	}
-	errs = append(errs, c.validate(func(name string) bool { return name == BuiltinDemo }))
-	if err := errors.Join(errs...); err != nil {
-		return fmt.Errorf("agent: config: %w", err)
-	}
-	return nil
+	return errs
 }
 
-func expandMap(m map[string]string, getenv func(string) string, where string, errs *[]error) map[string]string {
+func expandMap(m map[string]string, getenv func(string) string, where string, errs *[]*ConfigError) map[string]string {
 	if m == nil {
 		return nil
 	}
@@ -253,7 +666,7 @@ func expandMap(m map[string]string, getenv func(string) string, where string, er
 	for k, v := range m {
 		x, err := expandEnv(v, getenv)
 		if err != nil {
-			*errs = append(*errs, fmt.Errorf("%s.%s: %w", where, k, err))
+			*errs = append(*errs, &ConfigError{Path: where + "." + k, Msg: fmt.Sprintf("%s.%s: %v", where, k, err)})
 		}
 		out[k] = x
 	}
@@ -296,12 +709,20 @@ var (
 	namePattn = regexp.MustCompile(`^[A-Za-z0-9._-]{1,64}$`)
 )
 
-// validate checks the configuration; known says which builtin servers exist.
-func (c Config) validate(known func(string) bool) error {
-	var errs []error
-	add := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
+// problems gathers the mistakes validate finds, each with the path of its
+// value.
+type problems []*ConfigError
+
+func (p *problems) add(path, format string, args ...any) {
+	*p = append(*p, &ConfigError{Path: path, Msg: fmt.Sprintf(format, args...)})
+}
+
+// validate checks the configuration; known says which builtin servers
+// exist.
+func (c Config) validate(known func(string) bool) []*ConfigError {
+	var p problems
 	if len(c.Agents) == 0 {
-		add("agents: at least one agent is needed")
+		p.add("agents", "agents: at least one agent is needed")
 	}
 	ids := map[string]int{}
 	names := map[string]int{}
@@ -309,13 +730,13 @@ func (c Config) validate(known func(string) bool) error {
 		where := fmt.Sprintf("agents[%d]", i)
 		switch {
 		case a.ID == "":
-			add("%s.id: missing", where)
+			p.add(where+".id", "%s.id: missing", where)
 		case !namePattn.MatchString(a.ID):
-			add("%s.id %q: use letters, digits, '.', '_' or '-' (at most 64)", where, a.ID)
+			p.add(where+".id", "%s.id %q: use letters, digits, '.', '_' or '-' (at most 64)", where, a.ID)
 		}
 		if a.ID != "" {
 			if j, dup := ids[a.ID]; dup {
-				add("%s.id %q: already used by agents[%d]", where, a.ID, j)
+				p.add(where+".id", "%s.id %q: already used by agents[%d]", where, a.ID, j)
 			} else {
 				ids[a.ID] = i
 			}
@@ -323,44 +744,45 @@ func (c Config) validate(known func(string) bool) error {
 		name := a.DisplayName()
 		if name != "" {
 			if j, dup := names[name]; dup {
-				add("%s.name %q: already used by agents[%d]", where, name, j)
+				p.add(where+".name", "%s.name %q: already used by agents[%d]", where, name, j)
 			} else {
 				names[name] = i
 			}
 		}
-		errs = append(errs, a.Model.validate(where+".model"))
+		a.Model.validate(&p, where+".model")
 		servers := map[string]int{}
 		for j, s := range a.Servers {
-			sw := fmt.Sprintf("%s.servers[%d]", where, j)
+			path := fmt.Sprintf("%s.servers[%d]", where, j)
+			sw := path
 			if s.Name != "" {
 				sw += " (" + s.Name + ")"
 			}
 			switch {
 			case s.Name == "":
-				add("%s.name: missing", sw)
+				p.add(path+".name", "%s.name: missing", sw)
 			case !namePattn.MatchString(s.Name):
-				add("%s.name %q: use letters, digits, '.', '_' or '-' (at most 64)", sw, s.Name)
+				p.add(path+".name", "%s.name %q: use letters, digits, '.', '_' or '-' (at most 64)", sw, s.Name)
 			default:
 				if k, dup := servers[s.Name]; dup {
-					add("%s.name %q: already used by servers[%d]", sw, s.Name, k)
+					p.add(path+".name", "%s.name %q: already used by servers[%d]", sw, s.Name, k)
 				} else {
 					servers[s.Name] = j
 				}
 			}
-			errs = append(errs, s.validate(sw, known))
+			s.validate(&p, path, sw, known)
 		}
 		for k, d := range a.Rules.DenyTools {
 			if err := access.CheckDenyRule(d); err != nil {
-				add("%s.rules.denyTools[%d] %q: %w", where, k, d, err)
+				p.add(fmt.Sprintf("%s.rules.denyTools[%d]", where, k), "%s.rules.denyTools[%d] %q: %v", where, k, d, err)
 			}
 		}
 		for k, r := range a.Rules.Redact {
 			if _, err := access.CompileRedactPattern(r); err != nil {
-				add("%s.rules.redact[%d] %q: %w", where, k, r, err)
+				p.add(fmt.Sprintf("%s.rules.redact[%d]", where, k), "%s.rules.redact[%d] %q: %v", where, k, r, err)
 			}
 		}
 	}
-	return errors.Join(errs...)
+	return p
 }
 
 // DisplayName is the agent's name, or its id when it has none.
@@ -371,78 +793,76 @@ func (a AgentConfig) DisplayName() string {
 	return a.ID
 }
 
-func (m ModelConfig) validate(where string) error {
-	var errs []error
+func (m ModelConfig) validate(p *problems, where string) {
 	switch m.Kind {
 	case "", ModelBuiltin:
 		if m.BaseURL != "" || m.Model != "" || m.APIKeyEnv != "" || m.APIVersion != "" {
-			errs = append(errs, fmt.Errorf("%s: baseURL, model, apiKeyEnv and apiVersion are for kind openai", where))
+			p.add(where, "%s: baseURL, model, apiKeyEnv and apiVersion are for kind openai", where)
 		}
 	case ModelOpenAI:
 		if m.Model == "" {
-			errs = append(errs, fmt.Errorf("%s.model: missing (kind openai needs the model or deployment name)", where))
+			p.add(where+".model", "%s.model: missing (kind openai needs the model or deployment name)", where)
 		}
 		if m.BaseURL != "" {
 			if err := checkHTTPURL(m.BaseURL); err != nil {
-				errs = append(errs, fmt.Errorf("%s.baseURL: %w", where, err))
+				p.add(where+".baseURL", "%s.baseURL: %v", where, err)
 			}
 		}
 		if m.APIKeyEnv != "" && !envName.MatchString(m.APIKeyEnv) {
-			errs = append(errs, fmt.Errorf("%s.apiKeyEnv %q: not a variable name", where, m.APIKeyEnv))
+			p.add(where+".apiKeyEnv", "%s.apiKeyEnv %q: not a variable name", where, m.APIKeyEnv)
 		}
 	default:
-		errs = append(errs, fmt.Errorf("%s.kind %q: use builtin or openai", where, m.Kind))
+		p.add(where+".kind", "%s.kind %q: use builtin or openai", where, m.Kind)
 	}
 	if _, err := parseTimeout(m.Timeout, DefaultModelTimeout); err != nil {
-		errs = append(errs, fmt.Errorf("%s.timeout: %w", where, err))
+		p.add(where+".timeout", "%s.timeout: %v", where, err)
 	}
 	if m.MaxToolRounds < 0 {
-		errs = append(errs, fmt.Errorf("%s.maxToolRounds: must not be negative", where))
+		p.add(where+".maxToolRounds", "%s.maxToolRounds: must not be negative", where)
 	}
-	return errors.Join(errs...)
 }
 
-func (s ServerConfig) validate(where string, known func(string) bool) error {
-	var errs []error
+// validate checks one server; path is where it is in the file, where how
+// mistakes name it (with its name).
+func (s ServerConfig) validate(p *problems, path, where string, known func(string) bool) {
 	kinds := 0
 	if s.Builtin != "" {
 		kinds++
 		if !known(s.Builtin) {
-			errs = append(errs, fmt.Errorf("%s.builtin %q: unknown (known: %s)", where, s.Builtin, BuiltinDemo))
+			p.add(path+".builtin", "%s.builtin %q: unknown (known: %s)", where, s.Builtin, BuiltinDemo)
 		}
 	}
 	if s.URL != "" {
 		kinds++
 		if err := checkHTTPURL(s.URL); err != nil {
-			errs = append(errs, fmt.Errorf("%s.url: %w", where, err))
+			p.add(path+".url", "%s.url: %v", where, err)
 		}
 	}
 	if len(s.Command) > 0 {
 		kinds++
 		if s.Command[0] == "" {
-			errs = append(errs, fmt.Errorf("%s.command: the program is empty", where))
+			p.add(path+".command", "%s.command: the program is empty", where)
 		}
 	}
 	switch kinds {
 	case 0:
-		errs = append(errs, fmt.Errorf("%s: set one of builtin, url or command", where))
+		p.add(path, "%s: set one of builtin, url or command", where)
 	case 1:
 	default:
-		errs = append(errs, fmt.Errorf("%s: set only one of builtin, url or command", where))
+		p.add(path, "%s: set only one of builtin, url or command", where)
 	}
 	if len(s.Headers) > 0 && s.URL == "" {
-		errs = append(errs, fmt.Errorf("%s.headers: only for a url server", where))
+		p.add(path+".headers", "%s.headers: only for a url server", where)
 	}
 	if (len(s.Env) > 0 || s.Dir != "") && len(s.Command) == 0 {
-		errs = append(errs, fmt.Errorf("%s: env and dir are only for a command server", where))
+		p.add(path, "%s: env and dir are only for a command server", where)
 	}
 	if _, err := parseTimeout(s.Timeout, DefaultServerTimeout); err != nil {
-		errs = append(errs, fmt.Errorf("%s.timeout: %w", where, err))
+		p.add(path+".timeout", "%s.timeout: %v", where, err)
 	}
 	if _, err := mcpapps.ParsePermissions(s.Permissions); err != nil {
-		errs = append(errs, fmt.Errorf("%s.permissions: %w", where, err))
+		p.add(path+".permissions", "%s.permissions: %v", where, err)
 	}
-	return errors.Join(errs...)
 }
 
 // checkHTTPURL checks an http(s) URL by the service's one rule for the

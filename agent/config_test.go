@@ -1,6 +1,7 @@
 package agent_test
 
 import (
+	"errors"
 	"strings"
 	"testing"
 
@@ -110,11 +111,122 @@ func TestLoadConfigJSON(t *testing.T) {
 	}
 }
 
-// Unknown keys are rejected with the key and its line.
+// Unknown keys are rejected with the key, its line and column, and the
+// key meant when one is near.
 func TestLoadConfigRejectsUnknownKeys(t *testing.T) {
 	_, err := agent.LoadConfig([]byte("agents:\n  - id: a\n    servers:\n      - name: s\n        builtin: demo\n        tiemout: 3s\n"), nil)
-	if err == nil || !strings.Contains(err.Error(), `line 6: unknown key "tiemout" in server`) {
+	if err == nil || err.Error() != "line 6, column 9: unknown key `tiemout` in agents[0].servers[0]; did you mean `timeout`?" {
 		t.Errorf("err = %v", err)
+	}
+	_, err = agent.LoadConfig([]byte("agents:\n  - id: a\n    colour: blue\n"), nil)
+	if err == nil || err.Error() != "line 3, column 5: unknown key `colour` in agents[0] (known: id, name, model, servers, rules)" {
+		t.Errorf("err = %v", err)
+	}
+}
+
+// One pass shows every mistake of a file, each with its line and column,
+// in the order of the file: unknown keys, values of the wrong kind, keys
+// given twice and values that fail their checks, together.
+func TestLoadConfigEveryMistakeWithItsPlace(t *testing.T) {
+	data := `agents:
+  - id: sales
+    modle:
+      kind: openai
+    model:
+      kind: openai
+      maxToolRounds: many
+    servers:
+      - name: crm
+        url: ftp://crm.example.com/mcp
+        tiemout: 3s
+      - name: crm
+        builtin: demo
+        builtin: demo
+    rules:
+      denyTools: oops
+`
+	_, err := agent.LoadConfig([]byte(data), nil)
+	if err == nil {
+		t.Fatal("no error")
+	}
+	want := strings.Join([]string{
+		"line 3, column 5: unknown key `modle` in agents[0]; did you mean `model`?",
+		"line 5, column 5: agents[0].model.model: missing (kind openai needs the model or deployment name)",
+		"line 7, column 22: agents[0].model.maxToolRounds: want a whole number, not `many`",
+		"line 10, column 14: agents[0].servers[0] (crm).url: invalid address: want an absolute http:// or https:// URL",
+		"line 11, column 9: unknown key `tiemout` in agents[0].servers[0]; did you mean `timeout`?",
+		"line 12, column 15: agents[0].servers[1] (crm).name \"crm\": already used by servers[0]",
+		"line 14, column 9: agents[0].servers[1]: the key `builtin` is given twice (first on line 13): keep one",
+		"line 16, column 18: agents[0].rules.denyTools: want a list (lines starting with `- `, or [a, b]), not `oops`",
+	}, "\n")
+	if got := err.Error(); got != want {
+		t.Errorf("mistakes:\n%s\nwant:\n%s", got, want)
+	}
+	var ce *agent.ConfigError
+	if !errors.As(err, &ce) || ce.Line != 3 || ce.Column != 5 || ce.Path != "agents[0].modle" {
+		t.Errorf("the first mistake as a ConfigError: %+v", ce)
+	}
+}
+
+// LoadConfigFile also refuses top-level keys that nothing owns, with the
+// one meant.
+func TestLoadConfigFileTopLevelKeys(t *testing.T) {
+	_, err := agent.LoadConfigFile([]byte("agnets:\n  - id: a\nroles: {}\n"), nil, "roles")
+	if err == nil || err.Error() != "line 1, column 1: unknown key `agnets` at the top of the file; did you mean `agents`?" {
+		t.Errorf("err = %v", err)
+	}
+	if _, err := agent.LoadConfigFile([]byte("agents:\n  - id: a\n    servers: [{name: d, builtin: demo}]\nroles: {}\n"), nil, "roles"); err != nil {
+		t.Errorf("a key another part owns: %v", err)
+	}
+	_, err = agent.LoadConfigFile([]byte("- a\n- b\n"), nil)
+	if err == nil || !strings.Contains(err.Error(), "line 1, column 1: the file must hold keys and values, starting with `agents:`") {
+		t.Errorf("a list as the file: %v", err)
+	}
+}
+
+// go.yaml.in/yaml/v3 names the line where the block around a syntax
+// mistake began, sometimes counted from 0; the error names the line of
+// the mistake itself.
+func TestLoadConfigSyntaxErrorLine(t *testing.T) {
+	for _, c := range []struct {
+		data, want string
+	}{
+		{"agents:\n  - id: a\n    name: b\n  model: c\n", "line 4: not valid YAML: did not find expected '-' indicator (check this line's indentation"},
+		{"agents:\n  - id: a\n   name: b\n", "line 3: not valid YAML: did not find expected '-' indicator"},
+		{"agents:\n  - id: a\n    name: [x\n    model: y\n", "line 3: not valid YAML: did not find expected ',' or ']'"},
+		{"agents:\n  - id: a\n    name: \"x\n    model: y\n", "line 3: not valid YAML: found unexpected end of stream (a quote or a bracket opened on this line is not closed)"},
+		{"agents:\n\t- id: a\n", "line 2: not valid YAML: found character that cannot start any token (YAML indents with spaces, and this line has a tab)"},
+		{"agents:\n  - id: a\n    name: b: c\n", `line 3: not valid YAML: mapping values are not allowed in this context (a value that holds ": " must be in quotes)`},
+		{"x: @y\n", "line 1: not valid YAML: found character that cannot start any token"},
+		// A list over several lines above the mistake does not mislead.
+		{"agents:\n  - id: a\n    servers: [\n      {name: d, builtin: demo}]\n    name: b\n   rules: {}\n", "line 6: not valid YAML"},
+	} {
+		_, err := agent.LoadConfig([]byte(c.data), nil)
+		if err == nil || !strings.HasPrefix(err.Error(), c.want) {
+			t.Errorf("%q:\n got %v\nwant %s...", c.data, err, c.want)
+		}
+	}
+}
+
+// A header or env value of the wrong kind is named without its value:
+// it is a secret as often as not.
+func TestLoadConfigHidesHeaderValues(t *testing.T) {
+	_, err := agent.LoadConfig([]byte("agents:\n  - id: a\n    servers:\n      - name: crm\n        url: https://crm.example.com/mcp\n        headers: Bearer s3cret\n"), nil)
+	if err == nil || err.Error() != "line 6, column 18: agents[0].servers[0].headers: want keys and values (such as {NAME: value}), not a single value" {
+		t.Errorf("err = %v", err)
+	}
+}
+
+// Aliases are followed, and one that holds itself is a mistake, not a
+// hang.
+func TestLoadConfigAliases(t *testing.T) {
+	cfg, err := agent.LoadConfig([]byte("x: &demo {name: d, builtin: demo}\nagents:\n  - id: a\n    servers: [*demo]\n  - id: b\n    servers: [*demo]\n"), nil)
+	if err != nil || len(cfg.Agents) != 2 || cfg.Agents[1].Servers[0].Builtin != "demo" {
+		t.Errorf("aliases: %+v, %v", cfg, err)
+	}
+	_, err = agent.LoadConfig([]byte("agents: &a\n  - id: a\n    servers: *a\n"), nil)
+	if err == nil {
+		t.Error("an alias that holds itself was accepted")
 	}
 }
 

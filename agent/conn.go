@@ -43,6 +43,10 @@ type serverConn struct {
 	// builtin is the in-memory server, made once so that a reconnect finds
 	// the same server state.
 	builtin *mcp.Server
+	// firstTry is closed when the first attempt to connect has ended,
+	// whether it connected or not.
+	firstTry     chan struct{}
+	firstTryOnce sync.Once
 
 	// mu guards the session fields; it is held while connecting, so that
 	// concurrent runs wait for one attempt instead of starting several.
@@ -160,7 +164,7 @@ type resourceEntry struct {
 func newServerConn(s *Service, agentID string, cfg ServerConfig) *serverConn {
 	timeout, _ := parseTimeout(cfg.Timeout, DefaultServerTimeout) // validated in New
 	allowed, _ := mcpapps.ParsePermissions(cfg.Permissions)       // validated in New
-	c := &serverConn{svc: s, agentID: agentID, name: cfg.Name, cfg: cfg, timeout: timeout, allowed: allowed}
+	c := &serverConn{svc: s, agentID: agentID, name: cfg.Name, cfg: cfg, timeout: timeout, allowed: allowed, firstTry: make(chan struct{})}
 	switch {
 	case cfg.Builtin == BuiltinDemo && s.opts.Builtins[BuiltinDemo] == nil:
 		c.builtin = demo.New(demo.Options{Now: s.opts.Now, Logger: s.log.With("server", cfg.Name)})
@@ -309,6 +313,7 @@ var _ io.Writer = (*logWriter)(nil)
 // start connects the server and reads its tool list, so that the first run
 // finds it cached.
 func (c *serverConn) start(ctx context.Context) error {
+	defer c.firstTryOnce.Do(func() { close(c.firstTry) })
 	cs, _, err := c.sessionFor(ctx, true)
 	if err != nil {
 		return err
@@ -322,6 +327,16 @@ func (c *serverConn) start(ctx context.Context) error {
 // RetryInterval, unless force is set. reconnected reports a new session
 // replacing a dead one, for the run notes.
 func (c *serverConn) sessionFor(ctx context.Context, force bool) (*mcp.ClientSession, bool, error) {
+	if !force {
+		// While the server is first started, a run waits for that
+		// attempt rather than start one of its own, as long as its
+		// context allows.
+		select {
+		case <-c.firstTry:
+		case <-ctx.Done():
+			return nil, false, fmt.Errorf("%w: %s: still starting: %w", ErrUnavailable, c.name, context.Cause(ctx))
+		}
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.closed {

@@ -3,6 +3,8 @@ package agent_test
 import (
 	"context"
 	"errors"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -10,7 +12,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
 	"teamsbot/agent"
+	"teamsbot/agent/demo"
 )
 
 // failingStdio is a stdio server that exits at once, leaving a line in
@@ -101,5 +106,76 @@ func TestReadyCallerGivesUp(t *testing.T) {
 	}
 	if err := s.Ready(context.Background()); !errors.Is(err, agent.ErrUnavailable) || !strings.Contains(err.Error(), "broken") {
 		t.Errorf("Ready = %v, want the server's failure", err)
+	}
+}
+
+// gatedDemo serves the demo server over Streamable HTTP on loopback, and
+// answers nothing (not even initialize) until the returned func is called.
+func gatedDemo(t *testing.T) (url string, open func()) {
+	t.Helper()
+	srv := demo.New(demo.Options{})
+	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, nil)
+	gate := make(chan struct{})
+	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case <-gate:
+			h.ServeHTTP(w, r)
+		case <-r.Context().Done():
+		}
+	}))
+	var once sync.Once
+	open = func() { once.Do(func() { close(gate) }) }
+	t.Cleanup(hs.Close)
+	t.Cleanup(open)
+	return hs.URL, open
+}
+
+// With Options.Background, New returns before the servers are connected
+// and Start connects them: Ready names the servers still starting without
+// waiting for them, a run that comes meanwhile waits for the first attempt
+// and gets the server's tools, and a run whose context ends first is
+// answered without them, saying why.
+func TestBackgroundStart(t *testing.T) {
+	url, open := gatedDemo(t)
+	s := newService(t, oneAgent(agent.ServerConfig{Name: "crm", URL: url}), agent.Options{AppsEnabled: true, Background: true})
+	s.Start(context.Background())
+	if got := s.Starting(); len(got) != 1 || got[0] != "crm" {
+		t.Errorf("Starting = %v", got)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	err := s.Ready(ctx)
+	cancel()
+	if !errors.Is(err, agent.ErrStarting) || err.Error() != "MCP servers still starting: crm" {
+		t.Errorf("Ready while starting = %v", err)
+	}
+
+	short, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	ans, _ := s.Run(short, agent.Request{Person: alice, Text: "/lookup_customer {\"customer\": \"Contoso\"}"})
+	cancel()
+	if !strings.Contains(strings.Join(ans.Notes, "\n"), "server crm is unavailable, its tools are not offered: agent: server unavailable: crm: still starting") {
+		t.Errorf("a run that could not wait: notes %q", ans.Notes)
+	}
+
+	done := make(chan agent.Answer, 1)
+	go func() { done <- run(t, s, "/lookup_customer {\"customer\": \"Contoso\"}") }()
+	select {
+	case ans := <-done:
+		t.Fatalf("the run did not wait for the server: %q %q", ans.Text, ans.Notes)
+	case <-time.After(300 * time.Millisecond):
+	}
+	open()
+	select {
+	case ans := <-done:
+		if !strings.Contains(ans.Text, "Contoso Ltd") || strings.Contains(strings.Join(ans.Notes, "\n"), "unavailable") {
+			t.Errorf("the run that waited: %q %q", ans.Text, ans.Notes)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("the run did not end once the server started")
+	}
+	if got := s.Starting(); len(got) != 0 {
+		t.Errorf("Starting after the first attempt = %v", got)
+	}
+	if err := s.Ready(context.Background()); err != nil {
+		t.Errorf("Ready once started = %v", err)
 	}
 }

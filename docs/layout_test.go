@@ -9,9 +9,10 @@ import (
 
 // layout is README's layout table as rules: the project packages each
 // package may import. internal/netaddr, internal/textclip, internal/guid,
-// internal/web and internal/clientcred are the shared conventions (typed
-// settings, text clipping, GUIDs, HTTP errors, the app's credential for
-// Entra ID's token endpoint) and are open to every package that needs them; internal/testenv and
+// internal/web, internal/clientcred and internal/suggest are the shared
+// conventions (typed settings, text clipping, GUIDs, HTTP errors, the app's
+// credential for Entra ID's token endpoint, "did you mean") and are open to
+// every package that needs them; internal/testenv and
 // internal/pgtest are for tests only.
 var layout = map[string][]string{
 	"teamsbot/cmd/teamsbot":        {"*"},
@@ -36,13 +37,14 @@ var layout = map[string][]string{
 	"teamsbot/internal/guid":       {},
 	"teamsbot/internal/web":        {},
 	"teamsbot/internal/clientcred": {},
+	"teamsbot/internal/suggest":    {},
 	"teamsbot/internal/testenv":    {},
 	"teamsbot/internal/pgtest":     {},
 	"teamsbot/internal/teamsjs":    {},
 }
 
 // shared are the internal packages any package may import.
-var shared = []string{"teamsbot/internal/netaddr", "teamsbot/internal/textclip", "teamsbot/internal/web", "teamsbot/internal/guid", "teamsbot/internal/clientcred"}
+var shared = []string{"teamsbot/internal/netaddr", "teamsbot/internal/textclip", "teamsbot/internal/web", "teamsbot/internal/guid", "teamsbot/internal/clientcred", "teamsbot/internal/suggest"}
 
 // onlyIn names third-party packages that only some packages may import:
 // Echo stays in the HTTP parts, the Graph SDK in its one small package

@@ -97,82 +97,101 @@ func AppIDFor(botID string) string {
 	return fmt.Sprintf("%x-%x-%x-%x-%x", b[0:4], b[4:6], b[6:8], b[8:10], b[10:16])
 }
 
-// check applies the defaults and names every missing or invalid input.
+// InputError is a missing or invalid input of Options.
+type InputError struct {
+	// Input is the field of Options: "Developer", "WebsiteURL"...; a
+	// command's title and description are "Commands".
+	Input string
+	Err   error
+}
+
+func (e *InputError) Error() string { return e.Err.Error() }
+func (e *InputError) Unwrap() error { return e.Err }
+
+// check applies the defaults and names every missing or invalid input,
+// each an *InputError.
 func (o *Options) check() error {
 	var errs []error
-	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
-	if !guid.Valid(o.BotID) {
-		bad("bot id %q: want the bot's app id, a GUID (TICKETIQ_BOT_APP_ID)", o.BotID)
+	bad := func(input, format string, args ...any) {
+		errs = append(errs, &InputError{Input: input, Err: fmt.Errorf(format, args...)})
+	}
+	switch {
+	case o.BotID == "":
+		bad("BotID", "the bot's app id is required")
+	case !guid.Valid(o.BotID):
+		bad("BotID", "bot id %q: want the bot's app id, a GUID (TICKETIQ_BOT_APP_ID)", o.BotID)
 	}
 	if o.AppID == "" && guid.Valid(o.BotID) {
 		o.AppID = AppIDFor(o.BotID)
-	} else if !guid.Valid(o.AppID) {
-		bad("app id %q: want a GUID", o.AppID)
+	} else if o.AppID != "" && !guid.Valid(o.AppID) {
+		bad("AppID", "app id %q: want a GUID", o.AppID)
 	}
 	if o.Version == "" {
 		o.Version = "1.0.0"
 	}
 	if !semverRE.MatchString(o.Version) {
-		bad("version %q: want a semantic version such as 1.2.0", o.Version)
+		bad("Version", "version %q: want a semantic version such as 1.2.0", o.Version)
 	}
-	text := func(what, v string, max int, required bool) {
+	text := func(input, what, v string, max int, required bool) {
 		switch n := utf8.RuneCountInString(v); {
 		case n == 0 && required:
-			bad("%s is required", what)
+			bad(input, "%s is required", what)
 		case n > max:
-			bad("%s has %d characters, at most %d", what, n, max)
+			bad(input, "%s has %d characters, at most %d", what, n, max)
 		}
 	}
-	text("developer name", o.Developer, 32, true)
-	text("short name", o.ShortName, 30, true)
+	text("Developer", "developer name", o.Developer, 32, true)
+	text("ShortName", "short name", o.ShortName, 30, true)
 	if o.FullName == "" {
 		o.FullName = o.ShortName
 	}
-	text("full name", o.FullName, 100, true)
-	text("short description", o.ShortDescription, 80, true)
-	text("full description", o.FullDescription, 4000, true)
-	for _, u := range []struct{ what, v string }{{"website URL", o.WebsiteURL}, {"privacy URL", o.PrivacyURL}, {"terms of use URL", o.TermsURL}} {
+	text("FullName", "full name", o.FullName, 100, true)
+	text("ShortDescription", "short description", o.ShortDescription, 80, true)
+	text("FullDescription", "full description", o.FullDescription, 4000, true)
+	for _, u := range []struct{ input, what, v string }{
+		{"WebsiteURL", "website URL", o.WebsiteURL}, {"PrivacyURL", "privacy URL", o.PrivacyURL}, {"TermsURL", "terms of use URL", o.TermsURL},
+	} {
 		if err := httpsURL(u.v); err != nil {
-			bad("%s: %v", u.what, err)
+			bad(u.input, "%s: %v", u.what, err)
 		}
 	}
 	if o.AccentColor == "" {
 		o.AccentColor = DefaultAccentColor
 	}
 	if !hexRE.MatchString(o.AccentColor) {
-		bad("accent color %q: want #RRGGBB", o.AccentColor)
+		bad("AccentColor", "accent color %q: want #RRGGBB", o.AccentColor)
 	}
 	if err := httpsURL(o.PublicBaseURL); err != nil {
-		bad("public base URL: %v", err)
+		bad("PublicBaseURL", "public base URL: %v", err)
 	}
 	if o.SandboxBaseURL != "" {
 		if err := httpsURL(o.SandboxBaseURL); err != nil {
-			bad("sandbox base URL: %v", err)
+			bad("SandboxBaseURL", "sandbox base URL: %v", err)
 		}
 	}
 	switch {
 	case o.SignInClientID == "" && o.SignInResource == "":
 	case !guid.Valid(o.SignInClientID):
-		bad("sign-in client id %q: want the sign-in app registration's id, a GUID", o.SignInClientID)
+		bad("SignInClientID", "sign-in client id %q: want the sign-in app registration's id, a GUID", o.SignInClientID)
 	case o.SignInResource == "":
-		bad("sign-in resource is required with a sign-in client id (such as api://host/<client id>)")
+		bad("SignInResource", "sign-in resource is required with a sign-in client id (such as api://host/<client id>)")
 	}
 	if o.TeamsTab {
 		if o.SignInClientID == "" {
-			bad("opening views inside Teams needs webApplicationInfo: set the sign-in client id (TICKETIQ_OIDC_CLIENT_ID) for Teams single sign-on")
+			bad("SignInClientID", "opening views inside Teams needs webApplicationInfo: set the sign-in client id (TICKETIQ_OIDC_CLIENT_ID) for Teams single sign-on")
 		} else if want := "api://" + strings.ToLower(hostname(o.PublicBaseURL)) + "/"; !strings.HasPrefix(o.SignInResource, want) {
-			bad("sign-in resource %q: inside Teams it must be the application ID URI on the public host, %s<client id>", o.SignInResource, want)
+			bad("SignInResource", "sign-in resource %q: inside Teams it must be the application ID URI on the public host, %s<client id>", o.SignInResource, want)
 		}
 	}
 	if o.Commands == nil {
 		o.Commands = DefaultCommands
 	}
 	if len(o.Commands) > 10 {
-		bad("%d commands, at most 10", len(o.Commands))
+		bad("Commands", "%d commands, at most 10", len(o.Commands))
 	}
 	for i, c := range o.Commands {
-		text(fmt.Sprintf("command %d title", i+1), c.Title, 32, true)
-		text(fmt.Sprintf("command %d description", i+1), c.Description, 128, true)
+		text("Commands", fmt.Sprintf("command %d title", i+1), c.Title, 32, true)
+		text("Commands", fmt.Sprintf("command %d description", i+1), c.Description, 128, true)
 	}
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("%w: %w", errLayout, err)

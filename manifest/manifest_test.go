@@ -222,6 +222,24 @@ func TestEveryMistakeAtOnce(t *testing.T) {
 	if !errors.As(err, &joined) {
 		t.Errorf("not one joined error: %T", err)
 	}
+	// Each mistake names its input, for the command line to name the flag
+	// or the variable that sets it.
+	var inputs []string
+	for _, e := range joined.Unwrap() {
+		if j, ok := e.(interface{ Unwrap() []error }); ok {
+			for _, e := range j.Unwrap() {
+				var ie *manifest.InputError
+				if errors.As(e, &ie) {
+					inputs = append(inputs, ie.Input)
+				}
+			}
+		}
+	}
+	for _, want := range []string{"BotID", "Version", "AccentColor", "ShortName", "Developer", "ShortDescription", "WebsiteURL", "PrivacyURL", "TermsURL", "SignInClientID"} {
+		if !slices.Contains(inputs, want) {
+			t.Errorf("no mistake names the input %s: %v", want, inputs)
+		}
+	}
 }
 
 // The app id derived from the bot id is stable and differs between bots;

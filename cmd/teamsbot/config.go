@@ -13,8 +13,6 @@ import (
 	"strings"
 	"time"
 
-	"go.yaml.in/yaml/v3"
-
 	"teamsbot/agent"
 	"teamsbot/bot"
 	"teamsbot/internal/clientcred"
@@ -46,6 +44,8 @@ type config struct {
 	MaxHTMLBytes int
 
 	BotAppID string
+	// botPassword is TICKETIQ_BOT_APP_PASSWORD, read into BotCredential.
+	botPassword string
 	// BotCredential proves the bot's app registration to Entra ID, for the
 	// bot's own token and Graph's: a client secret, a certificate or a
 	// federated token file; zero in local mode.
@@ -87,18 +87,31 @@ type config struct {
 	// Playground serves /playground and its Bot Connector; only ever true
 	// in local mode.
 	Playground bool
+	// playground is TICKETIQ_PLAYGROUND: "" for auto, "true" or "false".
+	playground string
 
 	// Agents comes from TICKETIQ_CONFIG, or is the built-in demo agent.
 	Agents agent.Config
 }
 
-// envVar documents one variable of the contract; README's table follows it.
-type envVar struct {
-	name, def string
-	secret    bool
-	// fromCloud: unset, the value is TICKETIQ_BOT_CLOUD's.
-	fromCloud bool
+// environment is the process's variables, read once at start: a setting
+// is looked up by name, and every TICKETIQ_ name is checked against the
+// settings.
+type environment map[string]string
+
+// environFrom reads os.Environ's NAME=value lines.
+func environFrom(lines []string) environment {
+	env := environment{}
+	for _, l := range lines {
+		if name, value, ok := strings.Cut(l, "="); ok && name != "" {
+			env[name] = value
+		}
+	}
+	return env
 }
+
+// get is the value of a variable, "" when unset.
+func (e environment) get(name string) string { return e[name] }
 
 // azureFederatedTokenFile is the variable Azure Workload Identity's
 // webhook sets in a pod whose service account uses it: the path of the
@@ -109,167 +122,92 @@ const azureFederatedTokenFile = "AZURE_FEDERATED_TOKEN_FILE"
 // with an app id.
 var botCredentialVars = []string{"TICKETIQ_BOT_APP_PASSWORD", "TICKETIQ_BOT_CERT_FILE", "TICKETIQ_BOT_FEDERATED_TOKEN_FILE"}
 
-// envVars lists every variable the service reads, in the order README shows.
-var envVars = []envVar{
-	{name: "TICKETIQ_ADDR", def: ":3978"},
-	{name: "TICKETIQ_METRICS_ADDR"},
-	{name: "TICKETIQ_PPROF", def: "false"},
-	{name: "TICKETIQ_DATA", def: "./data"},
-	{name: "TICKETIQ_DATABASE_URL"},
-	{name: "TICKETIQ_PUBLIC_BASE_URL", def: "http://localhost:3978"},
-	{name: "TICKETIQ_SANDBOX_BASE_URL"},
-	{name: "TICKETIQ_MCP_APPS_ENABLED", def: "true"},
-	{name: agent.MaxHTMLSetting, def: "8MiB"},
-	{name: "TICKETIQ_BOT_APP_ID"},
-	{name: "TICKETIQ_BOT_APP_PASSWORD", secret: true},
-	{name: "TICKETIQ_BOT_CERT_FILE"},
-	{name: "TICKETIQ_BOT_FEDERATED_TOKEN_FILE"},
-	{name: "TICKETIQ_BOT_TENANT_ID"},
-	{name: "TICKETIQ_BOT_CLOUD", def: bot.CloudPublic},
-	{name: "TICKETIQ_BOT_OPENID_METADATA_URL", fromCloud: true},
-	{name: "TICKETIQ_BOT_TOKEN_URL"},
-	{name: "TICKETIQ_BOT_ALLOWED_TENANTS"},
-	{name: "TICKETIQ_OIDC_ISSUER"},
-	{name: "TICKETIQ_OIDC_CLIENT_ID"},
-	{name: "TICKETIQ_OIDC_CLIENT_SECRET", secret: true},
-	{name: "TICKETIQ_OIDC_ALLOWED_TENANTS"},
-	{name: "TICKETIQ_TEAMS_TAB", def: "false"},
-	{name: "TICKETIQ_GRAPH_BASE_URL", fromCloud: true},
-	{name: "TICKETIQ_GRAPH_TOKEN_URL", fromCloud: true},
-	{name: "TICKETIQ_CONFIG"},
-	{name: "TICKETIQ_AUDIT_RETENTION", def: "90d"},
-	{name: "TICKETIQ_RUN_RETENTION", def: "30d"},
-	{name: "TICKETIQ_LOG_LEVEL", def: "info"},
-	{name: "TICKETIQ_PLAYGROUND", def: "auto"},
+// mistakes is every mistake of the configuration, reported together so
+// that an operator fixes them in one go.
+type mistakes []error
+
+func (m mistakes) Error() string {
+	if len(m) == 1 {
+		return "the configuration has a mistake: " + m[0].Error()
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "the configuration has %d mistakes:", len(m))
+	for _, e := range m {
+		b.WriteString("\n  - ")
+		b.WriteString(strings.ReplaceAll(e.Error(), "\n", "\n    "))
+	}
+	return b.String()
 }
 
-// loadConfig reads and validates the configuration, reporting every mistake
-// at once so an operator fixes them in one go.
-func loadConfig(getenv func(string) string) (config, error) {
-	get := func(name string) string {
-		for _, v := range envVars {
-			if v.name == name {
-				if s := strings.TrimSpace(getenv(name)); s != "" {
-					return s
-				}
-				return v.def
-			}
-		}
-		panic("loadConfig: undeclared variable " + name) // a programming error, caught by tests
-	}
-	var errs []error
-	c := config{
-		DataDir:               get("TICKETIQ_DATA"),
-		DatabaseURL:           get("TICKETIQ_DATABASE_URL"),
-		BotAppID:              get("TICKETIQ_BOT_APP_ID"),
-		BotCertFile:           get("TICKETIQ_BOT_CERT_FILE"),
-		BotFederatedTokenFile: get("TICKETIQ_BOT_FEDERATED_TOKEN_FILE"),
-		BotTenantID:           get("TICKETIQ_BOT_TENANT_ID"),
-		BotOpenIDMetadataURL:  get("TICKETIQ_BOT_OPENID_METADATA_URL"),
-		BotTokenURL:           get("TICKETIQ_BOT_TOKEN_URL"),
-		OIDCIssuer:            get("TICKETIQ_OIDC_ISSUER"),
-		OIDCClientID:          get("TICKETIQ_OIDC_CLIENT_ID"),
-		OIDCClientSecret:      get("TICKETIQ_OIDC_CLIENT_SECRET"),
-		GraphBaseURL:          get("TICKETIQ_GRAPH_BASE_URL"),
-		GraphTokenURL:         get("TICKETIQ_GRAPH_TOKEN_URL"),
-		ConfigPath:            get("TICKETIQ_CONFIG"),
-		LogLevel:              strings.ToLower(get("TICKETIQ_LOG_LEVEL")),
-	}
+func (m mistakes) Unwrap() []error { return m }
 
-	var err error
-	if c.BotCloud, err = bot.CloudNamed(get("TICKETIQ_BOT_CLOUD")); err != nil {
-		errs = append(errs, fmt.Errorf("TICKETIQ_BOT_CLOUD: %w", err))
-	} else {
-		// Each URL the operator left unset is the cloud's.
-		for _, d := range []struct {
-			value *string
-			cloud string
-		}{
-			{&c.BotOpenIDMetadataURL, c.BotCloud.OpenIDMetadataURL},
-			{&c.GraphBaseURL, c.BotCloud.GraphBaseURL},
-			{&c.GraphTokenURL, c.BotCloud.GraphTokenURL()},
-		} {
-			if *d.value == "" {
-				*d.value = d.cloud
-			}
-		}
+// loadConfig reads and validates the whole configuration: every setting,
+// the checks between them, the bot's credential and the configuration
+// file. Every mistake is reported at once.
+func loadConfig(env environment) (config, error) {
+	c, errs := loadSettings(env)
+	errs = append(errs, c.check(env, time.Now())...)
+	if len(errs) > 0 {
+		return config{}, errs
 	}
-	if c.Addr, err = netaddr.ParseListen(get("TICKETIQ_ADDR")); err != nil {
-		errs = append(errs, fmt.Errorf("TICKETIQ_ADDR: %w", err))
-	}
-	if s := get("TICKETIQ_METRICS_ADDR"); s != "" {
-		if c.MetricsAddr, err = netaddr.ParseListen(s); err != nil {
-			errs = append(errs, fmt.Errorf("TICKETIQ_METRICS_ADDR: %w", err))
-		} else if c.MetricsAddr == c.Addr && !strings.HasSuffix(s, ":0") {
-			errs = append(errs, fmt.Errorf("TICKETIQ_METRICS_ADDR %q: the same as TICKETIQ_ADDR: the internal listener needs its own port", s))
-		}
-	}
-	switch v := strings.ToLower(get("TICKETIQ_PPROF")); v {
-	case "true", "1", "yes", "on":
-		c.Pprof = true
-		if c.MetricsAddr.IsZero() {
-			errs = append(errs, errors.New("TICKETIQ_PPROF: needs TICKETIQ_METRICS_ADDR: the profiler is served on the internal listener only"))
-		}
-	case "false", "0", "no", "off":
-	default:
-		errs = append(errs, fmt.Errorf("TICKETIQ_PPROF %q: want true or false", v))
-	}
-	if abs, err := filepath.Abs(c.DataDir); err != nil {
-		errs = append(errs, fmt.Errorf("TICKETIQ_DATA %q: %w", c.DataDir, err))
-	} else {
-		c.DataDir = abs
-	}
+	return c, nil
+}
 
-	if c.PublicBaseURL, err = netaddr.ParseOrigin(get("TICKETIQ_PUBLIC_BASE_URL")); err != nil {
-		errs = append(errs, fmt.Errorf("TICKETIQ_PUBLIC_BASE_URL: %w", err))
-	}
-	if s := get("TICKETIQ_SANDBOX_BASE_URL"); s != "" {
-		if c.SandboxBaseURL, err = netaddr.ParseOrigin(s); err != nil {
-			errs = append(errs, fmt.Errorf("TICKETIQ_SANDBOX_BASE_URL: %w", err))
-		}
-	}
-
-	switch v := strings.ToLower(get("TICKETIQ_MCP_APPS_ENABLED")); v {
-	case "true", "1", "yes", "on":
-		c.AppsEnabled = true
-	case "false", "0", "no", "off":
-		c.AppsEnabled = false
-	default:
-		errs = append(errs, fmt.Errorf("TICKETIQ_MCP_APPS_ENABLED %q: want true or false", v))
-	}
-
-	if err := c.loadBotCredential(get("TICKETIQ_BOT_APP_PASSWORD"), getenv, time.Now()); err != nil {
-		errs = append(errs, err)
-	}
-	for _, u := range []struct {
-		name  string
-		value *string
-	}{
-		{"TICKETIQ_BOT_OPENID_METADATA_URL", &c.BotOpenIDMetadataURL},
-		{"TICKETIQ_BOT_TOKEN_URL", &c.BotTokenURL},
-		{"TICKETIQ_OIDC_ISSUER", &c.OIDCIssuer},
-		{"TICKETIQ_GRAPH_BASE_URL", &c.GraphBaseURL},
-		{"TICKETIQ_GRAPH_TOKEN_URL", &c.GraphTokenURL},
-	} {
-		// Checked, not rewritten: a token URL keeps its {tenant} as written.
-		if *u.value == "" {
+// loadSettings parses the named settings (every one when none is named),
+// and names each TICKETIQ_ variable that is no setting. Each mistake
+// starts with the variable's name.
+func loadSettings(env environment, names ...string) (config, mistakes) {
+	errs := mistakes(unknownSettings(env))
+	var c config
+	for _, s := range settings() {
+		if len(names) > 0 && !slices.Contains(names, s.name) {
 			continue
 		}
-		if _, err := netaddr.ParseURL(*u.value); err != nil {
-			errs = append(errs, fmt.Errorf("%s: %w", u.name, err))
+		v := strings.TrimSpace(env.get(s.name))
+		if v == "" {
+			v = s.def
+		}
+		if err := s.parse(&c, v); err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", s.name, err))
+		}
+	}
+	return c, errs
+}
+
+// check applies the rules between settings, loads the bot's credential
+// and reads the configuration file.
+func (c *config) check(env environment, now time.Time) []error {
+	var errs []error
+	// Each URL the operator left unset is the cloud's.
+	for _, d := range []struct {
+		value *string
+		cloud string
+	}{
+		{&c.BotOpenIDMetadataURL, c.BotCloud.OpenIDMetadataURL},
+		{&c.GraphBaseURL, c.BotCloud.GraphBaseURL},
+		{&c.GraphTokenURL, c.BotCloud.GraphTokenURL()},
+	} {
+		if *d.value == "" {
+			*d.value = d.cloud
 		}
 	}
 	if c.GraphTokenURL != "" && !strings.Contains(c.GraphTokenURL, "{tenant}") {
 		errs = append(errs, errors.New("TICKETIQ_GRAPH_TOKEN_URL: must name the tenant as {tenant}: each tenant's token comes from its own endpoint"))
 	}
-	c.BotAllowedTenants = tenantList(get("TICKETIQ_BOT_ALLOWED_TENANTS"))
+	if !c.MetricsAddr.IsZero() && c.MetricsAddr == c.Addr && !strings.HasSuffix(c.Addr.String(), ":0") {
+		errs = append(errs, fmt.Errorf("TICKETIQ_METRICS_ADDR %q: the same as TICKETIQ_ADDR: the internal listener needs its own port", c.MetricsAddr.String()))
+	}
+	if c.Pprof && c.MetricsAddr.IsZero() {
+		errs = append(errs, errors.New("TICKETIQ_PPROF: needs TICKETIQ_METRICS_ADDR: the profiler is served on the internal listener only"))
+	}
+	errs = append(errs, c.loadBotCredential(env, now)...)
 	if len(c.BotAllowedTenants) == 0 {
 		// The bot's own tenant, and the sign-in's when it is one tenant.
 		c.BotAllowedTenants = tenantList(c.BotTenantID + "," + issuerTenant(c.OIDCIssuer))
-	}
-	for _, t := range c.BotAllowedTenants {
-		if !guid.Valid(t) {
-			errs = append(errs, fmt.Errorf("TICKETIQ_BOT_ALLOWED_TENANTS: %q is not a tenant id (a GUID)", textclip.Clip(t, 64)))
+		for _, t := range c.BotAllowedTenants {
+			if !guid.Valid(t) {
+				errs = append(errs, fmt.Errorf("TICKETIQ_BOT_TENANT_ID: %q is not a tenant id (a GUID)", textclip.Clip(t, 64)))
+			}
 		}
 	}
 	if c.BotAppID != "" && len(c.BotAllowedTenants) == 0 {
@@ -278,14 +216,7 @@ func loadConfig(getenv func(string) string) (config, error) {
 	if c.OIDCIssuer != "" && c.OIDCClientID == "" {
 		errs = append(errs, errors.New("TICKETIQ_OIDC_CLIENT_ID is required with TICKETIQ_OIDC_ISSUER"))
 	}
-	for _, t := range strings.Split(get("TICKETIQ_OIDC_ALLOWED_TENANTS"), ",") {
-		if t = strings.TrimSpace(t); t != "" {
-			c.OIDCAllowedTenants = append(c.OIDCAllowedTenants, t)
-		}
-	}
-	switch v := strings.ToLower(get("TICKETIQ_TEAMS_TAB")); v {
-	case "true", "1", "yes", "on":
-		c.TeamsTab = true
+	if c.TeamsTab {
 		// Teams shows only https pages, and the view page inside it signs
 		// in with a token of the OIDC sign-in's app registration.
 		if c.OIDCIssuer == "" || c.OIDCClientID == "" {
@@ -297,64 +228,41 @@ func loadConfig(getenv func(string) string) (config, error) {
 		if c.OIDCIssuer != "" && len(c.OIDCAllowedTenants) == 0 && !guid.Valid(issuerTenant(c.OIDCIssuer)) {
 			errs = append(errs, errors.New("TICKETIQ_TEAMS_TAB: with a multi-tenant issuer, list the tenants whose Teams tokens are taken in TICKETIQ_OIDC_ALLOWED_TENANTS"))
 		}
-	case "false", "0", "no", "off":
-	default:
-		errs = append(errs, fmt.Errorf("TICKETIQ_TEAMS_TAB %q: want true or false", v))
-	}
-	if c.MaxHTMLBytes, err = parseByteSize(get(agent.MaxHTMLSetting)); err != nil {
-		errs = append(errs, fmt.Errorf("%s: %w", agent.MaxHTMLSetting, err))
-	}
-	for _, r := range []struct {
-		name string
-		to   *time.Duration
-	}{{"TICKETIQ_AUDIT_RETENTION", &c.AuditRetention}, {"TICKETIQ_RUN_RETENTION", &c.RunRetention}} {
-		d, err := parseRetention(get(r.name))
-		if err != nil {
-			errs = append(errs, fmt.Errorf("%s: %w", r.name, err))
-		}
-		*r.to = d
 	}
 	// The playground posts unauthenticated activities and answers as a Bot
 	// Connector: it exists only where the bot does the same (local mode,
 	// no app id) and only this machine can reach it (a loopback listener).
 	local := c.BotAppID == "" && c.Addr.Loopback()
-	switch v := strings.ToLower(get("TICKETIQ_PLAYGROUND")); v {
-	case "auto":
+	switch c.playground {
+	case "":
 		c.Playground = local
-	case "true", "1", "yes", "on":
+	case "true":
 		if !local {
 			errs = append(errs, errors.New("TICKETIQ_PLAYGROUND: the playground runs only in local mode: no TICKETIQ_BOT_APP_ID and a loopback TICKETIQ_ADDR such as 127.0.0.1:3978"))
 		}
 		c.Playground = local
-	case "false", "0", "no", "off":
-		c.Playground = false
-	default:
-		errs = append(errs, fmt.Errorf("TICKETIQ_PLAYGROUND %q: want true, false or auto", v))
 	}
-	switch c.LogLevel {
-	case "debug", "info", "warn", "error":
-	default:
-		errs = append(errs, fmt.Errorf("TICKETIQ_LOG_LEVEL %q: want debug, info, warn or error", c.LogLevel))
-	}
-
 	if c.ConfigPath == "" {
 		c.Agents = agent.DefaultConfig()
 	} else if data, err := os.ReadFile(c.ConfigPath); err != nil {
 		errs = append(errs, fmt.Errorf("TICKETIQ_CONFIG: %w", err))
-	} else if c.Agents, err = loadConfigFile(data, getenv); err != nil {
-		errs = append(errs, fmt.Errorf("TICKETIQ_CONFIG %s: %w", c.ConfigPath, err))
-	}
-
-	if c.DatabaseURL != "" {
-		if err := checkDatabaseURL(c.DatabaseURL); err != nil {
-			errs = append(errs, fmt.Errorf("TICKETIQ_DATABASE_URL %s: %w", netaddr.Redact(c.DatabaseURL), err))
+	} else if c.Agents, err = loadConfigFile(data, env); err != nil {
+		// Each mistake of the file on a line of its own, named by its
+		// place in the file.
+		var list interface{ Unwrap() []error }
+		var one *agent.ConfigError
+		switch {
+		case errors.As(err, &one) && one == err:
+			errs = append(errs, fmt.Errorf("TICKETIQ_CONFIG %s, %w", c.ConfigPath, err))
+		case !errors.As(err, &list):
+			errs = append(errs, fmt.Errorf("TICKETIQ_CONFIG %s: %w", c.ConfigPath, err))
+		default:
+			for _, e := range list.Unwrap() {
+				errs = append(errs, fmt.Errorf("TICKETIQ_CONFIG %s, %w", c.ConfigPath, e))
+			}
 		}
 	}
-
-	if len(errs) > 0 {
-		return config{}, fmt.Errorf("configuration: %w", errors.Join(errs...))
-	}
-	return c, nil
+	return errs
 }
 
 // checkDatabaseURL checks TICKETIQ_DATABASE_URL's form: a postgres:// or
@@ -389,7 +297,8 @@ func (c config) storeName() string {
 // once. Unset, the credential is workload identity's token file, when its
 // webhook set AZURE_FEDERATED_TOKEN_FILE. Its errors name the variables and
 // paths, never the secret or the key.
-func (c *config) loadBotCredential(password string, getenv func(string) string, now time.Time) error {
+func (c *config) loadBotCredential(env environment, now time.Time) []error {
+	password := c.botPassword
 	var set []string // the variables set, in botCredentialVars' order
 	for i, v := range []string{password, c.BotCertFile, c.BotFederatedTokenFile} {
 		if v != "" {
@@ -398,12 +307,12 @@ func (c *config) loadBotCredential(password string, getenv func(string) string, 
 	}
 	if c.BotAppID == "" {
 		if len(set) > 0 {
-			return fmt.Errorf("TICKETIQ_BOT_APP_ID and %s must be set together", strings.Join(set, " and "))
+			return []error{fmt.Errorf("TICKETIQ_BOT_APP_ID and %s must be set together", strings.Join(set, " and "))}
 		}
 		return nil // local mode
 	}
 	if len(set) == 0 {
-		if f := strings.TrimSpace(getenv(azureFederatedTokenFile)); f != "" {
+		if f := strings.TrimSpace(env.get(azureFederatedTokenFile)); f != "" {
 			c.BotFederatedTokenFile, c.botFederatedFromAzure = f, true
 			set = []string{"TICKETIQ_BOT_FEDERATED_TOKEN_FILE"}
 		}
@@ -434,7 +343,7 @@ func (c *config) loadBotCredential(password string, getenv func(string) string, 
 		}
 	}
 	if len(errs) > 0 {
-		return errors.Join(errs...)
+		return errs
 	}
 	switch set[0] {
 	case "TICKETIQ_BOT_APP_PASSWORD":
@@ -447,77 +356,12 @@ func (c *config) loadBotCredential(password string, getenv func(string) string, 
 	return nil
 }
 
-// fileKeys are the top-level keys of the TICKETIQ_CONFIG file and the part
-// that owns each; any other key is a mistake (a typo would otherwise be
-// silently ignored and the defaults would run instead).
-var fileKeys = map[string]string{"agents": "agent"}
-
-// loadConfigFile checks the top-level keys of the configuration file, then
-// hands each part its own.
-func loadConfigFile(data []byte, getenv func(string) string) (agent.Config, error) {
-	var top map[string]yaml.Node
-	if err := yaml.Unmarshal(data, &top); err != nil {
-		return agent.Config{}, fmt.Errorf("not YAML or JSON: %w", err)
-	}
-	var errs []error
-	for key, node := range top {
-		if _, ok := fileKeys[key]; !ok {
-			errs = append(errs, fmt.Errorf("line %d: unknown key %q (known: agents)", node.Line, key))
-		}
-	}
-	if len(errs) > 0 {
-		return agent.Config{}, errors.Join(errs...)
-	}
-	return agent.LoadConfig(data, getenv)
-}
-
-// The bounds of TICKETIQ_MCP_APPS_MAX_HTML_BYTES: below the smallest real
-// view, or so large that one server's message could take a good part of
-// the service's memory, is a mistake.
-const (
-	minHTMLBytes = 64 << 10
-	maxHTMLBytes = 64 << 20
-)
-
-// parseByteSize reads a size: whole bytes ("8388608") or whole KiB or MiB
-// ("512KiB", "8MiB"), from 64 KiB to 64 MiB.
-func parseByteSize(s string) (int, error) {
-	num, unit := s, 1
-	for suffix, u := range map[string]int{"KiB": 1 << 10, "MiB": 1 << 20} {
-		if n, ok := strings.CutSuffix(s, suffix); ok {
-			num, unit = strings.TrimSpace(n), u
-		}
-	}
-	n, err := strconv.Atoi(num)
-	if err != nil || n <= 0 {
-		return 0, fmt.Errorf("%q: want a number of bytes, or of KiB or MiB such as 8MiB", s)
-	}
-	if n > maxHTMLBytes/unit || n*unit < minHTMLBytes {
-		return 0, fmt.Errorf("%q: want from 64KiB to 64MiB", s)
-	}
-	return n * unit, nil
-}
-
-// parseRetention reads a retention: whole days ("90d") or a Go duration
-// ("720h"), at least one day.
-func parseRetention(s string) (time.Duration, error) {
-	var d time.Duration
-	if days, ok := strings.CutSuffix(s, "d"); ok {
-		n, err := strconv.Atoi(days)
-		if err != nil {
-			return 0, fmt.Errorf("%q: want whole days such as 90d, or a duration such as 720h", s)
-		}
-		d = time.Duration(n) * 24 * time.Hour
-	} else {
-		var err error
-		if d, err = time.ParseDuration(s); err != nil {
-			return 0, fmt.Errorf("%q: want whole days such as 90d, or a duration such as 720h", s)
-		}
-	}
-	if d < 24*time.Hour {
-		return 0, fmt.Errorf("%q: at least one day", s)
-	}
-	return d, nil
+// loadConfigFile reads the configuration file. Its only top-level key
+// today is agents; any other is a mistake (a typo would otherwise be
+// silently ignored and the defaults would run instead). A part that owns
+// another key adds it here.
+func loadConfigFile(data []byte, env environment) (agent.Config, error) {
+	return agent.LoadConfigFile(data, env.get)
 }
 
 // tenantList splits a comma-separated list of tenant ids, lower-cased,
@@ -568,10 +412,10 @@ func (c config) openButtons() bool { return c.PublicBaseURL.HTTPS() }
 
 // write prints the effective configuration with secrets redacted, one
 // variable a line, sorted, for `teamsbot config`.
-func (c config) write(w io.Writer, getenv func(string) string) error {
-	lines := make([]string, 0, len(envVars))
-	for _, v := range envVars {
-		val := strings.TrimSpace(getenv(v.name))
+func (c config) write(w io.Writer, env environment) error {
+	var lines []string
+	for _, v := range settings() {
+		val := strings.TrimSpace(env.get(v.name))
 		src := "set"
 		switch {
 		case val != "":
@@ -585,9 +429,8 @@ func (c config) write(w io.Writer, getenv func(string) string) error {
 		if v.secret && val != "" {
 			val = "[redacted]"
 		}
-		if v.name == "TICKETIQ_DATABASE_URL" {
-			// Its password may be in the query too: the host alone.
-			val = netaddr.Redact(val)
+		if v.show != nil {
+			val = v.show(val)
 		}
 		val = netaddr.RedactURLCredentials(val)
 		lines = append(lines, fmt.Sprintf("%s=%s\t(%s)", v.name, strconv.Quote(val), src))
@@ -618,22 +461,11 @@ func (c config) metricsAddr() string {
 	return c.MetricsAddr.String()
 }
 
-// signInMode names how people sign in to open views.
-func (c config) signInMode() string {
-	switch {
-	case c.OIDCIssuer != "":
-		return "OpenID Connect"
-	case c.Addr.Loopback():
-		return "local development"
-	default:
-		return "off (no OIDC issuer, not on loopback)"
-	}
-}
-
-// logAttrs is what the start-up log line prints for the configuration: no secrets, ever.
+// logAttrs is what the start-up log line prints for the configuration:
+// no secrets, ever. The address really listened on and the sign-in really
+// in force come with the "listening" line.
 func (c config) logAttrs() []any {
 	return []any{
-		"addr", c.Addr.String(),
 		"metrics_addr", c.metricsAddr(),
 		"data", c.DataDir,
 		"store", c.storeName(),
@@ -644,7 +476,6 @@ func (c config) logAttrs() []any {
 		"bot_mode", map[bool]string{true: "local (loopback only)", false: "Bot Framework"}[c.BotAppID == ""],
 		"bot_credential", c.BotCredential,
 		"bot_tenants", c.BotAllowedTenants,
-		"signin", c.signInMode(),
 		"teams_tab", c.TeamsTab,
 		"agents", len(c.Agents.Agents),
 		"open_buttons", c.openButtons(),

@@ -13,9 +13,7 @@ import (
 	"teamsbot/bot"
 )
 
-func envOf(m map[string]string) func(string) string {
-	return func(k string) string { return m[k] }
-}
+func envOf(m map[string]string) environment { return environment(m) }
 
 func TestConfigDefaults(t *testing.T) {
 	cfg, err := loadConfig(envOf(nil))
@@ -192,7 +190,7 @@ func TestConfigCommandRedactsSecrets(t *testing.T) {
 	if strings.Contains(s, "bot-password-value") || strings.Contains(s, "oidc-secret-value") {
 		t.Errorf("secret printed:\n%s", s)
 	}
-	for _, v := range envVars {
+	for _, v := range settings() {
 		if !strings.Contains(s, v.name+"=") {
 			t.Errorf("%s missing from config output", v.name)
 		}
@@ -208,7 +206,7 @@ func TestConfigFileRejectsUnknownTopLevelKeys(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err := loadConfig(envOf(map[string]string{"TICKETIQ_CONFIG": path}))
-	if err == nil || !strings.Contains(err.Error(), `"agnets"`) {
+	if err == nil || !strings.Contains(err.Error(), "line 1, column 2: unknown key `agnets` at the top of the file; did you mean `agents`?") {
 		t.Fatalf("a misspelt top-level key must be named, got %v", err)
 	}
 }
@@ -426,7 +424,7 @@ func TestConfigTeamsTab(t *testing.T) {
 	}
 	bad := maps.Clone(good)
 	bad["TICKETIQ_TEAMS_TAB"] = "maybe"
-	if _, err := loadConfig(envOf(bad)); err == nil || !strings.Contains(err.Error(), `TICKETIQ_TEAMS_TAB "maybe"`) {
+	if _, err := loadConfig(envOf(bad)); err == nil || !strings.Contains(err.Error(), `TICKETIQ_TEAMS_TAB: "maybe": want true or false`) {
 		t.Errorf("TICKETIQ_TEAMS_TAB=maybe: %v", err)
 	}
 }

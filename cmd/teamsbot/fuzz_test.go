@@ -21,6 +21,15 @@ func FuzzConfig(f *testing.F) {
 	f.Add("agents: &a [*a]\n", "", "")
 	f.Add("unknown: 1\nagents: []\n", "[::1]:0", "")
 	f.Add("\t- : :\n", "::", "x:y")
+	// The walk beside the Go types, and the search for a syntax mistake's
+	// line: repeated keys, merge keys, aliases into lists and maps, kinds
+	// that do not fit, a mistake below a list over several lines.
+	f.Add("agents:\n  - id: a\n    id: b\n    modle: {kind: openai}\n    model: {maxToolRounds: many, timeout: [1]}\n", "127.0.0.1:0", "")
+	f.Add("base: &b {name: d, builtin: demo}\nagents:\n  - id: a\n    servers:\n      - <<: *b\n        timeout: 5s\n      - <<: [*b, {name: e}]\n", "", "")
+	f.Add("agents: &a\n  - id: a\n    servers: *a\n    rules: {denyTools: *a}\n", "", "")
+	f.Add("agents:\n  - id: a\n    servers: [\n      {name: d, builtin: demo}]\n    name: b\n   rules: {}\n", "", "")
+	f.Add("agents:\n  - {id: a, servers: {name: d}, rules: [x], model: openai}\n  - 5\n  - [a]\n", "", "")
+	f.Add("agents:\n  - id: a\n    servers:\n      - name: s\n        url: https://h.example/mcp\n        headers: {A: [1], ? [k] : v}\n", "", "")
 	f.Fuzz(func(t *testing.T, file, addr, metricsAddr string) {
 		if err := os.WriteFile(path, []byte(file), 0o600); err != nil {
 			t.Fatal(err)

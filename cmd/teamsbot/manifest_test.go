@@ -3,7 +3,11 @@ package main
 import (
 	"archive/zip"
 	"bytes"
+	"encoding/json"
+	"errors"
+	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -45,4 +49,135 @@ func TestManifestCommand(t *testing.T) {
 	if _, serr := os.Stat(bad); !os.IsNotExist(serr) {
 		t.Errorf("a file was written despite the errors")
 	}
+}
+
+// A package holds the bot's app id and the public base URL, not the bot's
+// credential or its tenants: `teamsbot manifest` writes one without them,
+// and the package passes Microsoft's own validator (as manifest's tests
+// run it). The Teams tab's package needs the sign-in's client id too, and
+// the flags may stand for the variables.
+func TestManifestNeedsOnlyWhatThePackageHolds(t *testing.T) {
+	dir := t.TempDir()
+	for name, c := range map[string]struct {
+		env  map[string]string
+		args []string
+	}{
+		"from the variables": {env: map[string]string{
+			"TICKETIQ_BOT_APP_ID": "00000000-0000-4000-8000-0000000000b0", "TICKETIQ_PUBLIC_BASE_URL": "https://bot.contoso.example",
+		}},
+		"from the flags, views inside Teams": {args: []string{"--bot-id", "00000000-0000-4000-8000-0000000000b0", "--public-base-url", "https://bot.contoso.example",
+			"--teams-tab", "true", "--sign-in-client-id", "11111111-2222-4333-8444-555555555555"}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			out := filepath.Join(dir, strings.ReplaceAll(name, " ", "-")+".zip")
+			args := append([]string{"manifest", "-o", out, "--developer", "Contoso IT", "--website", "https://www.contoso.example",
+				"--privacy", "https://www.contoso.example/privacy", "--terms", "https://www.contoso.example/terms"}, c.args...)
+			stdout, _, err := runText(t, c.env, args...)
+			if err != nil {
+				t.Fatalf("no package without a credential or tenants: %v", err)
+			}
+			if !strings.Contains(stdout, "wrote "+out) {
+				t.Errorf("said %q", stdout)
+			}
+			mj := zipFile(t, out, "manifest.json")
+			var m struct {
+				Bots               []struct{ BotID string }
+				ValidDomains       []string
+				WebApplicationInfo map[string]string
+			}
+			if err := json.Unmarshal(mj, &m); err != nil || len(m.Bots) != 1 || m.Bots[0].BotID != "00000000-0000-4000-8000-0000000000b0" || m.ValidDomains[0] != "bot.contoso.example" {
+				t.Errorf("manifest.json: %+v %v", m, err)
+			}
+			if c.args != nil && m.WebApplicationInfo["resource"] != "api://bot.contoso.example/11111111-2222-4333-8444-555555555555" {
+				t.Errorf("webApplicationInfo %v", m.WebApplicationInfo)
+			}
+			if errs := officialValidate(t, mj); len(errs) != 0 {
+				t.Errorf("Microsoft's validator refuses the package:\n%s", strings.Join(errs, "\n"))
+			}
+		})
+	}
+}
+
+// With nothing given, every missing input is named with the flag or the
+// variable that gives it and an example, and nothing is written.
+func TestManifestNamesEveryMissingInput(t *testing.T) {
+	out := filepath.Join(t.TempDir(), "teamsbot.zip")
+	_, _, err := runText(t, map[string]string{"TICKETIQ_TEAMS_TAB": "true", "TICKETIQ_PUBLIC_BASEURL": "https://bot.contoso.example"}, "manifest", "-o", out)
+	if err == nil {
+		t.Fatal("a package was written")
+	}
+	for _, want := range []string{
+		"the package was not written:\n",
+		"  - unknown setting TICKETIQ_PUBLIC_BASEURL; did you mean TICKETIQ_PUBLIC_BASE_URL?",
+		"  - the bot's app id is required: set TICKETIQ_BOT_APP_ID=00000000-0000-0000-0000-000000000000 or pass --bot-id 00000000-0000-0000-0000-000000000000",
+		"  - public base URL: required: set TICKETIQ_PUBLIC_BASE_URL=https://bot.example.com or pass --public-base-url https://bot.example.com",
+		"  - developer name is required: pass --developer \"Contoso IT\"",
+		"  - website URL: required: pass --website https://www.contoso.example",
+		"  - privacy URL: required: pass --privacy https://www.contoso.example/privacy",
+		"  - terms of use URL: required: pass --terms https://www.contoso.example/terms",
+		"  - opening views inside Teams needs webApplicationInfo: set the sign-in client id (TICKETIQ_OIDC_CLIENT_ID) for Teams single sign-on: set TICKETIQ_OIDC_CLIENT_ID=00000000-0000-0000-0000-000000000000 or pass --sign-in-client-id 00000000-0000-0000-0000-000000000000",
+	} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("the error lacks %q:\n%v", want, err)
+		}
+	}
+	if strings.Contains(err.Error(), "PASSWORD") || strings.Contains(err.Error(), "ALLOWED_TENANTS") {
+		t.Errorf("the package asks for what it does not hold:\n%v", err)
+	}
+	if _, serr := os.Stat(out); !errors.Is(serr, os.ErrNotExist) {
+		t.Error("a file was written despite the errors")
+	}
+	_, _, err = runText(t, map[string]string{"TICKETIQ_BOT_APP_ID": "00000000-0000-4000-8000-0000000000b0", "TICKETIQ_PUBLIC_BASE_URL": "https://bot.contoso.example"},
+		"manifest", "--developer", "Contoso IT", "--website", "https://www.contoso.example", "--privacy", "https://www.contoso.example/privacy", "--terms", "https://www.contoso.example/terms")
+	if err == nil || !strings.Contains(err.Error(), "the file to write is missing: pass -o teamsbot.zip (or -o - for standard output)") {
+		t.Errorf("without -o: %v", err)
+	}
+}
+
+// zipFile reads one file of a zip.
+func zipFile(t *testing.T, path, name string) []byte {
+	t.Helper()
+	zr, err := zip.OpenReader(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer zr.Close()
+	f, err := zr.Open(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	b, err := io.ReadAll(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// officialValidate runs Microsoft's manifest validator the way the
+// manifest package's tests do (manifest/testdata/validate.cjs, npm
+// @microsoft/app-manifest, offline) and returns its errors.
+func officialValidate(t *testing.T, manifestJSON []byte) []string {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("needs Node and npm @microsoft/app-manifest; skipped under -short")
+	}
+	node, err := exec.LookPath("node")
+	if err != nil {
+		t.Fatalf("node is not installed, so the official validator cannot run: %v (./test.sh installs it)", err)
+	}
+	path := filepath.Join(t.TempDir(), "manifest.json")
+	if err := os.WriteFile(path, manifestJSON, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.Command(node, filepath.Join("..", "..", "manifest", "testdata", "validate.cjs"), path).Output()
+	var exit *exec.ExitError
+	if err != nil && !(errors.As(err, &exit) && exit.ExitCode() == 1) {
+		t.Fatalf("the official validator could not run (%v):\n%s", err, out)
+	}
+	var res struct{ Errors []string }
+	if err := json.Unmarshal(out, &res); err != nil {
+		t.Fatalf("the validator's output %q: %v", out, err)
+	}
+	return res.Errors
 }

@@ -33,6 +33,12 @@ agents:
 		b, _ := os.ReadFile(spawnLog)
 		return strings.Count(string(b), "\n")
 	}
+	// The server starts after the listener: wait for its first attempt.
+	for deadline := time.Now().Add(20 * time.Second); logs.logLine("MCP server not connected; will retry") == nil; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the server's first attempt did not end:\n%s", logs)
+		}
+	}
 	before := started()
 	if before != 1 {
 		t.Fatalf("%d children at start, want 1", before)
@@ -163,7 +169,7 @@ func TestPprofOnTheInternalListenerOnly(t *testing.T) {
 		t.Errorf("TICKETIQ_PPROF without an internal listener: %v", err)
 	}
 	_, err = loadConfig(envOf(map[string]string{"TICKETIQ_PPROF": "maybe", "TICKETIQ_LOG_LEVEL": "loud"}))
-	if err == nil || !strings.Contains(err.Error(), `TICKETIQ_PPROF "maybe"`) || !strings.Contains(err.Error(), "TICKETIQ_LOG_LEVEL") {
+	if err == nil || !strings.Contains(err.Error(), `TICKETIQ_PPROF: "maybe": want true or false`) || !strings.Contains(err.Error(), "TICKETIQ_LOG_LEVEL") {
 		t.Errorf("TICKETIQ_PPROF=maybe: %v, want both mistakes named", err)
 	}
 }

@@ -24,7 +24,7 @@ func TestConfigNeverShowsURLCredentials(t *testing.T) {
 			t.Errorf("%s shows the URL's password:\n%s", what, text)
 		}
 	}
-	for _, v := range envVars {
+	for _, v := range settings() {
 		if v.name == "TICKETIQ_DATA" {
 			continue // a folder of that name is made, and is no mistake
 		}

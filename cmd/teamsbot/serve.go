@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -11,6 +12,7 @@ import (
 	"os"
 	"runtime/debug"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -45,10 +47,13 @@ const certificateWarning = 30 * 24 * time.Hour
 // refused on read long before the sweep comes.
 const sweepEvery = time.Hour
 
-// serve builds every part, serves until ctx ends, then shuts down in the
-// reverse order: stop taking requests, stop the scheduler, finish turns
-// and triggered runs, close MCP sessions, close the store last.
-func serve(ctx context.Context, cfg config, getenv func(string) string, logger *slog.Logger) (err error) {
+// serve builds every part, listens, then starts the MCP servers, serves
+// until ctx ends, then shuts down in the reverse order: stop taking
+// requests, stop the scheduler, finish turns and triggered runs, close MCP
+// sessions, close the store last. In local mode it tells the person at
+// the terminal (stdout) where the playground is.
+func serve(ctx context.Context, cfg config, env environment, stdout io.Writer, logger *slog.Logger) (err error) {
+	getenv := env.get
 	logger.Info("starting", cfg.logAttrs()...)
 	// Go collects garbage each time the heap doubles. A turn allocates much
 	// short-lived memory (MCP's JSON above all), and collecting at three
@@ -109,6 +114,10 @@ func serve(ctx context.Context, cfg config, getenv func(string) string, logger *
 		MaxResourceBytes: cfg.MaxHTMLBytes,
 		Getenv:           getenv,
 		Registerer:       reg,
+		// The servers start once the service listens: two npx servers
+		// take seconds, and liveness probes must be answered meanwhile.
+		// A turn that comes first waits for them (agent.Options).
+		Background: true,
 	})
 	if err != nil {
 		return fmt.Errorf("agents: %w", err)
@@ -201,9 +210,15 @@ func serve(ctx context.Context, cfg config, getenv func(string) string, logger *
 	readyz := func(c echo.Context) error {
 		rctx, cancel := context.WithTimeout(c.Request().Context(), 5*time.Second)
 		defer cancel()
-		err := errors.Join(storeReady(rctx), agents.Ready(rctx))
+		agentsErr := agents.Ready(rctx)
+		err := errors.Join(storeReady(rctx), agentsErr)
 		readyLog.note(logger, err, time.Now())
-		if err != nil {
+		switch {
+		case errors.Is(agentsErr, agent.ErrStarting):
+			// Which servers are still starting is the operator's
+			// configuration, not the servers' own words: fit to show.
+			return c.String(http.StatusServiceUnavailable, "not ready: MCP servers still starting: "+strings.Join(agents.Starting(), ", ")+"\n")
+		case err != nil:
 			return c.String(http.StatusServiceUnavailable, "not ready\n")
 		}
 		return c.String(http.StatusOK, "ready\n")
@@ -258,7 +273,6 @@ func serve(ctx context.Context, cfg config, getenv func(string) string, logger *
 		defer pg.Close()
 		pg.Register(e)
 		home = pg.Home
-		logger.Info("playground on", "url", "http://"+ln.Addr().String()+playground.Path)
 	}
 	e.GET("/", home)
 	srv := &http.Server{
@@ -291,13 +305,16 @@ func serve(ctx context.Context, cfg config, getenv func(string) string, logger *
 		}()
 		logger.Info("internal listener", "addr", iln.Addr().String(), "serves", "/healthz /readyz /metrics")
 	}
+	// Now that probes are answered, the MCP servers start; /readyz says
+	// which are still starting.
+	agents.Start(ctx)
 	// The scheduler starts with the service: its first pass runs, once
 	// each, the triggers whose due times passed while it was down.
 	schedCtx, stopScheduler := context.WithCancel(context.WithoutCancel(ctx))
 	schedDone := make(chan struct{})
 	go func() { defer close(schedDone); runs.RunScheduler(schedCtx) }()
 	defer func() { stopScheduler(); <-schedDone }()
-	logger.Info("listening", "addr", ln.Addr().String(), "url", cfg.PublicBaseURL.String())
+	announce(cfg, ln.Addr().String(), signInInForce(cfg, signIn), pg != nil, stdout, logger)
 
 	select {
 	case <-ctx.Done():
@@ -319,6 +336,51 @@ func serve(ctx context.Context, cfg config, getenv func(string) string, logger *
 	<-schedDone
 	logger.Info("stopped")
 	return nil
+}
+
+// signInInForce names the sign-in the service really offers: "off",
+// "local development" or "Entra ID (issuer ...)".
+func signInInForce(cfg config, s *signin.Service) string {
+	switch {
+	case s.Off():
+		return "off"
+	case s.Local():
+		return "local development"
+	}
+	return "Entra ID (issuer " + netaddr.RedactURLCredentials(cfg.OIDCIssuer) + ")"
+}
+
+// announce logs where the service listens, where people reach it and the
+// sign-in in force; in local mode it also tells the person at the
+// terminal where the playground is, in plain words on stdout (the log
+// lines are JSON on stderr).
+func announce(cfg config, addr, signIn string, playgroundOn bool, stdout io.Writer, logger *slog.Logger) {
+	attrs := []any{"addr", addr, "public_base_url", cfg.PublicBaseURL.String(), "signin", signIn}
+	local := "http://" + addr
+	if playgroundOn {
+		attrs = append(attrs, "playground", local+playground.Path)
+	}
+	logger.Info("listening", attrs...)
+	// A loopback public base URL on another port than the listener's
+	// sends people, and the sign-in's redirects, to some other program.
+	if _, port, err := net.SplitHostPort(addr); err == nil && cfg.PublicBaseURL.Loopback() && originPort(cfg.PublicBaseURL) != port {
+		logger.Warn("the public base URL is not this listener: links in cards and the sign-in go there; set TICKETIQ_PUBLIC_BASE_URL to the address people open",
+			"public_base_url", cfg.PublicBaseURL.String(), "addr", addr)
+	}
+	if playgroundOn {
+		fmt.Fprintf(stdout, "teamsbot is listening on %s: open %s%s to talk to the bot (Ctrl-C stops it)\n", local, local, playground.Path)
+	}
+}
+
+// originPort is the port of an origin, its scheme's when it names none.
+func originPort(o netaddr.Origin) string {
+	if _, port, err := net.SplitHostPort(o.Host()); err == nil {
+		return port
+	}
+	if o.HTTPS() {
+		return "443"
+	}
+	return "80"
 }
 
 // defaultGCPercent is the garbage collector's target unless GOGC is set.
