@@ -334,7 +334,7 @@ func (c *serverConn) sessionFor(ctx context.Context, force bool) (*mcp.ClientSes
 		select {
 		case <-c.firstTry:
 		case <-ctx.Done():
-			return nil, false, fmt.Errorf("%w: %s: still starting: %w", ErrUnavailable, c.name, context.Cause(ctx))
+			return nil, false, fmt.Errorf("%w: %s: %w: %w", ErrUnavailable, c.name, ErrStarting, context.Cause(ctx))
 		}
 	}
 	c.mu.Lock()

@@ -332,6 +332,10 @@ func (a *agentRuntime) catalogue(ctx context.Context, r *runState) catalogue {
 		if reconnected {
 			r.note("server %s had stopped; it was reconnected", c.name)
 		}
+		if errors.Is(err, ErrStarting) {
+			r.noteProblem(err, "the %s server is still starting, so its tools were not offered", c.name)
+			continue
+		}
 		if err != nil {
 			r.noteProblem(err, "the %s server is unavailable, so its tools were not offered", c.name)
 			continue

@@ -152,7 +152,7 @@ func TestBackgroundStart(t *testing.T) {
 	short, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
 	ans, _ := s.Run(short, agent.Request{Person: alice, Text: "/lookup_customer {\"customer\": \"Contoso\"}"})
 	cancel()
-	if !strings.Contains(strings.Join(ans.Notes, "\n"), "server crm is unavailable, its tools are not offered: agent: server unavailable: crm: still starting") {
+	if !strings.Contains(strings.Join(ans.Notes, "\n"), "the crm server is still starting, so its tools were not offered (ref ") {
 		t.Errorf("a run that could not wait: notes %q", ans.Notes)
 	}
 
