@@ -29,6 +29,9 @@ const (
 	AuditRefused = "agent.mcp_app.refused"
 	// AuditAppCall is a tool call by a view.
 	AuditAppCall = "agent.mcp_app.call"
+	// AuditBlocked is a way out of its sandbox that a view tried and the
+	// browser or the view's guard closed (RecordBlocked).
+	AuditBlocked = "agent.mcp_app.blocked"
 )
 
 // Results of a tool call in audit records and metrics.
@@ -642,6 +645,27 @@ func (s *Service) auditViewCall(ctx context.Context, v store.View, caller Person
 		Action:   AuditAppCall,
 		Actor:    caller.UserID,
 		Fields:   fields,
+	})
+}
+
+// RecordBlocked records that a view tried a channel its sandbox keeps
+// closed (channel: "webrtc", a CSP directive such as "connect-src", or
+// "connection-allowlist"), as the page showing it to viewer was told by
+// the view's guard (source "view") or by the sandbox proxy (source
+// "proxy"). Only the channel's name is kept: never a URL, a host name or
+// anything the view sent, which is what the view was trying to get out.
+// The caller checks that the view is the viewer's to see and limits how
+// often a view is recorded; the record is in the viewer's tenant.
+func (s *Service) RecordBlocked(ctx context.Context, v store.View, viewer Person, channel, source string) error {
+	return s.appendAudit(context.WithoutCancel(ctx), store.AuditRecord{
+		Time:     s.now(),
+		TenantID: viewer.TenantID,
+		Action:   AuditBlocked,
+		Actor:    viewer.UserID,
+		Fields: map[string]any{
+			"view": v.ID, "server": v.Server, "tool": v.Tool, "agent": v.AgentID,
+			"channel": textclip.Clip(channel, 64), "source": textclip.Clip(source, 16),
+		},
 	})
 }
 

@@ -25,7 +25,7 @@ var layout = map[string][]string{
 	"teamsbot/cards":               {"teamsbot/mcpapps"},
 	"teamsbot/bot":                 {"teamsbot/agent", "teamsbot/access", "teamsbot/cards", "teamsbot/store"},
 	"teamsbot/signin":              {"teamsbot/internal/teamsjs"},
-	"teamsbot/viewpage":            {"teamsbot/agent", "teamsbot/access", "teamsbot/signin", "teamsbot/store", "teamsbot/internal/teamsjs"},
+	"teamsbot/viewpage":            {"teamsbot/agent", "teamsbot/access", "teamsbot/mcpapps", "teamsbot/signin", "teamsbot/store", "teamsbot/internal/teamsjs"},
 	"teamsbot/admin":               {"teamsbot/access", "teamsbot/signin", "teamsbot/store", "teamsbot/triggers"},
 	"teamsbot/triggers":            {"teamsbot/access", "teamsbot/bot", "teamsbot/cards", "teamsbot/store"},
 	"teamsbot/manifest":            {},

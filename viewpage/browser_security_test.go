@@ -509,6 +509,26 @@ func TestBrowserBridge(t *testing.T) {
 		}
 	})
 
+	// The guard runs first and leaves the document as its server wrote
+	// it: standards mode (the doctype still comes first), the <html>
+	// element's own attributes, no script of ours left in the DOM; and
+	// WebRTC refuses to start.
+	t.Run("the guard", func(t *testing.T) {
+		got := asMap(t, tb.must(viewFrame, `(() => {
+			let rtc;
+			try { new RTCPeerConnection(); rtc = "made"; } catch (e) { rtc = e.name; }
+			return {mode: document.compatMode, lang: document.documentElement.lang,
+				ours: Array.from(document.scripts).some((s) => s.textContent.includes("teamsbot/notifications/blocked")),
+				first: document.head.firstElementChild.tagName, rtc: rtc};
+		})()`))
+		want := map[string]any{"mode": "CSS1Compat", "lang": "en", "ours": false, "first": "META", "rtc": "NotAllowedError"}
+		for k, w := range want {
+			if got[k] != w {
+				t.Errorf("%s: %v, want %v", k, got[k], w)
+			}
+		}
+	})
+
 	// The MCP Apps specification: the host sends ui/resource-teardown
 	// before it removes a view, and waits for the answer. Close on the
 	// view page does so; once the view answers, its frames are gone.

@@ -47,47 +47,62 @@ func browser(t *testing.T) context.Context {
 		t.Fatalf("this test needs headless Chromium at %s (Debian package chromium): %v", chromiumPath, err)
 	}
 	sharedBrowser.once.Do(func() {
-		dir, err := os.MkdirTemp("", "viewpage-chromium-")
-		if err != nil {
-			sharedBrowser.err = err
-			return
-		}
-		opts := []chromedp.ExecAllocatorOption{
-			chromedp.ExecPath(chromiumPath),
-			chromedp.UserDataDir(dir),
-			chromedp.Flag("headless", true),
-			chromedp.NoSandbox,
-			chromedp.DisableGPU,
-			chromedp.NoFirstRun,
-			chromedp.NoDefaultBrowserCheck,
-			chromedp.Flag("disable-quic", true),
-			chromedp.Flag("disable-background-networking", true),
-			chromedp.Flag("disable-component-update", true),
-			chromedp.Flag("disable-sync", true),
-			chromedp.Flag("disable-dev-shm-usage", true),
-			chromedp.Flag("disable-popup-blocking", true),
-			// A fake microphone and camera, and the permission prompt
-			// answered yes: what a view may use is then decided by the
-			// frames' allow attribute alone, which is what the tests check.
-			chromedp.Flag("use-fake-ui-for-media-stream", true),
-			chromedp.Flag("use-fake-device-for-media-stream", true),
-			// WebGL in software, for views that draw in 3D.
-			chromedp.Flag("enable-unsafe-swiftshader", true),
-			// Keep sandboxed (opaque-origin) frames in the page's process
-			// so one DevTools target sees inside them.
-			chromedp.Flag("disable-features", "IsolateSandboxedIframes,SitePerProcess,site-per-process,Translate"),
-			chromedp.Flag("disable-site-isolation-trials", true),
-		}
-		actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
-		ctx, cancel := chromedp.NewContext(actx)
-		sharedBrowser.ctx = ctx
-		sharedBrowser.cancel = func() { cancel(); cancelAlloc(); os.RemoveAll(dir) }
-		sharedBrowser.err = chromedp.Do(ctx)
+		sharedBrowser.ctx, sharedBrowser.cancel, sharedBrowser.err = startBrowser(nil)
 	})
 	if sharedBrowser.err != nil {
 		t.Fatalf("start Chromium: %v", sharedBrowser.err)
 	}
 	return sharedBrowser.ctx
+}
+
+// startBrowser starts a headless Chromium with the flags every test here
+// uses, plus extra. prepare, when set, may write into its profile folder
+// before it starts. cancel stops it and removes the folder.
+func startBrowser(prepare func(dir string) error, extra ...chromedp.ExecAllocatorOption) (ctx context.Context, cancel func(), err error) {
+	dir, err := os.MkdirTemp("", "viewpage-chromium-")
+	if err != nil {
+		return nil, nil, err
+	}
+	if prepare != nil {
+		if err := prepare(dir); err != nil {
+			os.RemoveAll(dir)
+			return nil, nil, err
+		}
+	}
+	opts := []chromedp.ExecAllocatorOption{
+		chromedp.ExecPath(chromiumPath),
+		chromedp.UserDataDir(dir),
+		chromedp.Flag("headless", true),
+		chromedp.NoSandbox,
+		chromedp.DisableGPU,
+		chromedp.NoFirstRun,
+		chromedp.NoDefaultBrowserCheck,
+		chromedp.Flag("disable-quic", true),
+		chromedp.Flag("disable-background-networking", true),
+		chromedp.Flag("disable-component-update", true),
+		chromedp.Flag("disable-sync", true),
+		chromedp.Flag("disable-dev-shm-usage", true),
+		chromedp.Flag("disable-popup-blocking", true),
+		// A fake microphone and camera, and the permission prompt
+		// answered yes: what a view may use is then decided by the
+		// frames' allow attribute alone, which is what the tests check.
+		chromedp.Flag("use-fake-ui-for-media-stream", true),
+		chromedp.Flag("use-fake-device-for-media-stream", true),
+		// WebGL in software, for views that draw in 3D.
+		chromedp.Flag("enable-unsafe-swiftshader", true),
+		// Keep sandboxed (opaque-origin) frames in the page's process
+		// so one DevTools target sees inside them.
+		chromedp.Flag("disable-features", "IsolateSandboxedIframes,SitePerProcess,site-per-process,Translate"),
+		chromedp.Flag("disable-site-isolation-trials", true),
+	}
+	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), append(opts, extra...)...)
+	bctx, cancelCtx := chromedp.NewContext(actx)
+	cancel = func() { cancelCtx(); cancelAlloc(); os.RemoveAll(dir) }
+	if err := chromedp.Do(bctx); err != nil {
+		cancel()
+		return nil, nil, err
+	}
+	return bctx, cancel, nil
 }
 
 // tab is one page in its own browser context, which can run scripts in
@@ -103,7 +118,12 @@ type tab struct {
 
 func newTab(t *testing.T) *tab {
 	t.Helper()
-	b := browser(t)
+	return newTabIn(t, browser(t))
+}
+
+// newTabIn is newTab in browser b.
+func newTabIn(t *testing.T, b context.Context) *tab {
+	t.Helper()
 	tb := &tab{t: t, contexts: map[cdp.FrameID]string{}}
 	ctx, cancel := chromedp.NewContext(b, chromedp.WithNewBrowserContext(), chromedp.WithListener(tb.onEvent))
 	t.Cleanup(cancel)

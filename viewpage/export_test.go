@@ -11,3 +11,12 @@ func SetViewAncestors(h *Handler, origins []string) {
 		h.viewAncestors = append(h.viewAncestors, netaddr.MustParseOrigin(o))
 	}
 }
+
+// Unguard turns layers of the view documents' protection off, so that a
+// test can show what each one closes: the guard script, the
+// Connection-Allowlist header, and the view's stored
+// CSP (only its sandbox directive is left). Set it before the first
+// request.
+func Unguard(h *Handler, script, allowlist, csp bool) {
+	h.unguarded.script, h.unguarded.allowlist, h.unguarded.csp = script, allowlist, csp
+}

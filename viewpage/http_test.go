@@ -2,6 +2,8 @@ package viewpage_test
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -374,9 +376,26 @@ func TestFrameDocumentHeaders(t *testing.T) {
 	view := do(t, anon, http.MethodGet, info.ViewURL, nil, "")
 	// No frame-ancestors (see TestFrameAncestorsOfSandboxedProxy); the
 	// sandbox directive keeps the document opaque wherever it is loaded.
-	wantCSP := "sandbox allow-scripts; " + v.CSP
+	wantCSP := "sandbox allow-scripts; webrtc 'block'; " + v.CSP
 	if got := view.header.Get("Content-Security-Policy"); got != wantCSP {
 		t.Errorf("view CSP\n got %q\nwant %q", got, wantCSP)
+	}
+	// The connections the view may make are its own origin's and the
+	// origins its server declared, CSP or not (see TestBrowserExfiltration).
+	if got, want := view.header.Get("Connection-Allowlist"), `(response-origin "https://api.example.com" "https://cdn.example.com")`; got != want {
+		t.Errorf("view Connection-Allowlist %q, want %q", got, want)
+	}
+	// What is served is the guard, then the stored HTML byte for byte:
+	// the record and its SHA-256 are the server's.
+	stored, err := e.store.ViewHTML(context.Background(), v.HTMLSHA256)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(view.body, viewpage.GuardScript()) || strings.Replace(view.body, "<script>"+viewpage.GuardScript()+"</script>", "", 1) != string(stored) {
+		t.Errorf("the view document is not the stored HTML with the guard inserted")
+	}
+	if sum := sha256.Sum256(stored); hex.EncodeToString(sum[:]) != v.HTMLSHA256 {
+		t.Errorf("the stored HTML's SHA-256 is not the view's record")
 	}
 	// The demo declares connectDomains https://api.example.com and
 	// http://insecure.example.com: the first is in, the second dropped.
@@ -395,12 +414,19 @@ func TestFrameDocumentHeaders(t *testing.T) {
 	if strings.Contains(pcsp, "unsafe-inline") || strings.Contains(pcsp, "frame-ancestors "+e.base+" ") {
 		t.Errorf("proxy CSP too wide: %s", pcsp)
 	}
+	if !strings.Contains(pcsp, "webrtc 'block'") {
+		t.Errorf("proxy CSP lacks webrtc 'block': %s", pcsp)
+	}
+	if got := proxy.header.Values("Connection-Allowlist"); len(got) != 0 {
+		t.Errorf("proxy Connection-Allowlist %q: with one on the proxy too, Chromium hangs when the view makes a peer connection", got)
+	}
 	for name, r := range map[string]response{"view": view, "proxy": proxy} {
 		if r.status != http.StatusOK {
 			t.Fatalf("%s: %d", name, r.status)
 		}
 		for h, want := range map[string]string{
 			"Cache-Control": "no-store", "Referrer-Policy": "no-referrer", "X-Content-Type-Options": "nosniff",
+			"X-DNS-Prefetch-Control": "off",
 		} {
 			if got := r.header.Get(h); got != want {
 				t.Errorf("%s %s = %q, want %q", name, h, got, want)

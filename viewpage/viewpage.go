@@ -19,6 +19,7 @@
 //	GET  /mcp-apps/{id}            the page; sign-in first, then Access.CanRead
 //	GET  /api/mcp-apps/{id}        ViewInfo as JSON, with fresh frame tokens
 //	POST /api/mcp-apps/{id}/call   {name, arguments} → CallToolResult, same-origin JSON only
+//	POST /api/mcp-apps/{id}/blocked {channel, source, token} → 204: a closed channel the view tried (blocked.go)
 //	GET  /sandbox/proxy?view=&token=   the proxy document (token of purpose "proxy")
 //	GET  /sandbox/views/{id}?token=    the view's HTML (token of purpose "view")
 //
@@ -34,6 +35,21 @@
 // frame-ancestors with the public origin, or 'self' when there is no
 // separate sandbox origin: then the frame URLs are paths, and the frames
 // come from whatever host name the page was opened under.
+//
+// A view must not get anything out of the machine by a channel the browser
+// lets us close, and CSP alone does not close them all: Chromium applies no
+// CSP directive to WebRTC (an RTCPeerConnection sends its TURN username to
+// any server) nor to the host names a blocked frame or a navigation looks
+// up. So the view document also carries a Connection-Allowlist (its own
+// origin and its declared ones; Chromium 152 and later refuse every other
+// connection, WebRTC included), X-DNS-Prefetch-Control: off and CSP3's
+// webrtc 'block' (not yet implemented by any browser), and it is served
+// with the guard (guard.go, assets/guard.js) inserted after its doctype:
+// a script that runs before the view's own and makes WebRTC unusable in
+// the view and in every frame it makes. The guard and the proxy tell the
+// page when the view tried a closed channel; the page records it
+// (blocked.go). TestBrowserExfiltration proves each channel closed against
+// DNS, TLS and TURN sinks, and what still leaves without the allowlist.
 //
 // Inside Microsoft Teams (Options.Teams, TICKETIQ_TEAMS_TAB) the page is a
 // Stage View: it may be framed by the Teams and Microsoft 365 hosts of
@@ -80,6 +96,7 @@ import (
 	"teamsbot/internal/netaddr"
 	"teamsbot/internal/teamsjs"
 	"teamsbot/internal/web"
+	"teamsbot/mcpapps"
 	"teamsbot/signin"
 	"teamsbot/store"
 )
@@ -220,6 +237,10 @@ type Handler struct {
 	signInTmpl   *template.Template
 	signInCSP    string
 
+	// unguarded turns layers of the view documents' protection off, for
+	// the tests that show what each layer closes; always zero otherwise.
+	unguarded struct{ script, allowlist, csp bool }
+
 	// viewAncestors, when set, become a frame-ancestors directive on view
 	// documents. It is nil: the view's parent is the proxy, whose origin
 	// is opaque, and Chromium matches an opaque ancestor against no source
@@ -229,6 +250,10 @@ type Handler struct {
 	// the CSP sandbox directive, Sec-Fetch-Dest and its token instead.
 	viewAncestors []netaddr.Origin
 
+	// blockedLimit bounds how often each view's closed channels are
+	// recorded (blocked.go).
+	blockedLimit blockedLimiter
+
 	metrics metrics
 }
 
@@ -236,6 +261,7 @@ type Handler struct {
 type metrics struct {
 	tokenRefusals *prometheus.CounterVec
 	calls         *prometheus.CounterVec
+	blocked       *prometheus.CounterVec
 }
 
 // New builds a Handler. It reads (or creates) the frame token keys under
@@ -326,9 +352,13 @@ func New(opts Options) (*Handler, error) {
 			Name: "teamsbot_viewpage_tool_calls_total",
 			Help: "Tool calls made from views, by result (ok, error, refused).",
 		}, []string{"result"}),
+		blocked: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "teamsbot_viewpage_blocked_reports_total",
+			Help: "Reports of a closed channel a view tried, by result (recorded, limited, refused).",
+		}, []string{"result"}),
 	}
 	if opts.Registerer != nil {
-		for _, c := range []prometheus.Collector{h.metrics.tokenRefusals, h.metrics.calls} {
+		for _, c := range []prometheus.Collector{h.metrics.tokenRefusals, h.metrics.calls, h.metrics.blocked} {
 			if err := opts.Registerer.Register(c); err != nil {
 				return nil, fmt.Errorf("viewpage: register metrics: %w", err)
 			}
@@ -407,7 +437,7 @@ func (h *Handler) buildDocuments() error {
 		"script-src " + web.CSPHash(proxyJS) + "; " +
 		"style-src " + web.CSPHash(proxyCSS) + "; " +
 		"frame-src " + frameSrc + "; " +
-		"base-uri 'none'; form-action 'none'; object-src 'none'; " + trustedTypes
+		"base-uri 'none'; form-action 'none'; object-src 'none'; " + blockWebRTC + "; " + trustedTypes
 	if h.sameOrigin() {
 		h.proxyCSP = proxyCSP + "; frame-ancestors 'self'"
 	} else {
@@ -473,6 +503,7 @@ func (h *Handler) Register(e *echo.Echo) {
 	e.GET("/mcp-apps/:id", h.page)
 	e.GET("/api/mcp-apps/:id", h.viewAPI)
 	e.POST("/api/mcp-apps/:id/call", h.call)
+	e.POST("/api/mcp-apps/:id/blocked", h.blocked)
 	e.GET("/sandbox/proxy", h.proxy)
 	e.GET("/sandbox/views/:id", h.viewDocument)
 }
@@ -926,6 +957,11 @@ func (h *Handler) proxy(c echo.Context) error {
 	hd := c.Response().Header()
 	hd.Set("Content-Security-Policy", h.proxyCSP)
 	frameHeaders(hd)
+	// No Connection-Allowlist here, though the proxy connects nowhere (its
+	// default-src is 'none'): with one on the proxy as well as on the
+	// view, Chromium 156 stops answering, DevTools included, once the view
+	// makes a peer connection (TestBrowserExfiltration found it). The
+	// view's own list is what closes the view's channels.
 	return c.HTMLBlob(http.StatusOK, h.proxyDoc)
 }
 
@@ -962,15 +998,31 @@ func (h *Handler) viewDocument(c echo.Context) error {
 	// site's frame), so third-party HTML never runs with our origin. It
 	// comes first: of two directives of one name a browser keeps the
 	// first, so nothing in the stored policy can loosen it.
-	csp = "sandbox " + sandboxFor(v.Permissions.Forms) + "; " + csp
+	// webrtc 'block' (CSP3) comes second for the same reason. Chromium
+	// does not implement it yet (it logs the directive as unrecognized);
+	// the Connection-Allowlist below and the guard close WebRTC there.
+	allowlist := mcpapps.ConnectionAllowlist(csp)
+	csp = "sandbox " + sandboxFor(v.Permissions.Forms) + "; " + blockWebRTC + "; " + csp
+	if h.unguarded.csp {
+		csp = "sandbox " + sandboxFor(v.Permissions.Forms)
+	}
 	if h.viewAncestors != nil {
 		csp += "; " + frameAncestors(h.viewAncestors...)
 	}
 	hd := c.Response().Header()
 	hd.Set("Content-Security-Policy", csp)
 	frameHeaders(hd)
+	if !h.unguarded.allowlist {
+		hd.Set("Connection-Allowlist", allowlist)
+	}
+	if !h.unguarded.script {
+		html = withGuard(html)
+	}
 	return c.HTMLBlob(http.StatusOK, html)
 }
+
+// blockWebRTC is the CSP3 directive that forbids peer connections.
+const blockWebRTC = "webrtc 'block'"
 
 // framedOnly refuses a frame document that a browser asks for as anything
 // but an iframe (a top-level window, a fetch). Browsers send Sec-Fetch-Dest
@@ -988,6 +1040,10 @@ func framedOnly(r *http.Request) error {
 func frameHeaders(hd http.Header) {
 	web.NoStore(hd)
 	hd.Set("Referrer-Policy", "no-referrer")
+	// No speculative DNS lookups for the links a document shows. (Chromium
+	// still resolves what <link rel=dns-prefetch> or preconnect names;
+	// Connection-Allowlist stops those.)
+	hd.Set("X-DNS-Prefetch-Control", "off")
 }
 
 // tokenRefused counts a refused frame token and returns the error that

@@ -25,6 +25,10 @@
   // are removed anyway: long enough to save its state, short enough that
   // closing never seems to hang.
   var TEARDOWN_WAIT_MS = 1000;
+  // The notification the guard in a view document posts when the view
+  // tried a closed channel, and how many such reports one view may make.
+  var BLOCKED = "teamsbot/notifications/blocked";
+  var MAX_BLOCKED = 20;
 
   // JSON-RPC error codes.
   var METHOD_NOT_FOUND = -32601;
@@ -261,6 +265,51 @@
       frame.style.height = h + "px";
     }
 
+    // reportBlocked records a closed channel the view tried (the guard in
+    // the view, or the proxy, said which): once per channel and source,
+    // and at most MAX_BLOCKED reports per view, with the view's frame
+    // token. A token older than its 10 minutes is refused; the page then
+    // asks the view API for a fresh one, once.
+    var blockedSent = Object.create(null);
+    var blockedCount = 0;
+    function reportBlocked(params, source) {
+      if (!isObject(params) || typeof params.channel !== "string" || params.channel.length > 40) {
+        return;
+      }
+      var key = source + " " + params.channel;
+      if (blockedSent[key] === true || blockedCount >= MAX_BLOCKED) {
+        return;
+      }
+      blockedSent[key] = true;
+      blockedCount++;
+      sendBlocked(params.channel, source, false);
+    }
+
+    function sendBlocked(channel, source, again) {
+      var token = "";
+      try {
+        token = new URL(view.viewUrl, window.location.href).searchParams.get("token") || "";
+      } catch (e) {}
+      fetch(api + "/blocked", {
+        method: "POST",
+        credentials: "same-origin",
+        headers: { "Content-Type": "application/json" },
+        body: JSON.stringify({ channel: channel, source: source, token: token })
+      }).then(function (resp) {
+        if (resp.status !== 403 || again) {
+          return;
+        }
+        return fetch(api, { credentials: "same-origin", headers: { Accept: "application/json" } })
+          .then(function (r) { return r.ok ? r.json() : null; })
+          .then(function (fresh) {
+            if (isObject(fresh) && typeof fresh.viewUrl === "string") {
+              view.viewUrl = fresh.viewUrl;
+              sendBlocked(channel, source, true);
+            }
+          });
+      }).catch(function () {});
+    }
+
     function onRequest(m) {
       switch (m.method) {
         case "ui/initialize":
@@ -301,6 +350,14 @@
           return;
         case "ui/notifications/size-changed":
           resize(m.params);
+          return;
+        case BLOCKED:
+          reportBlocked(m.params, "view");
+          return;
+        case SANDBOX_PREFIX + "blocked":
+          // Only the proxy can send this: it drops whatever the view sends
+          // under the sandbox prefix.
+          reportBlocked(m.params, "proxy");
           return;
         default:
           // Other notifications (notifications/message, request-teardown)

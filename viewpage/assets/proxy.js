@@ -101,6 +101,19 @@
     // grandchild frame, another tab) is dropped.
   });
 
+  // A request this document's own CSP refused (the view's frame sent
+  // somewhere other than a view document) is a closed channel the view
+  // tried: the page records it, by the directive's name only.
+  var reported = Object.create(null);
+  document.addEventListener("securitypolicyviolation", function (e) {
+    var d = String(e.effectiveDirective);
+    if (window.parent === window || reported[d] === true) {
+      return;
+    }
+    reported[d] = true;
+    window.parent.postMessage({ jsonrpc: "2.0", method: PREFIX + "blocked", params: { channel: d } }, "*");
+  });
+
   if (window.parent !== window) {
     window.parent.postMessage({ jsonrpc: "2.0", method: PREFIX + "proxy-ready", params: {} }, "*");
   }
