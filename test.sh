@@ -63,7 +63,7 @@ go test -race ./bot/...
 # Every fuzzer for a short bounded time, one at a time, from its committed
 # corpus (testdata/fuzz/...): the activity decoder, the token validator,
 # the frame-token parser, the bridge's server side, the CSP builder, the
-# resource and tool checks, the configuration parser and the Cedar policy
+# resource and tool checks, a view's connection allowlist, the configuration parser and the Cedar policy
 # parser within its limits. FUZZTIME=0 skips
 # them; docs/security.md says what each proves.
 fuzztime=${FUZZTIME:-8s}
@@ -78,6 +78,7 @@ if [ "$fuzztime" != 0 ]; then
 ./mcpapps FuzzBuildCSP
 ./mcpapps FuzzCheckResource
 ./mcpapps FuzzReadToolUI
+./mcpapps FuzzConnectionAllowlist
 ./cmd/teamsbot FuzzConfig
 ./access FuzzParsePolicies
 LIST
