@@ -2,53 +2,13 @@ package manifest_test
 
 import (
 	"encoding/json"
-	"errors"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 
+	"teamsbot/internal/testenv"
 	"teamsbot/manifest"
 )
-
-// officialValidate runs Microsoft's manifest validator, npm
-// @microsoft/app-manifest 1.1.2 (the library behind the Agents Toolkit's
-// `validate --manifest-file`), on a manifest.json through
-// testdata/validate.cjs, offline. It returns the validator's errors; a
-// validator that cannot run fails the test (it skips only under -short).
-func officialValidate(t *testing.T, manifestJSON []byte) []string {
-	t.Helper()
-	if testing.Short() {
-		t.Skip("needs Node and npm @microsoft/app-manifest; skipped under -short")
-	}
-	node, err := exec.LookPath("node")
-	if err != nil {
-		t.Fatalf("node is not installed, so the official validator cannot run: %v (./test.sh installs it)", err)
-	}
-	path := filepath.Join(t.TempDir(), "manifest.json")
-	if err := os.WriteFile(path, manifestJSON, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	out, err := exec.Command(node, filepath.Join("testdata", "validate.cjs"), path).Output()
-	var exit *exec.ExitError
-	if err != nil && !(errors.As(err, &exit) && exit.ExitCode() == 1) {
-		stderr := ""
-		if exit != nil {
-			stderr = string(exit.Stderr)
-		}
-		t.Fatalf("the official validator could not run (%v; run npm ci at the repository root):\n%s%s", err, out, stderr)
-	}
-	var res struct{ Errors []string }
-	if err := json.Unmarshal(out, &res); err != nil {
-		t.Fatalf("the validator's output %q: %v", out, err)
-	}
-	if (err == nil) != (len(res.Errors) == 0) {
-		t.Fatalf("the validator exited with %v but reported %q", err, res.Errors)
-	}
-	return res.Errors
-}
 
 // The package's manifest.json passes Microsoft's own validator; manifests
 // broken against the schema's patterns or its required keys fail it with
@@ -59,7 +19,7 @@ func TestPackagePassesTheOfficialValidator(t *testing.T) {
 		t.Fatal(err)
 	}
 	good := unzip(t, pkg)["manifest.json"]
-	if errs := officialValidate(t, good); len(errs) != 0 {
+	if errs := testenv.ValidateTeamsManifest(t, good); len(errs) != 0 {
 		t.Fatalf("the official validator refuses manifest.json:\n%s\n%s", strings.Join(errs, "\n"), good)
 	}
 
@@ -77,7 +37,7 @@ func TestPackagePassesTheOfficialValidator(t *testing.T) {
 		}
 		c.breakIt(m)
 		bad, _ := json.Marshal(m)
-		all := strings.Join(officialValidate(t, bad), "\n")
+		all := strings.Join(testenv.ValidateTeamsManifest(t, bad), "\n")
 		for _, want := range c.want {
 			if !strings.Contains(all, want) {
 				t.Errorf("a manifest broken in %s: the errors do not name %s:\n%s", name, want, all)
@@ -99,7 +59,7 @@ func TestTeamsTabManifestPassesTheOfficialValidator(t *testing.T) {
 		t.Fatal(err)
 	}
 	good := unzip(t, pkg)["manifest.json"]
-	if errs := officialValidate(t, good); len(errs) != 0 {
+	if errs := testenv.ValidateTeamsManifest(t, good); len(errs) != 0 {
 		t.Fatalf("the official validator refuses the Teams tab manifest:\n%s\n%s", strings.Join(errs, "\n"), good)
 	}
 	var m struct {

@@ -7,10 +7,11 @@ import (
 	"errors"
 	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"teamsbot/internal/testenv"
 )
 
 // teamsbot manifest writes the package from the settings and the flags,
@@ -91,7 +92,7 @@ func TestManifestNeedsOnlyWhatThePackageHolds(t *testing.T) {
 			if c.args != nil && m.WebApplicationInfo["resource"] != "api://bot.contoso.example/11111111-2222-4333-8444-555555555555" {
 				t.Errorf("webApplicationInfo %v", m.WebApplicationInfo)
 			}
-			if errs := officialValidate(t, mj); len(errs) != 0 {
+			if errs := testenv.ValidateTeamsManifest(t, mj); len(errs) != 0 {
 				t.Errorf("Microsoft's validator refuses the package:\n%s", strings.Join(errs, "\n"))
 			}
 		})
@@ -152,32 +153,4 @@ func zipFile(t *testing.T, path, name string) []byte {
 		t.Fatal(err)
 	}
 	return b
-}
-
-// officialValidate runs Microsoft's manifest validator the way the
-// manifest package's tests do (manifest/testdata/validate.cjs, npm
-// @microsoft/app-manifest, offline) and returns its errors.
-func officialValidate(t *testing.T, manifestJSON []byte) []string {
-	t.Helper()
-	if testing.Short() {
-		t.Skip("needs Node and npm @microsoft/app-manifest; skipped under -short")
-	}
-	node, err := exec.LookPath("node")
-	if err != nil {
-		t.Fatalf("node is not installed, so the official validator cannot run: %v (./test.sh installs it)", err)
-	}
-	path := filepath.Join(t.TempDir(), "manifest.json")
-	if err := os.WriteFile(path, manifestJSON, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	out, err := exec.Command(node, filepath.Join("..", "..", "manifest", "testdata", "validate.cjs"), path).Output()
-	var exit *exec.ExitError
-	if err != nil && !(errors.As(err, &exit) && exit.ExitCode() == 1) {
-		t.Fatalf("the official validator could not run (%v):\n%s", err, out)
-	}
-	var res struct{ Errors []string }
-	if err := json.Unmarshal(out, &res); err != nil {
-		t.Fatalf("the validator's output %q: %v", out, err)
-	}
-	return res.Errors
 }

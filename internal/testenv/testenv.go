@@ -2,7 +2,8 @@
 // that moves only when told, a mockoidc user whose ID token carries the
 // claims Microsoft Entra ID sends, a log buffer safe for concurrent
 // writers, loopback listeners, self-signed certificates made per test (no
-// private key is ever committed), and a Bot Connector for proactive sends.
+// private key is ever committed), a Bot Connector for proactive sends, and
+// Microsoft's Teams manifest validator run offline.
 //
 // Only tests import it; docs/layout_test.go fails if the service does.
 package testenv
