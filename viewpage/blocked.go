@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"mime"
 	"net/http"
 	"sync"
 	"time"
@@ -125,12 +124,8 @@ type blockedRequest struct {
 // dropped by the limits; 400 for a channel or source it does not know.
 func (h *Handler) blocked(c echo.Context) error {
 	r := c.Request()
-	if err := h.cop.Check(r); err != nil {
-		return fmt.Errorf("%w: %w", ErrCrossOrigin, err)
-	}
-	mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type"))
-	if err != nil || mt != "application/json" {
-		return ErrUnsupportedMediaType
+	if err := sameOriginJSON(h.cop, r); err != nil {
+		return err
 	}
 	s, err := h.session(r)
 	if err != nil {

@@ -806,21 +806,29 @@ type callRequest struct {
 	Arguments json.RawMessage `json:"arguments"`
 }
 
+// sameOriginJSON is what every POST of the page's own script must be.
+// Cross-site requests never reach a handler: Sec-Fetch-Site or Origin must
+// say same origin, and the Lax session cookie is a second line. The body
+// is application/json only: a cross-site form cannot send it without a
+// preflight, which this service never answers.
+func sameOriginJSON(cop *http.CrossOriginProtection, r *http.Request) error {
+	if err := cop.Check(r); err != nil {
+		return fmt.Errorf("%w: %w", ErrCrossOrigin, err)
+	}
+	mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type"))
+	if err != nil || mt != "application/json" {
+		return ErrUnsupportedMediaType
+	}
+	return nil
+}
+
 // call serves POST /api/mcp-apps/{id}/call: the view's tools/call, made by
 // the page with the person's session and run through the agent's governed
 // path.
 func (h *Handler) call(c echo.Context) error {
 	r := c.Request()
-	// Cross-site requests never reach the tool: Sec-Fetch-Site or Origin
-	// must say same origin. The Lax session cookie is a second line.
-	if err := h.cop.Check(r); err != nil {
-		return fmt.Errorf("%w: %w", ErrCrossOrigin, err)
-	}
-	// application/json only: a cross-site form cannot send it without a
-	// preflight, which this service never answers.
-	mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type"))
-	if err != nil || mt != "application/json" {
-		return ErrUnsupportedMediaType
+	if err := sameOriginJSON(h.cop, r); err != nil {
+		return err
 	}
 	s, err := h.session(r)
 	if err != nil {
