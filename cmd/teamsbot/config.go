@@ -191,6 +191,15 @@ func (c *config) check(env environment, now time.Time) []error {
 			*d.value = d.cloud
 		}
 	}
+	if c.PublicBaseURL.IsZero() {
+		// Unset, people reach the service where it listens, so that
+		// links and the sign-in work on another port too.
+		port := c.Addr.Port()
+		if port == "" || port == "0" {
+			port = "3978"
+		}
+		c.PublicBaseURL = netaddr.MustParseOrigin("http://localhost:" + port)
+	}
 	if c.GraphTokenURL != "" && !strings.Contains(c.GraphTokenURL, "{tenant}") {
 		errs = append(errs, errors.New("TICKETIQ_GRAPH_TOKEN_URL: must name the tenant as {tenant}: each tenant's token comes from its own endpoint"))
 	}

@@ -122,6 +122,26 @@ func TestConfigListenAddress(t *testing.T) {
 	}
 }
 
+// Unset, the public base URL follows the listen port, so that the links
+// and the local sign-in of a service started on another port lead back to
+// it; a base URL that is set is kept as it is.
+func TestConfigPublicBaseURLFollowsTheListenPort(t *testing.T) {
+	for _, tc := range []struct{ addr, base, want string }{
+		{"127.0.0.1:4100", "", "http://localhost:4100"},
+		{":8080", "", "http://localhost:8080"},
+		{"127.0.0.1:0", "", "http://localhost:3978"},
+		{"127.0.0.1:4100", "https://bot.example.com", "https://bot.example.com"},
+	} {
+		cfg, err := loadConfig(envOf(map[string]string{"TICKETIQ_ADDR": tc.addr, "TICKETIQ_PUBLIC_BASE_URL": tc.base}))
+		if err != nil {
+			t.Fatalf("%s: %v", tc.addr, err)
+		}
+		if got := cfg.PublicBaseURL.String(); got != tc.want {
+			t.Errorf("listening on %s with base %q: public base URL %s, want %s", tc.addr, tc.base, got, tc.want)
+		}
+	}
+}
+
 func TestConfigReportsEveryMistakeAtOnce(t *testing.T) {
 	_, err := loadConfig(envOf(map[string]string{
 		"TICKETIQ_ADDR":                    "no-port",

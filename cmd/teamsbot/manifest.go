@@ -112,7 +112,7 @@ func writeManifest(f *manifestFlags, env environment, stdout io.Writer) error {
 	o := f.o
 	o.BotID, o.SandboxBaseURL, o.SignInClientID, o.TeamsTab = cfg.BotAppID, cfg.SandboxBaseURL.String(), cfg.OIDCClientID, cfg.TeamsTab
 	if strings.TrimSpace(env.get("TICKETIQ_PUBLIC_BASE_URL")) != "" {
-		// Unset, the service's default (http://localhost:3978) is no
+		// Unset, the service's default (a loopback http address) is no
 		// address for a package: the package says it is missing.
 		o.PublicBaseURL = cfg.PublicBaseURL.String()
 	}

@@ -283,6 +283,9 @@ func (l Listen) IsZero() bool { return l.port == "" }
 // String is the address in the form net.Listen takes.
 func (l Listen) String() string { return net.JoinHostPort(l.host, l.port) }
 
+// Port is the address's port, "0" when the system picks one.
+func (l Listen) Port() string { return l.port }
+
 // Loopback reports whether the address accepts loopback connections only.
 // An empty host, 0.0.0.0 or [::] listen on every interface and are not.
 func (l Listen) Loopback() bool { return IsLoopbackHost(l.host) }
