@@ -25,7 +25,11 @@ func triggerProblem(err error) (string, int, bool) {
 	case errors.Is(err, triggers.ErrInvalid):
 		return refused(err), http.StatusBadRequest, true
 	case errors.Is(err, triggers.ErrNotFound):
-		return web.Sentence(web.Words(err)) + " Reload the page to see what there is now.", http.StatusNotFound, true
+		words := web.Words(err)
+		if words == "" {
+			words = "there is no such record any more"
+		}
+		return web.Sentence(words) + " Reload the page to see what there is now.", http.StatusNotFound, true
 	}
 	if msg, ok := problemOf(err); ok {
 		status := http.StatusBadRequest

@@ -43,10 +43,11 @@ import (
 
 // Errors of the package; the admin console and the runs API answer them.
 var (
-	// ErrInvalid wraps input an admin or a caller must correct; its text
-	// says what.
+	// ErrInvalid wraps input an admin or a caller must correct; the
+	// error's Words (web.Words) say what, in words for them.
 	ErrInvalid = errors.New("triggers: invalid")
-	// ErrNotFound means no key or trigger of that id in the tenant.
+	// ErrNotFound means no key or trigger of that id in the tenant (or no
+	// conversation of the app); the error's Words say which.
 	ErrNotFound = errors.New("triggers: not found")
 )
 
