@@ -23,14 +23,10 @@ import (
 // 256 KiB.
 const maxAPIBody = 512 << 10
 
-// readJSON decodes a request body of at most maxAPIBody bytes.
+// readJSON decodes a request body of at most maxAPIBody bytes: one JSON
+// object of the fields v takes, refused in plain words otherwise.
 func readJSON(c echo.Context, v any) error {
-	dec := json.NewDecoder(http.MaxBytesReader(c.Response(), c.Request().Body, maxAPIBody))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
-		return web.NewError(http.StatusBadRequest, "The body is not the JSON this call takes: "+err.Error()).Wrap(err)
-	}
-	return nil
+	return web.ReadJSON(c, v, maxAPIBody)
 }
 
 // apiError answers a refused change with its words, under the same rules
@@ -61,6 +57,10 @@ type binding struct {
 	CreatedBy   string    `json:"createdBy,omitempty"`
 	CreatedAt   time.Time `json:"createdAt,omitzero"`
 }
+
+// JSONFields are the fields a binding's call takes; the others are the
+// answer's (and are taken back without complaint).
+func (*binding) JSONFields() []string { return []string{"agent", "kind", "subject", "role"} }
 
 func (h *Handler) apiBindings(c echo.Context, p access.Person) error {
 	bs, err := h.opts.Access.Bindings(c.Request().Context(), p)
@@ -149,7 +149,11 @@ func (h *Handler) apiPutSettings(c echo.Context, p access.Person) error {
 	if in.AppPermissions != nil {
 		for server := range in.AppPermissions {
 			if !slices.ContainsFunc(h.opts.Servers, func(s Server) bool { return s.Name == server }) {
-				return web.NewError(http.StatusBadRequest, fmt.Sprintf("appPermissions: no MCP server of the configuration is named %.64q.", server))
+				names := make([]string, 0, len(h.opts.Servers))
+				for _, s := range h.opts.Servers {
+					names = append(names, s.Name)
+				}
+				return web.NewError(http.StatusBadRequest, fmt.Sprintf("appPermissions: no MCP server of the configuration is named %.64q; the configured servers are %s.", server, strings.Join(names, ", ")))
 			}
 		}
 		// Every configured server: one left out of the map is allowed nothing.
@@ -178,6 +182,10 @@ type dataRules struct {
 	Version    uint64       `json:"version"`
 	Configured []agentRules `json:"configured,omitempty"`
 }
+
+// JSONFields are the fields a PUT takes: the configured rules are the
+// answer's only.
+func (*dataRules) JSONFields() []string { return []string{"denyTools", "redact", "version"} }
 
 // agentRules are one agent's configured data rules.
 type agentRules struct {

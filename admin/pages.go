@@ -147,6 +147,36 @@ func lines(text string) []string {
 	return out
 }
 
+// refused words a refused input: the reasons the refusing part gave for
+// a person (web.Words), never its error text, which carries package
+// prefixes and record keys for the log.
+func refused(err error) string {
+	words := web.Words(err)
+	if words == "" {
+		return "That was refused."
+	}
+	return web.Sentence("That was refused: " + words)
+}
+
+// badInput is input the console refuses before asking access or the
+// store: Words says why, for the admin.
+type badInput struct {
+	words string
+	cause error
+}
+
+func (e *badInput) Error() string {
+	if e.cause != nil {
+		return "admin: " + e.words + ": " + e.cause.Error()
+	}
+	return "admin: " + e.words
+}
+
+// Words is why the input was refused, in plain words.
+func (e *badInput) Words() string { return e.words }
+
+func (e *badInput) Unwrap() error { return e.cause }
+
 // problemOf turns a refused change into words for the page, or returns
 // the error when it is not the admin's to fix.
 func problemOf(err error) (string, bool) {
@@ -160,8 +190,8 @@ func problemOf(err error) (string, bool) {
 		return "The data rules were not saved:\n" + strings.Join(re.Problems, "\n"), true
 	case errors.Is(err, store.ErrConflict):
 		return "Someone else saved a change in the meantime. Reload the page, then make your change again.", true
-	case errors.Is(err, store.ErrInvalid):
-		return "That was refused: " + strings.TrimPrefix(err.Error(), "access: "), true
+	case errors.Is(err, store.ErrInvalid), errors.As(err, new(*badInput)):
+		return refused(err), true
 	case errors.Is(err, store.ErrNotFound):
 		return "There is no such record any more. Reload the page.", true
 	case errors.As(err, &de):
@@ -193,12 +223,12 @@ func (h *Handler) bindingFrom(ctx context.Context, p access.Person, agent, kind,
 	}
 	b := store.Binding{TenantID: p.TenantID, AgentID: agent, Kind: kind, Subject: strings.ToLower(subject), Role: role}
 	if !guid.Valid(b.Subject) {
-		return b, errors.Join(store.ErrInvalid, errors.New("the object id must be a GUID, as Entra shows it"))
+		return b, &badInput{words: "the object id must be a GUID, as Entra shows it"}
 	}
 	if kind == store.KindGroup && h.opts.Groups != nil {
 		name, err := h.opts.Groups.GroupName(ctx, p.TenantID, b.Subject)
 		if err != nil {
-			return b, errors.Join(store.ErrInvalid, errors.New("the group could not be found in your directory"), err)
+			return b, &badInput{words: "the group could not be found in your directory", cause: err}
 		}
 		b.DisplayName = name
 	}
@@ -445,6 +475,16 @@ var (
 	errNoView    = web.NewError(http.StatusNotFound, "There is no such view in your tenant.")
 )
 
+// badFilter answers a filter or cursor the store refused: a cursor, when
+// one was given, is the page link's; else the filter is, and the store's
+// reason names the field.
+func badFilter(err error, cursor string) error {
+	if cursor != "" {
+		return errBadCursor.Wrap(err)
+	}
+	return web.NewError(http.StatusBadRequest, web.Sentence("The filter is not valid: "+web.Words(err))).Wrap(err)
+}
+
 // localTime is how the form's datetime-local fields write a time (UTC).
 const localTime = "2006-01-02T15:04"
 
@@ -491,7 +531,7 @@ func (h *Handler) auditRecords(c echo.Context, p access.Person) (f store.AuditFi
 	}
 	recs, next, err = h.opts.Store.AuditPage(c.Request().Context(), f, c.QueryParam("cursor"), auditPerPage)
 	if errors.Is(err, store.ErrInvalid) {
-		err = errBadCursor
+		err = badFilter(err, c.QueryParam("cursor"))
 	}
 	return
 }

@@ -23,9 +23,13 @@ var errNoTriggers = web.NewError(http.StatusNotFound, "API keys and scheduled tr
 func triggerProblem(err error) (string, int, bool) {
 	switch {
 	case errors.Is(err, triggers.ErrInvalid):
-		return "That was refused: " + triggers.Problem(err), http.StatusBadRequest, true
+		return refused(err), http.StatusBadRequest, true
 	case errors.Is(err, triggers.ErrNotFound):
-		return "There is no such record: " + triggers.Problem(err), http.StatusNotFound, true
+		words := web.Words(err)
+		if words == "" {
+			words = "there is no such record any more"
+		}
+		return web.Sentence(words) + " Reload the page to see what there is now.", http.StatusNotFound, true
 	}
 	if msg, ok := problemOf(err); ok {
 		status := http.StatusBadRequest
@@ -268,6 +272,12 @@ type apiTrigger struct {
 	LastError    string    `json:"lastError,omitempty"`
 	LastRunID    string    `json:"lastRun,omitempty"`
 	NextRunAt    time.Time `json:"nextRunAt,omitzero"`
+}
+
+// JSONFields are the fields the creation takes; the others are the
+// answer's (and are taken back without complaint).
+func (*apiTrigger) JSONFields() []string {
+	return []string{"name", "agent", "cron", "timeZone", "text", "conversation"}
 }
 
 func apiTriggerOf(in triggers.Info) apiTrigger {

@@ -127,7 +127,7 @@ func TestConsoleTriggers(t *testing.T) {
 		`{"name":"Digest","agent":"default","cron":"61 9 * * funday","timeZone":"UTC","text":"hi","conversation":"`+convA+`"}`)
 	var refused struct{ Error string }
 	if json.Unmarshal([]byte(body), &refused) != nil || code != http.StatusBadRequest ||
-		refused.Error != "That was refused: schedule `61 9 * * funday`: minute `61`: use 0-59; day of week `funday`: use 0-7 or sun-sat" {
+		refused.Error != "That was refused: schedule `61 9 * * funday`: minute `61`: use 0-59; day of week `funday`: use 0-7 or sun-sat." {
 		t.Fatalf("bad trigger through the API: %d %s", code, body)
 	}
 	code, body = e.form(admin, "/admin/triggers", url.Values{"name": {"Digest"}, "agent": {"default"}, "cron": {"30 8 * * mon-fri"}, "timeZone": {"Europe/Berlin"}, "text": {"/sales_report {}"}, "conversation": {convA}})

@@ -19,6 +19,7 @@ import (
 
 	"teamsbot/agent"
 	"teamsbot/cards"
+	"teamsbot/internal/testenv"
 	"teamsbot/internal/web"
 	"teamsbot/store"
 )
@@ -260,6 +261,13 @@ func TestForgedTokensRejected(t *testing.T) {
 			status, body := h.post(h.message("personal", "a:forged", fmt.Sprintf("forged-%d", i), "/sales_report {}"), tc.auth())
 			if status != tc.status {
 				t.Fatalf("status %d (%s), want %d", status, body, tc.status)
+			}
+			// Whoever sent it (the Emulator, curl, a misconfigured
+			// connector) reads what was wrong with the token in words;
+			// the reason code and its detail are the log's.
+			if msg := testenv.AnswerWords("application/json", []byte(body)); !strings.Contains(msg, "token") || strings.Contains(msg, "unauthorized") ||
+				strings.Contains(msg, "_") || len(testenv.Leaks(msg)) > 0 {
+				t.Errorf("the answer does not say what was wrong with the token in words: %s", body)
 			}
 			if after := counterValue(t, h.reg, "teamsbot_bot_auth_failures_total", map[string]string{"reason": tc.reason}); after != before+1 {
 				t.Errorf("auth failures{reason=%s} went from %v to %v, want +1", tc.reason, before, after)
@@ -787,20 +795,23 @@ func TestMalformedActivities(t *testing.T) {
 		status int
 		want   string
 	}{
-		{"not JSON", "{this is not json", 400, "malformed activity JSON"},
-		{"empty body", "", 400, "malformed activity JSON"},
-		{"JSON array", "[1,2,3]", 400, "malformed activity JSON"},
-		{"from is a string", wrongType, 400, "malformed activity JSON"},
-		{"no serviceUrl", noService, 400, "missing serviceUrl"},
-		{"no conversation", noConv, 400, "missing conversation.id"},
-		{"no type", noType, 400, "missing type"},
-		{"too large", huge, 413, "larger than"},
+		{"not JSON", "{this is not json", 400, "The body is not valid JSON (at byte 2)."},
+		{"empty body", "", 400, "The body is empty: send a JSON object."},
+		{"JSON array", "[1,2,3]", 400, "The body must be a JSON object, not a list."},
+		{"from is a string", wrongType, 400, "`from` must be an object, not a string."},
+		{"no serviceUrl", noService, 400, "The activity lacks serviceUrl, which every activity"},
+		{"no conversation", noConv, 400, "The activity lacks conversation.id, which"},
+		{"no type", noType, 400, "The activity lacks type, which"},
+		{"too large", huge, 413, "The activity is larger than 256 KiB, the most the bot takes."},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			s, b := h.send(tc.body)
 			if s != tc.status || !strings.Contains(b, tc.want) {
 				t.Fatalf("%d %s, want %d with %q", s, b, tc.status, tc.want)
+			}
+			if l := testenv.Leaks(testenv.AnswerWords("application/json", []byte(b))); len(l) > 0 {
+				t.Errorf("the answer holds %q: %s", l, b)
 			}
 		})
 	}

@@ -60,35 +60,36 @@ func (b *Bot) serve(c echo.Context) error {
 	req := c.Request()
 	if b.local && !netaddr.IsLoopbackRemote(req.RemoteAddr) {
 		b.refuse(authErr(ReasonNotLoopback, "local mode takes activities from loopback only, not %s", req.RemoteAddr), req)
-		return web.NewError(http.StatusForbidden, "local mode accepts activities from loopback addresses only")
+		return web.NewError(http.StatusForbidden, "The bot runs in local mode (no app id) and takes activities from this machine only. Send them from the Bot Framework Emulator or curl on this machine, or give the service its app id.")
 	}
 	if b.local {
 		if why := fromBrowserPage(req); why != "" {
 			b.refuse(authErr(ReasonNotLoopback, "local mode: %s", why), req)
-			return web.NewError(http.StatusForbidden, "local mode accepts activities from local tools only, not from web pages")
+			return web.NewError(http.StatusForbidden, "The bot runs in local mode (no app id) and takes activities from local tools such as the Bot Framework Emulator or curl, not from web pages.")
 		}
 	}
 	if !b.local && req.Header.Get("Authorization") == "" {
 		// Refused before the body is read: no work for anonymous callers.
 		ae := authErr(ReasonMissingToken, "no Authorization header")
 		b.refuse(ae, req)
-		return web.NewError(ae.Status, "missing Authorization bearer token").Wrap(ae)
+		return authRefusal(ae)
 	}
 
 	body, err := readBody(http.MaxBytesReader(c.Response(), req.Body, b.opts.MaxBodyBytes), req.ContentLength, b.opts.MaxBodyBytes)
 	if err != nil {
 		var mbe *http.MaxBytesError
 		if errors.As(err, &mbe) {
-			return web.NewError(http.StatusRequestEntityTooLarge, fmt.Sprintf("activity larger than %d bytes", b.opts.MaxBodyBytes))
+			return web.NewError(http.StatusRequestEntityTooLarge, "The activity is larger than "+web.Bytes(b.opts.MaxBodyBytes)+", the most the bot takes.").Wrap(err)
 		}
-		return web.NewError(http.StatusBadRequest, "reading request body failed")
+		return web.NewError(http.StatusBadRequest, "The request body could not be read. Send it again.").Wrap(err)
 	}
 	var in inbound
 	if err := json.Unmarshal(body, &in); err != nil {
-		return web.NewError(http.StatusBadRequest, "malformed activity JSON: "+err.Error())
+		return web.JSONError(fmt.Errorf("%w: %w", ErrBadActivity, err), &in)
 	}
-	if err := checkActivity(&in); err != nil {
-		return web.NewError(http.StatusBadRequest, err.Error()).Wrap(err)
+	if missing := missingFields(&in); len(missing) > 0 {
+		return web.NewError(http.StatusBadRequest, "The activity lacks "+strings.Join(missing, ", ")+", which every activity the bot answers must have.").
+			Wrap(fmt.Errorf("%w: missing %s", ErrBadActivity, strings.Join(missing, ", ")))
 	}
 
 	if !b.local {
@@ -99,7 +100,7 @@ func (b *Bot) serve(c echo.Context) error {
 				ae = authErr(ReasonMalformed, "%v", err)
 			}
 			b.refuse(ae, req)
-			return web.NewError(ae.Status, "unauthorized: "+ae.Reason).Wrap(ae)
+			return authRefusal(ae)
 		}
 	}
 
@@ -127,12 +128,17 @@ func (b *Bot) serve(c echo.Context) error {
 	reply, err := activity.PrepareActivityContext(b.handlers, &activity.TurnContext{Activity: in.Activity})
 	if err != nil {
 		switch {
-		case errors.Is(err, ErrBusy), errors.Is(err, ErrClosed):
+		case errors.Is(err, ErrBusy):
 			c.Response().Header().Set("Retry-After", "5")
-			return web.NewError(http.StatusServiceUnavailable, err.Error()).Wrap(err)
+			return web.NewError(http.StatusServiceUnavailable, "The bot is answering too many messages at once. Send the activity again in a few seconds.").Wrap(err)
+		case errors.Is(err, ErrClosed):
+			c.Response().Header().Set("Retry-After", "5")
+			return web.NewError(http.StatusServiceUnavailable, "The bot is shutting down. Send the activity again in a moment.").Wrap(err)
 		default:
 			b.logger.Error("handling activity failed", "type", string(in.Type), "conversation", in.Conversation.ID, "err", err)
-			return web.NewError(http.StatusInternalServerError, "handling the activity failed").Wrap(err)
+			we := web.NewError(http.StatusInternalServerError, "The bot could not handle the activity; its log says why.").Wrap(err)
+			we.Logged = true
+			return we
 		}
 	}
 	if reply.Type == invokeResponseType {
@@ -182,8 +188,32 @@ func fromBrowserPage(req *http.Request) string {
 	return fmt.Sprintf("Host %.100q is not a loopback name", req.Host)
 }
 
-// checkActivity refuses activities without the fields every reply needs.
-func checkActivity(in *inbound) error {
+// authRefusal is the answer to a refused request: what was wrong with
+// its token in plain words (the detail is in the log, never the token).
+func authRefusal(ae *AuthError) error {
+	var we *web.Error
+	switch ae.Reason {
+	case ReasonMissingToken:
+		we = web.NewError(ae.Status, "The request has no Authorization bearer token: the Bot Framework signs every activity it sends to the bot.")
+	case ReasonExpired, ReasonNotYetValid, ReasonMissingExpiry:
+		we = web.NewError(ae.Status, "The bearer token is expired or not valid yet. Send the activity again with a fresh token.")
+	case ReasonIssuer, ReasonAudience:
+		we = web.NewError(ae.Status, "The bearer token is not one the Bot Framework issued for this bot (its issuer or audience is another). Check the bot's app id and cloud.")
+	case ReasonServiceURL:
+		we = web.NewError(ae.Status, "The bearer token was issued for another serviceUrl than the activity's.")
+	case ReasonEndorsement:
+		we = web.NewError(ae.Status, "The token's signing key is not endorsed for the activity's channel.")
+	case ReasonKeysUnusable:
+		we = web.NewError(ae.Status, "The Bot Framework's signing keys cannot be fetched right now, so no token can be checked. Send the activity again in a moment.")
+	default:
+		we = web.NewError(ae.Status, "The bearer token was refused: it is not a token the Bot Framework signed for this bot.")
+	}
+	return we.Wrap(ae)
+}
+
+// missingFields names the fields every reply needs that the activity
+// lacks.
+func missingFields(in *inbound) []string {
 	var missing []string
 	if in.Type == "" {
 		missing = append(missing, "type")
@@ -200,10 +230,7 @@ func checkActivity(in *inbound) error {
 	if in.Type == schema.Message && in.Recipient.ID == "" {
 		missing = append(missing, "recipient.id")
 	}
-	if len(missing) > 0 {
-		return fmt.Errorf("%w: missing %s", ErrBadActivity, strings.Join(missing, ", "))
-	}
-	return nil
+	return missing
 }
 
 // stripMentions removes the bot's own @mention (an entity of type mention

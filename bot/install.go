@@ -67,7 +67,9 @@ func (b *Bot) onInstallationUpdate(reqCtx context.Context, a *schema.Activity) e
 	}
 	if err != nil {
 		b.logger.Error("installation update failed", "conversation", a.Conversation.ID, "err", err)
-		return web.NewError(http.StatusInternalServerError, "storing the conversation failed").Wrap(err)
+		we := web.NewError(http.StatusInternalServerError, "The bot could not keep this conversation; its log says why. Add the app again in a moment.").Wrap(err)
+		we.Logged = true
+		return we
 	}
 	return nil
 }

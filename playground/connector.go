@@ -2,6 +2,7 @@ package playground
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -102,8 +103,11 @@ func connectorIDs(c echo.Context) (conversation, activity string, err error) {
 // readActivity reads the bot's activity from a connector call.
 func readActivity(c echo.Context) (botActivity, error) {
 	var a botActivity
-	if err := readJSON(c, &a); err != nil {
-		return a, err
+	// Fields this connector does not read are the Bot Framework's, and
+	// welcome: only what it reads is checked.
+	dec := json.NewDecoder(http.MaxBytesReader(c.Response(), c.Request().Body, maxBodyBytes))
+	if err := dec.Decode(&a); err != nil {
+		return a, web.JSONError(err, &a).Wrap(fmt.Errorf("%w: %w", ErrBadRequest, err))
 	}
 	if a.Type == "" {
 		return a, web.NewError(http.StatusBadRequest, "The activity has no type.").Wrap(ErrBadRequest)

@@ -289,16 +289,20 @@ func (h *Handler) buildPage(frameSrc string) error {
 
 // Register adds the page, its API and the Bot Connector to e.
 func (h *Handler) Register(e *echo.Echo) {
-	g := e.Group("", h.localOnly)
-	g.GET(Path, h.servePage)
-	g.GET(Path+"/api/state", h.state)
-	g.POST(Path+"/api/send", h.send)
-	g.POST(Path+"/api/install", h.install)
+	// The check is on each route, not on a group: Echo gives a group with
+	// middleware a catch-all route of its own, and a group at the root
+	// would answer every unknown path and every method a route does not
+	// take with 404 (not 405) after this check.
+	only := h.localOnly
+	e.GET(Path, h.servePage, only)
+	e.GET(Path+"/api/state", h.state, only)
+	e.POST(Path+"/api/send", h.send, only)
+	e.POST(Path+"/api/install", h.install, only)
 	c := ConnectorPath + "/v3/conversations/:conversation/activities"
-	g.POST(c, h.connectorPost)
-	g.POST(c+"/:activity", h.connectorPost)
-	g.PUT(c+"/:activity", h.connectorPut)
-	g.DELETE(c+"/:activity", h.connectorDelete)
+	e.POST(c, h.connectorPost, only)
+	e.POST(c+"/:activity", h.connectorPost, only)
+	e.PUT(c+"/:activity", h.connectorPut, only)
+	e.DELETE(c+"/:activity", h.connectorDelete, only)
 }
 
 // localOnly refuses every caller that is not on this machine: the

@@ -421,11 +421,12 @@ func (h *Handler) state(c echo.Context) error {
 	return c.JSON(http.StatusOK, stateResponse{snapshot: snap, Conversation: id, Installed: err == nil})
 }
 
-// readJSON decodes one JSON object from the request body.
+// readJSON decodes one JSON object of the fields v takes from the request
+// body, refused in plain words otherwise (web.ReadJSON).
 func readJSON(c echo.Context, v any) error {
-	dec := json.NewDecoder(http.MaxBytesReader(c.Response(), c.Request().Body, maxBodyBytes))
-	if err := dec.Decode(v); err != nil {
-		return web.NewError(http.StatusBadRequest, "The body is not the JSON object expected.").Wrap(fmt.Errorf("%w: %w", ErrBadRequest, err))
+	err := web.ReadJSON(c, v, maxBodyBytes)
+	if we, ok := err.(*web.Error); ok {
+		return we.Wrap(fmt.Errorf("%w: %w", ErrBadRequest, we.Err))
 	}
-	return nil
+	return err
 }

@@ -74,11 +74,11 @@ func checkKeyPart(what, v string) error {
 func checkText(what, v string, limit int) error {
 	switch {
 	case len(v) > limit:
-		return fmt.Errorf("%s of %d bytes, at most %d: %w", what, len(v), limit, ErrInvalid)
+		return invalid("%s is %d bytes long, at most %d", what, len(v), limit)
 	case !utf8.ValidString(v):
-		return fmt.Errorf("%s is not valid UTF-8: %w", what, ErrInvalid)
+		return invalid("%s is not valid UTF-8", what)
 	case strings.IndexByte(v, 0) >= 0:
-		return fmt.Errorf("%s contains a NUL byte: %w", what, ErrInvalid)
+		return invalid("%s contains a NUL byte", what)
 	}
 	return nil
 }
@@ -87,7 +87,7 @@ func checkText(what, v string, limit int) error {
 // key and a name for errors.
 func checkBindingKey(tenant, agent, kind, subject, role string) (key []byte, name string, err error) {
 	for _, p := range []struct{ what, v string }{
-		{"binding tenant", tenant}, {"binding agent", agent}, {"binding subject", subject},
+		{"the tenant id", tenant}, {"the agent id", agent}, {"the subject", subject},
 	} {
 		if err := checkKeyPart(p.what, p.v); err != nil {
 			return nil, "", err
@@ -96,14 +96,14 @@ func checkBindingKey(tenant, agent, kind, subject, role string) (key []byte, nam
 	switch kind {
 	case KindUser, KindGroup:
 	default:
-		return nil, "", fmt.Errorf("binding of %s to agent %s of tenant %s: kind %.64q is neither %q nor %q: %w",
-			subject, agent, tenant, kind, KindUser, KindGroup, ErrInvalid)
+		return nil, "", fmt.Errorf("binding of %s to agent %s of tenant %s: %w",
+			subject, agent, tenant, invalid("the kind %.64q is neither %q nor %q", kind, KindUser, KindGroup))
 	}
 	switch role {
 	case RoleReader, RoleRunner, RoleAdmin:
 	default:
-		return nil, "", fmt.Errorf("binding of %s %s to agent %s of tenant %s: role %.64q is not %q, %q or %q: %w",
-			kind, subject, agent, tenant, role, RoleReader, RoleRunner, RoleAdmin, ErrInvalid)
+		return nil, "", fmt.Errorf("binding of %s %s to agent %s of tenant %s: %w",
+			kind, subject, agent, tenant, invalid("the role %.64q is not %q, %q or %q", role, RoleReader, RoleRunner, RoleAdmin))
 	}
 	name = fmt.Sprintf("of %s %s as %s on agent %s of tenant %s", kind, subject, role, agent, tenant)
 	return indexKey(nil, tenant, agent, subject, kind, role), name, nil
@@ -121,7 +121,7 @@ func (s *base) prepareTenantAudit(tenant string, recs []AuditRecord) ([]prepared
 			r.TenantID = tenant
 		case tenant:
 		default:
-			return nil, fmt.Errorf("audit record %d is of tenant %.128s, the change of tenant %s: %w", i, r.TenantID, tenant, ErrInvalid)
+			return nil, invalid("audit record %d is of tenant %.128s, the change of tenant %s", i, r.TenantID, tenant)
 		}
 		own[i] = r
 	}
@@ -335,13 +335,13 @@ const (
 // checkRules bounds one list of a tenant's data rules.
 func checkRules(what string, rules []string) error {
 	if len(rules) > MaxTenantRules {
-		return fmt.Errorf("%d %s, at most %d: %w", len(rules), what, MaxTenantRules, ErrInvalid)
+		return invalid("%d %s, at most %d", len(rules), what, MaxTenantRules)
 	}
 	for i, r := range rules {
 		if r == "" {
-			return fmt.Errorf("%s[%d] is empty: %w", what, i, ErrInvalid)
+			return invalid("%s: entry %d is empty", what, i+1)
 		}
-		if err := checkText(fmt.Sprintf("%s[%d]", what, i), r, MaxTenantRuleText); err != nil {
+		if err := checkText(fmt.Sprintf("%s: entry %d", what, i+1), r, MaxTenantRuleText); err != nil {
 			return err
 		}
 	}
@@ -358,14 +358,14 @@ const (
 // checkAppPermissions bounds a tenant's permissions for views.
 func checkAppPermissions(m map[string][]string) error {
 	if len(m) > MaxAppPermissionServers {
-		return fmt.Errorf("permissions for %d servers, at most %d: %w", len(m), MaxAppPermissionServers, ErrInvalid)
+		return invalid("permissions for %d servers, at most %d", len(m), MaxAppPermissionServers)
 	}
 	for server, names := range m {
 		if err := checkText("permission server", server, maxIDLen); err != nil {
 			return err
 		}
 		if server == "" || len(names) > maxPermissionsPerServer {
-			return fmt.Errorf("permissions of server %.64q: an empty name or more than %d: %w", server, maxPermissionsPerServer, ErrInvalid)
+			return invalid("permissions of server %.64q: an empty name or more than %d", server, maxPermissionsPerServer)
 		}
 		for _, n := range names {
 			if err := checkText("permission", n, maxPermissionName); err != nil {
@@ -373,7 +373,7 @@ func checkAppPermissions(m map[string][]string) error {
 			}
 		}
 		if _, err := mcpapps.ParsePermissions(names); err != nil {
-			return fmt.Errorf("permissions of server %.64q: %w: %w", server, err, ErrInvalid)
+			return invalid("permissions of server %.64q: %v", server, err)
 		}
 	}
 	return nil
@@ -497,9 +497,9 @@ func checkPolicySet(p PolicySet) error {
 	}
 	switch {
 	case len(p.Text) > MaxPolicySetText:
-		return fmt.Errorf("policy set of tenant %s: text of %d bytes, at most %d: %w", p.TenantID, len(p.Text), MaxPolicySetText, ErrInvalid)
+		return fmt.Errorf("policy set of tenant %s: %w", p.TenantID, invalid("the policy text is %d bytes long, at most %d", len(p.Text), MaxPolicySetText))
 	case !utf8.ValidString(p.Text):
-		return fmt.Errorf("policy set of tenant %s: text is not valid UTF-8: %w", p.TenantID, ErrInvalid)
+		return fmt.Errorf("policy set of tenant %s: %w", p.TenantID, invalid("the policy text is not valid UTF-8"))
 	}
 	if err := checkText("policy set updater", p.UpdatedBy, maxIDLen); err != nil {
 		return fmt.Errorf("policy set of tenant %s: %w", p.TenantID, err)

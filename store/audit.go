@@ -74,11 +74,11 @@ func (s *base) prepareAudit(recs []AuditRecord) ([]preparedAudit, error) {
 func checkAuditName(what, v string, emptyOK bool) error {
 	switch {
 	case v == "" && !emptyOK:
-		return fmt.Errorf("empty %s: %w", what, ErrInvalid)
+		return invalid("the %s is empty", what)
 	case len(v) > maxAuditName:
-		return fmt.Errorf("%s of %d bytes, at most %d: %w", what, len(v), maxAuditName, ErrInvalid)
+		return invalid("the %s is %d bytes long, at most %d", what, len(v), maxAuditName)
 	case strings.IndexByte(v, 0) >= 0:
-		return fmt.Errorf("%s contains a NUL byte: %w", what, ErrInvalid)
+		return invalid("the %s contains a NUL byte", what)
 	}
 	return nil
 }
@@ -157,7 +157,7 @@ func (s *boltStore) Audit(ctx context.Context, q AuditQuery) ([]AuditRecord, err
 		return nil, err
 	}
 	if strings.IndexByte(q.TenantID, 0) >= 0 || strings.IndexByte(q.Action, 0) >= 0 {
-		return nil, fmt.Errorf("audit query: NUL byte in tenant or action: %w", ErrInvalid)
+		return nil, invalid("audit query: NUL byte in tenant or action")
 	}
 	bucket, prefix := bucketAudit, []byte(nil)
 	switch {

@@ -55,7 +55,7 @@ func planAudit(q AuditFilter) (*auditPlan, error) {
 	if err := checkAuditName("action", q.Action, true); err != nil {
 		return nil, fmt.Errorf("audit filter: %w", err)
 	}
-	for _, f := range []struct{ what, v string }{{"actor", q.Actor}, {"tool", q.Tool}, {"result", q.Result}} {
+	for _, f := range []struct{ what, v string }{{"the actor", q.Actor}, {"the tool", q.Tool}, {"the result", q.Result}} {
 		if err := checkText(f.what, f.v, maxAuditFilterText); err != nil {
 			return nil, fmt.Errorf("audit filter: %w", err)
 		}
@@ -181,7 +181,7 @@ func (s *boltStore) AuditPage(ctx context.Context, q AuditFilter, cursor string,
 			return nil, "", fmt.Errorf("audit page of tenant %s: %w", q.TenantID, err)
 		}
 		if len(pos) != 16 {
-			return nil, "", fmt.Errorf("audit page of tenant %s: cursor position of %d bytes: %w", q.TenantID, len(pos), ErrInvalid)
+			return nil, "", invalid("audit page of tenant %s: cursor position of %d bytes", q.TenantID, len(pos))
 		}
 	}
 	var last []byte

@@ -47,11 +47,11 @@ var ErrNotEmpty = errors.New("store: the database already holds records")
 // file lock sees to that).
 func CopyToPostgres(ctx context.Context, src, dst *Store) ([]CopyCount, error) {
 	if src.bolt == nil {
-		return nil, fmt.Errorf("store: copy: the source is not a bbolt store: %w", ErrInvalid)
+		return nil, fmt.Errorf("store: copy: %w", invalid("the source is not a bbolt store"))
 	}
 	pg, ok := dst.be.(*pgStore)
 	if !ok {
-		return nil, fmt.Errorf("store: copy: the target is not a PostgreSQL store: %w", ErrInvalid)
+		return nil, fmt.Errorf("store: copy: %w", invalid("the target is not a PostgreSQL store"))
 	}
 	if err := pg.claimCopy(ctx); err != nil {
 		return nil, err

@@ -6,7 +6,6 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/binary"
-	"fmt"
 	"time"
 
 	"go.etcd.io/bbolt"
@@ -79,15 +78,15 @@ func (s *base) cursorMAC(kindPos, query []byte) []byte {
 // same kind and query; anything else is ErrInvalid.
 func (s *base) readCursor(kind byte, query []byte, c string) ([]byte, error) {
 	if len(c) > maxCursorLen {
-		return nil, fmt.Errorf("cursor of %d bytes: %w", len(c), ErrInvalid)
+		return nil, invalid("cursor of %d bytes", len(c))
 	}
 	b, err := base64.RawURLEncoding.DecodeString(c)
 	if err != nil || len(b) < 1+cursorMACLen || b[0] != kind || len(s.cursorKey) == 0 {
-		return nil, fmt.Errorf("malformed cursor: %w", ErrInvalid)
+		return nil, invalid("malformed cursor")
 	}
 	kindPos, mac := b[:len(b)-cursorMACLen], b[len(b)-cursorMACLen:]
 	if !hmac.Equal(mac, s.cursorMAC(kindPos, query)) {
-		return nil, fmt.Errorf("cursor is not one of this query's: %w", ErrInvalid)
+		return nil, invalid("cursor is not one of this query's")
 	}
 	return bytes.Clone(kindPos[1:]), nil
 }

@@ -56,9 +56,9 @@ func (s *boltStore) PutDelivery(ctx context.Context, d Delivery) error {
 	}
 	switch n := len(d.ActivityIDs); {
 	case n == 0:
-		return fmt.Errorf("delivery of run %s: no activity ids: %w", d.RunID, ErrInvalid)
+		return invalid("delivery of run %s: no activity ids", d.RunID)
 	case n > maxDeliveryIDs:
-		return fmt.Errorf("delivery of run %s: %d activity ids, at most %d: %w", d.RunID, n, maxDeliveryIDs, ErrInvalid)
+		return invalid("delivery of run %s: %d activity ids, at most %d", d.RunID, n, maxDeliveryIDs)
 	}
 	for _, id := range d.ActivityIDs {
 		if err := checkID("delivered activity", id); err != nil {

@@ -78,7 +78,7 @@ func openPostgres(ctx context.Context, url string, opts Options, migrations []pg
 	cfg, err := pgxpool.ParseConfig(url)
 	if err != nil {
 		// pgx's message may quote the URL, password and all.
-		return nil, fmt.Errorf("store: open postgres: the database URL cannot be parsed: %w", ErrInvalid)
+		return nil, fmt.Errorf("store: open postgres: %w", invalid("the database URL cannot be parsed"))
 	}
 	if !strings.Contains(url, "pool_max_conns") {
 		// pgx's default (the CPUs, at least 4) leaves concurrent turns

@@ -51,7 +51,7 @@ func (s *pgStore) Audit(ctx context.Context, q AuditQuery) ([]AuditRecord, error
 		return nil, err
 	}
 	if strings.IndexByte(q.TenantID, 0) >= 0 || strings.IndexByte(q.Action, 0) >= 0 {
-		return nil, fmt.Errorf("audit query: NUL byte in tenant or action: %w", ErrInvalid)
+		return nil, invalid("audit query: NUL byte in tenant or action")
 	}
 	var where []string
 	var args []any
@@ -191,7 +191,7 @@ func (s *pgStore) AuditPage(ctx context.Context, q AuditFilter, cursor string, l
 			return nil, "", fmt.Errorf("audit page of tenant %s: %w", q.TenantID, err)
 		}
 		if len(pos) != 16 {
-			return nil, "", fmt.Errorf("audit page of tenant %s: cursor position of %d bytes: %w", q.TenantID, len(pos), ErrInvalid)
+			return nil, "", invalid("audit page of tenant %s: cursor position of %d bytes", q.TenantID, len(pos))
 		}
 	}
 	if err := s.ready(ctx); err != nil {

@@ -282,7 +282,7 @@ func (s *pgStore) ActiveViews(ctx context.Context, tenant string, limit int, cur
 			return nil, "", fmt.Errorf("active views of tenant %s: %w", tenant, err)
 		}
 		if len(pos) <= 8 {
-			return nil, "", fmt.Errorf("active views of tenant %s: cursor position of %d bytes: %w", tenant, len(pos), ErrInvalid)
+			return nil, "", invalid("active views of tenant %s: cursor position of %d bytes", tenant, len(pos))
 		}
 		posNS, posID = keyNS([8]byte(pos[:8])), pos[8:]
 	}
@@ -453,9 +453,9 @@ func (s *pgStore) PutDelivery(ctx context.Context, d Delivery) error {
 	}
 	switch n := len(d.ActivityIDs); {
 	case n == 0:
-		return fmt.Errorf("delivery of run %s: no activity ids: %w", d.RunID, ErrInvalid)
+		return invalid("delivery of run %s: no activity ids", d.RunID)
 	case n > maxDeliveryIDs:
-		return fmt.Errorf("delivery of run %s: %d activity ids, at most %d: %w", d.RunID, n, maxDeliveryIDs, ErrInvalid)
+		return invalid("delivery of run %s: %d activity ids, at most %d", d.RunID, n, maxDeliveryIDs)
 	}
 	for _, id := range d.ActivityIDs {
 		if err := checkID("delivered activity", id); err != nil {

@@ -119,15 +119,15 @@ func checkBindingsFor(tenant, agent string, subjects []string) error {
 	if err := checkKeyPart("bindings tenant", tenant); err != nil {
 		return err
 	}
-	if err := checkKeyPart("bindings agent", agent); err != nil {
+	if err := checkKeyPart("the agent id", agent); err != nil {
 		return err
 	}
 	if len(subjects) > maxBindingSubjects {
-		return fmt.Errorf("bindings of agent %s of tenant %s: %d subjects, at most %d: %w",
-			agent, tenant, len(subjects), maxBindingSubjects, ErrInvalid)
+		return fmt.Errorf("bindings of agent %s of tenant %s: %w",
+			agent, tenant, invalid("%d subjects, at most %d", len(subjects), maxBindingSubjects))
 	}
 	for _, sub := range subjects {
-		if err := checkKeyPart("bindings subject", sub); err != nil {
+		if err := checkKeyPart("a subject", sub); err != nil {
 			return fmt.Errorf("bindings of agent %s of tenant %s: %w", agent, tenant, err)
 		}
 	}
@@ -142,7 +142,7 @@ func (s *base) prepareBinding(b Binding, audit []AuditRecord) (Binding, []byte, 
 		return b, nil, "", nil, nil, err
 	}
 	if err := errors.Join(
-		checkText("binding display name", b.DisplayName, maxDisplayName),
+		checkText("the display name", b.DisplayName, maxDisplayName),
 		checkText("binding creator", b.CreatedBy, maxIDLen),
 	); err != nil {
 		return b, nil, "", nil, nil, fmt.Errorf("binding %s: %w", name, err)

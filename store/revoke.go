@@ -133,7 +133,7 @@ func (s *boltStore) ActiveViews(ctx context.Context, tenant string, limit int, c
 			return nil, "", fmt.Errorf("active views of tenant %s: %w", tenant, err)
 		}
 		if len(pos) <= 8 {
-			return nil, "", fmt.Errorf("active views of tenant %s: cursor position of %d bytes: %w", tenant, len(pos), ErrInvalid)
+			return nil, "", invalid("active views of tenant %s: cursor position of %d bytes", tenant, len(pos))
 		}
 		bound = append(bytes.Clone(prefix), pos...)
 	}

@@ -49,6 +49,24 @@ func (revokedError) Unwrap() error { return ErrExpired }
 // tenant id containing a NUL byte. Nothing of such a write is stored.
 var ErrInvalid = errors.New("store: invalid")
 
+// invalidError is ErrInvalid with its reason. The reason is written for
+// the person whose input it was (an admin's binding, their data rules):
+// Words gives it alone, as internal/web's Words reads it, while Error adds
+// the sentinel's text and the callers' wrapping adds which record, for the
+// log.
+type invalidError struct{ reason string }
+
+func (e *invalidError) Error() string { return e.reason + ": " + ErrInvalid.Error() }
+func (e *invalidError) Unwrap() error { return ErrInvalid }
+
+// Words is the reason, in words fit for a person.
+func (e *invalidError) Words() string { return e.reason }
+
+// invalid returns ErrInvalid with the reason format and args make.
+func invalid(format string, args ...any) error {
+	return &invalidError{reason: fmt.Sprintf(format, args...)}
+}
+
 // ErrConflict is returned (wrapped, with both versions) by a put that
 // names the version it replaces when the stored record is at another: a
 // change made in between would be lost. Nothing is written; the caller
@@ -184,7 +202,7 @@ func open(ctx context.Context, path string, opts Options, migrations []migration
 		return nil, err
 	}
 	if path == "" {
-		return nil, fmt.Errorf("store: open: empty path: %w", ErrInvalid)
+		return nil, fmt.Errorf("store: open: %w", invalid("the path is empty"))
 	}
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return nil, fmt.Errorf("store: open %s: %w", path, err)

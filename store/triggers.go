@@ -88,7 +88,7 @@ func checkAPIKey(k APIKey) error {
 		return err
 	}
 	if len(k.Hash) != 64 {
-		return fmt.Errorf("key %s: hash of %d characters, want 64 hex digits: %w", k.ID, len(k.Hash), ErrInvalid)
+		return invalid("key %s: hash of %d characters, want 64 hex digits", k.ID, len(k.Hash))
 	}
 	return nil
 }

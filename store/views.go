@@ -99,9 +99,9 @@ type preparedView struct {
 func checkID(what, id string) error {
 	switch {
 	case id == "":
-		return fmt.Errorf("%s: empty id: %w", what, ErrInvalid)
+		return invalid("%s is empty", what)
 	case len(id) > maxIDLen:
-		return fmt.Errorf("%s: id of %d bytes, at most %d: %w", what, len(id), maxIDLen, ErrInvalid)
+		return invalid("%s is %d bytes long, at most %d", what, len(id), maxIDLen)
 	}
 	return nil
 }
@@ -126,18 +126,18 @@ func (s *base) prepareRun(run Run, views []NewView, audit []AuditRecord) (*prepa
 			return nil, err
 		}
 		if seen[v.ID] {
-			return nil, fmt.Errorf("view %s given twice: %w", v.ID, ErrInvalid)
+			return nil, invalid("view %s given twice", v.ID)
 		}
 		seen[v.ID] = true
 		if len(nv.HTML) == 0 {
-			return nil, fmt.Errorf("view %s: no HTML: %w", v.ID, ErrInvalid)
+			return nil, invalid("view %s: no HTML", v.ID)
 		}
 		if v.ExpiresAt.IsZero() {
-			return nil, fmt.Errorf("view %s: no expiry: %w", v.ID, ErrInvalid)
+			return nil, invalid("view %s: no expiry", v.ID)
 		}
 		sha := mcpapps.HTMLSHA256(nv.HTML)
 		if v.HTMLSHA256 != "" && !strings.EqualFold(v.HTMLSHA256, sha) {
-			return nil, fmt.Errorf("view %s: HTML SHA-256 is %s, the view says %s: %w", v.ID, sha, v.HTMLSHA256, ErrInvalid)
+			return nil, invalid("view %s: HTML SHA-256 is %s, the view says %s", v.ID, sha, v.HTMLSHA256)
 		}
 		v.HTMLSHA256 = sha
 		switch v.RunID {
@@ -145,7 +145,7 @@ func (s *base) prepareRun(run Run, views []NewView, audit []AuditRecord) (*prepa
 			v.RunID = run.ID
 		case run.ID:
 		default:
-			return nil, fmt.Errorf("view %s belongs to run %s, not %s: %w", v.ID, v.RunID, run.ID, ErrInvalid)
+			return nil, invalid("view %s belongs to run %s, not %s", v.ID, v.RunID, run.ID)
 		}
 		if v.TenantID == "" {
 			v.TenantID = run.TenantID
@@ -153,7 +153,7 @@ func (s *base) prepareRun(run Run, views []NewView, audit []AuditRecord) (*prepa
 			return nil, fmt.Errorf("view %s: %w", v.ID, err)
 		}
 		if v.Revoked() || v.RevokedBy != "" {
-			return nil, fmt.Errorf("view %s: a new view cannot be revoked already: %w", v.ID, ErrInvalid)
+			return nil, invalid("view %s: a new view cannot be revoked already", v.ID)
 		}
 		if v.CreatedAt.IsZero() {
 			v.CreatedAt = run.CreatedAt

@@ -2,7 +2,6 @@ package triggers
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -92,14 +91,12 @@ func (s *Service) serveRun(c echo.Context) error {
 	}
 
 	var in runRequest
-	dec := json.NewDecoder(http.MaxBytesReader(c.Response(), r.Body, maxRunBody))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&in); err != nil {
+	if err := web.ReadJSON(c, &in, maxRunBody); err != nil {
 		var tooLarge *http.MaxBytesError
 		if errors.As(err, &tooLarge) {
 			return errBodyTooLarge.Wrap(err)
 		}
-		return web.NewError(http.StatusBadRequest, `The body must be JSON {"text": "...", "conversation": "..."}: `+err.Error()).Wrap(err)
+		return err
 	}
 	text, err := checkText(in.Text)
 	if err == nil {
@@ -159,21 +156,10 @@ func errorOf(err error) error {
 		status   int
 	}{{ErrInvalid, http.StatusBadRequest}, {ErrNotFound, http.StatusNotFound}} {
 		if errors.Is(err, e.sentinel) {
-			return web.NewError(e.status, Problem(err)).Wrap(err)
+			return web.NewError(e.status, web.Sentence(web.Words(err))).Wrap(err)
 		}
 	}
 	return err
-}
-
-// Problem is the words of an ErrInvalid or ErrNotFound error for the
-// person who made the mistake: without the package's prefixes, every
-// mistake on its own line.
-func Problem(err error) string {
-	msg := err.Error()
-	for _, p := range []string{ErrInvalid.Error() + ": ", ErrNotFound.Error() + ": "} {
-		msg = strings.ReplaceAll(msg, p, "")
-	}
-	return msg
 }
 
 // refuse audits a refused call and answers it: 401 for a missing, wrong

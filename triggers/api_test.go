@@ -68,12 +68,12 @@ func TestRunsAPI(t *testing.T) {
 		code int
 		want string
 	}{
-		{"empty text", map[string]any{"text": "  ", "conversation": convA}, 400, "the text is empty"},
+		{"empty text", map[string]any{"text": "  ", "conversation": convA}, 400, "The text is empty"},
 		{"text too long", map[string]any{"text": strings.Repeat("x", triggers.MaxText+1), "conversation": convA}, 400, "at most 8192"},
-		{"no conversation", map[string]any{"text": "hi"}, 400, "name the conversation"},
+		{"no conversation", map[string]any{"text": "hi"}, 400, "Name the conversation"},
 		{"unknown conversation", map[string]any{"text": "hi", "conversation": "19:nowhere"}, 404, "not installed in conversation"},
-		{"not JSON", "text=hi", 400, "must be JSON"},
-		{"unknown field", map[string]any{"text": "hi", "conversation": convA, "user": "x"}, 400, "unknown field"},
+		{"not JSON", "text=hi", 400, "not valid JSON (at byte 2)"},
+		{"unknown field", map[string]any{"text": "hi", "conversation": convA, "user": "x"}, 400, "`user` is not a field of this call; it takes `text` and `conversation`."},
 		{"body too large", map[string]any{"text": strings.Repeat("x", 5*triggers.MaxText), "conversation": convA}, 413, "too large"},
 	} {
 		code, out := e.post("default", nk.Secret, c.body)

@@ -96,7 +96,7 @@ func (s *Service) RevokeKey(ctx context.Context, admin access.Person, id string)
 		return err
 	}
 	if id == "" || len(id) > 64 {
-		return fmt.Errorf("%w: key %q", ErrNotFound, textclip.Clip(id, 64))
+		return notFound(nil, "no API key of your organisation has the id %q", textclip.Clip(id, 64))
 	}
 	_, err := s.opts.Store.RevokeAPIKey(ctx, admin.TenantID, id, admin.UserID, func(before, after store.APIKey) []store.AuditRecord {
 		return []store.AuditRecord{{Action: AuditKeyRevoke, Actor: admin.UserID, Fields: map[string]any{
@@ -106,7 +106,7 @@ func (s *Service) RevokeKey(ctx context.Context, admin access.Person, id string)
 	})
 	switch {
 	case errors.Is(err, store.ErrNotFound):
-		return fmt.Errorf("%w: key %q: %w", ErrNotFound, textclip.Clip(id, 64), err)
+		return notFound(err, "no API key of your organisation has the id %q", textclip.Clip(id, 64))
 	case errors.Is(err, store.ErrConflict):
 		return invalid("that key was revoked already")
 	case err != nil:

@@ -80,7 +80,8 @@ func (s *Service) CreateTrigger(ctx context.Context, admin access.Person, sp Spe
 	errs = append(errs, err)
 	errs = append(errs, s.checkAgent(sp.Agent))
 	if _, err := ParseCron(sp.Cron); err != nil {
-		errs = append(errs, fmt.Errorf("%w: schedule `%s`: %w", ErrInvalid, textclip.Clip(strings.TrimSpace(sp.Cron), 64), err))
+		errs = append(errs, &problem{sentinel: ErrInvalid, cause: err,
+			words: fmt.Sprintf("schedule `%s`: %s", textclip.Clip(strings.TrimSpace(sp.Cron), 64), err)})
 	}
 	loc, err := loadZone(sp.TimeZone)
 	errs = append(errs, err)
@@ -135,7 +136,7 @@ func (s *Service) change(ctx context.Context, admin access.Person, id, action st
 		return err
 	}
 	if id == "" || len(id) > 64 {
-		return fmt.Errorf("%w: trigger %q", ErrNotFound, textclip.Clip(id, 64))
+		return notFound(nil, "no trigger of your organisation has the id %q", textclip.Clip(id, 64))
 	}
 	_, err := s.opts.Store.UpdateTrigger(ctx, admin.TenantID, id, edit, func(before, after store.Trigger) []store.AuditRecord {
 		return []store.AuditRecord{{Action: action, Actor: admin.UserID, Fields: map[string]any{
@@ -143,7 +144,7 @@ func (s *Service) change(ctx context.Context, admin access.Person, id, action st
 		}}}
 	})
 	if errors.Is(err, store.ErrNotFound) {
-		return fmt.Errorf("%w: trigger %q: %w", ErrNotFound, textclip.Clip(id, 64), err)
+		return notFound(err, "no trigger of your organisation has the id %q", textclip.Clip(id, 64))
 	}
 	if err != nil {
 		return fmt.Errorf("triggers: %s: %w", action, err)
@@ -174,7 +175,7 @@ func (s *Service) ResumeTrigger(ctx context.Context, admin access.Person, id str
 		err = s.checkConversation(ctx, admin.TenantID, t.ConversationID)
 	}
 	if errors.Is(err, store.ErrNotFound) {
-		return fmt.Errorf("%w: trigger %q: %w", ErrNotFound, textclip.Clip(id, 64), err)
+		return notFound(err, "no trigger of your organisation has the id %q", textclip.Clip(id, 64))
 	}
 	if err != nil {
 		return err
@@ -202,7 +203,7 @@ func (s *Service) DeleteTrigger(ctx context.Context, admin access.Person, id str
 		}}}
 	})
 	if errors.Is(err, store.ErrNotFound) {
-		return fmt.Errorf("%w: trigger %q: %w", ErrNotFound, textclip.Clip(id, 64), err)
+		return notFound(err, "no trigger of your organisation has the id %q", textclip.Clip(id, 64))
 	}
 	if err != nil {
 		return fmt.Errorf("triggers: delete trigger: %w", err)

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"teamsbot/internal/web"
 	"teamsbot/triggers"
 )
 
@@ -171,7 +172,7 @@ func TestCreateTriggerRefusesBadInput(t *testing.T) {
 	if err == nil {
 		t.Fatal("accepted")
 	}
-	words := triggers.Problem(err)
+	words := web.Words(err)
 	for _, want := range []string{"give it a name", `no agent "ghost"`, "schedule `61 * * * funday`: minute `61`: use 0-59; day of week `funday`: use 0-7 or sun-sat\n", `"Mars/Olympus" is not an IANA time zone`, "the text is empty", "not installed in conversation"} {
 		if !strings.Contains(words, want) {
 			t.Errorf("the words lack %q:\n%s", want, words)

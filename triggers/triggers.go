@@ -43,10 +43,11 @@ import (
 
 // Errors of the package; the admin console and the runs API answer them.
 var (
-	// ErrInvalid wraps input an admin or a caller must correct; its text
-	// says what.
+	// ErrInvalid wraps input an admin or a caller must correct; the
+	// error's Words (web.Words) say what, in words for them.
 	ErrInvalid = errors.New("triggers: invalid")
-	// ErrNotFound means no key or trigger of that id in the tenant.
+	// ErrNotFound means no key or trigger of that id in the tenant (or no
+	// conversation of the app); the error's Words say which.
 	ErrNotFound = errors.New("triggers: not found")
 )
 
@@ -152,8 +153,43 @@ func New(opts Options) (*Service, error) {
 // Agents returns the agent ids keys and triggers may name.
 func (s *Service) Agents() []string { return slices.Clone(s.opts.Agents) }
 
+// problem is an ErrInvalid or ErrNotFound with what is wrong in words for
+// the admin or the caller who made the mistake (its Words, which the
+// console and the runs API show), and the cause behind it, for errors.Is
+// and the log.
+type problem struct {
+	sentinel error
+	words    string
+	cause    error
+}
+
+func (e *problem) Error() string {
+	s := e.sentinel.Error() + ": " + e.words
+	if e.cause != nil && !strings.Contains(e.words, e.cause.Error()) {
+		s += ": " + e.cause.Error()
+	}
+	return s
+}
+
+// Words is what is wrong, in plain words.
+func (e *problem) Words() string { return e.words }
+
+func (e *problem) Unwrap() []error {
+	if e.cause == nil {
+		return []error{e.sentinel}
+	}
+	return []error{e.sentinel, e.cause}
+}
+
+// invalid is ErrInvalid saying what format and args make.
 func invalid(format string, args ...any) error {
-	return fmt.Errorf("%w: %s", ErrInvalid, fmt.Sprintf(format, args...))
+	return &problem{sentinel: ErrInvalid, words: fmt.Sprintf(format, args...)}
+}
+
+// notFound is ErrNotFound saying what format and args make, with its
+// cause (the store's error; nil when nothing was asked of the store).
+func notFound(cause error, format string, args ...any) error {
+	return &problem{sentinel: ErrNotFound, words: fmt.Sprintf(format, args...), cause: cause}
 }
 
 // newID returns a random id of n bytes, hex.
@@ -211,7 +247,7 @@ func (s *Service) checkConversation(ctx context.Context, tenant, conversation st
 	}
 	_, err := s.opts.Store.Conversation(ctx, bot.ConversationKey(tenant, conversation))
 	if errors.Is(err, store.ErrNotFound) {
-		return fmt.Errorf("%w: the app is not installed in conversation %q of your organisation (see the conversations page)", ErrNotFound, textclip.Clip(conversation, 128))
+		return notFound(err, "the app is not installed in conversation %q of your organisation (see the conversations page)", textclip.Clip(conversation, 128))
 	}
 	return err
 }

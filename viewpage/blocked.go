@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/labstack/echo/v4"
+
+	"teamsbot/internal/web"
 )
 
 // Reports of closed channels. A view that tries a way out its sandbox keeps
@@ -143,7 +145,7 @@ func (h *Handler) blocked(c echo.Context) error {
 	if err != nil {
 		var tooLarge *http.MaxBytesError
 		if errors.As(err, &tooLarge) {
-			return ErrTooLarge
+			return bodyTooLarge(MaxBlockedBodyBytes, err)
 		}
 		return fmt.Errorf("%w: reading the body: %w", ErrBadRequest, err)
 	}
@@ -151,7 +153,7 @@ func (h *Handler) blocked(c echo.Context) error {
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&req); err != nil {
-		return badRequest("the body must be a JSON object with channel, source and token", err)
+		return badRequest(web.JSONWords(err, &req), err)
 	}
 	if err := h.keys.verify(req.Token, purposeView, v.ID, h.now()); err != nil {
 		h.metrics.blocked.WithLabelValues("refused").Inc()
@@ -159,11 +161,11 @@ func (h *Handler) blocked(c echo.Context) error {
 	}
 	if !blockedChannels[req.Channel] {
 		h.metrics.blocked.WithLabelValues("refused").Inc()
-		return badRequest("unknown channel", nil)
+		return badRequest(fmt.Sprintf("`channel` %.64q is not a channel a view reports", req.Channel), nil)
 	}
 	if req.Source != sourceView && req.Source != sourceProxy {
 		h.metrics.blocked.WithLabelValues("refused").Inc()
-		return badRequest("source must be view or proxy", nil)
+		return badRequest("`source` must be view or proxy", nil)
 	}
 	if !h.blockedLimit.allow(v.ID, req.Channel, req.Source, h.now()) {
 		h.metrics.blocked.WithLabelValues("limited").Inc()

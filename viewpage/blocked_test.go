@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"teamsbot/agent"
+	"teamsbot/internal/testenv"
 	"teamsbot/store"
 )
 
@@ -62,23 +63,29 @@ func TestBlockedReports(t *testing.T) {
 		header map[string]string
 		body   string
 		want   int
+		says   string // in the answer's error, when set
 	}{
-		{"the proxy's token", cl, sameOrigin, body("webrtc", "proxy", proxyTok), 403},
-		{"another view's token", cl, sameOrigin, body("webrtc", "proxy", otherTok), 403},
-		{"no token", cl, sameOrigin, `{"channel":"webrtc","source":"view"}`, 403},
-		{"a channel outside the vocabulary", cl, sameOrigin, body("https://6869.attacker.example/", "view", viewTok), 400},
-		{"a source outside the vocabulary", cl, sameOrigin, body("img-src", "page", viewTok), 400},
-		{"a field more", cl, sameOrigin, `{"channel":"img-src","source":"view","token":"` + viewTok + `","url":"https://x.example"}`, 400},
-		{"too large", cl, sameOrigin, `{"channel":"` + strings.Repeat("a", 5000) + `"}`, 413},
-		{"cross-site", cl, map[string]string{"Content-Type": "application/json", "Sec-Fetch-Site": "cross-site", "Origin": "https://evil.example"}, body("img-src", "view", viewTok), 403},
-		{"text/plain", cl, map[string]string{"Content-Type": "text/plain"}, body("img-src", "view", viewTok), 415},
-		{"not signed in", e.client(nil), sameOrigin, body("img-src", "view", viewTok), 401},
-		{"another person", e.client(bob()), sameOrigin, body("img-src", "view", viewTok), 403},
-		{"another tenant", e.client(mallory()), sameOrigin, body("img-src", "view", viewTok), 404},
+		{"the proxy's token", cl, sameOrigin, body("webrtc", "proxy", proxyTok), 403, ""},
+		{"another view's token", cl, sameOrigin, body("webrtc", "proxy", otherTok), 403, ""},
+		{"no token", cl, sameOrigin, `{"channel":"webrtc","source":"view"}`, 403, ""},
+		{"a channel outside the vocabulary", cl, sameOrigin, body("https://6869.attacker.example/", "view", viewTok), 400, "`channel` \"https://6869.attacker.example/\" is not a channel a view reports."},
+		{"a source outside the vocabulary", cl, sameOrigin, body("img-src", "page", viewTok), 400, "`source` must be view or proxy."},
+		{"a field more", cl, sameOrigin, `{"channel":"img-src","source":"view","token":"` + viewTok + `","url":"https://x.example"}`, 400,
+			"`url` is not a field of this call; it takes `channel`, `source` and `token`."},
+		{"too large", cl, sameOrigin, `{"channel":"` + strings.Repeat("a", 5000) + `"}`, 413, "The body is larger than 4 KiB, the most this call takes."},
+		{"cross-site", cl, map[string]string{"Content-Type": "application/json", "Sec-Fetch-Site": "cross-site", "Origin": "https://evil.example"}, body("img-src", "view", viewTok), 403, ""},
+		{"text/plain", cl, map[string]string{"Content-Type": "text/plain"}, body("img-src", "view", viewTok), 415, ""},
+		{"not signed in", e.client(nil), sameOrigin, body("img-src", "view", viewTok), 401, ""},
+		{"another person", e.client(bob()), sameOrigin, body("img-src", "view", viewTok), 403, ""},
+		{"another tenant", e.client(mallory()), sameOrigin, body("img-src", "view", viewTok), 404, ""},
 	}
 	for _, c := range refused {
-		if r := do(t, c.client, http.MethodPost, blockedURL, c.header, c.body); r.status != c.want {
+		r := do(t, c.client, http.MethodPost, blockedURL, c.header, c.body)
+		if r.status != c.want {
 			t.Errorf("%s: %d %s, want %d", c.name, r.status, r.body, c.want)
+		}
+		if msg := testenv.AnswerWords("application/json", []byte(r.body)); !strings.Contains(msg, c.says) || len(testenv.Leaks(msg)) > 0 {
+			t.Errorf("%s: the answer says %q, want %q in plain words", c.name, msg, c.says)
 		}
 	}
 	if n := len(records()); n != 1 {

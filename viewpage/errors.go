@@ -42,7 +42,8 @@ var (
 )
 
 // publicError carries a message written for the person who sent the
-// request, on top of the sentinel that decides the status.
+// request, on top of the sentinel that decides the status: the message
+// the person reads is the public words alone.
 type publicError struct {
 	sentinel error
 	public   string
@@ -67,18 +68,15 @@ func badRequest(public string, err error) error {
 	return &publicError{sentinel: ErrBadRequest, public: public, err: err}
 }
 
+// bodyTooLarge is ErrTooLarge naming the limit of the body.
+func bodyTooLarge(limit int64, err error) error {
+	return &publicError{sentinel: ErrTooLarge, public: "the body is larger than " + web.Bytes(limit) + ", the most this call takes", err: err}
+}
+
 // isExpired reports whether a store error says the view existed but has
 // expired, as opposed to never having existed.
 func isExpired(err error) bool {
 	return errors.Is(err, store.ErrExpired)
-}
-
-// sentence starts s with a capital letter.
-func sentence(s string) string {
-	if s == "" || s[0] < 'a' || s[0] > 'z' {
-		return s
-	}
-	return string(s[0]-'a'+'A') + s[1:]
 }
 
 // Classify maps the view page's errors (and those of the packages it calls:
@@ -93,7 +91,7 @@ func Classify(err error) *web.Error {
 			return nil
 		}
 		c := *we
-		c.Message += ": " + pe.public
+		c.Message = web.Sentence(pe.public)
 		c.Err = err
 		return &c
 	}
@@ -119,7 +117,7 @@ func classify(err error) (int, string, string) {
 	case errors.As(err, &denied) && denied.Missing == "":
 		return http.StatusForbidden, "", "This view is not yours. A view can be opened only by the person the agent answered or, for a run without a person, by the tenant's agent readers."
 	case errors.As(err, &denied):
-		return http.StatusForbidden, "", sentence(denied.Reason)
+		return http.StatusForbidden, "", web.Sentence(denied.Reason)
 	case errors.Is(err, ErrBadToken):
 		return http.StatusForbidden, "", "This frame link is missing a valid token or has expired. Reload the page."
 	case errors.Is(err, ErrNotFramed):

@@ -18,6 +18,7 @@ import (
 	"teamsbot/access"
 	"teamsbot/agent"
 	"teamsbot/agent/demo"
+	"teamsbot/internal/testenv"
 	"teamsbot/mcpapps"
 	"teamsbot/store"
 	"teamsbot/viewpage"
@@ -510,6 +511,9 @@ func TestCall(t *testing.T) {
 		var j struct{ Error string }
 		if err := json.Unmarshal([]byte(r.body), &j); err != nil || j.Error == "" {
 			t.Errorf("%s: body %q is not {\"error\": ...}", c.name, r.body)
+		}
+		if l := testenv.Leaks(j.Error); len(l) > 0 {
+			t.Errorf("%s: the error holds %q: %s", c.name, l, j.Error)
 		}
 	}
 

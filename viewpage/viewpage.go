@@ -897,7 +897,7 @@ func readCall(c echo.Context) (callRequest, []byte, error) {
 	if err != nil {
 		var tooLarge *http.MaxBytesError
 		if errors.As(err, &tooLarge) {
-			return callRequest{}, nil, ErrTooLarge
+			return callRequest{}, nil, bodyTooLarge(MaxCallBodyBytes, err)
 		}
 		return callRequest{}, nil, fmt.Errorf("%w: reading the body: %w", ErrBadRequest, err)
 	}
@@ -908,33 +908,33 @@ func readCall(c echo.Context) (callRequest, []byte, error) {
 	dec := json.NewDecoder(bytes.NewReader(body))
 	var fields map[string]json.RawMessage
 	if err := dec.Decode(&fields); err != nil {
-		return callRequest{}, nil, badRequest("the body is not valid JSON", err)
+		return callRequest{}, nil, badRequest(web.JSONWords(err, callRequest{}), err)
 	}
 	if fields == nil {
-		return callRequest{}, nil, badRequest("the body must be a JSON object", nil)
+		return callRequest{}, nil, badRequest("the body must be a JSON object with `name` and `arguments`, not null", nil)
 	}
 	if len(bytes.TrimSpace(body[dec.InputOffset():])) > 0 {
-		return callRequest{}, nil, badRequest("the body holds more than one JSON value", nil)
+		return callRequest{}, nil, badRequest(fmt.Sprintf("the body goes on after its JSON object (after byte %d): send one JSON object with `name` and `arguments`", dec.InputOffset()), nil)
 	}
 	var req callRequest
 	if raw, ok := fields["name"]; ok {
 		if err := json.Unmarshal(raw, &req.Name); err != nil {
-			return callRequest{}, nil, badRequest("name must be a string", nil)
+			return callRequest{}, nil, badRequest("`name` must be a string: the name of the tool to call", nil)
 		}
 	}
 	req.Arguments = fields["arguments"]
 	if req.Name == "" {
-		return callRequest{}, nil, badRequest("name is required", nil)
+		return callRequest{}, nil, badRequest("`name` is missing: name the tool to call", nil)
 	}
 	if len(req.Name) > MaxToolNameBytes {
-		return callRequest{}, nil, badRequest(fmt.Sprintf("name is longer than %d bytes", MaxToolNameBytes), nil)
+		return callRequest{}, nil, badRequest(fmt.Sprintf("`name` is %d bytes long; a tool's name is at most %d", len(req.Name), MaxToolNameBytes), nil)
 	}
 	args := bytes.TrimSpace(req.Arguments)
 	switch {
 	case len(args) == 0 || string(args) == "null":
 		args = []byte(`{}`)
 	case args[0] != '{':
-		return callRequest{}, nil, badRequest("arguments must be a JSON object", nil)
+		return callRequest{}, nil, badRequest("`arguments` must be a JSON object (or left out), the tool's arguments by name", nil)
 	}
 	return req, args, nil
 }

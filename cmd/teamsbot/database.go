@@ -14,6 +14,7 @@ import (
 
 	"github.com/labstack/echo/v4"
 
+	"teamsbot/internal/web"
 	"teamsbot/signin"
 	"teamsbot/store"
 	"teamsbot/viewpage"
@@ -209,6 +210,12 @@ func (g *databaseGate) middleware(next echo.HandlerFunc) echo.HandlerFunc {
 			return next(c)
 		}
 		c.Response().Header().Set("Retry-After", "5")
-		return c.String(http.StatusServiceUnavailable, "the service's database is unreachable: try again in a moment\n")
+		return errDatabaseDown
 	}
 }
+
+// errDatabaseDown answers every request but health, readiness and metrics
+// while the database is unreachable, as a page or as JSON like any other
+// error; the gate logs the outage once, not each request.
+var errDatabaseDown = &web.Error{Status: http.StatusServiceUnavailable, Logged: true,
+	Message: "The service cannot reach its database right now. Try again in a moment."}

@@ -165,6 +165,9 @@ func TestDatabaseLossAnswers503UntilItIsBack(t *testing.T) {
 		resp.Body.Close()
 		return resp.StatusCode == 503 && resp.Header.Get("Retry-After") != ""
 	})
+	if code, out := api(t, c, http.MethodGet, base+"/api/admin/bindings", "", nil); code != 503 || out["error"] != "The service cannot reach its database right now. Try again in a moment." {
+		t.Errorf("an API call while the database is down: %d %v, want 503 with the words", code, out)
+	}
 	if code, _ := get(t, c, base+"/healthz"); code != 200 {
 		t.Errorf("/healthz while the database is down: %d, want 200 (the process is alive)", code)
 	}

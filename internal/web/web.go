@@ -19,6 +19,8 @@ import (
 	"log/slog"
 	"net/http"
 	"strings"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/labstack/echo/v4"
 	"github.com/labstack/echo/v4/middleware"
@@ -71,12 +73,77 @@ func (e *Error) Error() string {
 // Unwrap returns the cause.
 func (e *Error) Unwrap() error { return e.Err }
 
+// Worded is an error that says what went wrong in words fit for the
+// person whose request it was: no package prefix, no Go type, no record
+// key. Its Error may say more, for the log. A package implements it
+// without importing this one (the store's ErrInvalid reasons, the
+// triggers' refusals), and the part that answers the person reads the
+// words with Words.
+type Worded interface {
+	error
+	Words() string
+}
+
+// Words returns the words of the Worded errors in err's tree, in order,
+// one a line, or "" when it holds none. It reads no further into a Worded
+// error, so that the words of a cause it wraps are not said twice; the
+// text of the errors around it (the prefixes, the record keys) is left
+// out.
+func Words(err error) string {
+	var out []string
+	var walk func(error)
+	walk = func(e error) {
+		switch x := e.(type) {
+		case nil:
+		case Worded:
+			if w := x.Words(); w != "" {
+				out = append(out, w)
+			}
+		case interface{ Unwrap() []error }:
+			for _, c := range x.Unwrap() {
+				walk(c)
+			}
+		case interface{ Unwrap() error }:
+			walk(x.Unwrap())
+		}
+	}
+	walk(err)
+	return strings.Join(out, "\n")
+}
+
+// Sentence makes words a sentence for a page or an answer: each line
+// starts with a capital letter and ends with a full stop unless it ends
+// with other punctuation already.
+func Sentence(words string) string {
+	lines := strings.Split(words, "\n")
+	for i, l := range lines {
+		l = strings.TrimSpace(l)
+		if l == "" {
+			continue
+		}
+		r, n := utf8.DecodeRuneInString(l)
+		l = string(unicode.ToUpper(r)) + l[n:]
+		if !strings.ContainsAny(l[len(l)-1:], ".?!") {
+			l += "."
+		}
+		lines[i] = l
+	}
+	return strings.Join(lines, "\n")
+}
+
 // Classifier maps errors of one part (its sentinels) to an *Error, or
 // returns nil for errors that are not its own.
 type Classifier func(error) *Error
 
 // internalMessage is all a person learns of an error that is not theirs.
 const internalMessage = "Something went wrong on our side. Try again in a moment."
+
+// The words of the router's own refusals, which Echo gives as the bare
+// status text.
+const (
+	notFoundMessage = "There is nothing at this address. Check the link, or start again from the home page."
+	methodMessage   = "This address does not take that kind of request."
+)
 
 // Classify returns the Error that answers err: the first *Error in its
 // chain, else the first classifier's, else an Echo HTTP error's status and
@@ -96,6 +163,12 @@ func Classify(err error, classifiers ...Classifier) *Error {
 		msg := http.StatusText(he.Code)
 		if s, ok := he.Message.(string); ok && he.Code < 500 {
 			msg = s
+		}
+		switch {
+		case errors.Is(err, echo.ErrNotFound):
+			msg = notFoundMessage
+		case errors.Is(err, echo.ErrMethodNotAllowed):
+			msg = methodMessage
 		}
 		return &Error{Status: he.Code, Message: msg, Err: err}
 	}
@@ -152,6 +225,9 @@ func ErrorHandler(logger *slog.Logger, classifiers ...Classifier) echo.HTTPError
 		}
 		r := c.Request()
 		we := Classify(err, classifiers...)
+		if we.Message == methodMessage {
+			we = methodError(we, r.Method, c.Response().Header().Get("Allow"))
+		}
 		status := we.Status
 		if status < 400 || status > 599 {
 			status = http.StatusInternalServerError
@@ -191,6 +267,29 @@ func ErrorHandler(logger *slog.Logger, classifiers ...Classifier) echo.HTTPError
 		hd.Set("Content-Security-Policy", csp)
 		_ = c.HTMLBlob(status, b.Bytes())
 	}
+}
+
+// methodError names the method a route refused and those it takes (the
+// Allow header Echo's router sets), but OPTIONS, which no person sends.
+// A method that is not a short upper-case token is not repeated.
+func methodError(we *Error, method, allow string) *Error {
+	c := *we
+	var takes []string
+	for m := range strings.SplitSeq(allow, ",") {
+		if m = strings.TrimSpace(m); m != "" && m != http.MethodOptions {
+			takes = append(takes, m)
+		}
+	}
+	if len(method) <= 16 && !strings.ContainsFunc(method, func(r rune) bool { return r < 'A' || r > 'Z' }) {
+		c.Message = "This address does not take a " + method + " request"
+	} else {
+		c.Message = "This address does not take this kind of request"
+	}
+	if len(takes) > 0 {
+		c.Message += "; it takes " + strings.Join(takes, " and ")
+	}
+	c.Message += "."
+	return &c
 }
 
 // RequestLog logs one line per request. It logs the path without the

@@ -40,7 +40,7 @@ func TestErrorHandler(t *testing.T) {
 		{&Error{Status: 400, Message: "Try again.", Link: &Link{Href: "/signin?return=%2Fx", Text: "Start again"}}, 400, "Try again.", "Bad Request"},
 		{fmt.Errorf("x: %w", errMine), 409, "Mine, classified.", "Conflict here"},
 		{echo.NewHTTPError(http.StatusMethodNotAllowed, "Method Not Allowed"), 405, "Method Not Allowed", "Method Not Allowed"},
-		{echo.ErrNotFound, 404, "Not Found", "Not found"},
+		{echo.ErrNotFound, 404, "There is nothing at this address. Check the link", "Not found"},
 		{&Error{Status: 200, Message: "not an error status"}, 500, "not an error status", "Internal Server Error"},
 		{fmt.Errorf("load: %w", secret), 500, "went wrong on our side", "Internal Server Error"},
 	}
