@@ -60,6 +60,7 @@ import (
 	"teamsbot/bot"
 	"teamsbot/internal/netaddr"
 	"teamsbot/internal/web"
+	"teamsbot/internal/web/csp"
 	"teamsbot/signin"
 	"teamsbot/store"
 	"teamsbot/viewpage"
@@ -275,15 +276,19 @@ func (h *Handler) buildPage(frameSrc string) error {
 		return fmt.Errorf("playground: start page template: %w", err)
 	}
 	// No script at all; one style; links only.
-	h.homeCSP = "default-src 'none'; style-src " + web.CSPHash(homeCSS) + "; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
-	h.pageCSP = "default-src 'none'; " +
-		"script-src " + viewpage.BridgeScriptHash() + " " + web.CSPHash(cardsJS) + " " + web.CSPHash(pageJS) + "; " +
-		"style-src " + web.CSPHash(pageCSS) + "; " +
-		"img-src 'self' data:; " +
-		"connect-src 'self'; " +
-		"frame-src " + frameSrc + "; " +
-		"base-uri 'none'; form-action 'none'; object-src 'none'; " +
-		"require-trusted-types-for 'script'; trusted-types 'none'; frame-ancestors 'none'"
+	h.homeCSP = csp.New().Add("default-src").Add("style-src", csp.Hash(homeCSS)).
+		Add("base-uri").Add("form-action").Add("frame-ancestors").String()
+	h.pageCSP = csp.New().
+		Add("default-src").
+		Add("script-src", viewpage.BridgeScriptHash(), csp.Hash(cardsJS), csp.Hash(pageJS)).
+		Add("style-src", csp.Hash(pageCSS)).
+		Add("img-src", csp.Self, csp.Data).
+		Add("connect-src", csp.Self).
+		Add("frame-src", frameSrc).
+		Add("base-uri").Add("form-action").Add("object-src").
+		Add("require-trusted-types-for", csp.Script).Add("trusted-types").
+		Add("frame-ancestors").
+		String()
 	return nil
 }
 

@@ -29,6 +29,7 @@ import (
 	"teamsbot/bot"
 	"teamsbot/internal/netaddr"
 	"teamsbot/internal/web"
+	"teamsbot/internal/web/csp"
 	"teamsbot/playground"
 	"teamsbot/signin"
 	"teamsbot/triggers"
@@ -256,7 +257,7 @@ func serve(ctx context.Context, cfg config, env environment, stdout io.Writer, l
 	home := func(c echo.Context) error {
 		// People who reach the bare address learn what it is and where views
 		// come from; nothing here needs a session.
-		c.Response().Header().Set("Content-Security-Policy", "default-src 'none'")
+		c.Response().Header().Set("Content-Security-Policy", csp.New().Add("default-src").String())
 		return c.String(http.StatusOK, homeText)
 	}
 	var pg *playground.Handler
