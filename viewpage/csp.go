@@ -1,24 +1,25 @@
 package viewpage
 
 import (
+	"context"
 	"slices"
 	"strings"
 
 	"teamsbot/internal/netaddr"
 	"teamsbot/internal/teamsjs"
-	"teamsbot/internal/web"
+	"teamsbot/internal/web/csp"
+	"teamsbot/store"
 )
 
-// The Content-Security-Policy of each document the package serves.
-
-// trustedTypes makes the browser refuse any string written into an HTML
-// or script sink (innerHTML, eval and the like) on the page and the proxy:
-// their scripts put what views say on the page as text only, and this
-// keeps it so.
-const trustedTypes = "require-trusted-types-for 'script'; trusted-types 'none'"
-
-// blockWebRTC is the CSP3 directive that forbids peer connections.
-const blockWebRTC = "webrtc 'block'"
+// The Content-Security-Policy of each document the package serves: the
+// page, the Teams sign-in shell and the proxy, fixed when the handler is
+// built, and each view document's, from the policy stored with the view.
+//
+// The page, the shell and the proxy also carry Trusted Types
+// (require-trusted-types-for 'script'; trusted-types 'none'): the browser
+// refuses any string written into an HTML or script sink (innerHTML, eval
+// and the like), since their scripts put what views say on the page as
+// text only, and this keeps it so.
 
 // buildPolicies fixes the CSP of the page, the Teams sign-in shell and the
 // proxy, all of which are the same for every request.
@@ -32,42 +33,42 @@ func (h *Handler) buildPolicies() {
 	// frames only the sandbox origin, and is framed by nobody; in Teams
 	// mode it runs teams-js (embedded, allowed by hash like the others)
 	// and only Teams and the Microsoft 365 hosts may frame it.
-	scripts := web.CSPHash(bridgeJS) + " " + web.CSPHash(pageJS)
-	ancestors := "frame-ancestors 'none'"
+	scripts := []string{csp.Hash(bridgeJS), csp.Hash(pageJS)}
+	var ancestors []string // 'none'
 	if h.teamsHosts != nil {
-		scripts += " " + teamsjs.Hash() + " " + web.CSPHash(teamsPageJS)
-		ancestors = "frame-ancestors " + h.teamsSources
+		scripts = append(scripts, teamsjs.Hash(), csp.Hash(teamsPageJS))
+		ancestors = h.teamsHosts
 	}
-	h.pageCSP = "default-src 'none'; " +
-		"script-src " + scripts + "; " +
-		"style-src " + web.CSPHash(pageCSS) + "; " +
-		"img-src 'self' data:; " +
-		"connect-src 'self'; " +
-		"frame-src " + frameSrc + "; " +
-		"base-uri 'none'; form-action 'none'; object-src 'none'; " +
-		trustedTypes + "; " + ancestors
+	h.pageCSP = csp.New().
+		Add("default-src").
+		Add("script-src", scripts...).
+		Add("style-src", csp.Hash(pageCSS)).
+		Add("img-src", csp.Self, csp.Data).
+		Add("connect-src", csp.Self).
+		Add("frame-src", frameSrc).
+		Add("base-uri").Add("form-action").Add("object-src").
+		Add("require-trusted-types-for", csp.Script).Add("trusted-types").
+		Add("frame-ancestors", ancestors...).
+		String()
 	if h.teamsHosts != nil {
 		// The shell frames nothing and talks only to the sign-in API.
-		h.signInCSP = "default-src 'none'; " +
-			"script-src " + teamsjs.Hash() + " " + web.CSPHash(teamsPageJS) + "; " +
-			"style-src " + web.CSPHash(pageCSS) + "; " +
-			"connect-src 'self'; " +
-			"base-uri 'none'; form-action 'none'; object-src 'none'; " +
-			trustedTypes + "; " + ancestors
+		h.signInCSP = csp.New().
+			Add("default-src").
+			Add("script-src", teamsjs.Hash(), csp.Hash(teamsPageJS)).
+			Add("style-src", csp.Hash(pageCSS)).
+			Add("connect-src", csp.Self).
+			Add("base-uri").Add("form-action").Add("object-src").
+			Add("require-trusted-types-for", csp.Script).Add("trusted-types").
+			Add("frame-ancestors", ancestors...).
+			String()
 	}
 
 	// The proxy: its own script and style only; it loads nothing, connects
-	// nowhere and frames only view documents of the sandbox origin.
-	// Only the page's origin may frame it.
-	proxyCSP := "default-src 'none'; " +
-		"script-src " + web.CSPHash(proxyJS) + "; " +
-		"style-src " + web.CSPHash(proxyCSS) + "; " +
-		"frame-src " + frameSrc + "; " +
-		"base-uri 'none'; form-action 'none'; object-src 'none'; " + blockWebRTC + "; " + trustedTypes
+	// nowhere, makes no peer connection and frames only view documents of
+	// the sandbox origin. Only the page's origin may frame it.
+	proxyAncestors := originSources(h.publicOrigin)
 	if h.sameOrigin() {
-		h.proxyCSP = proxyCSP + "; frame-ancestors 'self'"
-	} else {
-		h.proxyCSP = proxyCSP + "; " + frameAncestors(h.publicOrigin)
+		proxyAncestors = []string{csp.Self}
 	}
 	if h.teamsHosts != nil {
 		// frame-ancestors names every ancestor up to the top, not only
@@ -76,15 +77,64 @@ func (h *Handler) buildPolicies() {
 		// nowhere else. Its parent is still only ever the page: the frame
 		// token comes from the page's API, and the view document keeps no
 		// frame-ancestors at all (see viewAncestors).
-		h.proxyCSP += " " + h.teamsSources
+		proxyAncestors = append(proxyAncestors, h.teamsHosts...)
 	}
+	h.proxyCSP = csp.New().
+		Add("default-src").
+		Add("script-src", csp.Hash(proxyJS)).
+		Add("style-src", csp.Hash(proxyCSS)).
+		Add("frame-src", frameSrc).
+		Add("base-uri").Add("form-action").Add("object-src").
+		Add("webrtc", csp.Block).
+		Add("require-trusted-types-for", csp.Script).Add("trusted-types").
+		Add("frame-ancestors", proxyAncestors...).
+		String()
 }
 
-// frameAncestors is the frame-ancestors directive that lets exactly the
-// given origins frame a document ('none' for no origin). The origins are
-// typed values, checked when the configuration was read, so nothing a
-// server declared can reach this directive.
-func frameAncestors(origins ...netaddr.Origin) string {
+// viewPolicy returns the CSP a view document is served under, and the
+// view's own part of it, from which its Connection-Allowlist is made.
+//
+// The view's own part is the policy the agent stored with the view
+// (mcpapps.BuildCSP), read back with csp.Parse. A record without one, or
+// with one that is not a valid policy, gets default-src 'none' rather
+// than a guess, and the second is logged: the agent writes neither.
+//
+// The service's directives come first: of two directives of one name a
+// browser keeps the first, so nothing in the stored policy can loosen
+// them, and the builder drops a stored one that repeats them. The sandbox
+// directive keeps the document in an opaque origin even if it is ever
+// loaded outside our frames (a top-level window, another site's frame),
+// so third-party HTML never runs with our origin. webrtc 'block' (CSP3)
+// comes second. Chromium does not implement it yet (it logs the directive
+// as unrecognized); the Connection-Allowlist and the guard close WebRTC
+// there.
+func (h *Handler) viewPolicy(ctx context.Context, v store.View) (policy, own string) {
+	stored := csp.New().Add("default-src")
+	if strings.TrimSpace(v.CSP) != "" {
+		p, err := csp.Parse(v.CSP)
+		switch {
+		case err != nil:
+			h.logger.ErrorContext(ctx, "the view's stored CSP is not a valid policy; it is served under default-src 'none'",
+				"view", v.ID, "err", err)
+		case p.String() != "":
+			stored = p
+		}
+	}
+	p := csp.New().Add("sandbox", strings.Fields(sandboxFor(v.Permissions.Forms))...)
+	if h.viewAncestors != nil {
+		p.Add("frame-ancestors", originSources(h.viewAncestors...)...)
+	}
+	if !h.unguarded.csp {
+		p.Add("webrtc", csp.Block).Append(stored)
+	}
+	return p.String(), stored.String()
+}
+
+// originSources are the given origins as the sources of a directive that
+// lets exactly them in, sorted, the zero Origin left out (none at all is
+// 'none'). The origins are typed values, checked when the configuration
+// was read, so nothing a server declared can reach the directive.
+func originSources(origins ...netaddr.Origin) []string {
 	srcs := make([]string, 0, len(origins))
 	for _, o := range origins {
 		if !o.IsZero() {
@@ -92,11 +142,7 @@ func frameAncestors(origins ...netaddr.Origin) string {
 		}
 	}
 	slices.Sort(srcs)
-	srcs = slices.Compact(srcs)
-	if len(srcs) == 0 {
-		return "frame-ancestors 'none'"
-	}
-	return "frame-ancestors " + strings.Join(srcs, " ")
+	return srcs
 }
 
 // FrameSource is the CSP source expression of the frame documents: 'self'
@@ -104,7 +150,7 @@ func frameAncestors(origins ...netaddr.Origin) string {
 // that frames views (the playground) allows exactly this in frame-src.
 func (h *Handler) FrameSource() string {
 	if h.sameOrigin() {
-		return "'self'"
+		return csp.Self
 	}
 	return h.sandboxOrigin.String()
 }

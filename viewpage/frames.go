@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"html/template"
 	"net/http"
-	"strings"
 
 	"github.com/labstack/echo/v4"
 
@@ -84,7 +83,8 @@ func (h *Handler) proxy(c echo.Context) error {
 }
 
 // viewDocument serves GET /sandbox/views/{id}?token=...: the view's own
-// HTML under its stored CSP, which only our page and proxy may frame.
+// HTML under its stored CSP (viewPolicy), which only our page and proxy
+// may frame.
 func (h *Handler) viewDocument(c echo.Context) error {
 	id := c.Param("id")
 	if err := h.keys.verify(c.QueryParam("token"), purposeView, id, h.now()); err != nil {
@@ -105,33 +105,12 @@ func (h *Handler) viewDocument(c echo.Context) error {
 		}
 		return fmt.Errorf("view %s: html: %w", id, err)
 	}
-	csp := v.CSP
-	if strings.TrimSpace(csp) == "" {
-		// The agent stores every view with the policy it applies; a record
-		// without one gets nothing at all rather than a guess.
-		csp = "default-src 'none'"
-	}
-	// The sandbox directive keeps the document in an opaque origin even
-	// if it is ever loaded outside our frames (a top-level window, another
-	// site's frame), so third-party HTML never runs with our origin. It
-	// comes first: of two directives of one name a browser keeps the
-	// first, so nothing in the stored policy can loosen it.
-	// webrtc 'block' (CSP3) comes second for the same reason. Chromium
-	// does not implement it yet (it logs the directive as unrecognized);
-	// the Connection-Allowlist below and the guard close WebRTC there.
-	allowlist := mcpapps.ConnectionAllowlist(csp)
-	csp = "sandbox " + sandboxFor(v.Permissions.Forms) + "; " + blockWebRTC + "; " + csp
-	if h.unguarded.csp {
-		csp = "sandbox " + sandboxFor(v.Permissions.Forms)
-	}
-	if h.viewAncestors != nil {
-		csp += "; " + frameAncestors(h.viewAncestors...)
-	}
+	policy, own := h.viewPolicy(ctx, v)
 	hd := c.Response().Header()
-	hd.Set("Content-Security-Policy", csp)
+	hd.Set("Content-Security-Policy", policy)
 	frameHeaders(hd)
 	if !h.unguarded.allowlist {
-		hd.Set("Connection-Allowlist", allowlist)
+		hd.Set("Connection-Allowlist", mcpapps.ConnectionAllowlist(own))
 	}
 	if !h.unguarded.script {
 		html = withGuard(html)

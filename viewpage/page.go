@@ -14,6 +14,7 @@ import (
 
 	"teamsbot/internal/teamsjs"
 	"teamsbot/internal/web"
+	"teamsbot/internal/web/csp"
 )
 
 // The page a card's Open button lands on (GET /mcp-apps/{id}), and the
@@ -45,7 +46,7 @@ func BridgeScript() string { return bridgeJS }
 
 // BridgeScriptHash is the CSP source expression ('sha256-…') that allows
 // BridgeScript.
-func BridgeScriptHash() string { return web.CSPHash(bridgeJS) }
+func BridgeScriptHash() string { return csp.Hash(bridgeJS) }
 
 // HostName is the hostInfo.name the page gives views in ui/initialize.
 const HostName = "teamsbot"

@@ -94,6 +94,7 @@ import (
 	"teamsbot/access"
 	"teamsbot/agent"
 	"teamsbot/internal/netaddr"
+	"teamsbot/internal/web/csp"
 	"teamsbot/signin"
 	"teamsbot/store"
 )
@@ -247,7 +248,7 @@ func New(opts Options) (*Handler, error) {
 			errs = append(errs, errors.New("viewpage: Teams.FrameAncestors is empty: the page could not open inside Teams"))
 		}
 		for _, h := range teamsHosts {
-			if !hostSource.MatchString(h) {
+			if !hostSource.MatchString(h) || csp.CheckSource(h) != nil {
 				errs = append(errs, fmt.Errorf("viewpage: Teams.FrameAncestors: %q is not https://host or https://*.domain", h))
 			}
 		}

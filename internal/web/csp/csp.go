@@ -219,18 +219,19 @@ var ErrInvalid = errors.New("not a valid Content-Security-Policy")
 
 // Parse reads a serialized policy, such as one stored with a view, into a
 // Policy whose String is the same text when it was written by String.
-// Every directive and value is checked as Add checks it; a directive
-// repeated later in the text is dropped, as a browser ignores it. An
-// empty text is an empty Policy.
+// Every directive and value is checked as Add checks it, and the text
+// may hold no line break or other control character (a header value
+// cannot); a directive repeated later in the text is dropped, as a browser
+// ignores it. An empty text is an empty Policy.
 func Parse(text string) (*Policy, error) {
 	for i := 0; i < len(text); i++ {
-		if c := text[i]; c < ' ' && !isASCIISpace(rune(c)) || c == 0x7f || c >= 0x80 {
-			return nil, fmt.Errorf("%w: a control or non-ASCII character", ErrInvalid)
+		if c := text[i]; c < ' ' && c != '\t' || c == 0x7f || c >= 0x80 {
+			return nil, fmt.Errorf("%w: a line break, control or non-ASCII character", ErrInvalid)
 		}
 	}
 	p := New()
 	for part := range strings.SplitSeq(text, ";") {
-		fields := strings.FieldsFunc(part, isASCIISpace)
+		fields := strings.FieldsFunc(part, isSpace)
 		if len(fields) == 0 {
 			continue
 		}
@@ -255,7 +256,7 @@ func CheckSource(s string) error {
 	return nil
 }
 
-func isASCIISpace(r rune) bool { return r == ' ' || r == '\t' || r == '\n' || r == '\f' || r == '\r' }
+func isSpace(r rune) bool { return r == ' ' || r == '\t' }
 
 // checkValue checks one value of a directive of kind k.
 func checkValue(k kind, v string) error {

@@ -125,7 +125,7 @@ func TestParse(t *testing.T) {
 	for _, bad := range []string{
 		"default-src 'none'\r\nX-Injected: 1", "default-src 'none'; script-src self", "default-src 'none'; report-uri /r",
 		"img-src 'none' data:", "sandbox allow-all", "default-src 'none'; script-src https://a.example/\x00",
-		"default-src 'nonë'",
+		"default-src 'nonë'", "default-src 'none';\nscript-src 'self'", "img-src 'self'\rdata:",
 	} {
 		if _, err := csp.Parse(bad); !errors.Is(err, csp.ErrInvalid) {
 			t.Errorf("Parse(%q) = %v, want ErrInvalid", bad, err)
