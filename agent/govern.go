@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -73,62 +74,92 @@ func objectArgs(args json.RawMessage) (json.RawMessage, error) {
 	return args, nil
 }
 
-// govern is the one path every tool call takes, the model's and a view's:
-// data rules, the policy, the server's timeout, and redaction of the
-// result. It counts the call in the metrics; the caller writes the audit
-// record. A tool's own failure comes back as a result with IsError; a
-// denial wraps ErrDenied; a transport failure is a Go error.
-func (s *Service) govern(ctx context.Context, a *agentRuntime, c *serverConn, cs *mcp.ClientSession, args json.RawMessage, k toolCall, fields map[string]any) (*mcp.CallToolResult, error) {
-	res, err := s.governCall(ctx, a, c, cs, args, k, fields)
-	s.metrics.call(c.name, k.tool, k.fromView, outcome(res, err))
-	return res, err
+// governedCall is one call on the governed path: the agent and server it
+// goes to, the session it is sent on, its arguments, and who makes it.
+type governedCall struct {
+	agent   *agentRuntime
+	conn    *serverConn
+	session *mcp.ClientSession
+	args    json.RawMessage
+	call    toolCall
 }
 
-// governCall runs one call; it adds the access decision to fields, the
-// call's audit record.
-func (s *Service) governCall(ctx context.Context, a *agentRuntime, c *serverConn, cs *mcp.ClientSession, args json.RawMessage, k toolCall, fields map[string]any) (*mcp.CallToolResult, error) {
+// govern is the one path every tool call takes, the model's and a view's:
+// data rules, the policy, the server's timeout, and redaction of the
+// result. It counts the call in the metrics and returns the access
+// decision for the audit record, which the caller writes. A tool's own
+// failure comes back as a result with IsError; a denial wraps ErrDenied; a
+// transport failure is a Go error.
+func (s *Service) govern(ctx context.Context, g governedCall) (*mcp.CallToolResult, decision, error) {
+	res, d, err := s.governCall(ctx, g)
+	s.metrics.call(g.conn.name, g.call.tool, g.call.fromView, outcome(res, err))
+	return res, d, err
+}
+
+// governCall runs one call and returns its access decision (none asked
+// when there is no Access or a data rule refused the call first).
+func (s *Service) governCall(ctx context.Context, g governedCall) (*mcp.CallToolResult, decision, error) {
+	c, k := g.conn, g.call
 	tool := k.tool
-	rules := a.rules
+	rules := g.agent.rules
 	if s.opts.Access != nil {
 		tenant, err := s.opts.Access.TenantRules(ctx, k.tenantID)
 		if err != nil {
-			return nil, fmt.Errorf("%w: the tenant's data rules cannot be read: %w", ErrUnavailable, err)
+			return nil, decision{}, fmt.Errorf("%w: the tenant's data rules cannot be read: %w", ErrUnavailable, err)
 		}
 		rules = rules.with(tenant)
 	}
 	if rule, ok := rules.denies(c.name, tool); ok {
-		return nil, fmt.Errorf("%w: data rule denyTools %q", ErrDenied, rule)
+		return nil, decision{}, fmt.Errorf("%w: data rule denyTools %q", ErrDenied, rule)
 	}
+	var d decision
 	if s.opts.Access != nil {
-		if err := s.decide(ctx, k, fields); err != nil {
-			return nil, err
+		var err error
+		if d, err = s.decide(ctx, k); err != nil {
+			return nil, d, err
 		}
 	}
-	args, err := objectArgs(args)
+	args, err := objectArgs(g.args)
 	if err != nil {
-		return nil, err
+		return nil, d, err
 	}
 	cctx, cancel := context.WithTimeout(ctx, c.timeout)
 	defer cancel()
-	res, err := cs.CallTool(cctx, &mcp.CallToolParams{Name: tool, Arguments: args})
+	res, err := g.session.CallTool(cctx, &mcp.CallToolParams{Name: tool, Arguments: args})
 	if err != nil {
 		err = c.scrub(err)
 		if sessionBroken(err) {
-			c.markDead(cs)
-			return nil, fmt.Errorf("%w: %s: the connection broke during %s: %w", ErrUnavailable, c.name, tool, err)
+			c.markDead(g.session)
+			return nil, d, fmt.Errorf("%w: %s: the connection broke during %s: %w", ErrUnavailable, c.name, tool, err)
 		}
 		if cctx.Err() != nil && ctx.Err() == nil {
-			return nil, fmt.Errorf("%s/%s: timed out after %s: %w", c.name, tool, c.timeout, cctx.Err())
+			return nil, d, fmt.Errorf("%s/%s: timed out after %s: %w", c.name, tool, c.timeout, cctx.Err())
 		}
-		return nil, fmt.Errorf("%s/%s: %w", c.name, tool, err)
+		return nil, d, fmt.Errorf("%s/%s: %w", c.name, tool, err)
 	}
 	rules.redactResult(res)
-	return res, nil
+	return res, d, nil
 }
 
-// decide asks access for the Cedar decision on one call and records it
-// (allow or deny, and the policies that decided) in fields.
-func (s *Service) decide(ctx context.Context, k toolCall, fields map[string]any) error {
+// decision is the Cedar decision on one call, as its audit record shows
+// it. The zero decision is none asked.
+type decision struct {
+	// outcome is decisionAllow, decisionDeny, or decisionNone when no
+	// decision could be made.
+	outcome string
+	// policies are the policies that decided, with allow or deny.
+	policies []string
+}
+
+// The outcomes of a decision, as the audit record's "decision" says them.
+const (
+	decisionAllow = "allow"
+	decisionDeny  = "deny"
+	decisionNone  = "none"
+)
+
+// decide asks access for the Cedar decision on one call.
+func (s *Service) decide(ctx context.Context, k toolCall) (decision, error) {
 	caller, viewID := access.CallerModel, ""
 	if k.fromView {
 		caller, viewID = access.CallerView, k.viewID
@@ -136,12 +167,9 @@ func (s *Service) decide(ctx context.Context, k toolCall, fields map[string]any)
 	d, err := s.opts.Access.Invoke(ctx, access.Person{TenantID: k.person.TenantID, UserID: k.person.UserID, Roles: k.person.Roles},
 		access.Call{AgentID: k.agentID, AgentTenantID: k.tenantID, Server: k.server, Tool: k.tool, Caller: caller, ViewID: viewID})
 	if err != nil {
-		fields["decision"] = "none"
-		return fmt.Errorf("%w: no access decision could be made: %w", ErrDenied, err)
+		return decision{outcome: decisionNone}, fmt.Errorf("%w: no access decision could be made: %w", ErrDenied, err)
 	}
-	fields["policies"] = d.Policies
 	if !d.Allowed {
-		fields["decision"] = "deny"
 		why := "no policy permits it"
 		switch {
 		case len(d.Errors) > 0:
@@ -149,10 +177,79 @@ func (s *Service) decide(ctx context.Context, k toolCall, fields map[string]any)
 		case len(d.Policies) > 0:
 			why = "forbidden by " + strings.Join(d.Policies, ", ")
 		}
-		return fmt.Errorf("%w: Cedar policy: %s", ErrDenied, why)
+		return decision{outcome: decisionDeny, policies: d.Policies}, fmt.Errorf("%w: Cedar policy: %s", ErrDenied, why)
 	}
-	fields["decision"] = "allow"
-	return nil
+	return decision{outcome: decisionAllow, policies: d.Policies}, nil
+}
+
+// callAudit is the audit record of one tool call: the model's
+// (agent.tool.call) or a view's (agent.mcp_app.call), refused ones
+// included. record is the one place it becomes the store's record; the
+// field names are the audit log's, which README documents and the admin
+// console shows.
+type callAudit struct {
+	// action is AuditToolCall or AuditAppCall.
+	action string
+	// tenant and actor are the record's: the run's person for the model,
+	// the caller (in the caller's own tenant) for a view.
+	tenant, actor string
+	// server and tool are what was called, as far as it was found.
+	server, tool string
+	// caller is "model", or the user id of the person whose view called.
+	caller string
+	// result is ResultOK, ResultError or ResultRefused; why says why a
+	// call did not succeed.
+	result, why string
+	// decision is the Cedar decision, when one was asked.
+	decision decision
+	// agent is the agent the call was made for.
+	agent string
+	// run is the model's run (agent.tool.call only); ref is the reference
+	// a person was given for a call of the model that failed.
+	run, ref string
+	// view is the view that called (agent.mcp_app.call only); viewTenant
+	// is its tenant, named as caller_tenant when the caller's differs.
+	view, viewTenant string
+}
+
+// modelCallAudit is the record of a call of the model in run r.
+func (r *runState) modelCallAudit(server, tool, result, why string) callAudit {
+	return callAudit{action: AuditToolCall, tenant: r.person.TenantID, actor: r.person.UserID,
+		server: server, tool: tool, caller: "model", result: result, why: why, agent: r.agent.cfg.ID, run: r.id}
+}
+
+// viewCallAudit is the record of a call of view v by caller: the tool name
+// is the view's and clipped, and so is why.
+func viewCallAudit(v store.View, caller Person, name, result, why string) callAudit {
+	return callAudit{action: AuditAppCall, tenant: caller.TenantID, actor: caller.UserID,
+		server: v.Server, tool: textclip.Clip(name, maxToolNameBytes), caller: caller.UserID,
+		result: result, why: textclip.Clip(why, maxReasonBytes), agent: v.AgentID, view: v.ID, viewTenant: v.TenantID}
+}
+
+// record is the store's audit record of the call, at now.
+func (a callAudit) record(now time.Time) store.AuditRecord {
+	f := map[string]any{
+		"server": a.server, "tool": a.tool, "caller": a.caller, "result": a.result, "why": a.why, "agent": a.agent,
+	}
+	switch a.action {
+	case AuditToolCall:
+		f["run"] = a.run
+		if a.ref != "" {
+			f["ref"] = a.ref
+		}
+	case AuditAppCall:
+		f["view"] = a.view
+		if a.tenant != a.viewTenant {
+			f["caller_tenant"] = a.tenant
+		}
+	}
+	if a.decision.outcome != "" {
+		f["decision"] = a.decision.outcome
+		if a.decision.outcome != decisionNone {
+			f["policies"] = a.decision.policies
+		}
+	}
+	return store.AuditRecord{Time: now, TenantID: a.tenant, Action: a.action, Actor: a.actor, Fields: f}
 }
 
 // outcome classifies a call for audit and metrics.

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"maps"
 	"strings"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -102,22 +101,19 @@ func (r *runState) callForModel(ctx context.Context, call ToolCall) Message {
 	// refuse ends a call that gave no result: the audit record's why has
 	// the reason, the person and the model read said (the same, or the
 	// person's words and a reference when the reason is an error's text).
-	refuse := func(result, reason, said string, extra ...map[string]any) Message {
-		reason = textclip.Clip(reason, maxReasonBytes)
-		fields := map[string]any{"server": server, "tool": tool, "caller": "model", "result": result, "why": reason}
-		for _, m := range extra {
-			maps.Copy(fields, m)
-		}
-		r.audit = append(r.audit, r.auditRecord(AuditToolCall, fields))
+	refuse := func(result, reason, said string, d decision, ref string) Message {
+		a := r.modelCallAudit(server, tool, result, textclip.Clip(reason, maxReasonBytes))
+		a.decision, a.ref = d, ref
+		r.audit = append(r.audit, a.record(svc.now()))
 		r.answer.ToolErrors = append(r.answer.ToolErrors, ToolError{Server: server, Tool: tool, Message: said})
 		msg.Text, msg.IsError = said, true
 		return msg
 	}
 	// fail ends a call that failed with err: the detail goes to the
 	// operators under a reference, which the audit record names too.
-	fail := func(result string, err error, extra ...map[string]any) Message {
+	fail := func(result string, err error, d decision) Message {
 		said, ref := r.problem(err, "%s", callFailure(server, tool, err))
-		return refuse(result, err.Error(), said, append(extra, map[string]any{"ref": ref})...)
+		return refuse(result, err.Error(), said, d, ref)
 	}
 
 	c, name, found := r.agent.resolve(ctx, call.Name)
@@ -125,7 +121,7 @@ func (r *runState) callForModel(ctx context.Context, call ToolCall) Message {
 		// Empty labels: a model's made-up names must not grow the metrics.
 		svc.metrics.call("", "", false, ResultRefused)
 		r.note("the model asked for %.128q: %s", call.Name, found)
-		return refuse(ResultRefused, found, found)
+		return refuse(ResultRefused, found, found, decision{}, "")
 	}
 	// Until the tool is found in the server's list, its name is the
 	// model's and goes into the metrics as "", like a made-up server.
@@ -136,43 +132,42 @@ func (r *runState) callForModel(ctx context.Context, call ToolCall) Message {
 	}
 	if err != nil {
 		svc.metrics.call(server, "", false, ResultError)
-		return fail(ResultError, err)
+		return fail(ResultError, err, decision{})
 	}
 	tl, err := c.toolList(ctx, cs)
 	if err != nil {
 		svc.metrics.call(server, "", false, ResultError)
-		return fail(ResultError, err)
+		return fail(ResultError, err, decision{})
 	}
 	e := tl.byName[name]
 	if e == nil {
 		svc.metrics.call(server, "", false, ResultRefused)
 		reason := fmt.Sprintf("server %s has no tool %q", server, tool)
-		return refuse(ResultRefused, reason, reason)
+		return refuse(ResultRefused, reason, reason, decision{}, "")
 	}
 	if !e.toModel && r.apps {
 		svc.metrics.call(server, tool, false, ResultRefused)
 		reason := fmt.Sprintf("tool %s/%s is not offered to the model: %s", server, tool, e.notOffered)
 		r.note("refused the model's call: %s", reason)
-		return refuse(ResultRefused, reason, reason)
+		return refuse(ResultRefused, reason, reason, decision{}, "")
 	}
 
 	if r.progress != nil {
 		r.progress(Step{Server: server, Tool: tool})
 	}
-	decided := map[string]any{}
-	res, err := svc.govern(ctx, r.agent, c, cs, call.Arguments, toolCall{
+	res, d, err := svc.govern(ctx, governedCall{agent: r.agent, conn: c, session: cs, args: call.Arguments, call: toolCall{
 		person: r.person, agentID: r.agent.cfg.ID, tenantID: r.person.TenantID, server: server, tool: tool,
-	}, decided)
+	}})
 	result := outcome(res, err)
 	if err != nil {
 		if errors.Is(err, ErrUnavailable) {
 			r.note("server %s stopped during the call; it will be reconnected on next use", server)
 		}
-		return fail(result, err, decided)
+		return fail(result, err, d)
 	}
-	fields := map[string]any{"server": server, "tool": tool, "caller": "model", "result": result, "why": why(res, nil)}
-	maps.Copy(fields, decided)
-	r.audit = append(r.audit, r.auditRecord(AuditToolCall, fields))
+	a := r.modelCallAudit(server, tool, result, why(res, nil))
+	a.decision = d
+	r.audit = append(r.audit, a.record(svc.now()))
 	msg.Text = modelText(res)
 	if res.IsError {
 		msg.IsError = true

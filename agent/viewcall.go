@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"maps"
 	"strings"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -25,15 +24,17 @@ import (
 func (s *Service) CallFromView(ctx context.Context, v store.View, caller Person, name string, args json.RawMessage) (*mcp.CallToolResult, error) {
 	// name comes from the view: it is clipped wherever it is written, and
 	// goes into the metrics only once it is found in the server's list.
-	rec := func(result, reason string, extra ...map[string]any) error {
-		return s.auditViewCall(ctx, v, caller, name, result, reason, extra...)
+	rec := func(result, reason string, d decision) error {
+		a := viewCallAudit(v, caller, name, result, reason)
+		a.decision = d
+		return s.auditViewCall(ctx, a)
 	}
 	// refuse refuses the call; label is the tool's metrics label.
 	refuse := func(sentinel error, label, reason string) (*mcp.CallToolResult, error) {
 		s.metrics.call(v.Server, label, true, ResultRefused)
 		reason = textclip.Clip(reason, maxReasonBytes)
 		err := fmt.Errorf("%w: %s", sentinel, reason)
-		if aerr := rec(ResultRefused, reason); aerr != nil {
+		if aerr := rec(ResultRefused, reason, decision{}); aerr != nil {
 			return nil, errors.Join(err, aerr)
 		}
 		return nil, err
@@ -59,12 +60,12 @@ func (s *Service) CallFromView(ctx context.Context, v store.View, caller Person,
 	cs, _, err := c.sessionFor(ctx, false)
 	if err != nil {
 		s.metrics.call(v.Server, "", true, ResultError)
-		return nil, errors.Join(err, rec(ResultError, err.Error()))
+		return nil, errors.Join(err, rec(ResultError, err.Error(), decision{}))
 	}
 	tl, err := c.toolList(ctx, cs)
 	if err != nil {
 		s.metrics.call(v.Server, "", true, ResultError)
-		return nil, errors.Join(err, rec(ResultError, err.Error()))
+		return nil, errors.Join(err, rec(ResultError, err.Error(), decision{}))
 	}
 	e := tl.byName[name]
 	if e == nil {
@@ -73,14 +74,13 @@ func (s *Service) CallFromView(ctx context.Context, v store.View, caller Person,
 	if !e.toApp {
 		return refuse(ErrToolNotAllowed, name, fmt.Sprintf("tool %s/%s: its visibility %q lacks \"app\"", v.Server, name, e.ui.Visibility))
 	}
-	decided := map[string]any{}
-	res, err := s.govern(ctx, a, c, cs, args, toolCall{
+	res, d, err := s.govern(ctx, governedCall{agent: a, conn: c, session: cs, args: args, call: toolCall{
 		person: caller, agentID: v.AgentID, tenantID: v.TenantID, fromView: true, viewID: v.ID, server: v.Server, tool: name,
-	}, decided)
+	}})
 	if err == nil {
 		res = s.boundForView(res, name)
 	}
-	if aerr := rec(outcome(res, err), why(res, err), decided); aerr != nil {
+	if aerr := rec(outcome(res, err), why(res, err), d); aerr != nil {
 		return nil, errors.Join(err, aerr)
 	}
 	if err != nil {
@@ -95,31 +95,15 @@ func (s *Service) CallFromView(ctx context.Context, v store.View, caller Person,
 // makes, refused ones included, so that they all read alike.
 func (s *Service) RefuseViewCall(ctx context.Context, v store.View, caller Person, name, why string) error {
 	s.metrics.call(v.Server, "", true, ResultRefused)
-	return s.auditViewCall(ctx, v, caller, name, ResultRefused, why)
+	return s.auditViewCall(ctx, viewCallAudit(v, caller, name, ResultRefused, why))
 }
 
 // auditViewCall writes the agent.mcp_app.call record of one tool call by
-// a view. It is recorded even when the caller went away during the call.
-func (s *Service) auditViewCall(ctx context.Context, v store.View, caller Person, name, result, reason string, extra ...map[string]any) error {
-	fields := map[string]any{
-		"tool": textclip.Clip(name, maxToolNameBytes), "server": v.Server, "caller": caller.UserID, "result": result,
-		"why": textclip.Clip(reason, maxReasonBytes), "view": v.ID, "agent": v.AgentID,
-	}
-	for _, m := range extra {
-		maps.Copy(fields, m)
-	}
-	if caller.TenantID != v.TenantID {
-		fields["caller_tenant"] = caller.TenantID
-	}
-	// In the caller's own tenant: a refused caller of another tenant must
-	// not write into the view owner's log.
-	return s.appendAudit(context.WithoutCancel(ctx), store.AuditRecord{
-		Time:     s.now(),
-		TenantID: caller.TenantID,
-		Action:   AuditAppCall,
-		Actor:    caller.UserID,
-		Fields:   fields,
-	})
+// a view, in the caller's own tenant: a refused caller of another tenant
+// must not write into the view owner's log. It is recorded even when the
+// caller went away during the call.
+func (s *Service) auditViewCall(ctx context.Context, a callAudit) error {
+	return s.appendAudit(context.WithoutCancel(ctx), a.record(s.now()))
 }
 
 // boundForView replaces a result larger than the view limit by an error
