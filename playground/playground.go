@@ -211,7 +211,7 @@ func New(opts Options) (*Handler, error) {
 	}
 	h.chats = newChats(h.now)
 	h.life, h.cancel = context.WithCancel(context.Background())
-	if err := h.buildPage(opts.Views.FrameSource()); err != nil {
+	if err := h.buildPage(opts.Views); err != nil {
 		return nil, err
 	}
 	return h, nil
@@ -245,9 +245,11 @@ type pageData struct {
 }
 
 // buildPage renders the page once (it is the same for every request) and
-// fixes its CSP: its own scripts and style by hash, its own API, frames only
-// from the sandbox origin, framed by nobody, no string into an HTML sink.
-func (h *Handler) buildPage(frameSrc string) error {
+// fixes its CSP, that of a page showing views inline
+// (viewpage.HostPagePolicy): its own scripts and style by hash, its own
+// API, frames only from the sandbox origin, framed by nobody, no string
+// into an HTML sink.
+func (h *Handler) buildPage(views *viewpage.Handler) error {
 	t, err := template.New("playground").Parse(pageHTML)
 	if err != nil {
 		return fmt.Errorf("playground: page template: %w", err)
@@ -278,17 +280,7 @@ func (h *Handler) buildPage(frameSrc string) error {
 	// No script at all; one style; links only.
 	h.homeCSP = csp.New().Add("default-src").Add("style-src", csp.Hash(homeCSS)).
 		Add("base-uri").Add("form-action").Add("frame-ancestors").String()
-	h.pageCSP = csp.New().
-		Add("default-src").
-		Add("script-src", viewpage.BridgeScriptHash(), csp.Hash(cardsJS), csp.Hash(pageJS)).
-		Add("style-src", csp.Hash(pageCSS)).
-		Add("img-src", csp.Self, csp.Data).
-		Add("connect-src", csp.Self).
-		Add("frame-src", frameSrc).
-		Add("base-uri").Add("form-action").Add("object-src").
-		Add("require-trusted-types-for", csp.Script).Add("trusted-types").
-		Add("frame-ancestors").
-		String()
+	h.pageCSP = views.HostPagePolicy([]string{csp.Hash(cardsJS), csp.Hash(pageJS)}, csp.Hash(pageCSS))
 	return nil
 }
 

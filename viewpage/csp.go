@@ -33,23 +33,13 @@ func (h *Handler) buildPolicies() {
 	// frames only the sandbox origin, and is framed by nobody; in Teams
 	// mode it runs teams-js (embedded, allowed by hash like the others)
 	// and only Teams and the Microsoft 365 hosts may frame it.
-	scripts := []string{csp.Hash(bridgeJS), csp.Hash(pageJS)}
+	scripts := []string{csp.Hash(pageJS)}
 	var ancestors []string // 'none'
 	if h.teamsHosts != nil {
 		scripts = append(scripts, teamsjs.Hash(), csp.Hash(teamsPageJS))
 		ancestors = h.teamsHosts
 	}
-	h.pageCSP = csp.New().
-		Add("default-src").
-		Add("script-src", scripts...).
-		Add("style-src", csp.Hash(pageCSS)).
-		Add("img-src", csp.Self, csp.Data).
-		Add("connect-src", csp.Self).
-		Add("frame-src", frameSrc).
-		Add("base-uri").Add("form-action").Add("object-src").
-		Add("require-trusted-types-for", csp.Script).Add("trusted-types").
-		Add("frame-ancestors", ancestors...).
-		String()
+	h.pageCSP = h.hostPagePolicy(scripts, csp.Hash(pageCSS), ancestors)
 	if h.teamsHosts != nil {
 		// The shell frames nothing and talks only to the sign-in API.
 		h.signInCSP = csp.New().
@@ -88,6 +78,32 @@ func (h *Handler) buildPolicies() {
 		Add("webrtc", csp.Block).
 		Add("require-trusted-types-for", csp.Script).Add("trusted-types").
 		Add("frame-ancestors", proxyAncestors...).
+		String()
+}
+
+// HostPagePolicy is the CSP of a page of the service that shows views
+// inline with BridgeScript (the playground), as the view page's own is
+// made: the bridge and the page's own scripts (given as hash sources) and
+// its one style, its own API, frames only from where the frame documents
+// come (the sandbox origin, or 'self'), framed by nobody, and Trusted
+// Types. It panics if a script or the style is not a source expression.
+func (h *Handler) HostPagePolicy(scripts []string, style string) string {
+	return h.hostPagePolicy(scripts, style, nil)
+}
+
+// hostPagePolicy is HostPagePolicy with the hosts that may frame the page
+// ('none' for none).
+func (h *Handler) hostPagePolicy(scripts []string, style string, ancestors []string) string {
+	return csp.New().
+		Add("default-src").
+		Add("script-src", append([]string{csp.Hash(bridgeJS)}, scripts...)...).
+		Add("style-src", style).
+		Add("img-src", csp.Self, csp.Data).
+		Add("connect-src", csp.Self).
+		Add("frame-src", h.FrameSource()).
+		Add("base-uri").Add("form-action").Add("object-src").
+		Add("require-trusted-types-for", csp.Script).Add("trusted-types").
+		Add("frame-ancestors", ancestors...).
 		String()
 }
 
@@ -146,8 +162,8 @@ func originSources(origins ...netaddr.Origin) []string {
 }
 
 // FrameSource is the CSP source expression of the frame documents: 'self'
-// when they share the page's origin, else the sandbox origin. Another page
-// that frames views (the playground) allows exactly this in frame-src.
+// when they share the page's origin, else the sandbox origin. A page that
+// frames views allows exactly this in frame-src (HostPagePolicy).
 func (h *Handler) FrameSource() string {
 	if h.sameOrigin() {
 		return csp.Self

@@ -14,7 +14,6 @@ import (
 
 	"teamsbot/internal/teamsjs"
 	"teamsbot/internal/web"
-	"teamsbot/internal/web/csp"
 )
 
 // The page a card's Open button lands on (GET /mcp-apps/{id}), and the
@@ -41,12 +40,8 @@ var (
 // view's JSON-RPC messages through the view API. The view page runs it, and
 // so does any other page of the service that shows views inline (the
 // playground), so that every view meets the same host. A page includes it
-// as its own script element, allowed by BridgeScriptHash in its CSP.
+// as its own script element, allowed by HostPagePolicy's CSP.
 func BridgeScript() string { return bridgeJS }
-
-// BridgeScriptHash is the CSP source expression ('sha256-…') that allows
-// BridgeScript.
-func BridgeScriptHash() string { return csp.Hash(bridgeJS) }
 
 // HostName is the hostInfo.name the page gives views in ui/initialize.
 const HostName = "teamsbot"
