@@ -62,8 +62,9 @@ go test -run '^$' -bench . -benchtime=1x ./...
 go test -race ./bot/...
 # Every fuzzer for a short bounded time, one at a time, from its committed
 # corpus (testdata/fuzz/...): the activity decoder, the token validator,
-# the frame-token parser, the bridge's server side, the CSP builder, the
-# resource and tool checks, a view's connection allowlist, the configuration parser and the Cedar policy
+# the frame-token parser, the bridge's server side, the view CSP builder,
+# the resource and tool checks, a view's connection allowlist, the stored
+# policy parser, the configuration parser and the Cedar policy
 # parser within its limits. FUZZTIME=0 skips
 # them; docs/security.md says what each proves.
 fuzztime=${FUZZTIME:-8s}
@@ -79,6 +80,7 @@ if [ "$fuzztime" != 0 ]; then
 ./mcpapps FuzzCheckResource
 ./mcpapps FuzzReadToolUI
 ./mcpapps FuzzConnectionAllowlist
+./internal/web/csp FuzzParse
 ./cmd/teamsbot FuzzConfig
 ./access FuzzParsePolicies
 LIST

@@ -29,6 +29,7 @@ import (
 
 	"teamsbot/access"
 	"teamsbot/internal/web"
+	"teamsbot/internal/web/csp"
 	"teamsbot/signin"
 	"teamsbot/store"
 	"teamsbot/triggers"
@@ -127,8 +128,8 @@ func New(opts Options) (*Handler, error) {
 	h.css = string(css)
 	// No script at all; the one inline style, by hash; forms post only to
 	// this origin; nobody may frame the console.
-	h.csp = "default-src 'none'; style-src " + web.CSPHash(h.css) +
-		"; form-action 'self'; base-uri 'none'; frame-ancestors 'none'"
+	h.csp = csp.New().Add("default-src").Add("style-src", csp.Hash(h.css)).
+		Add("form-action", csp.Self).Add("base-uri").Add("frame-ancestors").String()
 	funcs := template.FuncMap{"fields": fieldsText, "when": when, "triggersOn": func() bool { return opts.Triggers != nil }}
 	for _, name := range pageNames {
 		t, err := template.New(name).Funcs(funcs).ParseFS(assets, "assets/layout.html", "assets/"+name+".html")

@@ -26,13 +26,22 @@
 // What a person reads of a failure (a run note, a failed call, the text
 // the model is given of it) is in the person's words with a reference; the
 // error's text is for operators only (problems.go).
+//
+// The files: agent.go (the service and what a run returns), run.go (a
+// run), modelcall.go (the model's tool calls), govern.go (the governed
+// path and the audit record of a call), redact.go (data rules), views.go
+// (making a view), viewcall.go (a view's calls), conn.go, tools.go and
+// resources.go (an MCP server's connection, tool list and resources),
+// memconn.go and limits.go (in-memory sessions, message bounds),
+// model.go, builtin.go and openai.go (the models), config.go,
+// configfile.go and configcheck.go (the configuration), metrics.go and
+// problems.go.
 package agent
 
 import (
 	"context"
 	"crypto/rand"
 	"encoding/base64"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -45,7 +54,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"teamsbot/access"
-	"teamsbot/internal/textclip"
 	"teamsbot/mcpapps"
 	"teamsbot/store"
 )
@@ -155,12 +163,6 @@ type toolCall struct {
 	server   string
 	tool     string
 }
-
-// MaxToolCallsPerRound bounds the tool calls run for one reply of the
-// model, so that a model (or a tool result that steers it) cannot make one
-// run call tools, and keep views, without end; the rounds are bounded by
-// ModelConfig.MaxToolRounds.
-const MaxToolCallsPerRound = 16
 
 // Options configures New.
 type Options struct {
@@ -502,152 +504,3 @@ func idAt(t time.Time) string {
 
 // idClock is base32hex in lower case: digits, then letters, in ASCII order.
 const idClock = "0123456789abcdefghijklmnopqrstuv"
-
-// runState gathers what one run makes until it is saved.
-type runState struct {
-	svc    *Service
-	agent  *agentRuntime
-	person Person
-	apps   bool // MCP Apps on for this run: globally and for the tenant
-	id     string
-	// progress hears of each tool call; nil when nobody listens.
-	progress func(Step)
-	start    time.Time
-
-	answer Answer
-	views  []store.NewView
-	audit  []store.AuditRecord
-	cat    catalogue
-	// problems are what went wrong, with the detail for operators; the
-	// person reads only their references (see problem).
-	problems []store.RunProblem
-}
-
-// note adds a run note: one line, at most maxNoteBytes, whatever a server
-// or the model put into the arguments. Its arguments are names and counts,
-// never an error's text: a note about a failure is noteProblem's.
-func (r *runState) note(format string, args ...any) {
-	r.answer.Notes = append(r.answer.Notes, oneLine(textclip.Clip(fmt.Sprintf(format, args...), maxNoteBytes)))
-}
-
-// Run runs an agent for a person and stores what it made. When the model
-// fails, the run is still stored and the error wraps ErrModel; the Answer
-// then holds what was made before the failure and a Text that says so. A
-// ctx that ends during the run stops it the same way (the error wraps
-// ctx's cause), and what the run did is still stored and audited.
-func (s *Service) Run(ctx context.Context, req Request) (Answer, error) {
-	a, err := s.agent(req.AgentID)
-	if err != nil {
-		return Answer{}, err
-	}
-	if req.Person.TenantID == "" {
-		return Answer{}, fmt.Errorf("%w: a run needs a tenant", ErrBadRequest)
-	}
-	r := &runState{svc: s, agent: a, person: req.Person, id: newID(), start: s.now(), apps: s.opts.AppsEnabled, progress: req.Progress}
-	if r.apps && s.opts.Access != nil && !s.opts.Access.AppsEnabled(ctx, req.Person.TenantID) {
-		r.apps = false
-		r.note("MCP Apps are turned off for this tenant: every tool is offered and no views are made")
-	}
-	r.answer.RunID = r.id
-	r.answer.AgentID = a.cfg.ID
-	r.cat = a.catalogue(ctx, r)
-
-	msgs := []Message{{Role: RoleUser, Text: req.Text}}
-	var runErr error
-	for round := 0; ; round++ {
-		if err := ctx.Err(); err != nil {
-			// Whatever the model would say now, the calls it made were
-			// cut short: the run stops and says so.
-			runErr = fmt.Errorf("agent %s: the run was stopped: %w", a.cfg.ID, context.Cause(ctx))
-			r.noteProblem(context.Cause(ctx), "the run was stopped before it finished")
-			r.answer.Text = "Sorry, the run was stopped before it finished."
-			break
-		}
-		turn := Turn{AgentName: a.cfg.DisplayName(), Tools: r.cat.specs, Messages: msgs}
-		last := round >= a.maxRounds
-		turn.Final = last
-		reply, err := a.model.Next(ctx, turn)
-		if err != nil {
-			runErr = fmt.Errorf("agent %s: %w", a.cfg.ID, err)
-			r.noteProblem(err, "the model could not answer")
-			r.answer.Text = "Sorry, the model could not answer this time."
-			break
-		}
-		reply.Role = RoleAssistant
-		msgs = append(msgs, reply)
-		if len(reply.ToolCalls) == 0 || last {
-			if last && len(reply.ToolCalls) > 0 {
-				r.note("stopped after %d rounds of tool calls", a.maxRounds)
-			}
-			r.answer.Text = reply.Text
-			break
-		}
-		for i, call := range reply.ToolCalls {
-			if i >= MaxToolCallsPerRound {
-				// Every call still gets its tool message: the Chat
-				// Completions API wants an answer to each call id.
-				msgs = append(msgs, Message{Role: RoleTool, ToolCallID: call.ID, ToolName: call.Name, IsError: true,
-					Text: fmt.Sprintf("not run: at most %d tool calls are run per round", MaxToolCallsPerRound)})
-				continue
-			}
-			msgs = append(msgs, r.callForModel(ctx, call))
-		}
-		if n := len(reply.ToolCalls); n > MaxToolCallsPerRound {
-			r.note("the model asked for %d tool calls at once; only the first %d were run", n, MaxToolCallsPerRound)
-		}
-	}
-
-	// The run is recorded even when ctx ended during it: the tool calls it
-	// made happened, and the audit log must say so.
-	if err := s.save(context.WithoutCancel(ctx), r); err != nil {
-		return r.answer, errors.Join(runErr, err)
-	}
-	return r.answer, runErr
-}
-
-// save writes the run, its views and its audit records in one SaveRun.
-func (s *Service) save(ctx context.Context, r *runState) error {
-	if s.opts.Store == nil {
-		return nil
-	}
-	run := store.Run{
-		ID:        r.id,
-		AgentID:   r.agent.cfg.ID,
-		TenantID:  r.person.TenantID,
-		UserID:    r.person.UserID,
-		UserName:  r.person.Name,
-		Text:      r.answer.Text,
-		Notes:     r.answer.Notes,
-		Problems:  r.problems,
-		CreatedAt: r.start,
-	}
-	for _, v := range r.answer.Views {
-		run.ViewIDs = append(run.ViewIDs, v.ID)
-	}
-	if err := s.opts.Store.SaveRun(ctx, run, r.views, r.audit); err != nil {
-		return fmt.Errorf("agent: saving run %s: %w", r.id, err)
-	}
-	return nil
-}
-
-// auditRecord builds one audit record of this run.
-func (r *runState) auditRecord(action string, fields map[string]any) store.AuditRecord {
-	fields["run"] = r.id
-	fields["agent"] = r.agent.cfg.ID
-	return store.AuditRecord{
-		Time:     r.svc.now(),
-		TenantID: r.person.TenantID,
-		Action:   action,
-		Actor:    r.person.UserID,
-		Fields:   fields,
-	}
-}
-
-// resultJSON encodes a tool result for a view.
-func resultJSON(res *mcp.CallToolResult) (json.RawMessage, error) {
-	b, err := json.Marshal(res)
-	if err != nil {
-		return nil, fmt.Errorf("encoding tool result: %w", err)
-	}
-	return b, nil
-}

@@ -14,11 +14,12 @@
 //
 // It owns neither card layout (package cards), nor runs and their MCP
 // servers (package agent), nor storage (package store): it chooses which
-// card to send and to whom, and keeps only the retry filter in memory. It uses the msbotbuilder-go schema types, its
-// activity dispatch (activity.HandlerFuncs and TurnContext) and its
-// core.BotFrameworkAdapter struct, with this package's own token validator
-// and connector client plugged into the adapter's fields, because the
-// library's own ones are unsafe (see Validator and the connector type).
+// card to send and to whom, and keeps only the retry filter in memory. It
+// uses the msbotbuilder-go schema types and its activity dispatch
+// (activity.HandlerFuncs and TurnContext), and not the library's adapter:
+// its request parsing, token validator and connector client are unsafe or
+// lose what a turn needs (see serve, Validator and the connector type), so
+// this package has its own.
 //
 // Inbound authentication follows "Authenticate requests from the Bot
 // Connector service to your bot"; outbound calls follow "Bot Framework REST
@@ -41,8 +42,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/infracloudio/msbotbuilder-go/connector/auth"
-	"github.com/infracloudio/msbotbuilder-go/core"
 	"github.com/infracloudio/msbotbuilder-go/core/activity"
 	"github.com/labstack/echo/v4"
 	"github.com/prometheus/client_golang/prometheus"
@@ -182,7 +181,6 @@ type Bot struct {
 	local     bool
 	logger    *slog.Logger
 	now       func() time.Time
-	adapter   *core.BotFrameworkAdapter
 	conn      *connector
 	validator *Validator // nil in local mode
 	handlers  activity.HandlerFuncs
@@ -316,26 +314,6 @@ func New(opts Options) (*Bot, error) {
 		}
 	}
 
-	// The adapter struct is built here rather than with core.NewBotAdapter,
-	// which would install the library's validator and client. It holds our
-	// validator, which the bot calls through it, no credential (nothing of
-	// the library's asks for a token), and no client: its
-	// ProcessActivity is not used, since it sends replies through a path
-	// that drops the reply id, takes no context and cannot return the id
-	// of what it sent, which the working card's update needs.
-	b.adapter = &core.BotFrameworkAdapter{
-		AdapterSetting: core.AdapterSetting{
-			AppID:              opts.AppID,
-			ChannelAuthTenant:  opts.TenantID,
-			OauthEndpoint:      opts.TokenURL,
-			OpenIDMetadata:     opts.OpenIDMetadataURL,
-			ChannelService:     auth.ChannelService,
-			CredentialProvider: auth.SimpleCredentialProvider{AppID: opts.AppID},
-		},
-	}
-	if b.validator != nil {
-		b.adapter.TokenValidator = b.validator
-	}
 	b.handlers = activity.HandlerFuncs{
 		OnMessageFunc:            b.onMessage,
 		OnConversationUpdateFunc: b.onConversationUpdate,

@@ -51,11 +51,15 @@ const invokeResponseType schema.ActivityTypes = "invokeResponse"
 
 // serve is POST /api/messages.
 //
-// It does not use the adapter's ParseRequest: that decodes into
-// schema.Activity, whose Entity type drops the @mention's id and text,
-// reads the body without a size limit, cannot tell a malformed body (400)
-// from a refused token (401), and demands a token even in local mode. The
-// token check itself goes through the adapter's TokenValidator field.
+// It does not use msbotbuilder-go's adapter (ParseRequest and
+// ProcessActivity): that decodes into schema.Activity, whose Entity type
+// drops the @mention's id and text, reads the body without a size limit,
+// cannot tell a malformed body (400) from a refused token (401), demands a
+// token even in local mode, and sends replies through a path that drops
+// the reply id, takes no context and cannot return the id of what it
+// sent, which the working card's update needs. The token is checked by
+// this package's Validator, the turn dispatched by the library's
+// activity.HandlerFuncs.
 func (b *Bot) serve(c echo.Context) error {
 	req := c.Request()
 	if b.local && !netaddr.IsLoopbackRemote(req.RemoteAddr) {
@@ -93,8 +97,7 @@ func (b *Bot) serve(c echo.Context) error {
 	}
 
 	if !b.local {
-		_, err := b.adapter.TokenValidator.AuthenticateRequest(req.Context(), in.Activity, req.Header.Get("Authorization"), b.adapter.CredentialProvider, b.adapter.ChannelService)
-		if err != nil {
+		if _, err := b.validator.Validate(req.Context(), req.Header.Get("Authorization"), in.ServiceURL, in.ChannelID); err != nil {
 			var ae *AuthError
 			if !errors.As(err, &ae) {
 				ae = authErr(ReasonMalformed, "%v", err)

@@ -9,9 +9,10 @@ import (
 
 // layout is README's layout table as rules: the project packages each
 // package may import. internal/netaddr, internal/textclip, internal/guid,
-// internal/web, internal/clientcred and internal/suggest are the shared
-// conventions (typed settings, text clipping, GUIDs, HTTP errors, the app's
-// credential for Entra ID's token endpoint, "did you mean") and are open to
+// internal/web, internal/web/csp, internal/clientcred and internal/suggest
+// are the shared conventions (typed settings, text clipping, GUIDs, HTTP
+// errors, Content-Security-Policy headers, the app's credential for Entra
+// ID's token endpoint, "did you mean") and are open to
 // every package that needs them; internal/testenv and
 // internal/pgtest are for tests only.
 var layout = map[string][]string{
@@ -35,7 +36,8 @@ var layout = map[string][]string{
 	"teamsbot/internal/netaddr":    {},
 	"teamsbot/internal/textclip":   {},
 	"teamsbot/internal/guid":       {},
-	"teamsbot/internal/web":        {},
+	"teamsbot/internal/web":        {"teamsbot/internal/web/csp"},
+	"teamsbot/internal/web/csp":    {},
 	"teamsbot/internal/clientcred": {},
 	"teamsbot/internal/suggest":    {},
 	"teamsbot/internal/testenv":    {},
@@ -44,7 +46,7 @@ var layout = map[string][]string{
 }
 
 // shared are the internal packages any package may import.
-var shared = []string{"teamsbot/internal/netaddr", "teamsbot/internal/textclip", "teamsbot/internal/web", "teamsbot/internal/guid", "teamsbot/internal/clientcred", "teamsbot/internal/suggest"}
+var shared = []string{"teamsbot/internal/netaddr", "teamsbot/internal/textclip", "teamsbot/internal/web", "teamsbot/internal/web/csp", "teamsbot/internal/guid", "teamsbot/internal/clientcred", "teamsbot/internal/suggest"}
 
 // onlyIn names third-party packages that only some packages may import:
 // Echo stays in the HTTP parts, the Graph SDK in its one small package

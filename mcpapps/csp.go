@@ -5,8 +5,10 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"teamsbot/internal/textclip"
 	"unicode/utf8"
+
+	"teamsbot/internal/textclip"
+	"teamsbot/internal/web/csp"
 )
 
 // DefaultCSP is the policy of a view whose server declared nothing (or only
@@ -61,13 +63,6 @@ const DefaultCSP = "default-src 'none'; " +
 	"object-src 'none'; " +
 	"base-uri 'none'; " +
 	"form-action 'none'"
-
-// The fixed sources of the directives that declared resource origins join.
-// Each names only the document itself or bytes it already holds.
-const (
-	scriptSources = "'self' 'unsafe-inline' 'unsafe-eval' blob: data:"
-	localSources  = "'self' data: blob:"
-)
 
 // MaxDomainsPerField bounds how many entries of one csp field are read. The
 // rest are dropped as one DroppedEntry, so that a server cannot make a view's
@@ -126,46 +121,24 @@ func BuildCSP(d CSPDomains) Policy {
 	connect := p.origins("connectDomains", d.ConnectDomains)
 	frame := p.origins("frameDomains", d.FrameDomains)
 	base := p.origins("baseUriDomains", d.BaseURIDomains)
-	if resource == nil && connect == nil && frame == nil && base == nil {
-		p.Header = DefaultCSP
-		return p
-	}
-
-	var b strings.Builder
-	b.Grow(len(DefaultCSP) + 5*len(resource)*32 + (len(connect)+len(frame)+len(base))*32)
-	directive := func(name, fixed string, origins []string) {
-		if b.Len() > 0 {
-			b.WriteString("; ")
-		}
-		b.WriteString(name)
-		if fixed != "" {
-			b.WriteByte(' ')
-			b.WriteString(fixed)
-		}
-		for _, o := range origins {
-			b.WriteByte(' ')
-			b.WriteString(o)
-		}
-	}
-	orNone := func(origins []string) string {
-		if len(origins) == 0 {
-			return "'none'"
-		}
-		return ""
-	}
-	directive("default-src", "'none'", nil)
-	directive("script-src", scriptSources, resource)
-	directive("style-src", "'self' 'unsafe-inline'", resource)
-	directive("img-src", localSources, resource)
-	directive("font-src", localSources, resource)
-	directive("media-src", localSources, resource)
-	directive("worker-src", "'self' blob:", nil)
-	directive("connect-src", orNone(connect), connect)
-	directive("frame-src", orNone(frame), frame)
-	directive("object-src", "'none'", nil)
-	directive("base-uri", orNone(base), base)
-	directive("form-action", "'none'", nil)
-	p.Header = b.String()
+	// The fixed sources of each directive come first; a declared origin
+	// only ever joins them (an empty list is 'none'). Each fixed source
+	// names only the document itself or bytes it already holds.
+	with := func(origins []string, fixed ...string) []string { return append(fixed, origins...) }
+	p.Header = csp.New().
+		Add("default-src").
+		Add("script-src", with(resource, csp.Self, csp.UnsafeInline, csp.UnsafeEval, csp.Blob, csp.Data)...).
+		Add("style-src", with(resource, csp.Self, csp.UnsafeInline)...).
+		Add("img-src", with(resource, csp.Self, csp.Data, csp.Blob)...).
+		Add("font-src", with(resource, csp.Self, csp.Data, csp.Blob)...).
+		Add("media-src", with(resource, csp.Self, csp.Data, csp.Blob)...).
+		Add("worker-src", csp.Self, csp.Blob).
+		Add("connect-src", connect...).
+		Add("frame-src", frame...).
+		Add("object-src").
+		Add("base-uri", base...).
+		Add("form-action").
+		String()
 	return p
 }
 

@@ -60,6 +60,7 @@ import (
 	"teamsbot/bot"
 	"teamsbot/internal/netaddr"
 	"teamsbot/internal/web"
+	"teamsbot/internal/web/csp"
 	"teamsbot/signin"
 	"teamsbot/store"
 	"teamsbot/viewpage"
@@ -210,7 +211,7 @@ func New(opts Options) (*Handler, error) {
 	}
 	h.chats = newChats(h.now)
 	h.life, h.cancel = context.WithCancel(context.Background())
-	if err := h.buildPage(opts.Views.FrameSource()); err != nil {
+	if err := h.buildPage(opts.Views); err != nil {
 		return nil, err
 	}
 	return h, nil
@@ -244,9 +245,11 @@ type pageData struct {
 }
 
 // buildPage renders the page once (it is the same for every request) and
-// fixes its CSP: its own scripts and style by hash, its own API, frames only
-// from the sandbox origin, framed by nobody, no string into an HTML sink.
-func (h *Handler) buildPage(frameSrc string) error {
+// fixes its CSP, that of a page showing views inline
+// (viewpage.HostPagePolicy): its own scripts and style by hash, its own
+// API, frames only from the sandbox origin, framed by nobody, no string
+// into an HTML sink.
+func (h *Handler) buildPage(views *viewpage.Handler) error {
 	t, err := template.New("playground").Parse(pageHTML)
 	if err != nil {
 		return fmt.Errorf("playground: page template: %w", err)
@@ -275,15 +278,9 @@ func (h *Handler) buildPage(frameSrc string) error {
 		return fmt.Errorf("playground: start page template: %w", err)
 	}
 	// No script at all; one style; links only.
-	h.homeCSP = "default-src 'none'; style-src " + web.CSPHash(homeCSS) + "; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
-	h.pageCSP = "default-src 'none'; " +
-		"script-src " + viewpage.BridgeScriptHash() + " " + web.CSPHash(cardsJS) + " " + web.CSPHash(pageJS) + "; " +
-		"style-src " + web.CSPHash(pageCSS) + "; " +
-		"img-src 'self' data:; " +
-		"connect-src 'self'; " +
-		"frame-src " + frameSrc + "; " +
-		"base-uri 'none'; form-action 'none'; object-src 'none'; " +
-		"require-trusted-types-for 'script'; trusted-types 'none'; frame-ancestors 'none'"
+	h.homeCSP = csp.New().Add("default-src").Add("style-src", csp.Hash(homeCSS)).
+		Add("base-uri").Add("form-action").Add("frame-ancestors").String()
+	h.pageCSP = views.HostPagePolicy([]string{csp.Hash(cardsJS), csp.Hash(pageJS)}, csp.Hash(pageCSS))
 	return nil
 }
 

@@ -8,9 +8,11 @@ import (
 	"html/template"
 	"net/http"
 	"net/url"
-	"teamsbot/internal/web"
 
 	"github.com/labstack/echo/v4"
+
+	"teamsbot/internal/web"
+	"teamsbot/internal/web/csp"
 )
 
 //go:embed templates/*.html
@@ -19,13 +21,14 @@ var templateFS embed.FS
 // pageNames are the pages, each rendered inside layout.html.
 var pageNames = []string{"local.html", "signout.html", "signedout.html"}
 
-// pages holds the parsed page templates.
+// pages holds the parsed page templates and their policy.
 type pages struct {
-	t map[string]*template.Template
+	t   map[string]*template.Template
+	csp string
 }
 
 func parsePages() (*pages, error) {
-	p := &pages{t: map[string]*template.Template{}}
+	p := &pages{t: map[string]*template.Template{}, csp: pageCSP()}
 	for _, name := range pageNames {
 		t, err := template.New(name).ParseFS(templateFS, "templates/layout.html", "templates/"+name)
 		if err != nil {
@@ -48,10 +51,13 @@ type pageData struct {
 	Form   localForm
 }
 
-// pageCSP lets the pages load nothing but their own inline style, post
-// forms only here, and never be framed (the sign-out button must not be
-// clickjacked).
-const pageCSP = "default-src 'none'; style-src 'unsafe-inline'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
+// pageCSP is the policy that lets the pages load nothing but their own
+// inline style, post forms only here, and never be framed (the sign-out
+// button must not be clickjacked).
+func pageCSP() string {
+	return csp.New().Add("default-src").Add("style-src", csp.UnsafeInline).Add("form-action", csp.Self).
+		Add("frame-ancestors").Add("base-uri").String()
+}
 
 // framed reports whether a browser asked for the page as a frame
 // (Sec-Fetch-Dest, sent on every request by current browsers).
@@ -81,7 +87,7 @@ func (s *Service) page(h echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		hdr := c.Response().Header()
 		web.NoStore(hdr)
-		hdr.Set("Content-Security-Policy", pageCSP)
+		hdr.Set("Content-Security-Policy", s.pages.csp)
 		// For browsers older than frame-ancestors: no frame at all.
 		hdr.Set("X-Frame-Options", "DENY")
 		// The callback URL carries the code: never leak it onwards.

@@ -14,6 +14,7 @@ import (
 
 	"teamsbot/internal/teamsjs"
 	"teamsbot/internal/web"
+	"teamsbot/internal/web/csp"
 )
 
 // The popup sign-in: where Teams cannot give a single sign-on token (the
@@ -86,10 +87,12 @@ var doneTemplate = template.Must(template.New("done").Parse(`<!doctype html>
 </html>
 `))
 
-// doneCSP lets the last popup page run teams-js and its own script only,
-// and never be framed.
-var doneCSP = "default-src 'none'; script-src " + teamsjs.Hash() + " " + web.CSPHash(doneScript) +
-	"; base-uri 'none'; form-action 'none'; object-src 'none'; frame-ancestors 'none'"
+// doneCSP is the policy that lets the last popup page run teams-js and its
+// own script only, and never be framed.
+func doneCSP() string {
+	return csp.New().Add("default-src").Add("script-src", teamsjs.Hash(), csp.Hash(doneScript)).
+		Add("base-uri").Add("form-action").Add("object-src").Add("frame-ancestors").String()
+}
 
 // handleTeamsDone serves GET /signin/teams/done: with the popup's session,
 // a one-time code for the page inside Teams.
@@ -117,7 +120,7 @@ func (s *Service) handleTeamsDone(c echo.Context) error {
 	}{s.seal.seal(handoffName, plain), s.teams.origins, template.JS(teamsjs.Script()), template.JS(doneScript)}); err != nil {
 		return err
 	}
-	c.Response().Header().Set("Content-Security-Policy", doneCSP)
+	c.Response().Header().Set("Content-Security-Policy", doneCSP())
 	return c.HTMLBlob(http.StatusOK, b.Bytes())
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 
 	"teamsbot/access"
 	"teamsbot/agent"
@@ -58,4 +59,52 @@ func refusal(err error) error {
 		return err
 	}
 	return fmt.Errorf("viewpage: access check: %w", err)
+}
+
+// validID reports whether id could be a view id; anything else is 404
+// without touching the store.
+func validID(id string) bool {
+	if id == "" || len(id) > 128 {
+		return false
+	}
+	for i := 0; i < len(id); i++ {
+		c := id[i]
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_') {
+			return false
+		}
+	}
+	return true
+}
+
+// loadView returns the view id, or an error wrapping ErrNotFound (unknown)
+// or ErrExpired.
+func (h *Handler) loadView(ctx context.Context, id string) (store.View, error) {
+	if !validID(id) {
+		return store.View{}, fmt.Errorf("view %.140q: %w", id, ErrNotFound)
+	}
+	v, err := h.store.View(ctx, id)
+	switch {
+	case isExpired(err):
+		return store.View{}, fmt.Errorf("view %s: %w: %w", id, ErrExpired, err)
+	case errors.Is(err, store.ErrNotFound):
+		return store.View{}, fmt.Errorf("view %s: %w: %w", id, ErrNotFound, err)
+	case err != nil:
+		return store.View{}, fmt.Errorf("view %s: %w", id, err)
+	}
+	if v.Expired(h.now()) {
+		return store.View{}, fmt.Errorf("view %s: %w", id, ErrExpired)
+	}
+	return v, nil
+}
+
+// session returns the signed-in person or an error wrapping ErrNoSession.
+func (h *Handler) session(r *http.Request) (signin.Session, error) {
+	s, err := h.signin.Session(r)
+	if err != nil {
+		if errors.Is(err, signin.ErrNoSession) {
+			return signin.Session{}, fmt.Errorf("%w: %w", ErrNoSession, err)
+		}
+		return signin.Session{}, fmt.Errorf("viewpage: session: %w", err)
+	}
+	return s, nil
 }

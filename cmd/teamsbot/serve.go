@@ -29,6 +29,7 @@ import (
 	"teamsbot/bot"
 	"teamsbot/internal/netaddr"
 	"teamsbot/internal/web"
+	"teamsbot/internal/web/csp"
 	"teamsbot/playground"
 	"teamsbot/signin"
 	"teamsbot/triggers"
@@ -253,10 +254,11 @@ func serve(ctx context.Context, cfg config, env environment, stdout io.Writer, l
 	if err != nil {
 		return fmt.Errorf("listen: %w", err)
 	}
+	homeCSP := csp.New().Add("default-src").String()
 	home := func(c echo.Context) error {
 		// People who reach the bare address learn what it is and where views
 		// come from; nothing here needs a session.
-		c.Response().Header().Set("Content-Security-Policy", "default-src 'none'")
+		c.Response().Header().Set("Content-Security-Policy", homeCSP)
 		return c.String(http.StatusOK, homeText)
 	}
 	var pg *playground.Handler

@@ -11,9 +11,7 @@ package web
 
 import (
 	"bytes"
-	"crypto/sha256"
 	_ "embed"
-	"encoding/base64"
 	"errors"
 	"html/template"
 	"log/slog"
@@ -24,6 +22,8 @@ import (
 
 	"github.com/labstack/echo/v4"
 	"github.com/labstack/echo/v4/middleware"
+
+	"teamsbot/internal/web/csp"
 )
 
 // Error is an error with the status to answer and a message that is safe
@@ -192,11 +192,8 @@ type errorPage struct {
 }
 
 // CSPHash is the CSP source that allows exactly one inline script or
-// style: its SHA-256.
-func CSPHash(s string) string {
-	sum := sha256.Sum256([]byte(s))
-	return "'sha256-" + base64.StdEncoding.EncodeToString(sum[:]) + "'"
-}
+// style: its SHA-256 (csp.Hash, for code that writes no policy itself).
+func CSPHash(s string) string { return csp.Hash(s) }
 
 // NoStore sets the headers every page and document of this service
 // carries that must not be cached or sniffed.
@@ -217,8 +214,8 @@ func ErrorHandler(logger *slog.Logger, classifiers ...Classifier) echo.HTTPError
 	// Built once per server; the embedded template is known to parse
 	// (the package's tests render it).
 	doc := template.Must(template.New("error").Parse(errorHTML))
-	csp := "default-src 'none'; style-src " + CSPHash(errorCSS) +
-		"; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
+	policy := csp.New().Add("default-src").Add("style-src", csp.Hash(errorCSS)).
+		Add("base-uri").Add("form-action").Add("frame-ancestors").String()
 	return func(err error, c echo.Context) {
 		if c.Response().Committed {
 			return
@@ -264,7 +261,7 @@ func ErrorHandler(logger *slog.Logger, classifiers ...Classifier) echo.HTTPError
 			_ = c.String(status, we.Message)
 			return
 		}
-		hd.Set("Content-Security-Policy", csp)
+		hd.Set("Content-Security-Policy", policy)
 		_ = c.HTMLBlob(status, b.Bytes())
 	}
 }

@@ -1,0 +1,273 @@
+package agent
+
+import (
+	"errors"
+	"fmt"
+	"regexp"
+	"strings"
+	"time"
+
+	"teamsbot/access"
+	"teamsbot/internal/netaddr"
+	"teamsbot/mcpapps"
+)
+
+// Checking a configuration once it is read: ${VAR} references resolved
+// from the environment, then every agent, model and server validated, all
+// mistakes reported together.
+
+// Resolve expands ${VAR} in url, headers and env values from getenv (nil
+// means no variables are set) and validates the configuration, reporting
+// every mistake together. Call it once: it changes the values in place.
+func (c *Config) Resolve(getenv func(string) string) error {
+	errs := append(c.resolve(getenv), c.validate(func(name string) bool { return name == BuiltinDemo })...)
+	if err := configErrors(errs); err != nil {
+		return fmt.Errorf("agent: config: %w", err)
+	}
+	return nil
+}
+
+// resolve expands ${VAR} in url, headers and env values.
+func (c *Config) resolve(getenv func(string) string) []*ConfigError {
+	if getenv == nil {
+		getenv = func(string) string { return "" }
+	}
+	var errs []*ConfigError
+	for i := range c.Agents {
+		a := &c.Agents[i]
+		for j := range a.Servers {
+			s := &a.Servers[j]
+			where := fmt.Sprintf("agents[%d].servers[%d]", i, j)
+			var err error
+			if s.URL, err = expandEnv(s.URL, getenv); err != nil {
+				errs = append(errs, &ConfigError{Path: where + ".url", Msg: fmt.Sprintf("%s.url: %v", where, err)})
+			}
+			s.Headers = expandMap(s.Headers, getenv, where+".headers", &errs)
+			s.Env = expandMap(s.Env, getenv, where+".env", &errs)
+		}
+	}
+	return errs
+}
+
+func expandMap(m map[string]string, getenv func(string) string, where string, errs *[]*ConfigError) map[string]string {
+	if m == nil {
+		return nil
+	}
+	out := make(map[string]string, len(m))
+	for k, v := range m {
+		x, err := expandEnv(v, getenv)
+		if err != nil {
+			*errs = append(*errs, &ConfigError{Path: where + "." + k, Msg: fmt.Sprintf("%s.%s: %v", where, k, err)})
+		}
+		out[k] = x
+	}
+	return out
+}
+
+// expandEnv replaces ${NAME} with getenv(NAME). Only the braced form is
+// expanded, so a literal "$" in a header value stays as written.
+func expandEnv(s string, getenv func(string) string) (string, error) {
+	if !strings.Contains(s, "${") {
+		return s, nil
+	}
+	var b strings.Builder
+	for {
+		i := strings.Index(s, "${")
+		if i < 0 {
+			b.WriteString(s)
+			return b.String(), nil
+		}
+		b.WriteString(s[:i])
+		end := strings.IndexByte(s[i:], '}')
+		if end < 0 {
+			return "", errors.New(`unterminated "${"`)
+		}
+		name := s[i+2 : i+end]
+		if !envName.MatchString(name) {
+			return "", fmt.Errorf("bad variable name %q", name)
+		}
+		v := getenv(name)
+		if v == "" {
+			return "", fmt.Errorf("uses ${%s}, which is not set", name)
+		}
+		b.WriteString(v)
+		s = s[i+end+1:]
+	}
+}
+
+var (
+	envName   = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+	namePattn = regexp.MustCompile(`^[A-Za-z0-9._-]{1,64}$`)
+)
+
+// problems gathers the mistakes validate finds, each with the path of its
+// value.
+type problems []*ConfigError
+
+func (p *problems) add(path, format string, args ...any) {
+	*p = append(*p, &ConfigError{Path: path, Msg: fmt.Sprintf(format, args...)})
+}
+
+// validate checks the configuration; known says which builtin servers
+// exist.
+func (c Config) validate(known func(string) bool) []*ConfigError {
+	var p problems
+	if len(c.Agents) == 0 {
+		p.add("agents", "agents: at least one agent is needed")
+	}
+	ids := map[string]int{}
+	names := map[string]int{}
+	for i, a := range c.Agents {
+		where := fmt.Sprintf("agents[%d]", i)
+		switch {
+		case a.ID == "":
+			p.add(where+".id", "%s.id: missing", where)
+		case !namePattn.MatchString(a.ID):
+			p.add(where+".id", "%s.id %q: use letters, digits, '.', '_' or '-' (at most 64)", where, a.ID)
+		}
+		if a.ID != "" {
+			if j, dup := ids[a.ID]; dup {
+				p.add(where+".id", "%s.id %q: already used by agents[%d]", where, a.ID, j)
+			} else {
+				ids[a.ID] = i
+			}
+		}
+		name := a.DisplayName()
+		if name != "" {
+			if j, dup := names[name]; dup {
+				p.add(where+".name", "%s.name %q: already used by agents[%d]", where, name, j)
+			} else {
+				names[name] = i
+			}
+		}
+		a.Model.validate(&p, where+".model")
+		servers := map[string]int{}
+		for j, s := range a.Servers {
+			path := fmt.Sprintf("%s.servers[%d]", where, j)
+			sw := path
+			if s.Name != "" {
+				sw += " (" + s.Name + ")"
+			}
+			switch {
+			case s.Name == "":
+				p.add(path+".name", "%s.name: missing", sw)
+			case !namePattn.MatchString(s.Name):
+				p.add(path+".name", "%s.name %q: use letters, digits, '.', '_' or '-' (at most 64)", sw, s.Name)
+			default:
+				if k, dup := servers[s.Name]; dup {
+					p.add(path+".name", "%s.name %q: already used by servers[%d]", sw, s.Name, k)
+				} else {
+					servers[s.Name] = j
+				}
+			}
+			s.validate(&p, path, sw, known)
+		}
+		for k, d := range a.Rules.DenyTools {
+			if err := access.CheckDenyRule(d); err != nil {
+				p.add(fmt.Sprintf("%s.rules.denyTools[%d]", where, k), "%s.rules.denyTools[%d] %q: %v", where, k, d, err)
+			}
+		}
+		for k, r := range a.Rules.Redact {
+			if _, err := access.CompileRedactPattern(r); err != nil {
+				p.add(fmt.Sprintf("%s.rules.redact[%d]", where, k), "%s.rules.redact[%d] %q: %v", where, k, r, err)
+			}
+		}
+	}
+	return p
+}
+
+func (m ModelConfig) validate(p *problems, where string) {
+	switch m.Kind {
+	case "", ModelBuiltin:
+		if m.BaseURL != "" || m.Model != "" || m.APIKeyEnv != "" || m.APIVersion != "" {
+			p.add(where, "%s: baseURL, model, apiKeyEnv and apiVersion are for kind openai", where)
+		}
+	case ModelOpenAI:
+		if m.Model == "" {
+			p.add(where+".model", "%s.model: missing (kind openai needs the model or deployment name)", where)
+		}
+		if m.BaseURL != "" {
+			if err := checkHTTPURL(m.BaseURL); err != nil {
+				p.add(where+".baseURL", "%s.baseURL: %v", where, err)
+			}
+		}
+		if m.APIKeyEnv != "" && !envName.MatchString(m.APIKeyEnv) {
+			p.add(where+".apiKeyEnv", "%s.apiKeyEnv %q: not a variable name", where, m.APIKeyEnv)
+		}
+	default:
+		p.add(where+".kind", "%s.kind %q: use builtin or openai", where, m.Kind)
+	}
+	if _, err := parseTimeout(m.Timeout, DefaultModelTimeout); err != nil {
+		p.add(where+".timeout", "%s.timeout: %v", where, err)
+	}
+	if m.MaxToolRounds < 0 {
+		p.add(where+".maxToolRounds", "%s.maxToolRounds: must not be negative", where)
+	}
+}
+
+// validate checks one server; path is where it is in the file, where how
+// mistakes name it (with its name).
+func (s ServerConfig) validate(p *problems, path, where string, known func(string) bool) {
+	kinds := 0
+	if s.Builtin != "" {
+		kinds++
+		if !known(s.Builtin) {
+			p.add(path+".builtin", "%s.builtin %q: unknown (known: %s)", where, s.Builtin, BuiltinDemo)
+		}
+	}
+	if s.URL != "" {
+		kinds++
+		if err := checkHTTPURL(s.URL); err != nil {
+			p.add(path+".url", "%s.url: %v", where, err)
+		}
+	}
+	if len(s.Command) > 0 {
+		kinds++
+		if s.Command[0] == "" {
+			p.add(path+".command", "%s.command: the program is empty", where)
+		}
+	}
+	switch kinds {
+	case 0:
+		p.add(path, "%s: set one of builtin, url or command", where)
+	case 1:
+	default:
+		p.add(path, "%s: set only one of builtin, url or command", where)
+	}
+	if len(s.Headers) > 0 && s.URL == "" {
+		p.add(path+".headers", "%s.headers: only for a url server", where)
+	}
+	if (len(s.Env) > 0 || s.Dir != "") && len(s.Command) == 0 {
+		p.add(path, "%s: env and dir are only for a command server", where)
+	}
+	if _, err := parseTimeout(s.Timeout, DefaultServerTimeout); err != nil {
+		p.add(path+".timeout", "%s.timeout: %v", where, err)
+	}
+	if _, err := mcpapps.ParsePermissions(s.Permissions); err != nil {
+		p.add(path+".permissions", "%s.permissions: %v", where, err)
+	}
+}
+
+// checkHTTPURL checks an http(s) URL by the service's one rule for the
+// addresses it talks to (netaddr.ParseURL), whose errors never quote more
+// than the scheme and host: by now ${VAR} is expanded, and a token in the
+// URL would reach the log.
+func checkHTTPURL(raw string) error {
+	_, err := netaddr.ParseURL(raw)
+	return err
+}
+
+// parseTimeout parses a Go duration; empty gives def.
+func parseTimeout(s string, def time.Duration) (time.Duration, error) {
+	if s == "" {
+		return def, nil
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil {
+		return 0, fmt.Errorf("bad timeout %q: %w", s, err)
+	}
+	if d <= 0 {
+		return 0, fmt.Errorf("bad timeout %q: must be positive", s)
+	}
+	return d, nil
+}
