@@ -83,10 +83,11 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"teamsbot/internal/guid"
-	"teamsbot/internal/testenv"
 	"testing"
 	"time"
+
+	"teamsbot/internal/guid"
+	"teamsbot/internal/testenv"
 )
 
 // TokenLifetime is the lifetime of the access tokens the fake issues, and
