@@ -250,8 +250,8 @@ func TestFailuresNotCached(t *testing.T) {
 	// Entra's 503 (temporarily_unavailable) asks for a retry: the token
 	// request was tried as often as the token source's policy allows.
 	down := e.fake.TokenRequests(tenantA)
-	if down != clientcred.DefaultRetry.Attempts {
-		t.Errorf("%d token requests while the endpoint was down, want %d", down, clientcred.DefaultRetry.Attempts)
+	if down != clientcred.DefaultRetry().Attempts {
+		t.Errorf("%d token requests while the endpoint was down, want %d", down, clientcred.DefaultRetry().Attempts)
 	}
 	e.fake.TokenDown(false)
 	got, err := e.client.MemberGroups(ctxFor(t, 10*time.Second), tenantA, alice, []string{readers})

@@ -16,6 +16,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"teamsbot/internal/keyfile"
+	"teamsbot/internal/retry"
 	"teamsbot/signin"
 	"teamsbot/store"
 	"teamsbot/viewpage"
@@ -24,14 +25,13 @@ import (
 // storeFile is the bbolt file under TICKETIQ_DATA.
 const storeFile = "teamsbot.db"
 
-// Waiting for the database at start: a replica that starts before its
-// database (a cluster coming up together) tries again, each wait twice the
-// last, up to databaseWait in all.
-const (
-	databaseWait       = 2 * time.Minute
-	databaseRetryFirst = time.Second
-	databaseRetryMax   = 15 * time.Second
-)
+// databaseStartRetry is how a replica that starts before its database (a
+// cluster coming up together) tries again: each wait about twice the last,
+// from a second up to 15, for two minutes of waiting in all (the attempts
+// are bounded by that, not by their number).
+func databaseStartRetry() retry.Policy {
+	return retry.Policy{Attempts: 1000, First: time.Second, Max: 15 * time.Second, Budget: 2 * time.Minute}
+}
 
 // openStore opens the store the configuration names: the bbolt file under
 // TICKETIQ_DATA, or the PostgreSQL database of TICKETIQ_DATABASE_URL.
@@ -43,23 +43,23 @@ func openStore(ctx context.Context, cfg config, logger *slog.Logger) (*store.Sto
 	if err := checkSharedKeys(cfg.DataDir); err != nil {
 		return nil, err
 	}
-	wait := databaseRetryFirst
-	deadline := time.Now().Add(databaseWait)
+	r := databaseStartRetry().Start()
 	for {
 		st, err := store.OpenPostgres(ctx, cfg.DatabaseURL, opts)
 		if err == nil {
 			return st, nil
 		}
-		if errors.Is(err, store.ErrSchemaTooNew) || errors.Is(err, store.ErrInvalid) || time.Now().Add(wait).After(deadline) {
+		if errors.Is(err, store.ErrSchemaTooNew) || errors.Is(err, store.ErrInvalid) {
+			return nil, err
+		}
+		wait, werr := r.Next(ctx, "")
+		if werr != nil {
 			return nil, err
 		}
 		logger.Warn("the database cannot be reached yet; trying again", "in", wait.String(), "err", err)
-		select {
-		case <-ctx.Done():
+		if r.Sleep(ctx, wait) != nil {
 			return nil, err
-		case <-time.After(wait):
 		}
-		wait = min(wait*2, databaseRetryMax)
 	}
 }
 

@@ -36,9 +36,11 @@ const (
 // unavailable: retry the request" in "Microsoft identity platform and the
 // OAuth 2.0 client credentials flow"). A 500 is a fault, not a pause, and
 // is not retried.
-var DefaultRetry = retry.Policy{
-	Attempts: 3, First: 250 * time.Millisecond, Max: 5 * time.Second,
-	Statuses: []int{http.StatusTooManyRequests, http.StatusBadGateway, http.StatusServiceUnavailable, http.StatusGatewayTimeout},
+func DefaultRetry() retry.Policy {
+	return retry.Policy{
+		Attempts: 3, First: 250 * time.Millisecond, Max: 5 * time.Second,
+		Statuses: []int{http.StatusTooManyRequests, http.StatusBadGateway, http.StatusServiceUnavailable, http.StatusGatewayTimeout},
+	}
 }
 
 // SourceOptions say where a [Source] asks for tokens, for what, and how
@@ -74,7 +76,7 @@ type SourceOptions struct {
 	// (the others wait for them too) but not the service; nil means
 	// context.Background().
 	Life context.Context
-	// Retry is the fetch's retry policy; zero means DefaultRetry.
+	// Retry is the fetch's retry policy; zero means DefaultRetry().
 	Retry retry.Policy
 	// Logger gets one line per failed fetch; nil discards.
 	Logger *slog.Logger
@@ -137,7 +139,7 @@ func NewSource(opts SourceOptions) (*Source, error) {
 		opts.Life = context.Background()
 	}
 	if opts.Retry.Attempts == 0 {
-		opts.Retry = DefaultRetry
+		opts.Retry = DefaultRetry()
 	}
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)

@@ -104,7 +104,7 @@ func newSource(t *testing.T, e *endpoint, cred clientcred.Credential, edit func(
 	t.Helper()
 	opts := clientcred.SourceOptions{
 		TokenURL: e.url(), ClientID: clientID, Credential: cred, Scope: "api://resource/.default",
-		Now: e.now, Retry: clientcred.DefaultRetry,
+		Now: e.now, Retry: clientcred.DefaultRetry(),
 	}
 	opts.Retry.Sleep = func(ctx context.Context, d time.Duration) error { return ctx.Err() }
 	if edit != nil {
@@ -186,7 +186,7 @@ func TestSourceErrors(t *testing.T) {
 	}
 }
 
-// A 429 or 503 that keeps coming is tried DefaultRetry.Attempts times,
+// A 429 or 503 that keeps coming is tried DefaultRetry().Attempts times,
 // after the Retry-After it gives.
 func TestSourceRetryBounded(t *testing.T) {
 	e := newEndpoint(t)
