@@ -8,7 +8,6 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
-	"sync"
 	"testing"
 	"time"
 
@@ -149,27 +148,12 @@ func TestMain(m *testing.M) {
 }
 
 // tab is one page in its own browser context (testenv.Tab), which can run
-// scripts in any of its frames; log holds its console messages and
-// exceptions as they come, under mu.
-type tab struct {
-	*testenv.Tab
-	t   *testing.T
-	ctx context.Context
-
-	mu  sync.Mutex
-	log []string
-}
+// scripts in any of its frames.
+type tab struct{ *testenv.Tab }
 
 func newTab(t *testing.T) *tab {
 	t.Helper()
-	tb := &tab{t: t}
-	tb.Tab = testenv.NewTab(t, sharedBrowser.Get(t), func(line string) {
-		tb.mu.Lock()
-		tb.log = append(tb.log, line)
-		tb.mu.Unlock()
-	})
-	tb.ctx = tb.Tab.Ctx
-	return tb
+	return &tab{testenv.NewTab(t, sharedBrowser.Get(t), nil)}
 }
 
 // Frames the tests name: the page, and the first frame whose URL contains
@@ -179,35 +163,11 @@ const (
 	viewFrame = "/sandbox/views/"
 )
 
-func (tb *tab) eval(urlPart, expr string) (any, error) { return tb.Eval(urlPart, expr) }
-
-func (tb *tab) must(urlPart, expr string) any {
-	tb.t.Helper()
-	return tb.Must(urlPart, expr)
-}
-
-func (tb *tab) str(urlPart, expr string) string {
-	tb.t.Helper()
-	return tb.Str(urlPart, expr)
-}
-
-// wait polls expr in a frame until it is true. The deadline only stops a
-// hung test; nothing here measures speed.
-func (tb *tab) wait(urlPart, expr, what string) {
-	tb.t.Helper()
-	tb.Wait(urlPart, expr, what)
-}
-
-func (tb *tab) navigate(u string) {
-	tb.t.Helper()
-	tb.Navigate(u)
-}
-
 // send types text into the playground's message box and sends it.
 func (tb *tab) send(text string) {
-	tb.t.Helper()
+	tb.T.Helper()
 	q := strconv.Quote(text)
-	tb.must(mainFrame, `(() => { document.getElementById("text").value = `+q+`; document.getElementById("send").click(); return true; })()`)
+	tb.Must(mainFrame, `(() => { document.getElementById("text").value = `+q+`; document.getElementById("send").click(); return true; })()`)
 }
 
 // nonLoopbackIP returns an address of this machine that is not loopback,
