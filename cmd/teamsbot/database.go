@@ -98,8 +98,10 @@ func makeKeys(cfg config, stdout io.Writer) error {
 	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
 		return fmt.Errorf("data folder: %w", err)
 	}
-	if err := errors.Join(viewpage.MakeTokenKeys(cfg.DataDir), signin.MakeCookieKey(cfg.DataDir)); err != nil {
-		return err
+	for _, f := range sharedKeys(cfg.DataDir) {
+		if _, err := f.LoadOrCreate(time.Now(), slog.New(slog.DiscardHandler)); err != nil {
+			return err
+		}
 	}
 	return listKeys(cfg.DataDir, stdout)
 }

@@ -8,7 +8,6 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
-	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -116,7 +115,7 @@ func TestKeyRotation(t *testing.T) {
 
 	// Before: a view, a session and a frame URL, made with the first keys.
 	stop := start()
-	activity, _ := json.Marshal(map[string]any{
+	viewID := askForView(t, base, connector, publicBase, map[string]any{
 		"type": "message", "id": "act-1", "serviceUrl": connector.URL, "channelId": "msteams",
 		"timestamp":    time.Now().UTC().Format(time.RFC3339),
 		"from":         map[string]any{"id": "29:user", "name": ada.Name, "aadObjectId": ada.OID},
@@ -124,18 +123,6 @@ func TestKeyRotation(t *testing.T) {
 		"conversation": map[string]any{"id": "a:personal-1", "conversationType": "personal", "tenantId": ada.TID},
 		"channelData":  map[string]any{"tenant": map[string]any{"id": ada.TID}},
 		"text":         "/sales_report {}",
-	})
-	resp, err := http.Post(base+"/api/messages", "application/json", bytes.NewReader(activity))
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
-	openRe := regexp.MustCompile(regexp.QuoteMeta(publicBase) + `/mcp-apps/([A-Za-z0-9_-]+)`)
-	viewID := connector.waitAttachments(func(b []byte) string {
-		if m := openRe.FindSubmatch(b); m != nil {
-			return string(m[1])
-		}
-		return ""
 	})
 	if viewID == "" {
 		t.Fatal("no answer card with an Open button")
