@@ -343,16 +343,16 @@ func (c *connector) do(ctx context.Context, conv, method, target string, body an
 // after the call's deadline, which frees the turn slot at once rather than
 // hold it until then.
 func (c *connector) wait(ctx context.Context, r *retry.Retrier, retryAfter, method, target string, status int, cause error) error {
-	what := fmt.Sprintf("status %d", status)
-	if cause != nil {
-		what = cause.Error()
+	what := cause
+	if what == nil {
+		what = fmt.Errorf("status %d", status)
 	}
 	wait, err := r.Next(ctx, retryAfter)
 	if err != nil {
 		if errors.Is(err, retry.ErrAttempts) {
-			return fmt.Errorf("%w: %s %s: %s after %d retries", ErrConnector, method, redactPath(target), what, r.Attempt()-1)
+			return fmt.Errorf("%w: %s %s: %v after %d retries", ErrConnector, method, redactPath(target), what, r.Attempt()-1)
 		}
-		return fmt.Errorf("%w: %s %s: %s; %w", ErrConnector, method, redactPath(target), what, err)
+		return fmt.Errorf("%w: %s %s: %v; %w", ErrConnector, method, redactPath(target), what, err)
 	}
 	c.metrics.connectorRetries.Inc()
 	if cause != nil {
