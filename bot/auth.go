@@ -439,7 +439,9 @@ func (v *Validator) refresh(ctx context.Context, forUnknownKid bool) error {
 		v.mu.Unlock()
 		return err
 	}
-	if forUnknownKid && !v.fetching && v.keys.Load() != nil {
+	// An unknown key id uses the hourly allowance unless a fetch is under
+	// way or about to start for another one: it then waits for that.
+	if forUnknownKid && !v.fetching && !v.forUnknown && v.keys.Load() != nil {
 		now := v.now()
 		if !v.lastUnknown.IsZero() && now.Sub(v.lastUnknown) < unknownKeyRefreshEvery {
 			v.mu.Unlock()

@@ -306,7 +306,7 @@ func New(opts Options) (*Bot, error) {
 	if !b.local {
 		src, err := clientcred.NewSource(clientcred.SourceOptions{
 			TokenURL: opts.TokenURL, ClientID: opts.AppID, Credential: opts.Credential, Scope: opts.Cloud.Scope,
-			HTTPClient: &direct, Now: opts.Now, HoldFailure: tokenHoldFailure, Life: b.ctx,
+			HTTPClient: &direct, Now: opts.Now, Early: tokenEarly, HoldFailure: tokenHoldFailure, Life: b.ctx,
 			Logger: opts.Logger,
 		})
 		if err != nil {

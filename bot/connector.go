@@ -34,7 +34,7 @@ const (
 	maxRetryWait = 10 * time.Second
 	// firstBackoff is the wait before the first retry without Retry-After.
 	firstBackoff = 200 * time.Millisecond
-	// maxResponseBytes bounds what is read of a connector or token answer.
+	// maxResponseBytes bounds what is read of a connector answer.
 	maxResponseBytes = 1 << 20
 )
 
