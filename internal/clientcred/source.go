@@ -163,11 +163,11 @@ func (s *Source) Token() (*oauth2.Token, error) { return s.TokenContext(s.opts.L
 // caller that gives up (its error is then ctx's), for the others and the
 // cache. Errors are a *TokenError, or ctx's error.
 func (s *Source) TokenContext(ctx context.Context) (*oauth2.Token, error) {
-	if tok, err, ok := s.cached(); ok {
+	if tok, ok, err := s.cached(); ok {
 		return tok, err
 	}
 	ch := s.flight.DoChan("", func() (any, error) {
-		if tok, err, ok := s.cached(); ok {
+		if tok, ok, err := s.cached(); ok {
 			return tok, err
 		}
 		fctx, cancel := context.WithTimeout(s.opts.Life, s.opts.FetchTimeout)
@@ -198,17 +198,17 @@ func (s *Source) TokenContext(ctx context.Context) (*oauth2.Token, error) {
 // cached returns the kept token while it is not due for renewal, or the
 // last failure while HoldFailure lasts; ok is false when a fetch is
 // needed.
-func (s *Source) cached() (*oauth2.Token, error, bool) {
+func (s *Source) cached() (*oauth2.Token, bool, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	now := s.opts.Now()
 	if s.tok != nil && now.Before(s.renewAt) {
-		return s.tok, nil, true
+		return s.tok, true, nil
 	}
 	if s.failErr != nil && now.Sub(s.failedAt) < s.opts.HoldFailure {
-		return nil, s.failErr, true
+		return nil, true, s.failErr
 	}
-	return nil, nil, false
+	return nil, false, nil
 }
 
 // Invalidate drops access, a token the resource server refused (a secret
