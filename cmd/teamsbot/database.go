@@ -121,7 +121,7 @@ func rotateKeys(cfg config, now time.Time, stdout io.Writer) error {
 		}
 		fmt.Fprintf(stdout, "added %s %s to %s\n", f.Name, k.ID, f.Path)
 	}
-	fmt.Fprintln(stdout, "give every replica these files, restart them, and once what the older keys signed has expired, retire them with `teamsbot keys retire ID...`")
+	fmt.Fprintln(stdout, "Give every replica these files and restart them; once what the older keys signed has expired, retire those keys with `teamsbot keys retire ID...`.")
 	return listKeys(cfg.DataDir, stdout)
 }
 
