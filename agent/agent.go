@@ -52,6 +52,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/prometheus/client_golang/prometheus"
+	"golang.org/x/sync/singleflight"
 
 	"teamsbot/access"
 	"teamsbot/mcpapps"
@@ -236,13 +237,14 @@ type Service struct {
 	closeOnce sync.Once
 }
 
-// readiness is Ready's last answer and the check under way, if any.
+// readiness is Ready's last answer, kept for ReadyCacheFor, and the check
+// under way, shared by every caller (golang.org/x/sync/singleflight).
 type readiness struct {
+	check singleflight.Group
+
 	mu  sync.Mutex
 	at  time.Time // when err was found; zero before the first check
 	err error
-	// running is closed when the check under way ends; nil when none is.
-	running chan struct{}
 }
 
 // agentRuntime is one configured agent, ready to run.
@@ -408,31 +410,28 @@ func (s *Service) Ready(ctx context.Context) error {
 	}
 	r := &s.ready
 	r.mu.Lock()
-	if r.running == nil && !r.at.IsZero() && s.now().Sub(r.at) < s.opts.ReadyCacheFor {
+	if !r.at.IsZero() && s.now().Sub(r.at) < s.opts.ReadyCacheFor {
 		err := r.err
 		r.mu.Unlock()
 		return err
 	}
-	if r.running == nil {
-		r.running = make(chan struct{})
-		// The check belongs to every caller waiting for it, not to the
-		// first one: it is bounded by the connect timeout, not by ctx.
-		go s.checkReady(context.WithoutCancel(ctx), r.running)
-	}
-	running := r.running
 	r.mu.Unlock()
+	// The check belongs to every caller waiting for it, not to the first
+	// one: it is bounded by the connect timeout, not by ctx.
+	check := r.check.DoChan("", func() (any, error) {
+		return nil, s.checkReady(context.WithoutCancel(ctx))
+	})
 	select {
-	case <-running:
-		r.mu.Lock()
-		defer r.mu.Unlock()
-		return r.err
+	case res := <-check:
+		return res.Err
 	case <-ctx.Done():
 		return fmt.Errorf("%w: readiness: %w", ErrUnavailable, ctx.Err())
 	}
 }
 
-// checkReady pings every server and records the answer for Ready.
-func (s *Service) checkReady(ctx context.Context, done chan struct{}) {
+// checkReady pings every server, records the answer for Ready and returns
+// it.
+func (s *Service) checkReady(ctx context.Context) error {
 	// Connecting and pinging are each bounded by ConnectTimeout.
 	ctx, cancel := context.WithTimeout(ctx, 2*s.opts.ConnectTimeout+time.Second)
 	defer cancel()
@@ -442,11 +441,12 @@ func (s *Service) checkReady(ctx context.Context, done chan struct{}) {
 		wg.Go(func() { errs[i] = c.ping(ctx) })
 	}
 	wg.Wait()
+	err := errors.Join(errs...)
 	r := &s.ready
 	r.mu.Lock()
-	r.err, r.at, r.running = errors.Join(errs...), s.now(), nil
+	r.err, r.at = err, s.now()
 	r.mu.Unlock()
-	close(done)
+	return err
 }
 
 // Close closes every MCP session; stdio children are asked to exit and

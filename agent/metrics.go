@@ -1,10 +1,11 @@
 package agent
 
 import (
-	"errors"
 	"fmt"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"teamsbot/internal/prom"
 )
 
 // metrics are the package's Prometheus counters. A nil *metrics counts
@@ -19,33 +20,19 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	if reg == nil {
 		return nil, nil
 	}
+	// A second Service on the same registry shares the counters.
+	d := prom.On(reg)
 	m := &metrics{
-		calls: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "teamsbot_agent_tool_calls_total",
-			Help: "Tool calls through the governed path, by server, tool, caller (model or app) and result (ok, error, refused).",
-		}, []string{"server", "tool", "caller", "result"}),
-		views: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "teamsbot_agent_views_total",
-			Help: "Views made from tool calls, by server.",
-		}, []string{"server"}),
-		refusals: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "teamsbot_agent_view_refusals_total",
-			Help: "Views refused because their resource was not a valid MCP App, by server and reason.",
-		}, []string{"server", "reason"}),
+		calls: d.CounterVec("teamsbot_agent_tool_calls_total",
+			"Tool calls through the governed path, by server, tool, caller (model or app) and result (ok, error, refused).",
+			"server", "tool", "caller", "result"),
+		views: d.CounterVec("teamsbot_agent_views_total",
+			"Views made from tool calls, by server.", "server"),
+		refusals: d.CounterVec("teamsbot_agent_view_refusals_total",
+			"Views refused because their resource was not a valid MCP App, by server and reason.", "server", "reason"),
 	}
-	for _, c := range []**prometheus.CounterVec{&m.calls, &m.views, &m.refusals} {
-		if err := reg.Register(*c); err != nil {
-			// A second Service on the same registry shares the counters.
-			var are prometheus.AlreadyRegisteredError
-			if !errors.As(err, &are) {
-				return nil, fmt.Errorf("agent: metrics: %w", err)
-			}
-			existing, ok := are.ExistingCollector.(*prometheus.CounterVec)
-			if !ok {
-				return nil, fmt.Errorf("agent: metrics: %w", err)
-			}
-			*c = existing
-		}
+	if err := d.Err(); err != nil {
+		return nil, fmt.Errorf("agent: %w", err)
 	}
 	return m, nil
 }

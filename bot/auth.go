@@ -18,6 +18,7 @@ import (
 	"github.com/infracloudio/msbotbuilder-go/connector/auth"
 	"github.com/infracloudio/msbotbuilder-go/schema"
 	"github.com/lestrrat-go/jwx/jwk"
+	"golang.org/x/sync/singleflight"
 )
 
 // Inbound authentication, as "Authenticate requests from the Bot Connector
@@ -139,17 +140,6 @@ type keySet struct {
 	fetchedAt time.Time
 }
 
-// keyFetch is one fetch in flight that concurrent callers wait for.
-type keyFetch struct {
-	done chan struct{}
-	err  error
-	// forUnknown is set when an unknown key id started the fetch, which
-	// then used the hourly allowance; prevUnknown is the allowance's
-	// previous start, given back when the fetch fails.
-	forUnknown  bool
-	prevUnknown time.Time
-}
-
 // verifiedToken is what is remembered of a token whose signature, issuer
 // and audience were checked, so the next activity carrying the same token
 // (the Bot Connector reuses one for about an hour) skips the RSA work. The
@@ -178,8 +168,15 @@ type Validator struct {
 
 	keys atomic.Pointer[keySet]
 
+	// flight runs one fetch for all concurrent callers; what is kept
+	// between fetches (the keys, the last failure, the hourly allowance)
+	// is below, under mu.
+	flight singleflight.Group
+
 	mu          sync.Mutex
-	inflight    *keyFetch
+	fetching    bool      // a fetch is under way
+	forUnknown  bool      // an unknown key id asks for the next fetch, using the hourly allowance
+	prevUnknown time.Time // the allowance's previous start, given back when that fetch fails
 	lastUnknown time.Time // last refresh caused by an unknown kid
 	failedAt    time.Time // last failed fetch
 	failErr     error     // its error
@@ -433,57 +430,55 @@ func (v *Validator) key(ctx context.Context, kid string) (*signingKey, error) {
 var errRefreshTooSoon = errors.New("bot: key refresh for unknown kid happened less than an hour ago")
 
 // refresh fetches the keys once for all concurrent callers. forUnknownKid
-// refreshes are rate limited to one an hour.
+// refreshes are rate limited to one an hour; a failed fetch answers every
+// caller for keyRetryAfterFailure.
 func (v *Validator) refresh(ctx context.Context, forUnknownKid bool) error {
 	v.mu.Lock()
-	if v.inflight == nil && !v.failedAt.IsZero() && v.now().Sub(v.failedAt) < keyRetryAfterFailure {
+	if !v.fetching && !v.failedAt.IsZero() && v.now().Sub(v.failedAt) < keyRetryAfterFailure {
 		err := v.failErr
 		v.mu.Unlock()
 		return err
 	}
-	f := v.inflight
-	if forUnknownKid {
-		if ks := v.keys.Load(); ks != nil && f == nil {
-			now := v.now()
-			if !v.lastUnknown.IsZero() && now.Sub(v.lastUnknown) < unknownKeyRefreshEvery {
-				v.mu.Unlock()
-				return errRefreshTooSoon
-			}
-			f = &keyFetch{done: make(chan struct{}), forUnknown: true, prevUnknown: v.lastUnknown}
-			v.lastUnknown = now
-		}
-	}
-	if v.inflight == nil {
-		if f == nil {
-			f = &keyFetch{done: make(chan struct{})}
-		}
-		v.inflight = f
-		// The fetch outlives the request that started it: other requests
-		// wait for it too.
-		go func() {
-			fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), keyFetchTimeout)
-			defer cancel()
-			ks, err := v.fetch(fctx)
-			v.mu.Lock()
-			if err == nil {
-				v.keys.Store(ks)
-				v.failedAt, v.failErr = time.Time{}, nil
-			} else {
-				v.failedAt, v.failErr = v.now(), err
-				if f.forUnknown {
-					// A failed fetch found no key: the next unknown key
-					// id may try again once the failure backoff ends.
-					v.lastUnknown = f.prevUnknown
-				}
-				v.logger.Error("fetching Bot Framework signing keys failed", "metadata", v.metadataURL, "err", err)
-			}
-			v.fetches++
-			v.inflight = nil
+	// An unknown key id uses the hourly allowance unless a fetch is under
+	// way or about to start for another one: it then waits for that.
+	if forUnknownKid && !v.fetching && !v.forUnknown && v.keys.Load() != nil {
+		now := v.now()
+		if !v.lastUnknown.IsZero() && now.Sub(v.lastUnknown) < unknownKeyRefreshEvery {
 			v.mu.Unlock()
-			f.err = err
-			close(f.done)
-		}()
+			return errRefreshTooSoon
+		}
+		v.forUnknown, v.prevUnknown, v.lastUnknown = true, v.lastUnknown, now
 	}
+	// DoChan starts the fetch, or joins the one under way, without
+	// blocking; the fetch outlives the request that started it, as other
+	// requests wait for it too.
+	ch := v.flight.DoChan("keys", func() (any, error) {
+		v.mu.Lock()
+		v.fetching = true
+		forUnknown, prevUnknown := v.forUnknown, v.prevUnknown
+		v.forUnknown = false
+		v.mu.Unlock()
+		fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), keyFetchTimeout)
+		defer cancel()
+		ks, err := v.fetch(fctx)
+		v.mu.Lock()
+		defer v.mu.Unlock()
+		if err == nil {
+			v.keys.Store(ks)
+			v.failedAt, v.failErr = time.Time{}, nil
+		} else {
+			v.failedAt, v.failErr = v.now(), err
+			if forUnknown {
+				// A failed fetch found no key: the next unknown key id
+				// may try again once the failure backoff ends.
+				v.lastUnknown = prevUnknown
+			}
+			v.logger.Error("fetching Bot Framework signing keys failed", "metadata", v.metadataURL, "err", err)
+		}
+		v.fetches++
+		v.fetching = false
+		return nil, err
+	})
 	v.waiting++
 	v.mu.Unlock()
 	defer func() {
@@ -492,8 +487,8 @@ func (v *Validator) refresh(ctx context.Context, forUnknownKid bool) error {
 		v.mu.Unlock()
 	}()
 	select {
-	case <-f.done:
-		return f.err
+	case r := <-ch:
+		return r.Err
 	case <-ctx.Done():
 		return ctx.Err()
 	}

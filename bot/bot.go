@@ -50,6 +50,7 @@ import (
 	"teamsbot/agent"
 	"teamsbot/internal/clientcred"
 	"teamsbot/internal/netaddr"
+	"teamsbot/internal/retry"
 	"teamsbot/store"
 )
 
@@ -291,9 +292,9 @@ func New(opts Options) (*Bot, error) {
 		allowLoopback: b.local || opts.AllowLoopbackServiceURL,
 		logger:        opts.Logger,
 		metrics:       m,
-		sleep:         sleepCtx,
+		retry:         connectorRetry(),
 		// Pacing is about the Bot Connector's clock, the real one.
-		pacer: newPacer(time.Now, sleepCtx, func(waiting int, limit string) {
+		pacer: newPacer(time.Now, retry.Sleep, func(waiting int, limit string) {
 			m.sendQueue.Set(float64(waiting))
 			if limit != "" {
 				m.paced.WithLabelValues(limit).Inc()
@@ -301,10 +302,15 @@ func New(opts Options) (*Bot, error) {
 		}),
 	}
 	if !b.local {
-		b.conn.tokens = &tokenSource{
-			url: opts.TokenURL, appID: opts.AppID, cred: opts.Credential, scope: opts.Cloud.Scope,
-			client: &direct, now: opts.Now, logger: opts.Logger, life: b.ctx,
+		src, err := clientcred.NewSource(clientcred.SourceOptions{
+			TokenURL: opts.TokenURL, ClientID: opts.AppID, Credential: opts.Credential, Scope: opts.Cloud.Scope,
+			HTTPClient: &direct, Now: opts.Now, Early: tokenEarly, HoldFailure: tokenHoldFailure, Life: b.ctx,
+			Logger: opts.Logger,
+		})
+		if err != nil {
+			return nil, fmt.Errorf("bot: %w", err)
 		}
+		b.conn.tokens = &botTokens{src: src}
 		b.validator, err = NewValidator(ValidatorOptions{
 			AppID: opts.AppID, MetadataURL: opts.OpenIDMetadataURL, Issuer: opts.Cloud.Issuer,
 			HTTPClient: opts.HTTPClient, Now: opts.Now, Logger: opts.Logger,

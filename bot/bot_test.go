@@ -472,7 +472,7 @@ func TestConnectorThrottledThenSucceeds(t *testing.T) {
 	h := newHarness(t, setup{})
 	var mu sync.Mutex
 	var waits []time.Duration
-	h.bot.conn.sleep = func(ctx context.Context, d time.Duration) error {
+	h.bot.conn.retry.Sleep = func(ctx context.Context, d time.Duration) error {
 		mu.Lock()
 		waits = append(waits, d)
 		mu.Unlock()
@@ -993,22 +993,6 @@ func TestGovernmentCloudBotOnTheWire(t *testing.T) {
 	reply, _ := replyTo(h.conn.waitFor(t, "the answer", hasReplyTo("gov-1")), "gov-1")
 	if !strings.HasPrefix(reply.Auth, "Bearer bot-token-") {
 		t.Errorf("the answer went out with %q: the token endpoint refused the GCC High scope?", reply.Auth)
-	}
-}
-
-func TestRetryAfter(t *testing.T) {
-	now := time.Date(2026, 12, 2, 10, 0, 0, 0, time.UTC)
-	for h, want := range map[string]time.Duration{
-		"":                              -1,
-		"3":                             3 * time.Second,
-		"-1":                            -1,
-		"soon":                          -1,
-		"Wed, 02 Dec 2026 10:00:07 GMT": 7 * time.Second,
-		"Wed, 02 Dec 2026 09:00:00 GMT": 0,
-	} {
-		if got := retryAfter(h, now); got != want {
-			t.Errorf("retryAfter(%q) = %v, want %v", h, got, want)
-		}
 	}
 }
 

@@ -8,15 +8,14 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"math/rand/v2"
 	"net"
 	"net/http"
 	"net/url"
 	"strconv"
 	"strings"
-	"sync"
 	"teamsbot/internal/clientcred"
 	"teamsbot/internal/netaddr"
+	"teamsbot/internal/retry"
 	"teamsbot/internal/textclip"
 	"time"
 
@@ -35,7 +34,7 @@ const (
 	maxRetryWait = 10 * time.Second
 	// firstBackoff is the wait before the first retry without Retry-After.
 	firstBackoff = 200 * time.Millisecond
-	// maxResponseBytes bounds what is read of a connector or token answer.
+	// maxResponseBytes bounds what is read of a connector answer.
 	maxResponseBytes = 1 << 20
 )
 
@@ -78,144 +77,29 @@ func newHTTPClient() *http.Client {
 	return &http.Client{Transport: tr, Timeout: 30 * time.Second}
 }
 
-// tokenSource gets and caches the bot's client-credentials token.
-// Concurrent callers share one fetch.
-type tokenSource struct {
-	url, appID, scope string
-	cred              clientcred.Credential
-	client            *http.Client
-	now               func() time.Time
-	logger            *slog.Logger
-	// life bounds fetches, which outlive the caller that started them (the
-	// other callers wait for them too) but not the bot; nil means
-	// context.Background().
-	life context.Context
-
-	mu       sync.Mutex
-	token    string
-	expires  time.Time
-	inflight *tokenFetch
-	failedAt time.Time // last failed fetch, so a dead endpoint is not asked on every send
-	failErr  error
+// botTokens is the bot's own token for the Bot Connector: one
+// clientcred.Source (cached, renewed five minutes early, fetched once for
+// concurrent callers, a failed fetch held for tokenHoldFailure), whose
+// errors it marks ErrToken.
+type botTokens struct {
+	src *clientcred.Source
 }
 
-// tokenRetryAfterFailure spaces fetches while the token endpoint fails.
-const tokenRetryAfterFailure = 5 * time.Second
-
-type tokenFetch struct {
-	done  chan struct{}
-	token string
-	err   error
-}
+// tokenHoldFailure spaces fetches while the token endpoint fails, so a
+// dead endpoint is not asked on every send.
+const tokenHoldFailure = 5 * time.Second
 
 // Token returns a token valid for at least a few more minutes.
-func (ts *tokenSource) Token(ctx context.Context) (string, error) {
-	ts.mu.Lock()
-	if ts.token != "" && ts.now().Before(ts.expires.Add(-tokenEarly)) {
-		t := ts.token
-		ts.mu.Unlock()
-		return t, nil
+func (t *botTokens) Token(ctx context.Context) (string, error) {
+	tok, err := t.src.TokenContext(ctx)
+	if err != nil {
+		return "", fmt.Errorf("%w: %w", ErrToken, err)
 	}
-	if ts.inflight == nil && !ts.failedAt.IsZero() && ts.now().Sub(ts.failedAt) < tokenRetryAfterFailure {
-		err := ts.failErr
-		ts.mu.Unlock()
-		return "", err
-	}
-	f := ts.inflight
-	if f == nil {
-		f = &tokenFetch{done: make(chan struct{})}
-		ts.inflight = f
-		go func() {
-			life := ts.life
-			if life == nil {
-				life = context.Background()
-			}
-			fctx, cancel := context.WithTimeout(life, 20*time.Second)
-			defer cancel()
-			tok, exp, err := ts.fetch(fctx)
-			ts.mu.Lock()
-			if err == nil {
-				ts.token, ts.expires = tok, exp
-				ts.failedAt, ts.failErr = time.Time{}, nil
-			} else {
-				ts.failedAt, ts.failErr = ts.now(), err
-				ts.logger.Error("getting the bot token failed", "token_url", ts.url, "err", err)
-			}
-			ts.inflight = nil
-			ts.mu.Unlock()
-			f.token, f.err = tok, err
-			close(f.done)
-		}()
-	}
-	ts.mu.Unlock()
-	select {
-	case <-f.done:
-		return f.token, f.err
-	case <-ctx.Done():
-		return "", fmt.Errorf("%w: %w", ErrToken, ctx.Err())
-	}
+	return tok.AccessToken, nil
 }
 
 // invalidate drops a token the connector refused.
-func (ts *tokenSource) invalidate(tok string) {
-	ts.mu.Lock()
-	if ts.token == tok {
-		ts.token = ""
-	}
-	ts.mu.Unlock()
-}
-
-// fetch asks the token endpoint, as "Microsoft identity platform and the
-// OAuth 2.0 client credentials flow" describes (v2.0 endpoint, form body)
-// with each of its three credentials: a shared secret, a certificate's
-// assertion, or a federated credential. The form is never logged, and no
-// error below holds it.
-func (ts *tokenSource) fetch(ctx context.Context) (string, time.Time, error) {
-	form := url.Values{
-		"grant_type": {"client_credentials"},
-		"client_id":  {ts.appID},
-		"scope":      {ts.scope},
-	}
-	// A certificate's assertion is signed for this very endpoint, and a
-	// federated token file is read again here, so a token the platform
-	// rotated is the one sent.
-	if err := ts.cred.Apply(ctx, form, ts.appID, ts.url, ts.now()); err != nil {
-		return "", time.Time{}, fmt.Errorf("%w: %w", ErrToken, err)
-	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, ts.url, strings.NewReader(form.Encode()))
-	if err != nil {
-		return "", time.Time{}, fmt.Errorf("%w: %w", ErrToken, err)
-	}
-	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
-	resp, err := ts.client.Do(req)
-	if err != nil {
-		return "", time.Time{}, fmt.Errorf("%w: token endpoint %s unreachable: %w", ErrToken, ts.url, err)
-	}
-	defer resp.Body.Close()
-	body, _ := io.ReadAll(io.LimitReader(resp.Body, maxResponseBytes))
-	var tr struct {
-		TokenType   string          `json:"token_type"`
-		AccessToken string          `json:"access_token"`
-		ExpiresIn   json.RawMessage `json:"expires_in"`
-		Error       string          `json:"error"`
-		Description string          `json:"error_description"`
-	}
-	_ = json.Unmarshal(body, &tr)
-	if resp.StatusCode != http.StatusOK {
-		// The error code and description name the problem (a wrong secret,
-		// an unknown tenant) without carrying a secret.
-		return "", time.Time{}, fmt.Errorf("%w: token endpoint %s answered %d: %s %s", ErrToken, ts.url, resp.StatusCode, tr.Error, firstLine(tr.Description))
-	}
-	if tr.AccessToken == "" {
-		return "", time.Time{}, fmt.Errorf("%w: token endpoint %s answered without access_token", ErrToken, ts.url)
-	}
-	// expires_in is a number, but some endpoints send it as a string.
-	secs, err := strconv.Atoi(strings.Trim(string(tr.ExpiresIn), `"`))
-	if err != nil || secs <= 0 {
-		secs = 3600
-	}
-	return tr.AccessToken, ts.now().Add(time.Duration(secs) * time.Second), nil
-}
+func (t *botTokens) invalidate(tok string) { t.src.Invalidate(tok) }
 
 func firstLine(s string) string {
 	s, _, _ = strings.Cut(s, "\n")
@@ -230,11 +114,13 @@ func firstLine(s string) string {
 // the id of what it sent; the adapter is therefore built without a client.
 type connector struct {
 	client        *http.Client
-	tokens        *tokenSource // nil in local mode: no Authorization header
-	allowLoopback bool         // plain http to a loopback serviceUrl
+	tokens        *botTokens // nil in local mode: no Authorization header
+	allowLoopback bool       // plain http to a loopback serviceUrl
 	logger        *slog.Logger
 	metrics       *metrics
-	sleep         func(ctx context.Context, d time.Duration) error
+	// retry says which answers are sent again and how long to wait
+	// first (connectorRetry, with its Sleep replaced in tests).
+	retry retry.Policy
 	// pacer keeps sends under Teams' rate limits; nil sends at once.
 	pacer *pacer
 }
@@ -351,22 +237,27 @@ func (c *connector) Remove(ctx context.Context, serviceURL, conversationID, acti
 	return c.do(ctx, serviceURL+"\x00"+conversationID, http.MethodDelete, target, nil, nil)
 }
 
-// retryable are the answers Microsoft asks bots to retry ("Optimize your
-// bot with rate limiting in Teams": 429, and 412, 502 and 504), with 503,
-// which says the same. A 500 is not retried: the connector may have taken
-// the activity, and a second post would show it twice; a 403 (the bot was
-// removed or blocked) is final.
-func retryable(status int) bool {
-	switch status {
-	case http.StatusTooManyRequests, http.StatusPreconditionFailed, http.StatusBadGateway, http.StatusServiceUnavailable, http.StatusGatewayTimeout:
-		return true
+// connectorRetry is how a Bot Connector call is tried again: the answers
+// Microsoft asks bots to retry ("Optimize your bot with rate limiting in
+// Teams": 429, and 412, 502 and 504), with 503, which says the same, after
+// Retry-After or a jittered exponential backoff, up to maxRetries times and
+// never past the call's deadline. A 500 is not retried: the connector may
+// have taken the activity, and a second post would show it twice; a 403
+// (the bot was removed or blocked) is final.
+func connectorRetry() retry.Policy {
+	return retry.Policy{
+		Attempts: maxRetries + 1, First: firstBackoff, Max: maxRetryWait,
+		Statuses: []int{http.StatusTooManyRequests, http.StatusPreconditionFailed, http.StatusBadGateway, http.StatusServiceUnavailable, http.StatusGatewayTimeout},
 	}
-	return false
 }
 
 // do sends one call to a conversation (conv: its service URL and id) with
-// retries of the retryable answers, honouring Retry-After, and never waits
-// past ctx's deadline. Every attempt takes its turn in the pacer first.
+// retries of the answers connectorRetry names, honouring Retry-After, and
+// never waits past ctx's deadline. Every attempt takes its turn in the
+// pacer first, so a retry is paced like any send. A POST is not
+// idempotent (a second one shows the person a duplicate): without an
+// answer it is sent again only when the connection was refused before it
+// was written; a PUT or DELETE is.
 func (c *connector) do(ctx context.Context, conv, method, target string, body any, out any) error {
 	var payload []byte
 	if body != nil {
@@ -375,8 +266,10 @@ func (c *connector) do(ctx context.Context, conv, method, target string, body an
 			return fmt.Errorf("%w: encoding activity: %w", ErrConnector, err)
 		}
 	}
+	idempotent := method != http.MethodPost
+	r := c.retry.Start()
 	refreshed := false
-	for attempt := 0; ; attempt++ {
+	for {
 		var tok string
 		if c.tokens != nil {
 			var err error
@@ -401,9 +294,13 @@ func (c *connector) do(ctx context.Context, conv, method, target string, body an
 		}
 		resp, err := c.client.Do(req)
 		if err != nil {
-			// Not retried: the connector may have taken the activity, and a
-			// second post would show the person a duplicate.
-			return fmt.Errorf("%w: %s %s: %w", ErrConnector, method, redactPath(target), err)
+			if !c.retry.Again(idempotent, 0, err) {
+				return fmt.Errorf("%w: %s %s: %w", ErrConnector, method, redactPath(target), err)
+			}
+			if err := c.wait(ctx, r, "", method, target, 0, err); err != nil {
+				return err
+			}
+			continue
 		}
 		data, rerr := io.ReadAll(io.LimitReader(resp.Body, maxResponseBytes))
 		resp.Body.Close()
@@ -429,32 +326,44 @@ func (c *connector) do(ctx context.Context, conv, method, target string, body an
 			// Not retried: Teams answers 403 (BotNotInConversationRoster)
 			// once the app is removed, and will go on doing so.
 			return fmt.Errorf("%w: %s %s: %s", ErrNotInConversation, method, redactPath(target), firstLine(string(data)))
-		case retryable(resp.StatusCode):
+		case c.retry.Again(idempotent, resp.StatusCode, nil):
 			c.metrics.throttled.WithLabelValues(strconv.Itoa(resp.StatusCode)).Inc()
-			if attempt >= maxRetries {
-				return fmt.Errorf("%w: %s %s: status %d after %d retries", ErrConnector, method, redactPath(target), resp.StatusCode, attempt)
-			}
-			wait := retryAfter(resp.Header.Get("Retry-After"), time.Now())
-			if wait < 0 {
-				wait = backoff(attempt)
-			}
-			if wait > maxRetryWait {
-				wait = maxRetryWait
-			}
-			// A retry after the caller's deadline could never be made:
-			// fail now rather than hold a turn slot until then.
-			if dl, ok := ctx.Deadline(); ok && time.Until(dl) < wait {
-				return fmt.Errorf("%w: %s %s: status %d; its Retry-After or backoff of %v ends after the call's deadline", ErrConnector, method, redactPath(target), resp.StatusCode, wait)
-			}
-			c.metrics.connectorRetries.Inc()
-			c.logger.Info("connector asked to retry", "status", resp.StatusCode, "wait", wait, "attempt", attempt+1)
-			if err := c.sleep(ctx, wait); err != nil {
-				return fmt.Errorf("%w: %s %s: %w", ErrConnector, method, redactPath(target), err)
+			if err := c.wait(ctx, r, resp.Header.Get("Retry-After"), method, target, resp.StatusCode, nil); err != nil {
+				return err
 			}
 		default:
 			return fmt.Errorf("%w: %s %s: status %d: %s", ErrConnector, method, redactPath(target), resp.StatusCode, firstLine(string(data)))
 		}
 	}
+}
+
+// wait waits before the next attempt of a call that failed with status,
+// or without an answer with cause, or returns the error to give up with:
+// the retries are spent, or the wait (Retry-After or the backoff) would end
+// after the call's deadline, which frees the turn slot at once rather than
+// hold it until then.
+func (c *connector) wait(ctx context.Context, r *retry.Retrier, retryAfter, method, target string, status int, cause error) error {
+	what := cause
+	if what == nil {
+		what = fmt.Errorf("status %d", status)
+	}
+	wait, err := r.Next(ctx, retryAfter)
+	if err != nil {
+		if errors.Is(err, retry.ErrAttempts) {
+			return fmt.Errorf("%w: %s %s: %v after %d retries", ErrConnector, method, redactPath(target), what, r.Attempt()-1)
+		}
+		return fmt.Errorf("%w: %s %s: %v; %w", ErrConnector, method, redactPath(target), what, err)
+	}
+	c.metrics.connectorRetries.Inc()
+	if cause != nil {
+		c.logger.Info("connector unreachable; retrying", "err", cause, "wait", wait, "attempt", r.Attempt())
+	} else {
+		c.logger.Info("connector asked to retry", "status", status, "wait", wait, "attempt", r.Attempt())
+	}
+	if err := r.Sleep(ctx, wait); err != nil {
+		return fmt.Errorf("%w: %s %s: %w", ErrConnector, method, redactPath(target), err)
+	}
+	return nil
 }
 
 // redactPath keeps the host of a connector URL for logs; conversation ids
@@ -465,51 +374,4 @@ func redactPath(target string) string {
 		return "(connector)"
 	}
 	return u.Scheme + "://" + u.Host
-}
-
-// retryAfter reads a Retry-After header (seconds or an HTTP date); it
-// returns -1 when there is none or it cannot be read.
-func retryAfter(h string, now time.Time) time.Duration {
-	h = strings.TrimSpace(h)
-	if h == "" {
-		return -1
-	}
-	if s, err := strconv.Atoi(h); err == nil {
-		if s < 0 {
-			return -1
-		}
-		return time.Duration(s) * time.Second
-	}
-	if t, err := http.ParseTime(h); err == nil {
-		d := t.Sub(now)
-		if d < 0 {
-			d = 0
-		}
-		return d
-	}
-	return -1
-}
-
-// backoff is exponential with full jitter, so concurrent turns that hit
-// the same 429 do not retry in step.
-func backoff(attempt int) time.Duration {
-	d := firstBackoff << attempt
-	if d > maxRetryWait {
-		d = maxRetryWait
-	}
-	return d/2 + rand.N(d/2+1)
-}
-
-func sleepCtx(ctx context.Context, d time.Duration) error {
-	if d <= 0 {
-		return ctx.Err()
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"runtime"
@@ -154,11 +155,11 @@ func testConnector(t *testing.T) (*connector, *[]time.Duration) {
 	var waits []time.Duration
 	c := &connector{
 		client: newHTTPClient(), allowLoopback: true, metrics: m,
-		logger: slog.New(slog.DiscardHandler),
-		sleep: func(ctx context.Context, d time.Duration) error {
-			waits = append(waits, d)
-			return ctx.Err()
-		},
+		logger: slog.New(slog.DiscardHandler), retry: connectorRetry(),
+	}
+	c.retry.Sleep = func(ctx context.Context, d time.Duration) error {
+		waits = append(waits, d)
+		return ctx.Err()
 	}
 	return c, &waits
 }
@@ -253,13 +254,6 @@ func TestConnectorBackoffBoundedByContext(t *testing.T) {
 	if len(*waits) != 0 || s.callCount() != 1 {
 		t.Errorf("waits %v, %d calls; want no wait and 1 call", *waits, s.callCount())
 	}
-
-	// The real sleep ends with its context.
-	cctx, ccancel := context.WithCancel(context.Background())
-	ccancel()
-	if err := sleepCtx(cctx, time.Hour); !errors.Is(err, context.Canceled) {
-		t.Errorf("sleepCtx on a cancelled context = %v", err)
-	}
 }
 
 // Shutdown leaves nothing of the bot behind: a bot token fetch in flight is
@@ -345,11 +339,73 @@ func TestBotTokenNotSentThroughRedirects(t *testing.T) {
 func TestDefaultClientHasTimeouts(t *testing.T) {
 	h := newHarness(t, setup{defaultClient: true})
 	for name, c := range map[string]*http.Client{
-		"connector": h.bot.conn.client, "token": h.bot.conn.tokens.client, "keys": h.bot.validator.client,
+		"connector": h.bot.conn.client, "token": h.bot.conn.tokens.src.HTTPClient(), "keys": h.bot.validator.client,
 	} {
 		tr, ok := c.Transport.(*http.Transport)
 		if !ok || c.Timeout <= 0 || tr.ResponseHeaderTimeout <= 0 || tr.TLSHandshakeTimeout <= 0 || tr.DialContext == nil {
 			t.Errorf("%s client: timeout %v, transport %#v", name, c.Timeout, c.Transport)
 		}
+	}
+}
+
+// A connection dropped after the request reached the connector may have
+// delivered it: a POST (a new message) is not sent again, as a second
+// would show the person a duplicate, while a PUT (an update to the same
+// content) is. A connection refused before anything was written is safe
+// to retry for both.
+func TestConnectorRetriesOnlyWhatCannotDuplicate(t *testing.T) {
+	var mu sync.Mutex
+	calls := map[string]int{}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		calls[r.Method]++
+		n := calls[r.Method]
+		mu.Unlock()
+		if n == 1 {
+			c, _, err := w.(http.Hijacker).Hijack()
+			if err == nil {
+				c.Close() // the request was read; no answer comes
+			}
+			return
+		}
+		writeJSON(w, http.StatusOK, map[string]any{"id": "1:sent"})
+	}))
+	defer srv.Close()
+	c, waits := testConnector(t)
+	if _, err := sendOne(c, context.Background(), srv.URL); !errors.Is(err, ErrConnector) {
+		t.Errorf("POST on a dropped connection: %v, want ErrConnector", err)
+	}
+	if err := c.Update(context.Background(), srv.URL, "a:conv", "1:sent", &outActivity{Type: "message", Text: "hi"}); err != nil {
+		t.Errorf("PUT on a dropped connection, then answered: %v", err)
+	}
+	mu.Lock()
+	if calls[http.MethodPost] != 1 || calls[http.MethodPut] != 2 || len(*waits) != 1 {
+		t.Errorf("calls %v, waits %v; want 1 POST, 2 PUTs and one wait", calls, *waits)
+	}
+	mu.Unlock()
+
+	// Nothing listens at first; the retry finds the connector.
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	c, _ = testConnector(t)
+	c.retry.Sleep = func(ctx context.Context, d time.Duration) error {
+		l, err := net.Listen("tcp", addr)
+		if err != nil {
+			return err
+		}
+		late := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			writeJSON(w, http.StatusCreated, map[string]any{"id": "1:late"})
+		}))
+		late.Listener = l
+		late.Start()
+		t.Cleanup(late.Close)
+		return nil
+	}
+	if id, err := sendOne(c, context.Background(), "http://"+addr); err != nil || id != "1:late" {
+		t.Errorf("POST after a refused connection: %q, %v; want it sent on the retry", id, err)
 	}
 }

@@ -69,7 +69,7 @@ func TestCertificateCredentialRefusedByEndpoint(t *testing.T) {
 	}{
 		{"another certificate uploaded", "AADSTS700027", func(h *harness) {
 			other := testenv.NewCertificate(t, h.now().Add(-time.Hour), h.now().Add(time.Hour))
-			h.tokens.cert = other.Cert
+			h.tokens.app.Cert = other.Cert
 		}},
 		{"assertion expired on arrival", "AADSTS700024", func(h *harness) {
 			h.tokens.now = func() time.Time { return h.now().Add(6 * time.Minute) }

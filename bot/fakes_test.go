@@ -7,8 +7,6 @@ package bot
 import (
 	"crypto/rand"
 	"crypto/rsa"
-	"crypto/sha256"
-	"crypto/x509"
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
@@ -21,13 +19,12 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"teamsbot/internal/testenv"
 	"testing"
 	"time"
 	"unicode/utf16"
 
 	"github.com/golang-jwt/jwt/v4"
-
-	"teamsbot/internal/clientcred"
 )
 
 // fakeBotFramework serves the OpenID metadata document and its JWKS as
@@ -165,24 +162,12 @@ type fakeTokenEndpoint struct {
 
 	// now judges assertions' times; nil is time.Now.
 	now func() time.Time
-	// cert is the certificate uploaded to the app registration, if any.
-	cert *x509.Certificate
-	// federated is the app's federated identity credential, if any.
-	federated *federatedCredential
+	// app holds the certificate uploaded to the app registration and its
+	// federated identity credential, if any.
+	app testenv.EntraApp
 	// assertions are the client assertions received, in order.
 	assertions []string
-	jtis       map[string]bool
 }
-
-// federatedCredential is a federated identity credential of an app
-// registration: tokens of issuer about subject, signed with key.
-type federatedCredential struct {
-	issuer, subject string
-	key             *rsa.PublicKey
-}
-
-// federatedAudience is the audience Entra ID accepts in a federated token.
-const federatedAudience = "api://AzureADTokenExchange"
 
 func newFakeTokenEndpoint(t testing.TB, tenant, clientID, secret string) *fakeTokenEndpoint {
 	f := &fakeTokenEndpoint{tenant: tenant, clientID: clientID, secret: secret, scope: "https://api.botframework.com/.default"}
@@ -246,90 +231,16 @@ func (f *fakeTokenEndpoint) grant(w http.ResponseWriter) {
 	})
 }
 
-// checkAssertion returns why the form's client assertion is refused, as an
-// error_description in Entra's "AADSTS<code>: <message>" shape, or "" when
-// it proves the app; f.mu is held. Tests look at the status and the reason,
-// not at the codes.
+// checkAssertion returns why the form's client assertion is refused, or ""
+// when it proves the app, as Entra ID would judge it (testenv.EntraApp);
+// f.mu is held.
 func (f *fakeTokenEndpoint) checkAssertion(form url.Values) string {
-	if form.Get("client_assertion_type") != clientcred.AssertionType {
-		return "AADSTS700023: client_assertion_type must be urn:ietf:params:oauth:client-assertion-type:jwt-bearer."
-	}
-	if form.Has("client_secret") {
-		return "AADSTS700025: Only one client credential may be presented."
-	}
-	raw := form.Get("client_assertion")
-	f.assertions = append(f.assertions, raw)
+	f.assertions = append(f.assertions, form.Get("client_assertion"))
 	now := time.Now
 	if f.now != nil {
 		now = f.now
 	}
-	header := map[string]any{}
-	if head, _, ok := strings.Cut(raw, "."); ok {
-		if b, err := base64.RawURLEncoding.DecodeString(head); err == nil {
-			_ = json.Unmarshal(b, &header)
-		}
-	}
-	claims := jwt.MapClaims{}
-	if thumb, ok := header["x5t#S256"].(string); ok {
-		// A certificate credential.
-		if f.cert == nil {
-			return "AADSTS700027: The certificate with identifier used to sign the client assertion is not registered on application."
-		}
-		sum := sha256.Sum256(f.cert.Raw)
-		if thumb != base64.RawURLEncoding.EncodeToString(sum[:]) {
-			return "AADSTS700027: The certificate with identifier used to sign the client assertion is not registered on application."
-		}
-		p := jwt.NewParser(jwt.WithValidMethods([]string{"PS256"}), jwt.WithoutClaimsValidation())
-		if _, err := p.ParseWithClaims(raw, claims, func(*jwt.Token) (any, error) { return f.cert.PublicKey, nil }); err != nil {
-			return "AADSTS700027: Client assertion failed signature validation."
-		}
-		if header["typ"] != "JWT" {
-			return "AADSTS50027: JWT token is invalid or malformed."
-		}
-		iss, _ := claims["iss"].(string)
-		sub, _ := claims["sub"].(string)
-		jti, _ := claims["jti"].(string)
-		switch {
-		case !claims.VerifyAudience(f.url(), true):
-			return "AADSTS50027: The client assertion's audience is not this token endpoint."
-		case iss != f.clientID || sub != f.clientID:
-			return "AADSTS700021: Client assertion application identifier doesn't match 'client_id' parameter."
-		case jti == "" || f.jtis[jti]:
-			return "AADSTS700024: Client assertion contains a jti that was already used."
-		case !claims.VerifyExpiresAt(now().Unix(), true) || !claims.VerifyNotBefore(now().Unix(), true):
-			return "AADSTS700024: Client assertion is not within its valid time range."
-		}
-		exp, _ := claims["exp"].(float64)
-		nbf, _ := claims["nbf"].(float64)
-		if exp-nbf > (10 * time.Minute).Seconds() {
-			return "AADSTS700024: Client assertion is valid for longer than allowed."
-		}
-		if f.jtis == nil {
-			f.jtis = map[string]bool{}
-		}
-		f.jtis[jti] = true
-		return ""
-	}
-	// A federated credential: another issuer's token, sent as it is.
-	if f.federated == nil {
-		return "AADSTS70021: No matching federated identity record found for presented assertion."
-	}
-	p := jwt.NewParser(jwt.WithValidMethods([]string{"RS256"}), jwt.WithoutClaimsValidation())
-	if _, err := p.ParseWithClaims(raw, claims, func(*jwt.Token) (any, error) { return f.federated.key, nil }); err != nil {
-		return "AADSTS700211: No matching federated identity record found for presented assertion issuer, or its signature does not verify."
-	}
-	sub, _ := claims["sub"].(string)
-	switch {
-	case !claims.VerifyIssuer(f.federated.issuer, true):
-		return "AADSTS700211: No matching federated identity record found for presented assertion issuer."
-	case sub != f.federated.subject:
-		return "AADSTS700213: No matching federated identity record found for presented assertion subject."
-	case !claims.VerifyAudience(federatedAudience, true):
-		return "AADSTS700212: No matching federated identity record found for presented assertion audience."
-	case !claims.VerifyExpiresAt(now().Unix(), true):
-		return "AADSTS700024: Client assertion is not within its valid time range."
-	}
-	return ""
+	return f.app.CheckAssertion(form, f.clientID, f.url(), now())
 }
 
 // receivedAssertions returns the client assertions received so far.

@@ -13,7 +13,7 @@ import (
 // delivered exactly once, none lost and none twice.
 func TestConnectorFaultsEachAnswerDeliveredOnce(t *testing.T) {
 	h := newHarness(t, setup{})
-	h.bot.conn.sleep = func(ctx context.Context, d time.Duration) error { return ctx.Err() }
+	h.bot.conn.retry.Sleep = func(ctx context.Context, d time.Duration) error { return ctx.Err() }
 	const n = 6
 	h.conn.mu.Lock()
 	h.conn.faults = map[string][]int{}

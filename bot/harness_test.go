@@ -256,7 +256,7 @@ func newHarness(t testing.TB, s setup) *harness {
 			opts.Credential = clientcred.Secret(testSecret)
 		case credCertificate:
 			h.cert = testenv.NewCertificate(t, h.now().Add(-time.Hour), h.now().Add(30*24*time.Hour))
-			h.tokens.cert, h.tokens.secret = h.cert.Cert, ""
+			h.tokens.app.Cert, h.tokens.secret = h.cert.Cert, ""
 			if opts.Credential, err = clientcred.LoadCertificate(h.cert.File(t, nil), h.now()); err != nil {
 				t.Fatal(err)
 			}
@@ -271,7 +271,7 @@ func newHarness(t testing.TB, s setup) *harness {
 				key:     key,
 				path:    filepath.Join(t.TempDir(), "azure-identity-token"),
 			}
-			h.tokens.federated = &federatedCredential{issuer: h.sa.issuer, subject: h.sa.subject, key: &key.PublicKey}
+			h.tokens.app.Federated = &testenv.FederatedCredential{Issuer: h.sa.issuer, Subject: h.sa.subject, Key: &key.PublicKey}
 			h.tokens.secret = ""
 			h.rotateServiceAccountToken()
 			if opts.Credential, err = clientcred.FederatedTokenFile(h.sa.path); err != nil {
@@ -330,7 +330,7 @@ func (h *harness) rotateServiceAccountToken() string {
 		h.t.Fatal(err)
 	}
 	tok := sign(h.t, jwt.SigningMethodRS256, "sa-key", h.sa.key, jwt.MapClaims{
-		"iss": h.sa.issuer, "sub": h.sa.subject, "aud": []string{federatedAudience},
+		"iss": h.sa.issuer, "sub": h.sa.subject, "aud": []string{testenv.FederatedAudience},
 		"iat": now.Unix(), "nbf": now.Unix(), "exp": now.Add(time.Hour).Unix(),
 		"jti": fmt.Sprintf("%x", jti),
 	})

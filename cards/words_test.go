@@ -89,6 +89,7 @@ func TestWordsRule(t *testing.T) {
 		{`func fromBrowserPage() string { return "the request comes from a web page" }`, nil},
 		{`func viewFallback() string { return "View: " + title }`, []string{"View: "}},
 		{`o := prometheus.CounterOpts{Name: "turns_total", Help: "Message turns by outcome."}`, nil},
+		{`turns := d.CounterVec("turns_total", "Message turns by outcome.", "outcome")`, nil},
 		{`r := &refusal{reason: RefusedTenant, detail: "tenant " + id + " is not served"}`, nil},
 		{`reason := "The app was removed from this conversation."`, nil},
 		{`box("accent", rich(bold(triggeredRun), run(p.trigger)))`, nil},
@@ -149,6 +150,10 @@ func operatorCall(fun ast.Expr) string {
 		return "an HTTP header"
 	case last2 == "regexp.MustCompile":
 		return "a pattern"
+	}
+	switch parts[len(parts)-1] {
+	case "Counter", "CounterVec", "Gauge", "Histogram":
+		return "a metric's name and help text (internal/prom)"
 	}
 	return ""
 }

@@ -35,36 +35,36 @@ import (
 func TestBrowserPlayground(t *testing.T) {
 	en := newEnv(t)
 	tb := newTab(t)
-	tb.navigate(en.base + "/playground")
-	tb.wait(mainFrame, `document.getElementById("conversation-id").textContent.startsWith("a:")`, "the personal chat")
+	tb.Navigate(en.base + "/playground")
+	tb.Wait(mainFrame, `document.getElementById("conversation-id").textContent.startsWith("a:")`, "the personal chat")
 
 	tb.send("/sales_report {}")
 	answer := `document.querySelector('.msg.bot .ac-card')`
-	tb.wait(mainFrame, answer+` !== null && `+answer+`.innerText.includes("Interactive view from")`, "the answer card")
+	tb.Wait(mainFrame, answer+` !== null && `+answer+`.innerText.includes("Interactive view from")`, "the answer card")
 	// In a personal chat a slow run is a streaming message: its
 	// informative updates, then the answer card as its final message, in
 	// the same place; no working card.
-	if n := tb.must(mainFrame, `document.querySelectorAll(".msg.bot").length`); n != float64(1) {
+	if n := tb.Must(mainFrame, `document.querySelectorAll(".msg.bot").length`); n != float64(1) {
 		t.Errorf("the bot's messages: %v, want 1 (the stream ending with the answer)", n)
 	}
-	if s := tb.str(mainFrame, `document.getElementById("transcript").innerText`); strings.Contains(s, "Working on") || strings.Contains(s, "Calling sales_report") {
+	if s := tb.Str(mainFrame, `document.getElementById("transcript").innerText`); strings.Contains(s, "Working on") || strings.Contains(s, "Calling sales_report") {
 		t.Errorf("an informative update is still shown beside the answer:\n%s", s)
 	}
-	if got := tb.str(mainFrame, `document.querySelector(".msg.user .bubble").innerText`); got != "/sales_report {}" {
+	if got := tb.Str(mainFrame, `document.querySelector(".msg.user .bubble").innerText`); got != "/sales_report {}" {
 		t.Errorf("the person's message shows %q", got)
 	}
 
 	// The view inline: the proxy frame in the page, the view inside it,
 	// both sandbox="allow-scripts" only, beside an Open button.
-	tb.wait(mainFrame, `document.querySelector(".inline-view iframe.proxy") !== null`, "the inline view's frame")
-	if got := tb.str(mainFrame, `document.querySelector(".inline-view iframe.proxy").getAttribute("sandbox")`); got != "allow-scripts" {
+	tb.Wait(mainFrame, `document.querySelector(".inline-view iframe.proxy") !== null`, "the inline view's frame")
+	if got := tb.Str(mainFrame, `document.querySelector(".inline-view iframe.proxy").getAttribute("sandbox")`); got != "allow-scripts" {
 		t.Errorf("proxy frame sandbox = %q, want allow-scripts", got)
 	}
-	viewID := tb.str(mainFrame, `document.querySelector(".inline-view").dataset.viewId`)
-	if got := tb.str(mainFrame, `document.querySelector(".inline-view .view-head a").getAttribute("href")`); got != "/mcp-apps/"+viewID {
+	viewID := tb.Str(mainFrame, `document.querySelector(".inline-view").dataset.viewId`)
+	if got := tb.Str(mainFrame, `document.querySelector(".inline-view .view-head a").getAttribute("href")`); got != "/mcp-apps/"+viewID {
 		t.Errorf("Open button goes to %q, want /mcp-apps/%s", got, viewID)
 	}
-	tb.wait(viewFrame, `document.body.dataset.state === "ready" && document.body.dataset.revision === "0"`, "the sales view to show its result")
+	tb.Wait(viewFrame, `document.body.dataset.state === "ready" && document.body.dataset.revision === "0"`, "the sales view to show its result")
 	v, err := en.store.View(context.Background(), viewID)
 	if err != nil {
 		t.Fatalf("the inline view %s is not stored: %v", viewID, err)
@@ -74,8 +74,8 @@ func TestBrowserPlayground(t *testing.T) {
 	}
 
 	// The app-only tool through the bridge.
-	tb.must(viewFrame, `document.getElementById("refresh").click()`)
-	tb.wait(viewFrame, `document.body.dataset.revision === "1" && document.body.dataset.state === "ready"`, "the refreshed figures")
+	tb.Must(viewFrame, `document.getElementById("refresh").click()`)
+	tb.Wait(viewFrame, `document.body.dataset.revision === "1" && document.body.dataset.state === "ready"`, "the refreshed figures")
 	ok := false
 	for _, r := range en.auditCalls(pageTenant) {
 		if r.Fields["tool"] == "refresh_sales" && r.Fields["result"] == "ok" && r.Actor == pageUser {
@@ -88,48 +88,46 @@ func TestBrowserPlayground(t *testing.T) {
 
 	// Access stays as it is: once the page has signed another person in
 	// (Alex, same tenant), the view is not theirs to open or call.
-	tb.must(mainFrame, `(() => { const p = document.getElementById("preset"); p.value = "1"; p.dispatchEvent(new Event("change")); return true; })()`)
-	tb.wait(mainFrame, `fetch("/api/mcp-apps/`+viewID+`").then(r => r.status === 403)`, "the view to be refused to another person")
-	if got := tb.must(mainFrame, `fetch("/api/mcp-apps/`+viewID+`/call", {method: "POST", headers: {"Content-Type": "application/json"}, body: JSON.stringify({name: "refresh_sales", arguments: {}})}).then(r => r.status)`); got != float64(403) {
+	tb.Must(mainFrame, `(() => { const p = document.getElementById("preset"); p.value = "1"; p.dispatchEvent(new Event("change")); return true; })()`)
+	tb.Wait(mainFrame, `fetch("/api/mcp-apps/`+viewID+`").then(r => r.status === 403)`, "the view to be refused to another person")
+	if got := tb.Must(mainFrame, `fetch("/api/mcp-apps/`+viewID+`/call", {method: "POST", headers: {"Content-Type": "application/json"}, body: JSON.stringify({name: "refresh_sales", arguments: {}})}).then(r => r.status)`); got != float64(403) {
 		t.Errorf("another person's call of the view's tool: %v, want 403", got)
 	}
-	tb.must(mainFrame, `(() => { const p = document.getElementById("preset"); p.value = "0"; p.dispatchEvent(new Event("change")); return true; })()`)
+	tb.Must(mainFrame, `(() => { const p = document.getElementById("preset"); p.value = "0"; p.dispatchEvent(new Event("change")); return true; })()`)
 
 	// Leaving the chat takes its messages off the transcript (as picking
 	// Alex did): the view is told first (ui/resource-teardown, which it
 	// writes to its console here) and its frames go once it has answered.
-	tb.wait(viewFrame, `document.body.dataset.state === "ready"`, "the view shown again in the personal chat")
-	tb.must(viewFrame, `window.addEventListener("message", (e) => { if (e.data && e.data.method === "ui/resource-teardown") { console.log("teardown reached the view: " + e.data.params.reason); } }); true`)
+	tb.Wait(viewFrame, `document.body.dataset.state === "ready"`, "the view shown again in the personal chat")
+	tb.Must(viewFrame, `window.addEventListener("message", (e) => { if (e.data && e.data.method === "ui/resource-teardown") { console.log("teardown reached the view: " + e.data.params.reason); } }); true`)
 
 	// A group chat: the message carries <at>Assistant</at> and its
 	// mention entity, and is answered.
-	tb.must(mainFrame, `(() => { const r = document.querySelector('input[name="kind"][value="groupChat"]'); r.checked = true; r.dispatchEvent(new Event("change")); return true; })()`)
-	tb.wait(mainFrame, `document.getElementById("conversation-id").textContent.endsWith("@thread.v2") && !document.getElementById("mention-box").hidden`, "the group chat")
-	group := tb.str(mainFrame, `document.getElementById("conversation-id").textContent`)
-	tb.wait(mainFrame, `document.querySelector(".inline-view iframe.proxy") === null`, "the personal chat's view removed")
-	tb.mu.Lock()
-	reached := slices.ContainsFunc(tb.log, func(l string) bool { return strings.Contains(l, "teardown reached the view") })
-	tb.mu.Unlock()
+	tb.Must(mainFrame, `(() => { const r = document.querySelector('input[name="kind"][value="groupChat"]'); r.checked = true; r.dispatchEvent(new Event("change")); return true; })()`)
+	tb.Wait(mainFrame, `document.getElementById("conversation-id").textContent.endsWith("@thread.v2") && !document.getElementById("mention-box").hidden`, "the group chat")
+	group := tb.Str(mainFrame, `document.getElementById("conversation-id").textContent`)
+	tb.Wait(mainFrame, `document.querySelector(".inline-view iframe.proxy") === null`, "the personal chat's view removed")
+	reached := slices.ContainsFunc(tb.Log(), func(l string) bool { return strings.Contains(l, "teardown reached the view") })
 	if !reached {
 		t.Errorf("the personal chat's view was removed without ui/resource-teardown")
 	}
 	tb.send("/tools")
-	tb.wait(mainFrame, `(() => { const c = document.querySelector(".msg.bot .ac-card"); return c !== null && c.innerText.includes("sales_report"); })()`, "the answer to /tools in the group chat")
-	if got := tb.str(mainFrame, `document.querySelector(".msg.user .at").textContent`); got != "Assistant" {
+	tb.Wait(mainFrame, `(() => { const c = document.querySelector(".msg.bot .ac-card"); return c !== null && c.innerText.includes("sales_report"); })()`, "the answer to /tools in the group chat")
+	if got := tb.Str(mainFrame, `document.querySelector(".msg.user .at").textContent`); got != "Assistant" {
 		t.Errorf("the group message's mention shows %q, want Assistant", got)
 	}
 
 	// Install: the welcome card, and the conversation is kept.
-	tb.must(mainFrame, `document.getElementById("install").click()`)
-	tb.wait(mainFrame, `[...document.querySelectorAll(".msg.bot .ac-card")].some(c => c.innerText.includes("Hi, I'm Assistant"))`, "the welcome card")
-	tb.wait(mainFrame, `document.getElementById("installed").dataset.installed === "true"`, "the page to show the bot installed")
+	tb.Must(mainFrame, `document.getElementById("install").click()`)
+	tb.Wait(mainFrame, `[...document.querySelectorAll(".msg.bot .ac-card")].some(c => c.innerText.includes("Hi, I'm Assistant"))`, "the welcome card")
+	tb.Wait(mainFrame, `document.getElementById("installed").dataset.installed === "true"`, "the page to show the bot installed")
 	key := bot.ConversationKey(pageTenant, group)
 	if _, err := en.store.Conversation(context.Background(), key); err != nil {
 		t.Errorf("after install, conversation %s: %v", key, err)
 	}
 	// Uninstall: the reference is gone.
-	tb.must(mainFrame, `document.getElementById("uninstall").click()`)
-	tb.wait(mainFrame, `document.getElementById("installed").dataset.installed === "false"`, "the page to show the bot removed")
+	tb.Must(mainFrame, `document.getElementById("uninstall").click()`)
+	tb.Wait(mainFrame, `document.getElementById("installed").dataset.installed === "false"`, "the page to show the bot removed")
 	if _, err := en.store.Conversation(context.Background(), key); !errors.Is(err, store.ErrNotFound) {
 		t.Errorf("after uninstall, conversation %s: %v, want store.ErrNotFound", key, err)
 	}
@@ -144,37 +142,37 @@ func TestBrowserPlayground(t *testing.T) {
 func TestBrowserViewLinkInAFreshBrowser(t *testing.T) {
 	en := newEnv(t)
 	tb := newTab(t)
-	tb.navigate(en.base + "/playground")
-	tb.wait(mainFrame, `document.getElementById("conversation-id").textContent.startsWith("a:")`, "the personal chat")
+	tb.Navigate(en.base + "/playground")
+	tb.Wait(mainFrame, `document.getElementById("conversation-id").textContent.startsWith("a:")`, "the personal chat")
 	people := signin.LocalPeople()
 	var names []string
 	for _, p := range people {
 		names = append(names, p.Name)
 	}
-	got := tb.str(mainFrame, `[...document.querySelectorAll("#preset option[data-user]")].map(o => o.dataset.name).join(", ")`)
+	got := tb.Str(mainFrame, `[...document.querySelectorAll("#preset option[data-user]")].map(o => o.dataset.name).join(", ")`)
 	if want := strings.Join(names, ", "); got != want {
 		t.Errorf("the playground offers %q, want the local people %q", got, want)
 	}
-	if got := tb.str(mainFrame, `document.getElementById("tenant").value`); got != signin.LocalTenant {
+	if got := tb.Str(mainFrame, `document.getElementById("tenant").value`); got != signin.LocalTenant {
 		t.Errorf("the playground's tenant is %q, want the local sign-in's %q", got, signin.LocalTenant)
 	}
-	if got := tb.str(mainFrame, `document.getElementById("admin-note").innerText`); !strings.Contains(got, signin.LocalAdmin().Name) || !strings.Contains(got, "admin console") {
+	if got := tb.Str(mainFrame, `document.getElementById("admin-note").innerText`); !strings.Contains(got, signin.LocalAdmin().Name) || !strings.Contains(got, "admin console") {
 		t.Errorf("the playground does not say who opens the admin console: %q", got)
 	}
 
 	tb.send("/sales_report {}")
-	tb.wait(mainFrame, `document.querySelector(".inline-view .view-head a") !== null`, "the view's Open link")
-	link := tb.str(mainFrame, `document.querySelector(".inline-view .view-head a").href`)
+	tb.Wait(mainFrame, `document.querySelector(".inline-view .view-head a") !== null`, "the view's Open link")
+	link := tb.Str(mainFrame, `document.querySelector(".inline-view .view-head a").href`)
 
 	fresh := newTab(t)
-	fresh.navigate(link)
-	fresh.wait(mainFrame, `location.pathname === "/signin" && document.querySelector('input[name="person"]:checked') !== null`, "the local sign-in")
-	if got := fresh.str(mainFrame, `document.querySelector('input[name="person"]:checked').value`); got != people[0].UserID {
+	fresh.Navigate(link)
+	fresh.Wait(mainFrame, `location.pathname === "/signin" && document.querySelector('input[name="person"]:checked') !== null`, "the local sign-in")
+	if got := fresh.Str(mainFrame, `document.querySelector('input[name="person"]:checked').value`); got != people[0].UserID {
 		t.Fatalf("the sign-in has %q selected, want the view's owner %s", got, people[0].Name)
 	}
-	fresh.must(mainFrame, `document.querySelector('form[action="/signin/local"] button[type="submit"]').click()`)
-	fresh.wait(mainFrame, `location.href === `+strconv.Quote(link), "the view page after signing in")
-	fresh.wait(viewFrame, `document.body.dataset.state === "ready"`, "the view in the fresh browser")
+	fresh.Must(mainFrame, `document.querySelector('form[action="/signin/local"] button[type="submit"]').click()`)
+	fresh.Wait(mainFrame, `location.href === `+strconv.Quote(link), "the view page after signing in")
+	fresh.Wait(viewFrame, `document.body.dataset.state === "ready"`, "the view in the fresh browser")
 }
 
 // screenshotFile is the playground's picture in README.
@@ -188,17 +186,17 @@ const screenshotFile = "../docs/playground.png"
 func TestScreenshot(t *testing.T) {
 	en := newEnv(t)
 	tb := newTab(t)
-	if err := chromedp.Do(tb.ctx, chromedp.EmulateViewport(1280, 1000)); err != nil {
+	if err := chromedp.Do(tb.Ctx, chromedp.EmulateViewport(1280, 1000)); err != nil {
 		t.Fatalf("viewport: %v", err)
 	}
-	tb.navigate(en.base + "/playground")
-	tb.wait(mainFrame, `document.getElementById("conversation-id").textContent.startsWith("a:")`, "the personal chat")
+	tb.Navigate(en.base + "/playground")
+	tb.Wait(mainFrame, `document.getElementById("conversation-id").textContent.startsWith("a:")`, "the personal chat")
 	tb.send("/sales_report {}")
-	tb.wait(viewFrame, `document.body.dataset.state === "ready"`, "the sales view")
+	tb.Wait(viewFrame, `document.body.dataset.state === "ready"`, "the sales view")
 	// The frame has its height from the view's size-changed.
-	tb.wait(mainFrame, `document.querySelector(".inline-view iframe.proxy").style.height !== ""`, "the view's height")
-	tb.must(mainFrame, `(() => { document.activeElement.blur(); const t = document.getElementById("transcript"); t.scrollTop = 0; return true; })()`)
-	png, err := chromedp.Run(tb.ctx, chromedp.CaptureScreenshot())
+	tb.Wait(mainFrame, `document.querySelector(".inline-view iframe.proxy").style.height !== ""`, "the view's height")
+	tb.Must(mainFrame, `(() => { document.activeElement.blur(); const t = document.getElementById("transcript"); t.scrollTop = 0; return true; })()`)
+	png, err := chromedp.Run(tb.Ctx, chromedp.CaptureScreenshot())
 	if err != nil {
 		t.Fatalf("screenshot: %v", err)
 	}

@@ -24,8 +24,8 @@ func TestBrowserCardsGoldenFiles(t *testing.T) {
 	}
 	en := newEnv(t)
 	tb := newTab(t)
-	tb.navigate(en.base + "/playground")
-	tb.wait(mainFrame, `typeof TeamsbotCards === "object"`, "the renderer")
+	tb.Navigate(en.base + "/playground")
+	tb.Wait(mainFrame, `typeof TeamsbotCards === "object"`, "the renderer")
 
 	checked, withLinks := 0, 0
 	for _, f := range files {
@@ -50,7 +50,7 @@ func TestBrowserCardsGoldenFiles(t *testing.T) {
 			if len(urls) > 0 {
 				withLinks++
 			}
-			got := tb.must(mainFrame, `(() => {
+			got := tb.Must(mainFrame, `(() => {
 				const e = TeamsbotCards.render(`+string(m.Content)+`);
 				document.getElementById("transcript").replaceChildren(e);
 				const notes = e.querySelector('[data-ac-id="runNotes"]');

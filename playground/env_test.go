@@ -2,23 +2,15 @@ package playground_test
 
 import (
 	"context"
-	"encoding/json"
-	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
 	"os"
 	"path/filepath"
 	"strconv"
-	"strings"
-	"sync"
 	"testing"
 	"time"
 
-	"github.com/chromedp/cdproto/cdp"
-	cdplog "github.com/chromedp/cdproto/log"
-	"github.com/chromedp/cdproto/page"
-	"github.com/chromedp/cdproto/runtime"
 	"github.com/chromedp/chromedp"
 	"github.com/labstack/echo/v4"
 
@@ -140,138 +132,28 @@ func (en *env) auditCalls(tenant string) []store.AuditRecord {
 	return recs
 }
 
-const chromiumPath = "/usr/bin/chromium"
-
-// sharedBrowser is the one headless Chromium of this test binary; each test
-// gets its own browser context (its own cookies) in it.
-var sharedBrowser struct {
-	once   sync.Once
-	ctx    context.Context
-	cancel func()
-	err    error
-}
+// sharedBrowser is the one headless Chromium of this test binary
+// (testenv.SharedChromium), with scrollbars hidden and font hinting off so
+// that the cards lay out alike everywhere; each test gets its own browser
+// context (its own cookies) in it.
+var sharedBrowser = testenv.SharedChromium{Extra: []chromedp.ExecAllocatorOption{
+	chromedp.Flag("hide-scrollbars", true),
+	chromedp.Flag("font-render-hinting", "none"),
+}}
 
 func TestMain(m *testing.M) {
 	code := m.Run()
-	if sharedBrowser.cancel != nil {
-		sharedBrowser.cancel()
-	}
+	sharedBrowser.Close()
 	os.Exit(code)
 }
 
-// browser returns the shared browser, starting it on first use. A missing
-// Chromium fails the test, except under -short.
-func browser(t *testing.T) context.Context {
-	t.Helper()
-	if testing.Short() {
-		t.Skip("needs Chromium (-short)")
-	}
-	if _, err := os.Stat(chromiumPath); err != nil {
-		t.Fatalf("this test needs headless Chromium at %s (Debian package chromium): %v", chromiumPath, err)
-	}
-	sharedBrowser.once.Do(func() {
-		dir, err := os.MkdirTemp("", "playground-chromium-")
-		if err != nil {
-			sharedBrowser.err = err
-			return
-		}
-		opts := []chromedp.ExecAllocatorOption{
-			chromedp.ExecPath(chromiumPath),
-			chromedp.UserDataDir(dir),
-			chromedp.Flag("headless", true),
-			chromedp.NoSandbox,
-			chromedp.DisableGPU,
-			chromedp.NoFirstRun,
-			chromedp.NoDefaultBrowserCheck,
-			chromedp.Flag("disable-quic", true),
-			chromedp.Flag("disable-background-networking", true),
-			chromedp.Flag("disable-component-update", true),
-			chromedp.Flag("disable-sync", true),
-			chromedp.Flag("disable-dev-shm-usage", true),
-			chromedp.Flag("hide-scrollbars", true),
-			chromedp.Flag("font-render-hinting", "none"),
-			// Keep sandboxed (opaque-origin) frames in the page's process
-			// so one DevTools target sees inside them.
-			chromedp.Flag("disable-features", "IsolateSandboxedIframes,SitePerProcess,site-per-process,Translate"),
-			chromedp.Flag("disable-site-isolation-trials", true),
-		}
-		actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
-		ctx, cancel := chromedp.NewContext(actx)
-		sharedBrowser.ctx = ctx
-		sharedBrowser.cancel = func() { cancel(); cancelAlloc(); os.RemoveAll(dir) }
-		sharedBrowser.err = chromedp.Do(ctx)
-	})
-	if sharedBrowser.err != nil {
-		t.Fatalf("start Chromium: %v", sharedBrowser.err)
-	}
-	return sharedBrowser.ctx
-}
-
-// tab is one page in its own browser context, which can run scripts in
-// any of its frames.
-type tab struct {
-	t   *testing.T
-	ctx context.Context
-
-	mu       sync.Mutex
-	contexts map[cdp.FrameID]string // frame → unique id of its default context
-	log      []string               // console messages and exceptions, for failures
-}
+// tab is one page in its own browser context (testenv.Tab), which can run
+// scripts in any of its frames.
+type tab struct{ *testenv.Tab }
 
 func newTab(t *testing.T) *tab {
 	t.Helper()
-	b := browser(t)
-	tb := &tab{t: t, contexts: map[cdp.FrameID]string{}}
-	ctx, cancel := chromedp.NewContext(b, chromedp.WithNewBrowserContext(), chromedp.WithListener(tb.onEvent))
-	t.Cleanup(cancel)
-	if err := chromedp.Do(ctx); err != nil {
-		t.Fatalf("open a tab: %v", err)
-	}
-	if _, err := chromedp.Call(ctx, cdplog.Enable, cdp.Empty{}); err != nil {
-		t.Fatalf("enable the log: %v", err)
-	}
-	tb.ctx = ctx
-	t.Cleanup(func() {
-		if t.Failed() {
-			tb.mu.Lock()
-			defer tb.mu.Unlock()
-			t.Logf("browser console:\n%s", strings.Join(tb.log, "\n"))
-		}
-	})
-	return tb
-}
-
-func (tb *tab) onEvent(ev any) {
-	tb.mu.Lock()
-	defer tb.mu.Unlock()
-	switch e := ev.(type) {
-	case *runtime.EventExecutionContextCreated:
-		var aux struct {
-			FrameID   cdp.FrameID `json:"frameId"`
-			IsDefault bool        `json:"isDefault"`
-		}
-		if json.Unmarshal(e.Context.AuxData, &aux) == nil && aux.IsDefault {
-			tb.contexts[aux.FrameID] = e.Context.UniqueID
-		}
-	case *runtime.EventExecutionContextDestroyed:
-		for f, id := range tb.contexts {
-			if id == e.ExecutionContextUniqueID {
-				delete(tb.contexts, f)
-			}
-		}
-	case *runtime.EventExecutionContextsCleared:
-		clear(tb.contexts)
-	case *runtime.EventConsoleAPICalled:
-		var parts []string
-		for _, a := range e.Args {
-			parts = append(parts, string(a.Value)+a.Description)
-		}
-		tb.log = append(tb.log, "console."+string(e.Type)+": "+strings.Join(parts, " "))
-	case *cdplog.EventEntryAdded:
-		tb.log = append(tb.log, "log."+string(e.Entry.Level)+": "+e.Entry.Text+" "+e.Entry.URL)
-	case *runtime.EventExceptionThrown:
-		tb.log = append(tb.log, "exception: "+(&chromedp.ExceptionError{ExceptionDetails: e.ExceptionDetails}).Error())
-	}
+	return &tab{testenv.NewTab(t, sharedBrowser.Get(t), nil)}
 }
 
 // Frames the tests name: the page, and the first frame whose URL contains
@@ -281,97 +163,11 @@ const (
 	viewFrame = "/sandbox/views/"
 )
 
-func (tb *tab) frame(urlPart string) (cdp.FrameID, bool) {
-	tree, err := chromedp.Call(tb.ctx, page.GetFrameTree, cdp.Empty{})
-	if err != nil || tree.FrameTree == nil {
-		return "", false
-	}
-	if urlPart == mainFrame {
-		return tree.FrameTree.Frame.ID, true
-	}
-	var walk func(*page.FrameTree) (cdp.FrameID, bool)
-	walk = func(ft *page.FrameTree) (cdp.FrameID, bool) {
-		for _, c := range ft.ChildFrames {
-			if strings.Contains(c.Frame.URL, urlPart) {
-				return c.Frame.ID, true
-			}
-			if id, ok := walk(c); ok {
-				return id, ok
-			}
-		}
-		return "", false
-	}
-	return walk(tree.FrameTree)
-}
-
-// eval evaluates expr (awaiting a promise) in a frame and returns its JSON
-// value.
-func (tb *tab) eval(urlPart, expr string) (any, error) {
-	id, ok := tb.frame(urlPart)
-	if !ok {
-		return nil, fmt.Errorf("no frame %q", urlPart)
-	}
-	tb.mu.Lock()
-	uid, ok := tb.contexts[id]
-	tb.mu.Unlock()
-	if !ok {
-		return nil, fmt.Errorf("no script context in frame %q yet", urlPart)
-	}
-	return chromedp.Run(tb.ctx, chromedp.Evaluate[any](expr, chromedp.EvalAwaitPromise,
-		func(p *runtime.EvaluateParams) { p.UniqueContextID = uid }))
-}
-
-func (tb *tab) must(urlPart, expr string) any {
-	tb.t.Helper()
-	v, err := tb.eval(urlPart, expr)
-	if err != nil {
-		tb.t.Fatalf("evaluate %q in frame %q: %v", expr, urlPart, err)
-	}
-	return v
-}
-
-func (tb *tab) str(urlPart, expr string) string {
-	tb.t.Helper()
-	v := tb.must(urlPart, expr)
-	s, ok := v.(string)
-	if !ok {
-		tb.t.Fatalf("%q in frame %q is %T %v, not a string", expr, urlPart, v, v)
-	}
-	return s
-}
-
-// wait polls expr in a frame until it is true. The deadline only stops a
-// hung test; nothing here measures speed.
-func (tb *tab) wait(urlPart, expr, what string) {
-	tb.t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	var last error
-	for {
-		v, err := tb.eval(urlPart, expr)
-		if err == nil && v == true {
-			return
-		}
-		last = err
-		if time.Now().After(deadline) {
-			text, _ := tb.eval(mainFrame, `document.body ? document.body.innerText.slice(0, 3000) : ""`)
-			tb.t.Fatalf("gave up waiting for %s (%q in frame %q; last error %v)\npage text: %v", what, expr, urlPart, last, text)
-		}
-		time.Sleep(25 * time.Millisecond)
-	}
-}
-
-func (tb *tab) navigate(u string) {
-	tb.t.Helper()
-	if err := chromedp.Do(tb.ctx, chromedp.Navigate(u)); err != nil {
-		tb.t.Fatalf("navigate %s: %v", u, err)
-	}
-}
-
 // send types text into the playground's message box and sends it.
 func (tb *tab) send(text string) {
-	tb.t.Helper()
+	tb.T.Helper()
 	q := strconv.Quote(text)
-	tb.must(mainFrame, `(() => { document.getElementById("text").value = `+q+`; document.getElementById("send").click(); return true; })()`)
+	tb.Must(mainFrame, `(() => { document.getElementById("text").value = `+q+`; document.getElementById("send").click(); return true; })()`)
 }
 
 // nonLoopbackIP returns an address of this machine that is not loopback,

@@ -36,9 +36,10 @@
 // SameSite=None, Secure and Partitioned instead): teamsbot-session holds the session for
 // its absolute lifetime; teamsbot-signin holds state, nonce, PKCE verifier
 // and return path for 10 minutes and is spent by the callback. One sign-in at
-// a time per browser: starting a second one replaces the first. The key that
-// seals both is the file signin-cookie.key under the data folder; deleting it
-// ends every session.
+// a time per browser: starting a second one replaces the first. The keys
+// that seal both are in the file signin-cookie.key under the data folder:
+// the newest seals, the older ones still open until `teamsbot keys retire`
+// removes them; deleting the file ends every session.
 package signin
 
 import (
@@ -229,14 +230,10 @@ func New(ctx context.Context, opts Options) (*Service, error) {
 		s.sessionCookie, s.flowCookie = "teamsbot-session", "teamsbot-signin"
 	}
 
-	key, err := loadOrCreateKey(opts.DataDir, s.log)
-	if err != nil {
+	var err error
+	if s.seal, err = loadSealer(opts.DataDir, s.now(), s.log); err != nil {
 		return nil, err
 	}
-	if s.seal, err = newSealer(key); err != nil {
-		return nil, err
-	}
-	clear(key)
 
 	s.cop = http.NewCrossOriginProtection()
 	if !s.origin.IsZero() {

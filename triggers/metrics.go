@@ -1,9 +1,9 @@
 package triggers
 
 import (
-	"errors"
-
 	"github.com/prometheus/client_golang/prometheus"
+
+	"teamsbot/internal/prom"
 )
 
 // metrics are the package's Prometheus collectors; they always exist and
@@ -14,26 +14,14 @@ type metrics struct {
 }
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
+	d := prom.On(reg)
 	m := &metrics{
-		runs: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "teamsbot_triggered_runs_total",
-			Help: "Runs without a person, by how they started (api, schedule) and result (ok, failed, removed, error).",
-		}, []string{"kind", "result"}),
-		refusals: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "teamsbot_api_key_refusals_total",
-			Help: "Runs API calls refused, by reason.",
-		}, []string{"reason"}),
+		runs: d.CounterVec("teamsbot_triggered_runs_total",
+			"Runs without a person, by how they started (api, schedule) and result (ok, failed, removed, error).", "kind", "result"),
+		refusals: d.CounterVec("teamsbot_api_key_refusals_total",
+			"Runs API calls refused, by reason.", "reason"),
 	}
-	if reg == nil {
-		return m, nil
-	}
-	var errs []error
-	for _, c := range []prometheus.Collector{m.runs, m.refusals} {
-		if err := reg.Register(c); err != nil {
-			errs = append(errs, err)
-		}
-	}
-	if err := errors.Join(errs...); err != nil {
+	if err := d.Err(); err != nil {
 		return nil, err
 	}
 	return m, nil

@@ -3,19 +3,18 @@ package viewpage
 import (
 	"crypto/hkdf"
 	"crypto/hmac"
-	"crypto/rand"
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/binary"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
-	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
+
+	"teamsbot/internal/keyfile"
 )
 
 // Frame token purposes: a token minted for one frame document is refused by
@@ -35,7 +34,8 @@ const TokenLifetime = 10 * time.Minute
 const maxClockSkew = 5 * time.Second
 
 // keyFileName is the file under DataDir that holds the frame token master
-// keys. It is created on first start with mode 0600.
+// keys (package internal/keyfile: JSON, keys with ids, mode 0600). It is
+// created on first start.
 const keyFileName = "frame-token-keys.json"
 
 // Reasons a frame token is refused; they label the refusal metric and are
@@ -57,17 +57,12 @@ func (e *tokenError) Error() string { return "viewpage: frame token refused: " +
 // Is lets callers test for ErrBadToken with errors.Is.
 func (e *tokenError) Is(target error) bool { return target == ErrBadToken }
 
-// keyFile is the JSON kept under DataDir. Keys are listed oldest first; the
-// last one signs, every one verifies, so an operator rotates by appending a
-// key and removes an old one once its tokens have expired (10 minutes).
-type keyFile struct {
-	Keys []keyEntry `json:"keys"`
-}
-
-type keyEntry struct {
-	ID      string    `json:"id"`
-	Secret  string    `json:"secret"` // base64 (std) of 32 random bytes
-	Created time.Time `json:"created"`
+// tokenKeyFile is the key file under dir. Its keys are listed oldest
+// first; the last one signs, every one verifies, so an operator rotates
+// (`teamsbot keys rotate`) and retires an old key once its tokens have
+// expired (10 minutes).
+func tokenKeyFile(dir string) keyfile.File {
+	return keyfile.File{Path: filepath.Join(dir, keyFileName), Name: "frame token key"}
 }
 
 // tokenKeys signs and verifies frame tokens. Purpose keys are derived once
@@ -86,112 +81,28 @@ func loadTokenKeys(dir string, now time.Time, log *slog.Logger) (*tokenKeys, err
 	if dir == "" {
 		return nil, errors.New("viewpage: DataDir is required (frame token keys are kept there)")
 	}
-	path := filepath.Join(dir, keyFileName)
-	b, err := os.ReadFile(path)
-	if errors.Is(err, os.ErrNotExist) {
-		b, err = createKeyFile(dir, path, now)
-	} else if fi, serr := os.Stat(path); err == nil && serr == nil && fi.Mode().Perm()&0o077 != 0 {
-		log.Warn("frame token key file is readable by others; it should be mode 0600",
-			slog.String("path", path), slog.String("mode", fi.Mode().Perm().String()))
-	}
+	ks, err := tokenKeyFile(dir).LoadOrCreate(now, log)
 	if err != nil {
-		return nil, fmt.Errorf("viewpage: frame token keys %s: %w", path, err)
+		return nil, fmt.Errorf("viewpage: %w", err)
 	}
-	var kf keyFile
-	if err := json.Unmarshal(b, &kf); err != nil {
-		return nil, fmt.Errorf("viewpage: frame token keys %s: %w", path, err)
-	}
-	if len(kf.Keys) == 0 {
-		return nil, fmt.Errorf("viewpage: frame token keys %s: no keys", path)
-	}
-	k := &tokenKeys{derived: make(map[string]map[string][]byte, len(kf.Keys))}
-	for _, e := range kf.Keys {
-		if !validKeyID(e.ID) {
-			return nil, fmt.Errorf("viewpage: frame token keys %s: key id %q must be 1 to %d letters, digits, '-' or '_' (it is part of every frame URL)", path, e.ID, maxKeyIDLen)
-		}
-		master, err := base64.StdEncoding.DecodeString(e.Secret)
-		if err != nil || len(master) < 32 {
-			return nil, fmt.Errorf("viewpage: frame token keys %s: key %q must be at least 32 bytes of base64", path, e.ID)
-		}
-		if _, dup := k.derived[e.ID]; dup {
-			return nil, fmt.Errorf("viewpage: frame token keys %s: duplicate key id %q", path, e.ID)
-		}
+	k := &tokenKeys{derived: make(map[string]map[string][]byte, len(ks)), current: ks.Current().ID}
+	for _, e := range ks {
 		k.derived[e.ID] = map[string][]byte{}
 		for _, p := range []string{purposeProxy, purposeView} {
-			dk, err := hkdf.Key(sha256.New, master, nil, "teamsbot frame token v1 "+p, 32)
+			dk, err := hkdf.Key(sha256.New, e.Secret, nil, "teamsbot frame token v1 "+p, 32)
 			if err != nil {
 				return nil, fmt.Errorf("viewpage: derive %s key: %w", p, err)
 			}
 			k.derived[e.ID][p] = dk
 		}
-		k.current = e.ID
+		clear(e.Secret)
 	}
 	return k, nil
 }
 
 // maxKeyIDLen bounds a key id, which every token carries: with the expiry
 // and the MAC a token stays well under the length verify accepts.
-const maxKeyIDLen = 64
-
-// validKeyID reports whether id can be put in a URL's query as it is and
-// told apart from the rest of a token.
-func validKeyID(id string) bool {
-	if id == "" || len(id) > maxKeyIDLen {
-		return false
-	}
-	for _, c := range []byte(id) {
-		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_') {
-			return false
-		}
-	}
-	return true
-}
-
-// createKeyFile writes a new key file atomically: a temporary file in the
-// same folder, then a rename, so a crash never leaves half a key.
-func createKeyFile(dir, path string, now time.Time) ([]byte, error) {
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return nil, err
-	}
-	secret := make([]byte, 32)
-	rand.Read(secret)
-	id := make([]byte, 4)
-	rand.Read(id)
-	kf := keyFile{Keys: []keyEntry{{
-		ID:      fmt.Sprintf("%x", id),
-		Secret:  base64.StdEncoding.EncodeToString(secret),
-		Created: now.UTC(),
-	}}}
-	b, err := json.MarshalIndent(kf, "", "  ")
-	if err != nil {
-		return nil, err
-	}
-	tmp, err := os.CreateTemp(dir, keyFileName+".*")
-	if err != nil {
-		return nil, err
-	}
-	defer os.Remove(tmp.Name())
-	if err := tmp.Chmod(0o600); err != nil {
-		tmp.Close()
-		return nil, err
-	}
-	if _, err := tmp.Write(b); err != nil {
-		tmp.Close()
-		return nil, err
-	}
-	if err := tmp.Close(); err != nil {
-		return nil, err
-	}
-	// Link rather than rename, so that two processes starting at once
-	// agree on the first key written.
-	if err := os.Link(tmp.Name(), path); err != nil {
-		if errors.Is(err, os.ErrExist) {
-			return os.ReadFile(path)
-		}
-		return nil, err
-	}
-	return b, nil
-}
+const maxKeyIDLen = keyfile.MaxIDLen
 
 // tokenMAC is HMAC-SHA256 over the key id, the purpose and the view id, each
 // prefixed with its length so no two inputs share an encoding, and the

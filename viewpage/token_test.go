@@ -15,6 +15,18 @@ import (
 // discard is the logger of tests that do not read the log.
 var discard = slog.New(slog.DiscardHandler)
 
+// keyFile is the key file's JSON (package internal/keyfile), as an
+// operator could write it by hand.
+type keyFile struct {
+	Keys []keyEntry `json:"keys"`
+}
+
+type keyEntry struct {
+	ID      string    `json:"id"`
+	Secret  string    `json:"secret"` // base64 (std)
+	Created time.Time `json:"created"`
+}
+
 func newTestKeys(t *testing.T) (*tokenKeys, string) {
 	t.Helper()
 	dir := filepath.Join(t.TempDir(), "data")

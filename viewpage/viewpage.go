@@ -94,6 +94,7 @@ import (
 	"teamsbot/access"
 	"teamsbot/agent"
 	"teamsbot/internal/netaddr"
+	"teamsbot/internal/prom"
 	"teamsbot/internal/web/csp"
 	"teamsbot/signin"
 	"teamsbot/store"
@@ -302,26 +303,14 @@ func New(opts Options) (*Handler, error) {
 		return nil, err
 	}
 	h.buildPolicies()
+	d := prom.On(opts.Registerer)
 	h.metrics = metrics{
-		tokenRefusals: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "teamsbot_viewpage_frame_token_refusals_total",
-			Help: "Frame documents refused for a missing, forged or expired token.",
-		}, []string{"purpose", "reason"}),
-		calls: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "teamsbot_viewpage_tool_calls_total",
-			Help: "Tool calls made from views, by result (ok, error, refused).",
-		}, []string{"result"}),
-		blocked: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "teamsbot_viewpage_blocked_reports_total",
-			Help: "Reports of a closed channel a view tried, by result (recorded, limited, refused).",
-		}, []string{"result"}),
+		tokenRefusals: d.CounterVec("teamsbot_viewpage_frame_token_refusals_total", "Frame documents refused for a missing, forged or expired token.", "purpose", "reason"),
+		calls:         d.CounterVec("teamsbot_viewpage_tool_calls_total", "Tool calls made from views, by result (ok, error, refused).", "result"),
+		blocked:       d.CounterVec("teamsbot_viewpage_blocked_reports_total", "Reports of a closed channel a view tried, by result (recorded, limited, refused).", "result"),
 	}
-	if opts.Registerer != nil {
-		for _, c := range []prometheus.Collector{h.metrics.tokenRefusals, h.metrics.calls, h.metrics.blocked} {
-			if err := opts.Registerer.Register(c); err != nil {
-				return nil, fmt.Errorf("viewpage: register metrics: %w", err)
-			}
-		}
+	if err := d.Err(); err != nil {
+		return nil, fmt.Errorf("viewpage: register metrics: %w", err)
 	}
 	return h, nil
 }

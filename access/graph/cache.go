@@ -6,6 +6,8 @@ import (
 	"errors"
 	"sync"
 	"time"
+
+	"golang.org/x/sync/singleflight"
 )
 
 // answerCache keeps successful membership answers for a TTL, at most max of
@@ -68,80 +70,59 @@ func (c *answerCache) len() int {
 	return c.order.Len()
 }
 
-// flight runs one call per key at a time; callers that ask for a key while
-// its call runs wait for that call's result instead of starting their own.
-type flight[V any] struct {
-	mu    sync.Mutex
-	calls map[string]*flightCall[V]
-}
-
-type flightCall[V any] struct {
-	done        chan struct{}
-	val         V
-	err         error
-	deadline    time.Time // the leader's
+// lookup is what a shared membership lookup returns: the members, and the
+// deadline of the caller whose context it ran with.
+type lookup struct {
+	members     []string
+	deadline    time.Time
 	hasDeadline bool
 }
 
-// do returns fn's result for key, running fn with ctx unless a call for key
-// is already running, in which case it waits for that one (or for ctx).
-// When the running call failed only because of its caller's context
-// (cancelled, or a deadline too near to wait for Graph) and ctx allows
-// more, do tries again rather than share that failure.
-func (f *flight[V]) do(ctx context.Context, key string, fn func(ctx context.Context) (V, error)) (V, error) {
+// shared returns fn's result for key, running fn with ctx unless a call
+// for key is already running (golang.org/x/sync/singleflight), in which
+// case it waits for that one (or for ctx). When the running call failed
+// only because of its caller's context (cancelled, or a deadline too near
+// to wait for Graph) and ctx allows more, it runs again rather than share
+// that failure. What outlives a call, the answers' TTL, is answerCache's.
+func (c *Client) shared(ctx context.Context, key string, fn func(ctx context.Context) ([]string, error)) ([]string, error) {
 	for {
-		f.mu.Lock()
-		if f.calls == nil {
-			f.calls = map[string]*flightCall[V]{}
+		ch := c.lookups.DoChan(key, func() (any, error) {
+			l := lookup{}
+			l.deadline, l.hasDeadline = ctx.Deadline()
+			var err error
+			l.members, err = fn(ctx)
+			return l, err
+		})
+		var r singleflight.Result
+		select {
+		case r = <-ch:
+		case <-ctx.Done():
+			return nil, callerErr(ctx, "")
 		}
-		if fc, ok := f.calls[key]; ok {
-			f.mu.Unlock()
-			select {
-			case <-fc.done:
-			case <-ctx.Done():
-				var zero V
-				return zero, callerErr(ctx, "")
-			}
-			if fc.err != nil && errors.Is(fc.err, errCallerBound) && outlives(ctx, fc) {
-				continue
-			}
-			return fc.val, fc.err
+		l := r.Val.(lookup)
+		if r.Err != nil && errors.Is(r.Err, errCallerBound) && outlives(ctx, l, r.Err) {
+			continue
 		}
-		// The error stands if fn panics, so that no waiter takes the zero
-		// value for an answer.
-		fc := &flightCall[V]{done: make(chan struct{}), err: errors.New("graph: lookup did not finish")}
-		fc.deadline, fc.hasDeadline = ctx.Deadline()
-		f.calls[key] = fc
-		f.mu.Unlock()
-		func() {
-			defer func() {
-				f.mu.Lock()
-				delete(f.calls, key)
-				f.mu.Unlock()
-				close(fc.done)
-			}()
-			fc.val, fc.err = fn(ctx)
-		}()
-		return fc.val, fc.err
+		return l.members, r.Err
 	}
 }
 
-// outlives reports whether ctx may get further than the leader of fc did:
-// the leader was cancelled, or ctx's deadline is later.
-func outlives[V any](ctx context.Context, fc *flightCall[V]) bool {
-	dl, has := fc.deadline, fc.hasDeadline
-	if errors.Is(fc.err, context.Canceled) {
+// outlives reports whether ctx may get further than the caller whose
+// context the lookup l ran with, and which failed with err, did: that
+// caller was cancelled, or ctx's deadline is later.
+func outlives(ctx context.Context, l lookup, err error) bool {
+	if errors.Is(err, context.Canceled) {
 		return ctx.Err() == nil
 	}
 	mine, ok := ctx.Deadline()
 	switch {
 	case ctx.Err() != nil:
 		return false
-	case !has:
-		return false // the leader had no deadline, and still gave up
+	case !l.hasDeadline:
+		return false // that caller had no deadline, and still gave up
 	case !ok:
 		return true
 	default:
-		return mine.After(dl)
+		return mine.After(l.deadline)
 	}
 }

@@ -2,13 +2,13 @@
 // groups a user is a transitive member of, and what a group is called, for
 // the access-control layer and the admin console.
 //
-// It owns the app-only access tokens (OAuth 2.0 client credentials, proved
-// with a secret, a certificate or a federated token as package
-// internal/clientcred applies them; one token per tenant, cached until
-// shortly before it expires, and asked for without following redirects), a bounded
-// cache of membership answers, the coalescing of identical concurrent
-// lookups, and the handling of Graph throttling (429, 503 and 504 with
-// Retry-After, retried within the caller's deadline).
+// It owns a bounded cache of membership answers, the coalescing of
+// identical concurrent lookups, and the handling of Graph throttling (429,
+// 503 and 504 with Retry-After, retried within the caller's deadline by
+// package internal/retry). Its app-only access tokens come from package
+// internal/clientcred (OAuth 2.0 client credentials, proved with a secret,
+// a certificate or a federated token; one token per tenant, cached until
+// shortly before it expires, and asked for without following redirects).
 //
 // It does not decide who may do what: that is the access policy's job, and
 // the policy must treat every error from this package as "not a member"
@@ -33,6 +33,7 @@ import (
 	"strings"
 	"teamsbot/internal/clientcred"
 	"teamsbot/internal/guid"
+	"teamsbot/internal/retry"
 	"time"
 
 	abs "github.com/microsoft/kiota-abstractions-go"
@@ -43,6 +44,7 @@ import (
 	"github.com/microsoftgraph/msgraph-sdk-go/models"
 	"github.com/microsoftgraph/msgraph-sdk-go/models/odataerrors"
 	"github.com/microsoftgraph/msgraph-sdk-go/users"
+	"golang.org/x/sync/singleflight"
 )
 
 // ErrUnavailable means Graph could not answer: it is down, it kept failing
@@ -107,12 +109,12 @@ type Client struct {
 	baseURL string
 	graph   *http.Client // Graph requests, through the SDK's request adapter
 	hosts   authentication.AllowedHostsValidator
-	tokens  *tokenSource
+	tokens  *clientcred.Tenants
 	log     *slog.Logger
-	retry   retryPolicy
+	retry   retry.Policy
 
 	answers *answerCache
-	lookups flight[[]string]
+	lookups singleflight.Group // of lookup, by tenant, user and set of groups
 }
 
 // New returns a client for the app registration in opts. It makes no
@@ -186,19 +188,18 @@ func New(opts Options) (*Client, error) {
 			Timeout:       opts.HTTPClient.Timeout,
 		},
 		// The validator compares host names without port.
-		hosts: authentication.NewAllowedHostsValidator([]string{base.Hostname()}),
-		tokens: &tokenSource{
-			http:     noRedirects(opts.HTTPClient),
-			tokenURL: opts.TokenURL,
-			clientID: opts.ClientID,
-			cred:     opts.Credential,
-			scope:    opts.Scope,
-			now:      opts.Now,
-			cached:   map[string]token{},
-		},
+		hosts:   authentication.NewAllowedHostsValidator([]string{base.Hostname()}),
 		log:     opts.Logger,
 		answers: newAnswerCache(opts.CacheTTL, opts.CacheEntries, opts.Now),
-		retry:   defaultRetryPolicy,
+		retry:   graphRetry(),
+	}
+	// One token per tenant, kept until five minutes (at most half its
+	// life) before it expires; the token requests follow no redirect.
+	if c.tokens, err = clientcred.NewTenants(clientcred.SourceOptions{
+		TokenURL: opts.TokenURL, ClientID: opts.ClientID, Credential: opts.Credential,
+		Scope: opts.Scope, HTTPClient: opts.HTTPClient, Now: opts.Now,
+	}); err != nil {
+		return nil, fmt.Errorf("graph: %w", err)
 	}
 	return c, nil
 }
@@ -221,15 +222,6 @@ func defaultHTTPClient() *http.Client {
 			return nil
 		},
 	}
-}
-
-// noRedirects is c for token requests: a redirect is answered as it is,
-// not followed, because following a 307 or 308 would post the form, and the
-// secret or client assertion in it, to where the redirect points.
-func noRedirects(c *http.Client) *http.Client {
-	d := *c
-	d.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
-	return &d
 }
 
 // adapter returns the SDK's request adapter for one tenant: its token
@@ -287,7 +279,7 @@ func (c *Client) MemberGroups(ctx context.Context, tenantID, userID string, grou
 	if members, ok := c.answers.get(key); ok {
 		return result(members), nil
 	}
-	members, err := c.lookups.do(ctx, key, func(ctx context.Context) ([]string, error) {
+	members, err := c.shared(ctx, key, func(ctx context.Context) ([]string, error) {
 		// Another caller may have stored the answer while this one waited
 		// to lead.
 		if members, ok := c.answers.get(key); ok {

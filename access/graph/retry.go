@@ -7,22 +7,25 @@ import (
 	"log/slog"
 	"net/http"
 	"net/url"
-	"strconv"
 	"strings"
+	"teamsbot/internal/retry"
 	"time"
 
 	"github.com/microsoftgraph/msgraph-sdk-go/models/odataerrors"
 )
 
-// retryPolicy says how often and how long to wait between attempts at one
-// Graph call.
-type retryPolicy struct {
-	attempts int           // at most, the first one included
-	backoff  time.Duration // first wait when Graph gives no Retry-After; doubles
-	budget   time.Duration // total waiting when ctx has no deadline
+// graphRetry says how often and how long to wait between attempts at one
+// Graph call: Graph throttling (429) and brief unavailability (503, 504),
+// as "Microsoft Graph throttling guidance" asks, after Retry-After or a
+// backoff from a second, 30 s of waiting at most when the caller's context
+// has no deadline. Every call here reads (checkMemberGroups is a POST that
+// changes nothing), so a connection that failed is retried too.
+func graphRetry() retry.Policy {
+	return retry.Policy{
+		Attempts: 4, First: time.Second, Budget: 30 * time.Second,
+		Statuses: []int{http.StatusTooManyRequests, http.StatusServiceUnavailable, http.StatusGatewayTimeout},
+	}
 }
-
-var defaultRetryPolicy = retryPolicy{attempts: 4, backoff: time.Second, budget: 30 * time.Second}
 
 // errCallerBound marks a failure caused by one caller's context (cancelled,
 // or its deadline too near to wait for Graph), so that a caller sharing the
@@ -64,11 +67,12 @@ func (r recorder) RoundTrip(req *http.Request) (*http.Response, error) {
 // withRetries runs call, a Graph request through the SDK, and retries it
 // when Graph throttles (429) or is briefly unavailable (503, 504) or the
 // connection fails, waiting what Retry-After asks, or backing off, but
-// never past ctx's deadline. It turns the final error into one that wraps
-// ErrUnavailable or ErrNotFound where that applies, and logs it.
+// never past ctx's deadline (package internal/retry). It turns the final
+// error into one that wraps ErrUnavailable or ErrNotFound where that
+// applies, and logs it.
 func (c *Client) withRetries(ctx context.Context, tenant, op string, call func(ctx context.Context) error) error {
-	var waited time.Duration
-	for n := 1; ; n++ {
+	r := c.retry.Start()
+	for {
 		x := &exchange{}
 		err := call(context.WithValue(ctx, exchangeKey{}, x))
 		if err == nil {
@@ -77,14 +81,20 @@ func (c *Client) withRetries(ctx context.Context, tenant, op string, call func(c
 		status := x.status
 		var te *tokenError
 		if errors.As(err, &te) {
-			status = te.status
+			status = te.err.Status
 		}
-		final, wait := c.classify(ctx, err, x, n)
+		final := c.classify(ctx, err, x)
+		var wait time.Duration
 		if final == nil {
-			if dl, ok := ctx.Deadline(); ok && time.Now().Add(wait).After(dl) {
+			var werr error
+			wait, werr = r.Next(ctx, x.retryAfter)
+			switch {
+			case errors.Is(werr, retry.ErrAttempts):
+				final = fmt.Errorf("%w: status %d after %d attempts: %s", ErrUnavailable, x.status, r.Attempt(), describe(err))
+			case errors.Is(werr, retry.ErrDeadline):
 				final = callerErr(ctx, fmt.Sprintf("%s after status %d: waiting %v would pass the deadline", op, status, wait))
-			} else if !ok && waited+wait > c.retry.budget {
-				final = fmt.Errorf("%w: %s after status %d: waiting %v more would pass %v of waiting", ErrUnavailable, op, status, wait, c.retry.budget)
+			case werr != nil:
+				final = fmt.Errorf("%w: %s after status %d: %w", ErrUnavailable, op, status, werr)
 			}
 		}
 		if final != nil {
@@ -96,12 +106,7 @@ func (c *Client) withRetries(ctx context.Context, tenant, op string, call func(c
 			return final
 		}
 		c.log.Info("graph: "+op+" retrying", "tenant", tenant, "status", status, "err", describe(err), "wait", wait)
-		t := time.NewTimer(wait)
-		select {
-		case <-t.C:
-			waited += wait
-		case <-ctx.Done():
-			t.Stop()
+		if r.Sleep(ctx, wait) != nil {
 			final := callerErr(ctx, "")
 			c.log.Warn("graph: "+op+" failed", "tenant", tenant, "status", status, "err", final)
 			return final
@@ -109,57 +114,35 @@ func (c *Client) withRetries(ctx context.Context, tenant, op string, call func(c
 	}
 }
 
-// classify returns the error to give up with, or nil and how long to wait
-// before attempt n+1 (zero meaning at once).
-func (c *Client) classify(ctx context.Context, err error, x *exchange, n int) (final error, wait time.Duration) {
+// classify returns the error to give up with, or nil when the attempt may
+// be made again.
+func (c *Client) classify(ctx context.Context, err error, x *exchange) error {
 	if ctx.Err() != nil {
-		return callerErr(ctx, ""), 0
+		return callerErr(ctx, "")
 	}
 	if errors.Is(err, ErrUnavailable) { // the token endpoint, already final
-		return err, 0
+		return err
 	}
-	told := false // whether Graph said how long to wait
 	switch s := x.status; {
 	case s == http.StatusNotFound:
-		return fmt.Errorf("%w: %s", ErrNotFound, describe(err)), 0
-	case s == http.StatusTooManyRequests || s == http.StatusServiceUnavailable || s == http.StatusGatewayTimeout:
-		wait, told = parseRetryAfter(x.retryAfter, time.Now())
+		return fmt.Errorf("%w: %s", ErrNotFound, describe(err))
+	case s != 0 && c.retry.Again(true, s, nil):
+		return nil
 	case s >= 500, s == http.StatusUnauthorized, s == http.StatusForbidden:
 		// Graph failing, or refusing our token or permissions: Graph
 		// cannot answer for this app until someone fixes it.
-		return fmt.Errorf("%w: status %d: %s", ErrUnavailable, s, describe(err)), 0
+		return fmt.Errorf("%w: status %d: %s", ErrUnavailable, s, describe(err))
 	case s == 0:
 		// No answer: retry when the connection failed, not when the
 		// request could not even be made.
 		var ue *url.Error
-		if !errors.As(err, &ue) {
-			return fmt.Errorf("graph: %w", err), 0
+		if !errors.As(err, &ue) || !c.retry.Again(true, 0, err) {
+			return fmt.Errorf("graph: %w", err)
 		}
+		return nil
 	default:
-		return fmt.Errorf("graph: status %d: %s", s, describe(err)), 0
+		return fmt.Errorf("graph: status %d: %s", s, describe(err))
 	}
-	if n >= c.retry.attempts {
-		return fmt.Errorf("%w: status %d after %d attempts: %s", ErrUnavailable, x.status, n, describe(err)), 0
-	}
-	if !told {
-		wait = c.retry.backoff << (n - 1)
-	}
-	return nil, wait
-}
-
-// parseRetryAfter reads Retry-After as seconds, or as an HTTP date.
-func parseRetryAfter(v string, now time.Time) (time.Duration, bool) {
-	v = strings.TrimSpace(v)
-	if v == "" {
-		return 0, false
-	}
-	if secs, err := strconv.Atoi(v); err == nil {
-		return max(time.Duration(secs)*time.Second, 0), true
-	}
-	if t, err := http.ParseTime(v); err == nil {
-		return max(t.Sub(now), 0), true
-	}
-	return 0, false
 }
 
 // describe renders an SDK error without calling ODataError.Error, which

@@ -8,15 +8,11 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
-	"os"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/chromedp/cdproto/cdp"
-	"github.com/chromedp/cdproto/page"
-	"github.com/chromedp/cdproto/runtime"
 	"github.com/chromedp/chromedp"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -32,8 +28,6 @@ import (
 // specification/2026-01-26/apps.mdx of modelcontextprotocol/ext-apps. Its
 // tools/call goes to the real demo server through a real go-sdk client. The
 // service's own host (viewpage) is tested in its package.
-
-const chromiumPath = "/usr/bin/chromium"
 
 var hostPage = template.Must(template.New("host").Parse(`<!doctype html>
 <html><head><meta charset="utf-8"><title>test host</title></head>
@@ -154,62 +148,27 @@ func testHost(t *testing.T, cs *mcp.ClientSession) *httptest.Server {
 	return srv
 }
 
-// browser is a headless Chromium tab that can run scripts inside the view's
-// frame. Sandboxed frames stay in the page's process so one DevTools target
-// sees them.
+// browser is a headless Chromium tab (testenv.Tab) that can run scripts
+// inside the view's frame. Sandboxed frames stay in the page's process so
+// one DevTools target sees them.
 type browser struct {
-	ctx context.Context
-
-	mu         sync.Mutex
-	contexts   map[cdp.FrameID]runtime.ExecutionContextID
-	exceptions []string
+	tab *testenv.Tab
 }
 
 func newBrowser(t *testing.T) *browser {
 	t.Helper()
-	if _, err := os.Stat(chromiumPath); err != nil {
-		if testing.Short() {
-			t.Skipf("no Chromium at %s (-short)", chromiumPath)
-		}
-		t.Fatalf("these tests need headless Chromium at %s (Debian package chromium): %v", chromiumPath, err)
-	}
-	opts := append(chromedp.DefaultExecAllocatorOptions[:],
-		chromedp.ExecPath(chromiumPath),
-		chromedp.NoSandbox,
-		chromedp.Flag("disable-features", "Translate,BlinkGenPropertyTrees,IsolateSandboxedIframes"),
-		chromedp.Flag("disable-site-isolation-trials", true),
-	)
-	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
-	ctx, cancel := chromedp.NewContext(actx)
-	t.Cleanup(func() { cancel(); cancelAlloc() })
-	b := &browser{ctx: ctx, contexts: map[cdp.FrameID]runtime.ExecutionContextID{}}
-	if err := chromedp.Listen(ctx, b.onEvent); err != nil {
-		t.Fatalf("start Chromium: %v", err)
-	}
-	return b
+	return &browser{tab: testenv.NewTab(t, testenv.Chromium(t), nil)}
 }
 
-func (b *browser) onEvent(ev any) {
-	if e, ok := ev.(*runtime.EventExceptionThrown); ok {
-		b.mu.Lock()
-		b.exceptions = append(b.exceptions, (&chromedp.ExceptionError{ExceptionDetails: e.ExceptionDetails}).Error())
-		b.mu.Unlock()
-		return
+// exceptions are the uncaught exceptions of the pages so far.
+func (b *browser) exceptions() []string {
+	var ex []string
+	for _, l := range b.tab.Log() {
+		if rest, ok := strings.CutPrefix(l, "exception: "); ok {
+			ex = append(ex, rest)
+		}
 	}
-	e, ok := ev.(*runtime.EventExecutionContextCreated)
-	if !ok {
-		return
-	}
-	var aux struct {
-		FrameID   cdp.FrameID `json:"frameId"`
-		IsDefault bool        `json:"isDefault"`
-	}
-	if json.Unmarshal(e.Context.AuxData, &aux) != nil || !aux.IsDefault {
-		return
-	}
-	b.mu.Lock()
-	b.contexts[aux.FrameID] = e.Context.ID
-	b.mu.Unlock()
+	return ex
 }
 
 // open loads the host page and returns a function that evaluates an
@@ -218,37 +177,24 @@ func (b *browser) open(t *testing.T, srv *httptest.Server, cfg hostConfig) func(
 	t.Helper()
 	raw, _ := json.Marshal(cfg)
 	u := srv.URL + "/host?cfg=" + url.QueryEscape(string(raw))
-	if err := chromedp.Do(b.ctx, chromedp.Navigate(u)); err != nil {
+	if err := chromedp.Do(b.tab.Ctx, chromedp.Navigate(u)); err != nil {
 		t.Fatalf("navigate: %v", err)
 	}
-	var frameID cdp.FrameID
+	view := srv.URL + "/view?"
 	b.waitFor(t, "the view's frame", func() bool {
-		tree, err := chromedp.Call(b.ctx, page.GetFrameTree, cdp.Empty{})
-		if err != nil || len(tree.FrameTree.ChildFrames) == 0 {
-			return false
-		}
-		frameID = tree.FrameTree.ChildFrames[0].Frame.ID
-		return strings.HasPrefix(tree.FrameTree.ChildFrames[0].Frame.URL, srv.URL+"/view?")
+		_, ok := b.tab.Frame(view)
+		return ok
 	})
 	eval := func(expr string) any {
 		t.Helper()
-		b.mu.Lock()
-		id := b.contexts[frameID]
-		b.mu.Unlock()
-		v, err := chromedp.Run(b.ctx, chromedp.Evaluate[any](expr, chromedp.EvalAwaitPromise, func(p *runtime.EvaluateParams) { p.ContextID = id }))
+		v, err := b.tab.Eval(view, expr)
 		if err != nil {
 			t.Fatalf("evaluate %q in the view: %v", expr, err)
 		}
 		return v
 	}
 	b.waitFor(t, "the view's script context", func() bool {
-		b.mu.Lock()
-		id, ok := b.contexts[frameID]
-		b.mu.Unlock()
-		if !ok {
-			return false
-		}
-		v, err := chromedp.Run(b.ctx, chromedp.Evaluate[string](`location.pathname`, func(p *runtime.EvaluateParams) { p.ContextID = id }))
+		v, err := b.tab.Eval(view, `location.pathname`)
 		return err == nil && v == "/view"
 	})
 	return eval
@@ -257,7 +203,7 @@ func (b *browser) open(t *testing.T, srv *httptest.Server, cfg hostConfig) func(
 // host evaluates an expression in the host page.
 func (b *browser) host(t *testing.T, expr string) any {
 	t.Helper()
-	v, err := chromedp.Run(b.ctx, chromedp.Evaluate[any](expr))
+	v, err := b.tab.Eval("", expr)
 	if err != nil {
 		t.Fatalf("evaluate %q in the host: %v", expr, err)
 	}
@@ -292,10 +238,8 @@ func TestViewsInChromium(t *testing.T) {
 	t.Run("sales", func(t *testing.T) { testSalesView(t, b) })
 	t.Run("sales text fallback", func(t *testing.T) { testSalesTextFallback(t, b) })
 	t.Run("feedback", func(t *testing.T) { testFeedbackView(t, b) })
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if len(b.exceptions) > 0 {
-		t.Errorf("uncaught exceptions in the pages: %q", b.exceptions)
+	if ex := b.exceptions(); len(ex) > 0 {
+		t.Errorf("uncaught exceptions in the pages: %q", ex)
 	}
 }
 

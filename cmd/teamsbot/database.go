@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"net/http"
 	"os"
@@ -14,6 +15,8 @@ import (
 
 	"github.com/labstack/echo/v4"
 
+	"teamsbot/internal/keyfile"
+	"teamsbot/internal/retry"
 	"teamsbot/internal/web"
 	"teamsbot/signin"
 	"teamsbot/store"
@@ -23,14 +26,13 @@ import (
 // storeFile is the bbolt file under TICKETIQ_DATA.
 const storeFile = "teamsbot.db"
 
-// Waiting for the database at start: a replica that starts before its
-// database (a cluster coming up together) tries again, each wait twice the
-// last, up to databaseWait in all.
-const (
-	databaseWait       = 2 * time.Minute
-	databaseRetryFirst = time.Second
-	databaseRetryMax   = 15 * time.Second
-)
+// databaseStartRetry is how a replica that starts before its database (a
+// cluster coming up together) tries again: each wait about twice the last,
+// from a second up to 15, for two minutes of waiting in all (the attempts
+// are bounded by that, not by their number).
+func databaseStartRetry() retry.Policy {
+	return retry.Policy{Attempts: 1000, First: time.Second, Max: 15 * time.Second, Budget: 2 * time.Minute}
+}
 
 // openStore opens the store the configuration names: the bbolt file under
 // TICKETIQ_DATA, or the PostgreSQL database of TICKETIQ_DATABASE_URL.
@@ -42,23 +44,23 @@ func openStore(ctx context.Context, cfg config, logger *slog.Logger) (*store.Sto
 	if err := checkSharedKeys(cfg.DataDir); err != nil {
 		return nil, err
 	}
-	wait := databaseRetryFirst
-	deadline := time.Now().Add(databaseWait)
+	r := databaseStartRetry().Start()
 	for {
 		st, err := store.OpenPostgres(ctx, cfg.DatabaseURL, opts)
 		if err == nil {
 			return st, nil
 		}
-		if errors.Is(err, store.ErrSchemaTooNew) || errors.Is(err, store.ErrInvalid) || time.Now().Add(wait).After(deadline) {
+		if errors.Is(err, store.ErrSchemaTooNew) || errors.Is(err, store.ErrInvalid) {
+			return nil, err
+		}
+		wait, werr := r.Next(ctx, "")
+		if werr != nil {
 			return nil, err
 		}
 		logger.Warn("the database cannot be reached yet; trying again", "in", wait.String(), "err", err)
-		select {
-		case <-ctx.Done():
+		if r.Sleep(ctx, wait) != nil {
 			return nil, err
-		case <-time.After(wait):
 		}
-		wait = min(wait*2, databaseRetryMax)
 	}
 }
 
@@ -85,17 +87,101 @@ func checkSharedKeys(dir string) error {
 	return nil
 }
 
+// sharedKeys are the key files of sharedKeyFiles, for `teamsbot keys`.
+func sharedKeys(dir string) []keyfile.File {
+	return []keyfile.File{viewpage.TokenKeys(dir), signin.CookieKeys(dir)}
+}
+
 // makeKeys is `teamsbot keys`: it makes the shared key files under
-// TICKETIQ_DATA when they are missing, and keeps those that exist.
+// TICKETIQ_DATA when they are missing, keeps those that exist, and lists
+// each file's keys.
 func makeKeys(cfg config, stdout io.Writer) error {
 	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
 		return fmt.Errorf("data folder: %w", err)
 	}
-	if err := errors.Join(viewpage.MakeTokenKeys(cfg.DataDir), signin.MakeCookieKey(cfg.DataDir)); err != nil {
-		return err
+	for _, f := range sharedKeys(cfg.DataDir) {
+		if _, err := f.LoadOrCreate(time.Now(), slog.New(slog.DiscardHandler)); err != nil {
+			return err
+		}
 	}
-	for _, name := range sharedKeyFiles() {
-		fmt.Fprintln(stdout, filepath.Join(cfg.DataDir, name))
+	return listKeys(cfg.DataDir, stdout)
+}
+
+// rotateKeys is `teamsbot keys rotate`: it adds a new key to each shared
+// key file (making a missing file), which then signs; the older keys still
+// verify until retired. A one-key file of an earlier version is rewritten
+// with key ids.
+func rotateKeys(cfg config, now time.Time, stdout io.Writer) error {
+	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
+		return fmt.Errorf("data folder: %w", err)
+	}
+	for _, f := range sharedKeys(cfg.DataDir) {
+		k, err := f.Rotate(now)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(stdout, "added %s %s to %s\n", f.Name, k.ID, f.Path)
+	}
+	fmt.Fprintln(stdout, "Give every replica these files and restart them; once what the older keys signed has expired, retire those keys with `teamsbot keys retire ID...`.")
+	return listKeys(cfg.DataDir, stdout)
+}
+
+// retireKeys is `teamsbot keys retire ID...`: it removes each key from
+// the shared key file that holds it. What those keys signed is refused
+// once the service reads the files again.
+func retireKeys(cfg config, ids []string, stdout io.Writer) error {
+	if len(ids) == 0 {
+		return errors.New("`teamsbot keys retire` needs the ids of the keys to retire; `teamsbot keys` lists them")
+	}
+	for _, id := range ids {
+		found := false
+		for _, f := range sharedKeys(cfg.DataDir) {
+			ok, err := f.Retire(id)
+			if err != nil {
+				if errors.Is(err, keyfile.ErrCurrent) {
+					return fmt.Errorf("key %s signs in %s and cannot be retired: run `teamsbot keys rotate` first", id, f.Path)
+				}
+				if errors.Is(err, fs.ErrNotExist) {
+					continue
+				}
+				return err
+			}
+			if ok {
+				found = true
+				fmt.Fprintf(stdout, "retired %s %s from %s\n", f.Name, id, f.Path)
+			}
+		}
+		if !found {
+			return fmt.Errorf("no key file in %s holds a key %q; `teamsbot keys` lists them", cfg.DataDir, id)
+		}
+	}
+	return listKeys(cfg.DataDir, stdout)
+}
+
+// listKeys prints each shared key file and its keys, oldest first, with
+// the one that signs marked.
+func listKeys(dir string, stdout io.Writer) error {
+	for _, f := range sharedKeys(dir) {
+		ks, err := f.Load()
+		if err != nil {
+			return err
+		}
+		fmt.Fprintln(stdout, f.Path)
+		for i, k := range ks {
+			role := "verifies"
+			if i == len(ks)-1 {
+				role = "signs"
+			}
+			id := k.ID
+			if id == "" {
+				id = "(no id: a file of an earlier version; `teamsbot keys rotate` gives it one)"
+			}
+			created := "-"
+			if !k.Created.IsZero() {
+				created = k.Created.UTC().Format(time.RFC3339)
+			}
+			fmt.Fprintf(stdout, "  %s  %s  %s\n", id, created, role)
+		}
 	}
 	return nil
 }

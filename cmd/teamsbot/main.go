@@ -8,7 +8,7 @@
 //	teamsbot [serve]    run the service (the default)
 //	teamsbot config     print the effective settings, secrets redacted
 //	teamsbot manifest   write the Teams app package for the bot
-//	teamsbot keys       make the key files every replica must share
+//	teamsbot keys       make, rotate and retire the key files every replica must share
 //	teamsbot migrate    copy the bbolt file into TICKETIQ_DATABASE_URL's database
 //	teamsbot version    print the version
 //	teamsbot help [command]
@@ -29,6 +29,7 @@ import (
 	"slices"
 	"strings"
 	"syscall"
+	"time"
 
 	"teamsbot/internal/netaddr"
 	"teamsbot/internal/suggest"
@@ -146,19 +147,47 @@ Example:
 				return cfg.write(in.stdout, in.env)
 			}},
 		manifestCommand(),
-		{name: "keys", usage: "teamsbot keys", summary: "make the key files every replica must share",
-			help: `Makes the frame-token keys and the cookie key in TICKETIQ_DATA when they are
-missing, keeps those that exist, and prints their paths. Several replicas on
-PostgreSQL must all have the same copies.
+		{name: "keys", usage: "teamsbot keys [rotate | retire ID...]", summary: "make, rotate and retire the key files every replica must share", takesArgs: true,
+			help: `Without arguments, makes the frame-token keys and the cookie keys in
+TICKETIQ_DATA when they are missing, keeps those that exist, and lists each
+file's keys: its id, when it was made, and whether it signs (the newest) or only
+verifies. Several replicas on PostgreSQL must all have the same copies.
 
-Example:
-  TICKETIQ_DATA=/var/lib/teamsbot teamsbot keys`,
+  rotate       adds a new key to each file; it signs from the next start of the
+               service, and the older keys still verify what they signed
+  retire ID... removes those keys; what they signed is refused from the next
+               start (the newest key of a file, which signs, cannot be retired)
+
+Rotating: run ` + "`teamsbot keys rotate`" + `, give every replica the new files and
+restart them; once what the old keys signed has expired (frame URLs: 10
+minutes; sessions: their lifetime), run ` + "`teamsbot keys retire`" + ` with the old
+ids, give out the files again and restart.
+
+Examples:
+  TICKETIQ_DATA=/var/lib/teamsbot teamsbot keys
+  TICKETIQ_DATA=/var/lib/teamsbot teamsbot keys rotate
+  TICKETIQ_DATA=/var/lib/teamsbot teamsbot keys retire 3f9a1c2e 0b7d44e1`,
 			run: func(_ context.Context, in invocation) error {
 				cfg, err := loadConfig(in.env)
 				if err != nil {
 					return err
 				}
-				return makeKeys(cfg, in.stdout)
+				if len(in.args) == 0 {
+					return makeKeys(cfg, in.stdout)
+				}
+				switch in.args[0] {
+				case "rotate":
+					if len(in.args) > 1 {
+						return fmt.Errorf("`teamsbot keys rotate` takes no arguments, and got %q. Run `teamsbot help keys`", in.args[1:])
+					}
+					return rotateKeys(cfg, time.Now(), in.stdout)
+				case "retire":
+					return retireKeys(cfg, in.args[1:], in.stdout)
+				}
+				if meant, ok := suggest.Closest(in.args[0], []string{"rotate", "retire"}); ok {
+					return fmt.Errorf("`teamsbot keys` has no `%s`; did you mean `%s`? Run `teamsbot help keys`", in.args[0], meant)
+				}
+				return fmt.Errorf("`teamsbot keys` has no `%s`: it takes rotate or retire. Run `teamsbot help keys`", in.args[0])
 			}},
 		{name: "migrate", usage: "teamsbot migrate", summary: "copy the bbolt file into TICKETIQ_DATABASE_URL's database",
 			help: `Copies the bbolt file in TICKETIQ_DATA into the PostgreSQL database of

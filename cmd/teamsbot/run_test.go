@@ -195,6 +195,29 @@ func (c *recordingConnector) count() int {
 	return len(c.sent)
 }
 
+// askForView posts a Teams message activity to the service at base and
+// returns the id of the view whose Open button (to publicBase) the answer
+// card that reached connector carries; "" when none came.
+func askForView(t *testing.T, base string, connector *recordingConnector, publicBase string, activity map[string]any) string {
+	t.Helper()
+	body, _ := json.Marshal(activity)
+	resp, err := http.Post(base+"/api/messages", "application/json", bytes.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode >= 300 {
+		t.Fatalf("POST /api/messages: %d", resp.StatusCode)
+	}
+	openRe := regexp.MustCompile(regexp.QuoteMeta(publicBase) + `/mcp-apps/([A-Za-z0-9_-]+)`)
+	return connector.waitAttachments(func(b []byte) string {
+		if m := openRe.FindSubmatch(b); m != nil {
+			return string(m[1])
+		}
+		return ""
+	})
+}
+
 // TestRunFromTeamsMessageToOpenedView walks the whole product in one process:
 // a Teams message in local mode, the answer card with its Open button on a
 // https base URL, then the person signs in and the view API hands out the
@@ -227,24 +250,7 @@ func TestRunFromTeamsMessageToOpenedView(t *testing.T) {
 		"channelData":  map[string]any{"tenant": map[string]any{"id": "tenant-1"}},
 		"text":         "/sales_report {}",
 	}
-	body, _ := json.Marshal(activity)
-	resp, err := http.Post(base+"/api/messages", "application/json", bytes.NewReader(body))
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
-	if resp.StatusCode >= 300 {
-		t.Fatalf("POST /api/messages: %d", resp.StatusCode)
-	}
-
-	// The answer card arrives at the connector with an Open button.
-	openRe := regexp.MustCompile(regexp.QuoteMeta(publicBase) + `/mcp-apps/([A-Za-z0-9_-]+)`)
-	viewID := connector.waitAttachments(func(b []byte) string {
-		if m := openRe.FindSubmatch(b); m != nil {
-			return string(m[1])
-		}
-		return ""
-	})
+	viewID := askForView(t, base, connector, publicBase, activity)
 	if viewID == "" {
 		t.Fatalf("no answer card with an Open button reached the connector; sent %d activities\n%s", connector.count(), logs)
 	}
@@ -262,7 +268,7 @@ func TestRunFromTeamsMessageToOpenedView(t *testing.T) {
 		t.Errorf("view API without a session: %d, want 401", code)
 	}
 	m.QueueUser(&testenv.EntraUser{TID: "tenant-1", OID: "user-oid-1", Name: "Ada Lovelace"})
-	resp, err = c.Get(publicBase + "/mcp-apps/" + viewID)
+	resp, err := c.Get(publicBase + "/mcp-apps/" + viewID)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,7 +8,6 @@ import (
 	"net"
 	"net/http"
 	"net/http/cookiejar"
-	"os"
 	"strconv"
 	"strings"
 	"testing"
@@ -22,33 +21,11 @@ import (
 	"teamsbot/internal/testenv"
 )
 
-const chromiumPath = "/usr/bin/chromium"
-
-// chromium starts a headless Chromium for one test; each tab from
-// newBrowserTab has its own cookies.
+// chromium starts a headless Chromium for one test (testenv.Chromium);
+// each tab from openInBrowser has its own cookies.
 func chromium(t *testing.T) context.Context {
 	t.Helper()
-	if _, err := os.Stat(chromiumPath); err != nil {
-		if testing.Short() {
-			t.Skipf("no Chromium at %s (-short)", chromiumPath)
-		}
-		t.Fatalf("this test needs headless Chromium at %s (Debian package chromium): %v", chromiumPath, err)
-	}
-	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(),
-		chromedp.ExecPath(chromiumPath), chromedp.UserDataDir(t.TempDir()), chromedp.Flag("headless", true),
-		chromedp.NoSandbox, chromedp.DisableGPU, chromedp.NoFirstRun, chromedp.NoDefaultBrowserCheck,
-		chromedp.Flag("disable-background-networking", true), chromedp.Flag("disable-component-update", true),
-		chromedp.Flag("disable-dev-shm-usage", true),
-		// Keep the sandboxed frames in the page's process, so that the
-		// tab's one DevTools session sees them, as the view page's tests do.
-		chromedp.Flag("disable-features", "IsolateSandboxedIframes,SitePerProcess,site-per-process,Translate"),
-		chromedp.Flag("disable-site-isolation-trials", true))
-	ctx, cancel := chromedp.NewContext(actx)
-	t.Cleanup(func() { cancel(); cancelAlloc() })
-	if err := chromedp.Do(ctx); err != nil {
-		t.Fatalf("start Chromium: %v", err)
-	}
-	return ctx
+	return testenv.Chromium(t)
 }
 
 // openInBrowser signs a person in through the OIDC provider on the way to

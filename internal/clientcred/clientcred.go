@@ -6,9 +6,17 @@
 // Graph's app-only tokens (package access/graph) both use it, so that both
 // accept the same three credentials.
 //
-// It owns loading and checking a credential once, at start, and the form
-// fields of each token request. It sends no request, caches no token and
-// knows no endpoint: the callers do.
+// It owns loading and checking a credential once, at start, the form
+// fields of each token request, and the one token source both use
+// ([Source], and [Tenants] for one Source per tenant): an
+// [golang.org/x/oauth2.TokenSource] whose requests golang.org/x/oauth2's
+// clientcredentials makes, each with a fresh credential (a new assertion,
+// or the token file read again); it keeps a token until shortly before it
+// expires as oauth2.ReuseTokenSource does, but by the service's own clock
+// and with a context for each caller; concurrent callers share one fetch
+// (golang.org/x/sync/singleflight); a fetch is retried as package
+// internal/retry allows; an error of the token endpoint becomes a
+// [TokenError] that names its status and reason, never the form.
 //
 // The documents followed are "Microsoft identity platform and the OAuth 2.0
 // client credentials flow" (the three kinds of token request),

@@ -2,10 +2,14 @@
 // that moves only when told, a mockoidc user whose ID token carries the
 // claims Microsoft Entra ID sends, a log buffer safe for concurrent
 // writers, loopback listeners, self-signed certificates made per test (no
-// private key is ever committed), a Bot Connector for proactive sends, and
-// Microsoft's Teams manifest validator run offline.
+// private key is ever committed), a Bot Connector for proactive sends,
+// Microsoft's Teams manifest validator run offline, the fake Entra token
+// endpoint's check of client assertions (EntraApp), and headless Chromium
+// with tabs that run scripts in any frame (StartChromium, SharedChromium,
+// Tab).
 //
-// Only tests import it; docs/layout_test.go fails if the service does.
+// Only tests (and access/graph/fakegraph, itself for tests) import it;
+// docs/layout_test.go fails if the service does.
 package testenv
 
 import (

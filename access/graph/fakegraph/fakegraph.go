@@ -70,7 +70,6 @@ import (
 	"compress/gzip"
 	"crypto/rand"
 	"crypto/rsa"
-	"crypto/sha256"
 	"crypto/x509"
 	"encoding/base64"
 	"encoding/json"
@@ -84,11 +83,11 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"teamsbot/internal/guid"
 	"testing"
 	"time"
 
-	"github.com/golang-jwt/jwt/v4"
+	"teamsbot/internal/guid"
+	"teamsbot/internal/testenv"
 )
 
 // TokenLifetime is the lifetime of the access tokens the fake issues, and
@@ -120,7 +119,6 @@ type Server struct {
 	apps          map[string]*app // by client id
 	now           func() time.Time
 	assertions    []string
-	jtis          map[string]bool
 	tenants       map[string]*tenant
 	tokens        map[string]issued // access token -> what it was issued for
 	tokenCounts   map[string]int    // tenant -> token requests
@@ -132,23 +130,16 @@ type Server struct {
 	delay         time.Duration
 }
 
-// app is an app registration's credentials: one of them is set.
+// app is an app registration's credentials: a secret, or a certificate
+// or a federated identity credential in entra.
 type app struct {
-	secret    string
-	cert      *x509.Certificate
-	federated *federated
-}
-
-// federated is a federated identity credential: tokens of issuer about
-// subject, signed with key.
-type federated struct {
-	issuer, subject string
-	key             *rsa.PublicKey
+	secret string
+	entra  testenv.EntraApp
 }
 
 // FederatedAudience is the audience a federated identity credential for
 // Entra ID expects in the other issuer's token.
-const FederatedAudience = "api://AzureADTokenExchange"
+const FederatedAudience = testenv.FederatedAudience
 
 type tenant struct {
 	users  map[string]bool
@@ -172,7 +163,6 @@ func New(tb testing.TB) *Server {
 	s := &Server{
 		tb:          tb,
 		apps:        map[string]*app{},
-		jtis:        map[string]bool{},
 		now:         time.Now,
 		tenants:     map[string]*tenant{},
 		tokens:      map[string]issued{},
@@ -217,7 +207,7 @@ func (s *Server) AddApp(clientID, secret string) {
 func (s *Server) AddCertificateApp(clientID string, cert *x509.Certificate) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.apps[clientID] = &app{cert: cert}
+	s.apps[clientID] = &app{entra: testenv.EntraApp{Cert: cert}}
 }
 
 // AddFederatedApp registers a multi-tenant app, like AddApp, whose
@@ -226,7 +216,7 @@ func (s *Server) AddCertificateApp(clientID string, cert *x509.Certificate) {
 func (s *Server) AddFederatedApp(clientID, issuer, subject string, key *rsa.PublicKey) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.apps[clientID] = &app{federated: &federated{issuer: issuer, subject: subject, key: key}}
+	s.apps[clientID] = &app{entra: testenv.EntraApp{Federated: &testenv.FederatedCredential{Issuer: issuer, Subject: subject, Key: key}}}
 }
 
 // SetNow sets the clock that judges assertions' nbf and exp; default
@@ -436,83 +426,14 @@ func (s *Server) token(w http.ResponseWriter, r *http.Request) {
 	})
 }
 
-// checkAssertion returns why a client assertion does not prove app a, as
-// an error_description in Entra's "AADSTS<code>: <message>" shape, or ""
-// when it does. Tests look at the status and the reason, not at the codes.
+// checkAssertion returns why a client assertion does not prove app a at
+// endpoint, as Entra ID judges it (testenv.EntraApp), or "" when it does.
 func (s *Server) checkAssertion(form url.Values, a *app, endpoint string) string {
-	if form.Get("client_assertion_type") != "urn:ietf:params:oauth:client-assertion-type:jwt-bearer" {
-		return "AADSTS700023: client_assertion_type must be urn:ietf:params:oauth:client-assertion-type:jwt-bearer."
-	}
-	if form.Has("client_secret") {
-		return "AADSTS700025: Only one client credential may be presented."
-	}
-	raw := form.Get("client_assertion")
 	s.mu.Lock()
-	s.assertions = append(s.assertions, raw)
+	s.assertions = append(s.assertions, form.Get("client_assertion"))
 	now := s.now()
 	s.mu.Unlock()
-	header := map[string]any{}
-	if head, _, ok := strings.Cut(raw, "."); ok {
-		if b, err := base64.RawURLEncoding.DecodeString(head); err == nil {
-			_ = json.Unmarshal(b, &header)
-		}
-	}
-	claims := jwt.MapClaims{}
-	if thumb, ok := header["x5t#S256"].(string); ok {
-		if a.cert == nil {
-			return "AADSTS700027: The certificate used to sign the client assertion is not registered on the application."
-		}
-		sum := sha256.Sum256(a.cert.Raw)
-		if thumb != base64.RawURLEncoding.EncodeToString(sum[:]) {
-			return "AADSTS700027: The certificate used to sign the client assertion is not registered on the application."
-		}
-		p := jwt.NewParser(jwt.WithValidMethods([]string{"PS256"}), jwt.WithoutClaimsValidation())
-		if _, err := p.ParseWithClaims(raw, claims, func(*jwt.Token) (any, error) { return a.cert.PublicKey, nil }); err != nil {
-			return "AADSTS700027: Client assertion failed signature validation."
-		}
-		iss, _ := claims["iss"].(string)
-		sub, _ := claims["sub"].(string)
-		jti, _ := claims["jti"].(string)
-		exp, _ := claims["exp"].(float64)
-		nbf, _ := claims["nbf"].(float64)
-		s.mu.Lock()
-		defer s.mu.Unlock()
-		switch {
-		case header["typ"] != "JWT":
-			return "AADSTS50027: JWT token is invalid or malformed."
-		case !claims.VerifyAudience(endpoint, true):
-			return "AADSTS50027: The client assertion's audience is not this token endpoint."
-		case iss != form.Get("client_id") || sub != form.Get("client_id"):
-			return "AADSTS700021: Client assertion application identifier doesn't match 'client_id' parameter."
-		case jti == "" || s.jtis[jti]:
-			return "AADSTS700024: Client assertion contains a jti that was already used."
-		case !claims.VerifyExpiresAt(now.Unix(), true) || !claims.VerifyNotBefore(now.Unix(), true):
-			return "AADSTS700024: Client assertion is not within its valid time range."
-		case exp-nbf > (10 * time.Minute).Seconds():
-			return "AADSTS700024: Client assertion is valid for longer than allowed."
-		}
-		s.jtis[jti] = true
-		return ""
-	}
-	if a.federated == nil {
-		return "AADSTS70021: No matching federated identity record found for presented assertion."
-	}
-	p := jwt.NewParser(jwt.WithValidMethods([]string{"RS256"}), jwt.WithoutClaimsValidation())
-	if _, err := p.ParseWithClaims(raw, claims, func(*jwt.Token) (any, error) { return a.federated.key, nil }); err != nil {
-		return "AADSTS700211: No matching federated identity record found for presented assertion issuer, or its signature does not verify."
-	}
-	sub, _ := claims["sub"].(string)
-	switch {
-	case !claims.VerifyIssuer(a.federated.issuer, true):
-		return "AADSTS700211: No matching federated identity record found for presented assertion issuer."
-	case sub != a.federated.subject:
-		return "AADSTS700213: No matching federated identity record found for presented assertion subject."
-	case !claims.VerifyAudience(FederatedAudience, true):
-		return "AADSTS700212: No matching federated identity record found for presented assertion audience."
-	case !claims.VerifyExpiresAt(now.Unix(), true):
-		return "AADSTS700024: Client assertion is not within its valid time range."
-	}
-	return ""
+	return a.entra.CheckAssertion(form, form.Get("client_id"), endpoint, now)
 }
 
 // graph wraps a Graph handler: it counts, delays, answers down and
