@@ -12,7 +12,7 @@ import (
 	"teamsbot/store"
 )
 
-// The audit records of tool calls, field by field, as README documents
+// The audit records of tool calls, field by field, as docs/operations.md documents
 // them and the admin console reads them: the model's (agent.tool.call)
 // allowed, refused by a policy and refused before the governed path, and
 // a view's (agent.mcp_app.call) allowed, refused by the page, refused as

@@ -185,7 +185,7 @@ func (s *Service) decide(ctx context.Context, k toolCall) (decision, error) {
 // callAudit is the audit record of one tool call: the model's
 // (agent.tool.call) or a view's (agent.mcp_app.call), refused ones
 // included. record is the one place it becomes the store's record; the
-// field names are the audit log's, which README documents and the admin
+// field names are the audit log's, which docs/operations.md documents and the admin
 // console shows.
 type callAudit struct {
 	// action is AuditToolCall or AuditAppCall.

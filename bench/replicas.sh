@@ -8,6 +8,7 @@
 #
 #   bench/replicas.sh                     results in bench/replicas.md
 #   ROUNDS=5 SECONDS_PER=4 bench/replicas.sh
+#   BENCHTIME=1x ROUNDS=1 SECONDS_PER=1 OUT=/tmp/r.md bench/replicas.sh   once, briefly (./test.sh)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -35,7 +36,7 @@ go build -o "$bin/teamsbot" ./cmd/teamsbot
 go build -o "$bin/load" ./bench/load
 
 out=${OUT:-bench/replicas.md}
-TEAMSBOT_TEST_DATABASE_URL=$url go test -run '^$' -bench 'SaveRun|ViewRead' -benchtime=2s ./store | grep -E '^Benchmark'
+TEAMSBOT_TEST_DATABASE_URL=$url go test -run '^$' -bench 'SaveRun|ViewRead' -benchtime="${BENCHTIME:-2s}" ./store | grep -E '^Benchmark'
 timeout 900 "$bin/load" replicas -teamsbot "$bin/teamsbot" -database "$url" \
 	-rounds "${ROUNDS:-3}" -seconds "${SECONDS_PER:-3}s" -out "$out"
 echo "results written to $out" >&2

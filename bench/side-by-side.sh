@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Side-by-side load benchmark (issue 13): teamsbot, the botbuilder reference
+# Side-by-side load benchmark: teamsbot, the botbuilder reference
 # bot and a floor bot on one fake Bot Connector over https; the view path
 # against a no-op floor; the store with 1,000,000 views. Every process
 # listens on 127.0.0.1 and every load is bounded in count and time; the whole
@@ -9,6 +9,7 @@
 #   ROUNDS=5 SECONDS_PER=4 bench/side-by-side.sh
 #   VIEWS=0 bench/side-by-side.sh              skip the store measurement
 #   KEEP=1 bench/side-by-side.sh               keep the working folder: the bots' logs, and 2.5 GB of store
+#   ROUNDS=1 SECONDS_PER=1 VIEWS=2000 PROFILE=1 OUT=/tmp/s.md bench/side-by-side.sh   once, briefly (./test.sh)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 

@@ -48,7 +48,7 @@ func nodeTool(t *testing.T, name string) string {
 // which reaches the view's onteardown. The frames come from the page's own
 // origin here (no SandboxBaseURL), the default configuration, and the page
 // is opened under another host name than the public base URL's
-// (127.0.0.1 for localhost), as the README's local walk-through does.
+// (127.0.0.1 for localhost), as the local walk-through of docs/getting-started.md does.
 func TestBrowserOfficialDebugServer(t *testing.T) {
 	bin := nodeTool(t, "mcp-server-debug")
 	logFile := filepath.Join(t.TempDir(), "debug-log.jsonl")

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -195,21 +196,29 @@ func TestBooleanSettingsShareOneParser(t *testing.T) {
 	}
 }
 
-// README's settings table is the code's: every setting is a row of its
-// own, with the default the code has (or, for a default that is not one
-// value, the same words), and README names no variable the code lacks.
-func TestReadmeSettingsTable(t *testing.T) {
-	readme, err := os.ReadFile(filepath.Join("..", "..", "README.md"))
+// The settings table of docs/configuration.md is the code's: every setting
+// is a row of its own, with the default the code has (or, for a default
+// that is not one value, the same words), and the table names no variable
+// the code lacks.
+func TestSettingsTableInDocs(t *testing.T) {
+	checkSettingsTable(t, filepath.Join("..", "..", "docs", "configuration.md"), settings())
+}
+
+// checkSettingsTable holds the settings table of the document at path to
+// the settings ss, reporting each difference on t.
+func checkSettingsTable(t testing.TB, path string, ss []setting) {
+	t.Helper()
+	doc, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	i := bytes.Index(readme, []byte("| variable | meaning | default |"))
+	i := bytes.Index(doc, []byte("| variable | meaning | default |"))
 	if i < 0 {
-		t.Fatal("README has no settings table")
+		t.Fatalf("%s has no settings table", path)
 	}
 	rows := map[string]string{} // variable → default cell
 	var order []string
-	for _, line := range strings.Split(string(readme[i:]), "\n")[2:] {
+	for _, line := range strings.Split(string(doc[i:]), "\n")[2:] {
 		if !strings.HasPrefix(line, "|") {
 			break
 		}
@@ -227,27 +236,81 @@ func TestReadmeSettingsTable(t *testing.T) {
 		order = append(order, name)
 	}
 	var names []string
-	for _, s := range settings() {
+	for _, s := range ss {
 		names = append(names, s.name)
 		cell, ok := rows[s.name]
 		switch {
 		case !ok:
-			t.Errorf("README's table lacks %s", s.name)
+			t.Errorf("%s: the settings table lacks %s", path, s.name)
 		case s.def != "" && !strings.HasPrefix(cell, "`"+s.def+"`"):
-			t.Errorf("README gives %s the default %q, the code `%s`", s.name, cell, s.def)
+			t.Errorf("%s gives %s the default %q, the code `%s`", path, s.name, cell, s.def)
 		case s.def == "" && s.unset != "" && !strings.HasPrefix(cell, s.unset):
-			t.Errorf("README gives %s the default %q, the code says %q", s.name, cell, s.unset)
+			t.Errorf("%s gives %s the default %q, the code says %q", path, s.name, cell, s.unset)
 		case s.def == "" && s.unset == "" && !strings.HasPrefix(cell, "empty"):
-			t.Errorf("README gives %s the default %q; the code has none (\"empty\")", s.name, cell)
+			t.Errorf("%s gives %s the default %q; the code has none (\"empty\")", path, s.name, cell)
 		}
 	}
 	for _, name := range order {
 		if !slices.Contains(names, name) {
-			t.Errorf("README's table names %s, which is no setting", name)
+			t.Errorf("%s: the settings table names %s, which is no setting", path, name)
 		}
 	}
 	if !slices.Equal(order, names) {
-		t.Errorf("README's order differs from the code's:\n%v\n%v", order, names)
+		t.Errorf("%s: the settings table's order differs from the code's:\n%v\n%v", path, order, names)
+	}
+}
+
+// errorsOf is a testing.TB that keeps what a check reports instead of
+// failing the test that runs it.
+type errorsOf struct {
+	testing.TB
+	said []string
+}
+
+func (e *errorsOf) Errorf(format string, args ...any) {
+	e.said = append(e.said, fmt.Sprintf(format, args...))
+}
+
+// TestSettingsTableCheckFails holds the check itself to account: a copy of
+// docs/configuration.md with a setting's row left out, a row of no
+// setting, or another default each fail it, with words that name the
+// setting.
+func TestSettingsTableCheckFails(t *testing.T) {
+	doc, err := os.ReadFile(filepath.Join("..", "..", "docs", "configuration.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	row := func(name string) string {
+		i := bytes.Index(doc, []byte("| `"+name+"` |"))
+		if i < 0 {
+			t.Fatalf("docs/configuration.md has no row for %s", name)
+		}
+		return string(doc[i : i+bytes.IndexByte(doc[i:], '\n')+1])
+	}
+	pprof := row("TICKETIQ_PPROF")
+	for _, c := range []struct{ name, from, to, want string }{
+		{"a setting left out", pprof, "", "lacks TICKETIQ_PPROF"},
+		{"a row of no setting", pprof, pprof + "| `TICKETIQ_PROFILE` | nothing | `false` |\n", "names TICKETIQ_PROFILE, which is no setting"},
+		{"another default", pprof, strings.Replace(pprof, "| `false` |", "| `true` |", 1), "gives TICKETIQ_PPROF the default"},
+	} {
+		changed := strings.Replace(string(doc), c.from, c.to, 1)
+		if changed == string(doc) {
+			t.Fatalf("%s: the copy did not change", c.name)
+		}
+		path := filepath.Join(t.TempDir(), "configuration.md")
+		if err := os.WriteFile(path, []byte(changed), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		rec := &errorsOf{TB: t}
+		checkSettingsTable(rec, path, settings())
+		if !slices.ContainsFunc(rec.said, func(s string) bool { return strings.Contains(s, c.want) }) {
+			t.Errorf("%s: the check said %q, want %q", c.name, rec.said, c.want)
+		}
+	}
+	rec := &errorsOf{TB: t}
+	checkSettingsTable(rec, filepath.Join("..", "..", "docs", "configuration.md"), settings())
+	if len(rec.said) != 0 {
+		t.Errorf("the table as committed fails the check: %q", rec.said)
 	}
 }
 

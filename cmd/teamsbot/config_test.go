@@ -448,3 +448,37 @@ func TestConfigTeamsTab(t *testing.T) {
 		t.Errorf("TICKETIQ_TEAMS_TAB=maybe: %v", err)
 	}
 }
+
+// TestConfigurationFileExampleInDocs loads the example of
+// docs/configuration-file.md as the service would: it is a configuration
+// the service accepts, with the agent, servers and rules it shows.
+func TestConfigurationFileExampleInDocs(t *testing.T) {
+	doc, err := os.ReadFile(filepath.Join("..", "..", "docs", "configuration-file.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, rest, ok := strings.Cut(string(doc), "```yaml\n")
+	example, _, closed := strings.Cut(rest, "```")
+	if !ok || !closed {
+		t.Fatal("docs/configuration-file.md has no yaml example")
+	}
+	path := filepath.Join(t.TempDir(), "teamsbot.yaml")
+	if err := os.WriteFile(path, []byte(example), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := loadConfig(envOf(map[string]string{"TICKETIQ_CONFIG": path, "CRM_TOKEN": "crm-token"}))
+	if err != nil {
+		t.Fatalf("the documented example is refused: %v", err)
+	}
+	if len(cfg.Agents.Agents) != 1 {
+		t.Fatalf("the example gives %d agents, want 1", len(cfg.Agents.Agents))
+	}
+	a := cfg.Agents.Agents[0]
+	var servers []string
+	for _, s := range a.Servers {
+		servers = append(servers, s.Name)
+	}
+	if a.ID != "default" || strings.Join(servers, " ") != "demo crm debug" || len(a.Rules.DenyTools) != 3 {
+		t.Errorf("the example reads as agent %q with servers %v and rules %+v", a.ID, servers, a.Rules)
+	}
+}

@@ -14,7 +14,7 @@
 //	teamsbot help [command]
 //
 // Every setting comes from TICKETIQ_* environment variables; `teamsbot
-// help config` and README list them.
+// help config` and docs/configuration.md list them.
 package main
 
 import (
@@ -295,7 +295,7 @@ func writeHelp(w io.Writer, cmd command) error {
 	}
 	fmt.Fprintf(&b, "\n%s\n", cmd.help)
 	if cmd.name == "config" {
-		b.WriteString("\nSettings (README's table says more):\n")
+		b.WriteString("\nSettings (the table in docs/configuration.md says more):\n")
 		for _, s := range settings() {
 			def := s.def
 			switch {

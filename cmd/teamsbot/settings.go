@@ -19,15 +19,15 @@ import (
 
 // setting is one TICKETIQ_* variable, everything about it in one place:
 // loadConfig parses with it, `teamsbot config` prints with it, and
-// `teamsbot help config` and README's table (held to it by
-// TestReadmeSettingsTable) describe it.
+// `teamsbot help config` and the table of docs/configuration.md (held to
+// it by TestSettingsTableInDocs) describe it.
 type setting struct {
 	name string
 	// kind says what the value is: "true or false", "host:port"...
 	kind string
 	// def is the value an unset variable takes, as it would be typed;
 	// unset says in words what an unset variable means when that is not
-	// one value (README's table starts its default with these words).
+	// one value (the documents' table starts its default with these words).
 	def, unset string
 	// secret values are never printed or logged.
 	secret bool
@@ -44,7 +44,8 @@ type setting struct {
 	show func(v string) string
 }
 
-// settings lists every variable the service reads, in README's order.
+// settings lists every variable the service reads, in the order of the
+// table in docs/configuration.md.
 func settings() []setting {
 	return []setting{
 		{name: "TICKETIQ_ADDR", kind: "host:port", def: ":3978", help: "the listen address (./run.sh: 127.0.0.1:3978)",

@@ -20,7 +20,7 @@ import (
 // ChromiumPath is Debian's chromium, which ./test.sh installs.
 const ChromiumPath = "/usr/bin/chromium"
 
-// NeedChromium skips t under -short, as README says `go test -short`
+// NeedChromium skips t under -short, as docs/getting-started.md says `go test -short`
 // leaves out the tests that need Chromium, and fails it when Chromium is
 // missing otherwise: a test that cannot run must not pass.
 func NeedChromium(t testing.TB) {

@@ -83,7 +83,7 @@
 
   function ensureSignedIn() {
     if (signInMode !== "local") {
-      return Promise.reject(new Error("the local development sign-in is off (see README, Trying it locally), so views cannot be opened here"));
+      return Promise.reject(new Error("the local development sign-in is off (see docs/getting-started.md), so views cannot be opened here"));
     }
     var who = current;
     var want = who.tenant + "\n" + who.user + "\n" + who.name + "\n" + who.roles;
