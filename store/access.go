@@ -374,8 +374,8 @@ func (s *Store) TenantSettings(ctx context.Context, tenant string) (TenantSettin
 	return ts, nil
 }
 
-// checkTenantSettings is what PutTenantSettings checks of the settings on
-// every backend before it writes anything.
+// checkTenantSettings is what PutTenantSettings checks of the settings
+// before it writes anything.
 func checkTenantSettings(ts TenantSettings) error {
 	if err := checkKeyPart("settings tenant", ts.TenantID); err != nil {
 		return err
@@ -483,8 +483,8 @@ func (s *Store) PolicySet(ctx context.Context, tenant string) (PolicySet, error)
 	return p, nil
 }
 
-// checkPolicySet is what PutPolicySet checks of the set on every backend
-// before it writes anything. Cedar text may hold any character in its
+// checkPolicySet is what PutPolicySet checks of the set before it writes
+// anything. Cedar text may hold any character in its
 // strings, NUL too: only its size and encoding are checked.
 func checkPolicySet(p PolicySet) error {
 	if err := checkKeyPart("policy set tenant", p.TenantID); err != nil {
