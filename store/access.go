@@ -255,13 +255,17 @@ func (s *Store) BindingsFor(ctx context.Context, tenant, agent string, subjects 
 	}
 	var out []Binding
 	err := s.be.read(ctx, func(r reader) error {
-		out = out[:0]
+		out = nil
 		for _, a := range agents {
 			bs, err := r.bindings(tenant, a, subs)
 			if err != nil {
 				return err
 			}
-			out = append(out, bs...)
+			if out == nil {
+				out = bs
+			} else {
+				out = append(out, bs...)
+			}
 		}
 		return nil
 	})
@@ -364,7 +368,7 @@ func (s *Store) TenantSettings(ctx context.Context, tenant string) (TenantSettin
 	if err := checkKeyPart("settings tenant", tenant); err != nil {
 		return TenantSettings{}, err
 	}
-	ts, err := get(ctx, s, "settings of tenant", tenant, func(r reader) (TenantSettings, error) { return r.tenantSettings(tenant) })
+	ts, err := get(ctx, s, "settings of tenant", tenant, reader.tenantSettings)
 	if errors.Is(err, ErrNotFound) {
 		return defaultTenantSettings(tenant), nil
 	}
@@ -476,7 +480,7 @@ func (s *Store) PolicySet(ctx context.Context, tenant string) (PolicySet, error)
 	if err := checkKeyPart("policy set tenant", tenant); err != nil {
 		return PolicySet{}, err
 	}
-	p, err := get(ctx, s, "policy set of tenant", tenant, func(r reader) (PolicySet, error) { return r.policySet(tenant) })
+	p, err := get(ctx, s, "policy set of tenant", tenant, reader.policySet)
 	if err != nil {
 		return PolicySet{}, fmt.Errorf("store: %w", err)
 	}

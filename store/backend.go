@@ -45,7 +45,9 @@ type reader interface {
 	run(id string) (Run, error)
 	// recentRuns returns up to limit runs of tenant, newest first.
 	recentRuns(tenant string, limit int) ([]Run, error)
-	// views returns the stored views among ids, in any order.
+	view(id string) (View, error)
+	// views returns the stored views among ids, in any order: one read
+	// for a run's views.
 	views(ids ...string) ([]View, error)
 	html(sha string) ([]byte, error)
 	// activeViews returns, newest first, up to limit views of tenant

@@ -165,7 +165,16 @@ func (s *boltStore) read(ctx context.Context, fn func(r reader) error) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	return s.view(func(tx *bbolt.Tx) error { return fn(boltTx{tx}) })
+	// As db.View, without a function of its own to wrap fn in.
+	tx, err := s.db.Begin(false)
+	if errors.Is(err, berrors.ErrDatabaseNotOpen) {
+		return ErrClosed
+	}
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback()
+	return fn(boltTx{tx})
 }
 
 // view runs fn in a read transaction of the file.

@@ -33,12 +33,16 @@ func getJSON[T any](t boltTx, bucket string, key []byte) (T, error) {
 // listJSON decodes every record of bucket whose key starts with prefix,
 // in key order.
 func listJSON[T any](t boltTx, bucket string, prefix []byte) ([]T, error) {
-	var out []T
-	c := t.bucket(bucket).Cursor()
+	return appendJSON[T](nil, t.bucket(bucket).Cursor(), prefix)
+}
+
+// appendJSON appends to out every record under c whose key starts with
+// prefix, decoded, in key order.
+func appendJSON[T any](out []T, c *bbolt.Cursor, prefix []byte) ([]T, error) {
 	for k, v := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix); k, v = c.Next() {
 		var r T
 		if err := json.Unmarshal(v, &r); err != nil {
-			return out, fmt.Errorf("%s %q: %w", bucket, k, err)
+			return out, fmt.Errorf("%q: %w", k, err)
 		}
 		out = append(out, r)
 	}
@@ -135,6 +139,8 @@ func (t boltTx) putRun(r encoded[Run], old *Run) error {
 }
 
 // Views and their documents.
+
+func (t boltTx) view(id string) (View, error) { return getJSON[View](t, bucketViews, []byte(id)) }
 
 func (t boltTx) views(ids ...string) ([]View, error) {
 	var out []View
@@ -381,12 +387,12 @@ func (t boltTx) bindings(tenant, agent string, subjects []string) ([]Binding, er
 		return listJSON[Binding](t, bucketBindings, indexKey(nil, tenant, agent))
 	}
 	var out []Binding
+	c := t.bucket(bucketBindings).Cursor()
 	for _, sub := range subjects {
-		bs, err := listJSON[Binding](t, bucketBindings, indexKey(nil, tenant, agent, sub))
-		if err != nil {
-			return out, err
+		var err error
+		if out, err = appendJSON(out, c, indexKey(nil, tenant, agent, sub)); err != nil {
+			return out, fmt.Errorf("binding %w", err)
 		}
-		out = append(out, bs...)
 	}
 	return out, nil
 }

@@ -46,7 +46,7 @@ func (s *Store) PutConversation(ctx context.Context, ref ConversationRef) error 
 
 // Conversation returns a conversation reference.
 func (s *Store) Conversation(ctx context.Context, key string) (ConversationRef, error) {
-	return get(ctx, s, "conversation", key, func(r reader) (ConversationRef, error) { return r.conversation(key) })
+	return get(ctx, s, "conversation", key, reader.conversation)
 }
 
 // DeleteConversation removes a conversation reference; unknown keys are not an error.

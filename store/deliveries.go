@@ -97,5 +97,5 @@ func (s *Store) PutDelivery(ctx context.Context, d Delivery) error {
 // never recorded (the run failed before its answer was sent, or it ran
 // before deliveries were kept).
 func (s *Store) Delivery(ctx context.Context, runID string) (Delivery, error) {
-	return get(ctx, s, "delivery of run", runID, func(r reader) (Delivery, error) { return r.delivery(runID) })
+	return get(ctx, s, "delivery of run", runID, reader.delivery)
 }

@@ -187,7 +187,7 @@ func (s *auditScan) boundSQL(scan int) (string, []any) {
 func (t *pgTx) auditPage(p *auditPlan, pos []byte, scan, limit int, out []AuditRecord) ([]AuditRecord, []byte, bool, error) {
 	s := planAuditScan(p, pos)
 	sql, args := s.pageSQL(scan, limit)
-	var last []byte
+	var lastSeq, lastAt int64
 	more := false
 	read := 0
 	err := t.query(sql, args, func(rows pgx.Rows) error {
@@ -196,17 +196,19 @@ func (t *pgTx) auditPage(p *auditPlan, pos []byte, scan, limit int, out []AuditR
 			return nil
 		}
 		read++
-		var seq, at int64
 		var data []byte
-		if err := rows.Scan(&seq, &at, &data); err != nil {
+		if err := rows.Scan(&lastSeq, &lastAt, &data); err != nil {
 			return err
 		}
-		k := nsKey(at)
-		last = binary.BigEndian.AppendUint64(k[:], uint64(seq))
-		r, err := decodeAuditRow(seq, data)
+		r, err := decodeAuditRow(lastSeq, data)
 		out = append(out, r)
 		return err
 	})
+	var last []byte
+	if read > 0 {
+		k := nsKey(lastAt)
+		last = binary.BigEndian.AppendUint64(k[:], uint64(lastSeq))
+	}
 	if err != nil || more || len(s.keep) == 0 {
 		return out, last, more, err
 	}

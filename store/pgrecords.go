@@ -133,16 +133,13 @@ func (t *pgTx) putRun(r encoded[Run], old *Run) error {
 
 // Views and their documents.
 
+func (t *pgTx) view(id string) (View, error) {
+	return pgGet[View](t, `SELECT data FROM views WHERE id = $1`, []byte(id))
+}
+
 // views reads the views in id order, so that two writes lock them in
 // the same order and never wait for each other crosswise.
 func (t *pgTx) views(ids ...string) ([]View, error) {
-	if len(ids) == 1 {
-		v, err := pgGet[View](t, `SELECT data FROM views WHERE id = $1`, []byte(ids[0]))
-		if err == ErrNotFound {
-			return nil, nil
-		}
-		return []View{v}, err
-	}
 	keys := make([][]byte, len(ids))
 	for i, id := range ids {
 		keys[i] = []byte(id)

@@ -162,10 +162,13 @@ func (op *preparedRun) apply(w writer) error {
 	if err != nil {
 		return err
 	}
-	old := make(map[string]*View, len(stored))
+	var old map[string]*View
 	for i, v := range stored {
 		if v.Revoked() {
 			return fmt.Errorf("view %s: %w", v.ID, ErrRevoked)
+		}
+		if old == nil {
+			old = make(map[string]*View, len(stored))
 		}
 		old[v.ID] = &stored[i]
 	}
@@ -208,7 +211,7 @@ func mergeIDs(old, add []string) []string {
 
 // GetRun returns a run.
 func (s *Store) GetRun(ctx context.Context, id string) (Run, error) {
-	return get(ctx, s, "run", id, func(r reader) (Run, error) { return r.run(id) })
+	return get(ctx, s, "run", id, reader.run)
 }
 
 // RecentRuns returns up to limit runs of tenant, newest first (by

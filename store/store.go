@@ -226,12 +226,13 @@ func (s *Store) Backup(ctx context.Context, w io.Writer) (int64, error) {
 	return n, nil
 }
 
-// get reads one record with get, naming it (what and key) in the error.
-func get[T any](ctx context.Context, s *Store, what, key string, get func(r reader) (T, error)) (T, error) {
+// get reads the record key with get, naming it (what and key) in the
+// error.
+func get[T any](ctx context.Context, s *Store, what, key string, get func(r reader, key string) (T, error)) (T, error) {
 	var v T
 	err := s.be.read(ctx, func(r reader) error {
 		var err error
-		v, err = get(r)
+		v, err = get(r, key)
 		return err
 	})
 	if err != nil {

@@ -141,7 +141,7 @@ func (s *Store) APIKey(ctx context.Context, id string) (APIKey, error) {
 	if err := checkKeyPart("key id", id); err != nil {
 		return APIKey{}, err
 	}
-	k, err := get(ctx, s, "API key", id, func(r reader) (APIKey, error) { return r.apiKey(id) })
+	k, err := get(ctx, s, "API key", id, reader.apiKey)
 	if err != nil {
 		return APIKey{}, fmt.Errorf("store: %w", err)
 	}
@@ -311,7 +311,15 @@ func (s *Store) Trigger(ctx context.Context, tenant, id string) (Trigger, error)
 	if err := checkKeyParts("trigger tenant", tenant, "trigger id", id); err != nil {
 		return Trigger{}, err
 	}
-	t, err := get(ctx, s, "trigger", id, func(r reader) (Trigger, error) { return r.trigger(tenant, id) })
+	var t Trigger
+	err := s.be.read(ctx, func(r reader) error {
+		var err error
+		t, err = r.trigger(tenant, id)
+		return err
+	})
+	if err != nil {
+		err = fmt.Errorf("trigger %.128s: %w", id, err)
+	}
 	if err != nil {
 		return Trigger{}, fmt.Errorf("store: %w", err)
 	}

@@ -40,27 +40,14 @@ func (s *Store) ViewTenant(ctx context.Context, id string) (string, error) {
 
 // storedView reads a view as stored, expired or not.
 func (s *Store) storedView(ctx context.Context, id string) (View, error) {
-	return get(ctx, s, "view", id, func(r reader) (View, error) { return oneView(r, id) })
-}
-
-// oneView reads the view id.
-func oneView(r reader, id string) (View, error) {
-	views, err := r.views(id)
-	if err != nil {
-		return View{}, err
-	}
-	if len(views) == 0 {
-		return View{}, ErrNotFound
-	}
-	return views[0], nil
+	return get(ctx, s, "view", id, reader.view)
 }
 
 // ViewHTML returns the HTML with the given SHA-256 (hex). It is kept while
 // any stored view uses it; callers reach it through View, which refuses
 // expired views.
 func (s *Store) ViewHTML(ctx context.Context, sha256hex string) ([]byte, error) {
-	sha := strings.ToLower(sha256hex)
-	return get(ctx, s, "view HTML", sha256hex, func(r reader) ([]byte, error) { return r.html(sha) })
+	return get(ctx, s, "view HTML", strings.ToLower(sha256hex), reader.html)
 }
 
 // ActiveViews returns one page of the views of tenant that can still be
@@ -150,7 +137,7 @@ func (s *Store) RevokeView(ctx context.Context, tenant, id, by string, audit ...
 	err = s.write(ctx, false, func(w writer) error {
 		// The view is decoded and encoded again here, inside the
 		// transaction: one record, on an admin's request.
-		v, err := oneView(w, id)
+		v, err := w.view(id)
 		if err != nil {
 			return err
 		}
