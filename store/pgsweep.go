@@ -47,15 +47,22 @@ func (s *pgStore) sweep(ctx context.Context, p sweepPlan) (SweepStats, error) {
 		var steps []pgSweepStep
 		switch part {
 		case sweepEndedViews:
-			steps = []pgSweepStep{pgSweepViews(p.now), pgSweepHTML()}
+			steps = []pgSweepStep{
+				pgDeleteBatch(`DELETE FROM views WHERE id IN (
+					SELECT id FROM views WHERE end_ns <= $1 ORDER BY end_ns LIMIT $2 FOR UPDATE SKIP LOCKED)`, p.now, func(st *SweepStats) *int { return &st.Views }),
+				pgSweepHTML,
+			}
 		case sweepArrivals:
-			steps = []pgSweepStep{pgSweepActivities(p.now)}
+			steps = []pgSweepStep{pgDeleteBatch(`DELETE FROM activities WHERE key IN (
+				SELECT key FROM activities WHERE expires_ns <= $1 ORDER BY expires_ns LIMIT $2 FOR UPDATE SKIP LOCKED)`, p.now, func(st *SweepStats) *int { return &st.Activities })}
 		case sweepOldRuns:
 			steps = []pgSweepStep{pgSweepRuns(p)}
 		case sweepOldAudit:
-			steps = []pgSweepStep{pgSweepAudit(p.auditUntil)}
+			steps = []pgSweepStep{pgDeleteBatch(`DELETE FROM audit WHERE seq IN (
+				SELECT seq FROM audit WHERE time_ns <= $1 ORDER BY time_ns, seq LIMIT $2 FOR UPDATE SKIP LOCKED)`, p.auditUntil, func(st *SweepStats) *int { return &st.Audit })}
 		case sweepRevokedKeys:
-			steps = []pgSweepStep{pgSweepAPIKeys(p.auditUntil)}
+			steps = []pgSweepStep{pgDeleteBatch(`DELETE FROM api_keys WHERE id IN (
+				SELECT id FROM api_keys WHERE revoked_ns <= $1 ORDER BY revoked_ns LIMIT $2 FOR UPDATE SKIP LOCKED)`, p.auditUntil, func(st *SweepStats) *int { return &st.APIKeys })}
 		}
 		for _, step := range steps {
 			if err := sweepBatches(ctx, &st, s.sweepBatch, s.sweepTx(ctx, step)); err != nil {
@@ -91,51 +98,38 @@ func (s *pgStore) sweepTx(ctx context.Context, step pgSweepStep) func(batch int,
 	}
 }
 
-// pgSweepViews deletes the views whose end is at or before now.
-func pgSweepViews(now time.Time) pgSweepStep {
-	cut := ns(now)
+// pgDeleteBatch is a step that deletes the rows sql selects of a time at
+// or before until ($1), oldest first, at most a batch ($2) of them, and
+// counts them in the field of SweepStats that count points at. Each batch
+// deletes from the start of its index: there may be more while a batch is
+// full.
+func pgDeleteBatch(sql string, until time.Time, count func(*SweepStats) *int) pgSweepStep {
+	cut := ns(until)
 	return func(ctx context.Context, tx pgx.Tx, batch int, _ []byte) (SweepStats, []byte, error) {
 		var did SweepStats
-		tag, err := tx.Exec(ctx, `DELETE FROM views WHERE id IN (
-			SELECT id FROM views WHERE end_ns <= $1 ORDER BY end_ns LIMIT $2 FOR UPDATE SKIP LOCKED)`, cut, batch)
+		tag, err := tx.Exec(ctx, sql, cut, batch)
 		if err != nil {
 			return did, nil, err
 		}
-		did.Views = int(tag.RowsAffected())
-		return did, more(did.Views == batch), nil
+		n := int(tag.RowsAffected())
+		*count(&did) = n
+		return did, more(n == batch), nil
 	}
 }
 
 // pgSweepHTML deletes the documents no view uses (see pgSchema). A
 // document a save is using is locked (skipped here) or, once the save
-// commits, kept by the foreign key, whose refusal sweepLoop retries.
-func pgSweepHTML() pgSweepStep {
-	return func(ctx context.Context, tx pgx.Tx, batch int, _ []byte) (SweepStats, []byte, error) {
-		var did SweepStats
-		tag, err := tx.Exec(ctx, `DELETE FROM html WHERE sha IN (
-			SELECT h.sha FROM html h WHERE NOT EXISTS (SELECT 1 FROM views v WHERE v.sha = h.sha)
-			LIMIT $1 FOR UPDATE SKIP LOCKED)`, batch)
-		if err != nil {
-			return did, nil, err
-		}
-		did.HTML = int(tag.RowsAffected())
-		return did, more(did.HTML == batch), nil
+// commits, kept by the foreign key, whose refusal sweepTx retries.
+func pgSweepHTML(ctx context.Context, tx pgx.Tx, batch int, _ []byte) (SweepStats, []byte, error) {
+	var did SweepStats
+	tag, err := tx.Exec(ctx, `DELETE FROM html WHERE sha IN (
+		SELECT h.sha FROM html h WHERE NOT EXISTS (SELECT 1 FROM views v WHERE v.sha = h.sha)
+		LIMIT $1 FOR UPDATE SKIP LOCKED)`, batch)
+	if err != nil {
+		return did, nil, err
 	}
-}
-
-// pgSweepActivities deletes the arrivals whose window is over.
-func pgSweepActivities(now time.Time) pgSweepStep {
-	cut := ns(now)
-	return func(ctx context.Context, tx pgx.Tx, batch int, _ []byte) (SweepStats, []byte, error) {
-		var did SweepStats
-		tag, err := tx.Exec(ctx, `DELETE FROM activities WHERE key IN (
-			SELECT key FROM activities WHERE expires_ns <= $1 ORDER BY expires_ns LIMIT $2 FOR UPDATE SKIP LOCKED)`, cut, batch)
-		if err != nil {
-			return did, nil, err
-		}
-		did.Activities = int(tag.RowsAffected())
-		return did, more(did.Activities == batch), nil
-	}
+	did.HTML = int(tag.RowsAffected())
+	return did, more(did.HTML == batch), nil
 }
 
 // pgSweepRuns deletes the runs made at or before p.runsUntil, with their
@@ -199,37 +193,6 @@ func pgSweepRuns(p sweepPlan) pgSweepStep {
 			return did, nil, nil
 		}
 		return did, last, nil
-	}
-}
-
-// pgSweepAudit deletes the audit records whose Time is at or before
-// cutoff.
-func pgSweepAudit(cutoff time.Time) pgSweepStep {
-	cut := ns(cutoff)
-	return func(ctx context.Context, tx pgx.Tx, batch int, _ []byte) (SweepStats, []byte, error) {
-		var did SweepStats
-		tag, err := tx.Exec(ctx, `DELETE FROM audit WHERE seq IN (
-			SELECT seq FROM audit WHERE time_ns <= $1 ORDER BY time_ns, seq LIMIT $2 FOR UPDATE SKIP LOCKED)`, cut, batch)
-		if err != nil {
-			return did, nil, err
-		}
-		did.Audit = int(tag.RowsAffected())
-		return did, more(did.Audit == batch), nil
-	}
-}
-
-// pgSweepAPIKeys deletes the API keys revoked at or before cutoff.
-func pgSweepAPIKeys(cutoff time.Time) pgSweepStep {
-	cut := ns(cutoff)
-	return func(ctx context.Context, tx pgx.Tx, batch int, _ []byte) (SweepStats, []byte, error) {
-		var did SweepStats
-		tag, err := tx.Exec(ctx, `DELETE FROM api_keys WHERE id IN (
-			SELECT id FROM api_keys WHERE revoked_ns <= $1 ORDER BY revoked_ns LIMIT $2 FOR UPDATE SKIP LOCKED)`, cut, batch)
-		if err != nil {
-			return did, nil, err
-		}
-		did.APIKeys = int(tag.RowsAffected())
-		return did, more(did.APIKeys == batch), nil
 	}
 }
 

@@ -110,26 +110,37 @@ func (s *Store) PutAPIKey(ctx context.Context, k APIKey, audit ...AuditRecord) e
 	if err != nil {
 		return fmt.Errorf("key %s: %w", k.ID, err)
 	}
-	prepared, err := s.prepareTenantAudit(k.TenantID, audit)
-	if err != nil {
-		return fmt.Errorf("key %s: %w", k.ID, err)
-	}
-	err = s.write(ctx, false, func(w writer) error {
-		switch _, err := w.apiKey(k.ID); {
-		case err == nil:
-			return fmt.Errorf("key id %s is taken: %w", k.ID, ErrConflict)
-		case !errors.Is(err, ErrNotFound):
-			return err
-		}
-		if err := w.putAPIKey(enc, nil); err != nil {
-			return err
-		}
-		return w.appendAudit(prepared)
-	})
+	err = create(ctx, s, k.TenantID, "key id "+k.ID, enc, audit, func(r reader) error {
+		_, err := r.apiKey(k.ID)
+		return err
+	}, writer.putAPIKey)
 	if err != nil {
 		return fmt.Errorf("store: put API key %s of tenant %s: %w", k.ID, k.TenantID, err)
 	}
 	return nil
+}
+
+// create stores enc, a new record of tenant, with its audit records in
+// the same commit; a record stored under its key (stored finds it) is
+// ErrConflict: the key is taken.
+func create[T any](ctx context.Context, s *Store, tenant, key string, enc encoded[T], audit []AuditRecord,
+	stored func(r reader) error, put func(w writer, rec encoded[T], old *T) error) error {
+	prepared, err := s.prepareTenantAudit(tenant, audit)
+	if err != nil {
+		return err
+	}
+	return s.write(ctx, false, func(w writer) error {
+		switch err := stored(w); {
+		case err == nil:
+			return fmt.Errorf("%s is taken: %w", key, ErrConflict)
+		case !errors.Is(err, ErrNotFound):
+			return err
+		}
+		if err := put(w, enc, nil); err != nil {
+			return err
+		}
+		return w.appendAudit(prepared)
+	})
 }
 
 // APIKey returns a key by its id alone, whatever its tenant: the runs API
@@ -283,22 +294,10 @@ func (s *Store) PutTrigger(ctx context.Context, t Trigger, audit ...AuditRecord)
 	if err != nil {
 		return fmt.Errorf("trigger %s: %w", t.ID, err)
 	}
-	prepared, err := s.prepareTenantAudit(t.TenantID, audit)
-	if err != nil {
-		return fmt.Errorf("trigger %s: %w", t.ID, err)
-	}
-	err = s.write(ctx, false, func(w writer) error {
-		switch _, err := w.trigger(t.TenantID, t.ID); {
-		case err == nil:
-			return fmt.Errorf("trigger id %s is taken: %w", t.ID, ErrConflict)
-		case !errors.Is(err, ErrNotFound):
-			return err
-		}
-		if err := w.putTrigger(enc, nil); err != nil {
-			return err
-		}
-		return w.appendAudit(prepared)
-	})
+	err = create(ctx, s, t.TenantID, "trigger id "+t.ID, enc, audit, func(r reader) error {
+		_, err := r.trigger(t.TenantID, t.ID)
+		return err
+	}, writer.putTrigger)
 	if err != nil {
 		return fmt.Errorf("store: put trigger %s of tenant %s: %w", t.ID, t.TenantID, err)
 	}
