@@ -222,7 +222,7 @@ func (s *pgStore) write(ctx context.Context, _ bool, fn func(w writer) error) er
 			err = t.commit()
 		}
 		again := t.end(err)
-		if err != nil && again && attempt < pgRetries {
+		if err != nil && again && attempt < pgRetries && wctx.Err() == nil {
 			continue
 		}
 		if err == nil {
@@ -474,18 +474,6 @@ func (t *pgTx) end(err error) (again bool) {
 	// A connection lost before the commit was sent: the server rolls the
 	// transaction back.
 	return lost && !t.commitSent
-}
-
-// isConnError reports an error of the connection rather than of a
-// statement: the server went away (admin_shutdown and its kin, class 08)
-// or the network failed.
-func isConnError(err error) bool {
-	var pe *pgconn.PgError
-	if errors.As(err, &pe) {
-		return strings.HasPrefix(pe.Code, "08") || strings.HasPrefix(pe.Code, "57P")
-	}
-	return !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, context.Canceled) && !errors.Is(err, ErrNotFound) &&
-		!errors.Is(err, ErrInvalid) && !errors.Is(err, ErrConflict) && !errors.Is(err, ErrRevoked)
 }
 
 // isUniqueViolation reports a unique_violation.
