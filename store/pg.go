@@ -77,6 +77,17 @@ func openPostgres(ctx context.Context, url string, opts Options, migrations []pg
 		// that sets random_page_cost keeps its own.
 		cfg.ConnConfig.RuntimeParams["random_page_cost"] = "1.1"
 	}
+	if _, set := cfg.ConnConfig.RuntimeParams["plan_cache_mode"]; !set {
+		// pgx prepares each statement once per connection; PostgreSQL
+		// then plans it anew at each run while it deems the plan for the
+		// values better than the generic one, which for an audit page it
+		// does for ever: a tenth of a millisecond of planning on every
+		// page. The store's queries are lookups by key and ranges of an
+		// index, whose generic plans are the same (an audit page's:
+		// TestAuditPagePlanUsesAnIndex). A URL that sets plan_cache_mode
+		// keeps its own.
+		cfg.ConnConfig.RuntimeParams["plan_cache_mode"] = "force_generic_plan"
+	}
 	timeout := opts.OpenTimeout
 	if timeout <= 0 {
 		timeout = DefaultOpenTimeout
