@@ -18,8 +18,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-
 	"teamsbot/store"
 )
 
@@ -444,23 +442,9 @@ func buildAuditLog(b *testing.B, s *store.Store, bk backend, location string, n 
 		}
 	}
 	if bk.name == "postgres" {
-		pgExec(b, location, `VACUUM ANALYZE audit`)
+		pgQuery(b, location, `VACUUM ANALYZE audit`)
 	}
 	return time.Since(start)
-}
-
-// pgExec runs one statement on the database at url.
-func pgExec(b testing.TB, url, sql string) {
-	b.Helper()
-	ctx := context.Background()
-	conn, err := pgx.Connect(ctx, url)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer conn.Close(ctx)
-	if _, err := conn.Exec(ctx, sql); err != nil {
-		b.Fatalf("%s: %v", sql, err)
-	}
 }
 
 // bigLogSize is 1,000,000 records when the benchmarks run for real, and
