@@ -1,17 +1,12 @@
 package store
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
-	"strings"
 	"time"
 	"unicode/utf8"
-
-	"go.etcd.io/bbolt"
 
 	"teamsbot/mcpapps"
 )
@@ -58,74 +53,40 @@ type Binding struct {
 	CreatedAt   time.Time `json:"createdAt"`
 }
 
-// checkKeyPart checks a string used as a part of a key: present, bounded,
-// valid UTF-8 (JSON would silently change it otherwise, and the record
-// would no longer match its key) and free of the NUL byte that ends key
-// parts, so that no id can reach into the keys of another.
-func checkKeyPart(what, v string) error {
-	if err := checkID(what, v); err != nil {
-		return err
+// key checks the parts that identify a binding and returns a name of it
+// for errors.
+func (b Binding) key() (name string, err error) {
+	if err := checkKeyParts("the tenant id", b.TenantID, "the agent id", b.AgentID, "the subject", b.Subject); err != nil {
+		return "", err
 	}
-	return checkText(what, v, maxIDLen)
-}
-
-// checkText checks a string stored in a record: bounded, valid UTF-8, no
-// NUL byte.
-func checkText(what, v string, limit int) error {
-	switch {
-	case len(v) > limit:
-		return invalid("%s is %d bytes long, at most %d", what, len(v), limit)
-	case !utf8.ValidString(v):
-		return invalid("%s is not valid UTF-8", what)
-	case strings.IndexByte(v, 0) >= 0:
-		return invalid("%s contains a NUL byte", what)
-	}
-	return nil
-}
-
-// checkBindingKey checks the parts that identify a binding and returns its
-// key and a name for errors.
-func checkBindingKey(tenant, agent, kind, subject, role string) (key []byte, name string, err error) {
-	for _, p := range []struct{ what, v string }{
-		{"the tenant id", tenant}, {"the agent id", agent}, {"the subject", subject},
-	} {
-		if err := checkKeyPart(p.what, p.v); err != nil {
-			return nil, "", err
-		}
-	}
-	switch kind {
+	switch b.Kind {
 	case KindUser, KindGroup:
 	default:
-		return nil, "", fmt.Errorf("binding of %s to agent %s of tenant %s: %w",
-			subject, agent, tenant, invalid("the kind %.64q is neither %q nor %q", kind, KindUser, KindGroup))
+		return "", fmt.Errorf("binding of %s to agent %s of tenant %s: %w",
+			b.Subject, b.AgentID, b.TenantID, invalid("the kind %.64q is neither %q nor %q", b.Kind, KindUser, KindGroup))
 	}
-	switch role {
+	switch b.Role {
 	case RoleReader, RoleRunner, RoleAdmin:
 	default:
-		return nil, "", fmt.Errorf("binding of %s %s to agent %s of tenant %s: %w",
-			kind, subject, agent, tenant, invalid("the role %.64q is not %q, %q or %q", role, RoleReader, RoleRunner, RoleAdmin))
+		return "", fmt.Errorf("binding of %s %s to agent %s of tenant %s: %w",
+			b.Kind, b.Subject, b.AgentID, b.TenantID, invalid("the role %.64q is not %q, %q or %q", b.Role, RoleReader, RoleRunner, RoleAdmin))
 	}
-	name = fmt.Sprintf("of %s %s as %s on agent %s of tenant %s", kind, subject, role, agent, tenant)
-	return indexKey(nil, tenant, agent, subject, kind, role), name, nil
+	return fmt.Sprintf("of %s %s as %s on agent %s of tenant %s", b.Kind, b.Subject, b.Role, b.AgentID, b.TenantID), nil
 }
 
-// prepareTenantAudit checks and encodes the audit records of a change to
-// tenant's access records. A record without a tenant is the change's
-// tenant's; one naming another tenant is refused, so that an admin of one
-// tenant never writes into another's audit log.
-func (s *base) prepareTenantAudit(tenant string, recs []AuditRecord) ([]preparedAudit, error) {
-	own := make([]AuditRecord, len(recs)) // never change the caller's slice
-	for i, r := range recs {
-		switch r.TenantID {
-		case "":
-			r.TenantID = tenant
-		case tenant:
-		default:
-			return nil, invalid("audit record %d is of tenant %.128s, the change of tenant %s", i, r.TenantID, tenant)
-		}
-		own[i] = r
+// storedBinding reads the binding of b's key, with the others of its
+// subject on its agent.
+func storedBinding(r reader, b Binding) (Binding, error) {
+	bs, err := r.bindings(b.TenantID, b.AgentID, []string{b.Subject})
+	if err != nil {
+		return Binding{}, err
 	}
-	return s.prepareAudit(own)
+	for _, s := range bs {
+		if s.Kind == b.Kind && s.Role == b.Role {
+			return s, nil
+		}
+	}
+	return Binding{}, ErrNotFound
 }
 
 // PutBinding stores a binding, with the audit records of the change in the
@@ -140,34 +101,52 @@ func (s *base) prepareTenantAudit(tenant string, recs []AuditRecord) ([]prepared
 // only refreshes its DisplayName. The audit records are written either
 // way, as a record of what was asked. An audit record's empty TenantID is
 // the binding's; another tenant's is ErrInvalid.
-func (s *boltStore) PutBinding(ctx context.Context, b Binding, audit ...AuditRecord) error {
+func (s *Store) PutBinding(ctx context.Context, b Binding, audit ...AuditRecord) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	b, key, name, value, prepared, err := s.prepareBinding(b, audit)
+	name, err := b.key()
 	if err != nil {
 		return err
 	}
-	err = s.write(ctx, func(tx *bbolt.Tx) error {
-		bucket := tx.Bucket([]byte(bucketBindings))
-		v := value
-		if old := bucket.Get(key); old != nil {
+	if err := errors.Join(
+		checkText("the display name", b.DisplayName, maxDisplayName),
+		checkText("binding creator", b.CreatedBy, maxIDLen),
+	); err != nil {
+		return fmt.Errorf("binding %s: %w", name, err)
+	}
+	if b.CreatedAt.IsZero() {
+		b.CreatedAt = s.now()
+	}
+	enc, err := encode(b)
+	if err != nil {
+		return fmt.Errorf("binding %s: %w", name, err)
+	}
+	prepared, err := s.prepareTenantAudit(b.TenantID, audit)
+	if err != nil {
+		return fmt.Errorf("binding %s: %w", name, err)
+	}
+	err = s.write(ctx, false, func(w writer) error {
+		put, old := enc, (*Binding)(nil)
+		switch stored, err := storedBinding(w, b); {
+		case errors.Is(err, ErrNotFound):
+		case err != nil:
+			return err
+		default:
 			// Already granted: keep who granted it and when. This
-			// decodes and encodes one small record inside the
-			// transaction, only on a repeated put.
-			var kept Binding
-			if err := json.Unmarshal(old, &kept); err != nil {
-				return fmt.Errorf("stored record: %w", err)
-			}
+			// encodes one small record inside the transaction, only
+			// on a repeated put.
+			old = &stored
+			kept := stored
 			kept.DisplayName = b.DisplayName
-			if v, err = json.Marshal(kept); err != nil {
+			if put, err = encode(kept); err != nil {
 				return err
 			}
 		}
-		if err := bucket.Put(key, v); err != nil {
+		if err := w.putBinding(put, old); err != nil {
 			return err
 		}
-		return appendAudit(tx, prepared)
+		return w.appendAudit(prepared)
 	})
 	if err != nil {
 		return fmt.Errorf("store: put binding %s: %w", name, err)
@@ -179,11 +158,12 @@ func (s *boltStore) PutBinding(ctx context.Context, b Binding, audit ...AuditRec
 // the same commit. A binding that is not stored gives ErrNotFound, and its
 // audit records are not written either. Arguments are checked as by
 // PutBinding.
-func (s *boltStore) DeleteBinding(ctx context.Context, tenant, agent, kind, subject, role string, audit ...AuditRecord) error {
+func (s *Store) DeleteBinding(ctx context.Context, tenant, agent, kind, subject, role string, audit ...AuditRecord) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	key, name, err := checkBindingKey(tenant, agent, kind, subject, role)
+	b := Binding{TenantID: tenant, AgentID: agent, Kind: kind, Subject: subject, Role: role}
+	name, err := b.key()
 	if err != nil {
 		return err
 	}
@@ -191,15 +171,15 @@ func (s *boltStore) DeleteBinding(ctx context.Context, tenant, agent, kind, subj
 	if err != nil {
 		return fmt.Errorf("binding %s: %w", name, err)
 	}
-	err = s.write(ctx, func(tx *bbolt.Tx) error {
-		bucket := tx.Bucket([]byte(bucketBindings))
-		if bucket.Get(key) == nil {
-			return ErrNotFound
-		}
-		if err := bucket.Delete(key); err != nil {
+	err = s.write(ctx, false, func(w writer) error {
+		stored, err := storedBinding(w, b)
+		if err != nil {
 			return err
 		}
-		return appendAudit(tx, prepared)
+		if err := w.deleteBinding(stored); err != nil {
+			return err
+		}
+		return w.appendAudit(prepared)
 	})
 	if err != nil {
 		return fmt.Errorf("store: delete binding %s: %w", name, err)
@@ -212,25 +192,22 @@ func (s *boltStore) DeleteBinding(ctx context.Context, tenant, agent, kind, subj
 // agent, then subject, kind and role. Agent AllAgents returns only the
 // bindings made for every agent. A tenant without bindings has none, and
 // no error.
-func (s *boltStore) Bindings(ctx context.Context, tenant, agent string) ([]Binding, error) {
+func (s *Store) Bindings(ctx context.Context, tenant, agent string) ([]Binding, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
 	if err := checkKeyPart("bindings tenant", tenant); err != nil {
 		return nil, err
 	}
-	prefix := indexKey(nil, tenant)
 	if agent != "" {
-		if err := checkKeyPart("bindings agent", agent); err != nil {
+		if err := checkKeyPart("the agent id", agent); err != nil {
 			return nil, err
 		}
-		prefix = indexKey(nil, tenant, agent)
 	}
 	var out []Binding
-	err := s.read(func(tx *bbolt.Tx) error {
-		c := tx.Bucket([]byte(bucketBindings)).Cursor()
+	err := s.be.read(ctx, func(r reader) error {
 		var err error
-		out, err = appendBindings(out, c, prefix)
+		out, err = r.bindings(tenant, agent, nil)
 		return err
 	})
 	if err != nil {
@@ -250,12 +227,21 @@ func (s *boltStore) Bindings(ctx context.Context, tenant, agent string) ([]Bindi
 //
 // An empty subject, or more than 10,000 of them, is ErrInvalid: the
 // caller has not identified the user, and denies.
-func (s *boltStore) BindingsFor(ctx context.Context, tenant, agent string, subjects []string) ([]Binding, error) {
+func (s *Store) BindingsFor(ctx context.Context, tenant, agent string, subjects []string) ([]Binding, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	if err := checkBindingsFor(tenant, agent, subjects); err != nil {
+	if err := checkKeyParts("the tenant id", tenant, "the agent id", agent); err != nil {
 		return nil, err
+	}
+	if len(subjects) > maxBindingSubjects {
+		return nil, fmt.Errorf("bindings of agent %s of tenant %s: %w",
+			agent, tenant, invalid("%d subjects, at most %d", len(subjects), maxBindingSubjects))
+	}
+	for _, sub := range subjects {
+		if err := checkKeyPart("a subject", sub); err != nil {
+			return nil, fmt.Errorf("bindings of agent %s of tenant %s: %w", agent, tenant, err)
+		}
 	}
 	if len(subjects) == 0 {
 		return nil, nil
@@ -268,32 +254,23 @@ func (s *boltStore) BindingsFor(ctx context.Context, tenant, agent string, subje
 		agents = agents[:1]
 	}
 	var out []Binding
-	err := s.read(func(tx *bbolt.Tx) error {
-		c := tx.Bucket([]byte(bucketBindings)).Cursor()
+	err := s.be.read(ctx, func(r reader) error {
+		out = nil
 		for _, a := range agents {
-			for _, sub := range subs {
-				var err error
-				if out, err = appendBindings(out, c, indexKey(nil, tenant, a, sub)); err != nil {
-					return err
-				}
+			bs, err := r.bindings(tenant, a, subs)
+			if err != nil {
+				return err
+			}
+			if out == nil {
+				out = bs
+			} else {
+				out = append(out, bs...)
 			}
 		}
 		return nil
 	})
 	if err != nil {
 		return nil, fmt.Errorf("store: bindings for agent %s of tenant %s: %w", agent, tenant, err)
-	}
-	return out, nil
-}
-
-// appendBindings decodes the bindings whose keys start with prefix.
-func appendBindings(out []Binding, c *bbolt.Cursor, prefix []byte) ([]Binding, error) {
-	for k, v := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix); k, v = c.Next() {
-		var b Binding
-		if err := json.Unmarshal(v, &b); err != nil {
-			return out, fmt.Errorf("binding %q: %w", k, err)
-		}
-		out = append(out, b)
 	}
 	return out, nil
 }
@@ -387,11 +364,11 @@ func defaultTenantSettings(tenant string) TenantSettings {
 
 // TenantSettings returns a tenant's settings. A tenant that stored none
 // has the defaults (DefaultRunner, Version 0), and no error.
-func (s *boltStore) TenantSettings(ctx context.Context, tenant string) (TenantSettings, error) {
+func (s *Store) TenantSettings(ctx context.Context, tenant string) (TenantSettings, error) {
 	if err := checkKeyPart("settings tenant", tenant); err != nil {
 		return TenantSettings{}, err
 	}
-	ts, err := getJSON[TenantSettings](ctx, s, bucketTenantSettings, "settings of tenant", tenant)
+	ts, err := get(ctx, s, "settings of tenant", tenant, reader.tenantSettings)
 	if errors.Is(err, ErrNotFound) {
 		return defaultTenantSettings(tenant), nil
 	}
@@ -401,8 +378,8 @@ func (s *boltStore) TenantSettings(ctx context.Context, tenant string) (TenantSe
 	return ts, nil
 }
 
-// checkTenantSettings is what PutTenantSettings checks of the settings on
-// every backend before it writes anything.
+// checkTenantSettings is what PutTenantSettings checks of the settings
+// before it writes anything.
 func checkTenantSettings(ts TenantSettings) error {
 	if err := checkKeyPart("settings tenant", ts.TenantID); err != nil {
 		return err
@@ -427,37 +404,59 @@ func checkTenantSettings(ts TenantSettings) error {
 // them since the caller read them, and their change stands. Audit records
 // are checked as by PutBinding. On any error nothing is written and prev
 // is zero.
-func (s *boltStore) PutTenantSettings(ctx context.Context, ts TenantSettings, wantVersion uint64, audit ...AuditRecord) (prev TenantSettings, err error) {
+func (s *Store) PutTenantSettings(ctx context.Context, ts TenantSettings, wantVersion uint64, audit ...AuditRecord) (prev TenantSettings, err error) {
+	if err := checkTenantSettings(ts); err != nil {
+		return TenantSettings{}, err
+	}
+	if ts.UpdatedAt.IsZero() {
+		ts.UpdatedAt = s.now()
+	}
+	ts.Version = wantVersion + 1
+	// A field the stored settings leave out reads as false, not as the
+	// default.
+	return putVersioned(ctx, s, "settings of tenant", ts.TenantID, ts, defaultTenantSettings(ts.TenantID), wantVersion, audit,
+		reader.tenantSettings, writer.putTenantSettings, func(ts TenantSettings) uint64 { return ts.Version })
+}
+
+// putVersioned stores rec, a tenant's record at version wantVersion + 1,
+// if the stored one is at wantVersion (none stored: 0, and it is def),
+// with the audit records in the same commit, and returns the record it
+// replaced. rec is encoded before the transaction, as the version it
+// stores at is known.
+func putVersioned[T any](ctx context.Context, s *Store, what, tenant string, rec, def T, wantVersion uint64, audit []AuditRecord,
+	get func(reader, string) (T, error), put func(writer, encoded[T], *T) error, version func(T) uint64) (prev T, err error) {
+	var zero T
 	if err := ctx.Err(); err != nil {
-		return TenantSettings{}, err
+		return zero, err
 	}
-	ts, value, prepared, err := s.prepareTenantSettings(ts, wantVersion, audit)
+	enc, err := encode(rec)
 	if err != nil {
-		return TenantSettings{}, err
+		return zero, fmt.Errorf("%s %s: %w", what, tenant, err)
 	}
-	key := []byte(ts.TenantID)
-	err = s.write(ctx, func(tx *bbolt.Tx) error {
-		bucket := tx.Bucket([]byte(bucketTenantSettings))
-		prev = defaultTenantSettings(ts.TenantID)
-		if old := bucket.Get(key); old != nil {
-			// Decode into a zero record: a field the stored one
-			// leaves out is false, not the default.
-			var stored TenantSettings
-			if err := json.Unmarshal(old, &stored); err != nil {
-				return fmt.Errorf("stored record: %w", err)
-			}
-			prev = stored
+	prepared, err := s.prepareTenantAudit(tenant, audit)
+	if err != nil {
+		return zero, fmt.Errorf("%s %s: %w", what, tenant, err)
+	}
+	err = s.write(ctx, false, func(w writer) error {
+		prev = def
+		var old *T
+		switch stored, err := get(w, tenant); {
+		case errors.Is(err, ErrNotFound):
+		case err != nil:
+			return err
+		default:
+			prev, old = stored, &stored
 		}
-		if prev.Version != wantVersion {
-			return fmt.Errorf("stored at version %d, not %d: %w", prev.Version, wantVersion, ErrConflict)
+		if v := version(prev); v != wantVersion {
+			return fmt.Errorf("stored at version %d, not %d: %w", v, wantVersion, ErrConflict)
 		}
-		if err := bucket.Put(key, value); err != nil {
+		if err := put(w, enc, old); err != nil {
 			return err
 		}
-		return appendAudit(tx, prepared)
+		return w.appendAudit(prepared)
 	})
 	if err != nil {
-		return TenantSettings{}, fmt.Errorf("store: put settings of tenant %s: %w", ts.TenantID, err)
+		return zero, fmt.Errorf("store: put %s %s: %w", what, tenant, err)
 	}
 	return prev, nil
 }
@@ -477,19 +476,19 @@ type PolicySet struct {
 
 // PolicySet returns a tenant's policy set; ErrNotFound when it stored
 // none, and the caller uses its default.
-func (s *boltStore) PolicySet(ctx context.Context, tenant string) (PolicySet, error) {
+func (s *Store) PolicySet(ctx context.Context, tenant string) (PolicySet, error) {
 	if err := checkKeyPart("policy set tenant", tenant); err != nil {
 		return PolicySet{}, err
 	}
-	p, err := getJSON[PolicySet](ctx, s, bucketPolicySets, "policy set of tenant", tenant)
+	p, err := get(ctx, s, "policy set of tenant", tenant, reader.policySet)
 	if err != nil {
 		return PolicySet{}, fmt.Errorf("store: %w", err)
 	}
 	return p, nil
 }
 
-// checkPolicySet is what PutPolicySet checks of the set on every backend
-// before it writes anything. Cedar text may hold any character in its
+// checkPolicySet is what PutPolicySet checks of the set before it writes
+// anything. Cedar text may hold any character in its
 // strings, NUL too: only its size and encoding are checked.
 func checkPolicySet(p PolicySet) error {
 	if err := checkKeyPart("policy set tenant", p.TenantID); err != nil {
@@ -517,37 +516,14 @@ func checkPolicySet(p PolicySet) error {
 // MaxPolicySetText bytes, or not valid UTF-8, is ErrInvalid. Audit records
 // are checked as by PutBinding. On any error nothing is written and prev
 // is zero.
-func (s *boltStore) PutPolicySet(ctx context.Context, p PolicySet, wantVersion uint64, audit ...AuditRecord) (prev PolicySet, err error) {
-	if err := ctx.Err(); err != nil {
+func (s *Store) PutPolicySet(ctx context.Context, p PolicySet, wantVersion uint64, audit ...AuditRecord) (prev PolicySet, err error) {
+	if err := checkPolicySet(p); err != nil {
 		return PolicySet{}, err
 	}
-	p, value, prepared, err := s.preparePolicySet(p, wantVersion, audit)
-	if err != nil {
-		return PolicySet{}, err
+	if p.UpdatedAt.IsZero() {
+		p.UpdatedAt = s.now()
 	}
-	key := []byte(p.TenantID)
-	err = s.write(ctx, func(tx *bbolt.Tx) error {
-		bucket := tx.Bucket([]byte(bucketPolicySets))
-		prev = PolicySet{TenantID: p.TenantID}
-		if old := bucket.Get(key); old != nil {
-			// Decoding costs about what checking the version alone
-			// would: the decoder scans the whole record either way.
-			var stored PolicySet
-			if err := json.Unmarshal(old, &stored); err != nil {
-				return fmt.Errorf("stored record: %w", err)
-			}
-			prev = stored
-		}
-		if prev.Version != wantVersion {
-			return fmt.Errorf("stored at version %d, not %d: %w", prev.Version, wantVersion, ErrConflict)
-		}
-		if err := bucket.Put(key, value); err != nil {
-			return err
-		}
-		return appendAudit(tx, prepared)
-	})
-	if err != nil {
-		return PolicySet{}, fmt.Errorf("store: put policy set of tenant %s: %w", p.TenantID, err)
-	}
-	return prev, nil
+	p.Version = wantVersion + 1
+	return putVersioned(ctx, s, "policy set of tenant", p.TenantID, p, PolicySet{TenantID: p.TenantID}, wantVersion, audit,
+		reader.policySet, writer.putPolicySet, func(p PolicySet) uint64 { return p.Version })
 }

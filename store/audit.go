@@ -1,15 +1,12 @@
 package store
 
 import (
-	"bytes"
 	"context"
-	"encoding/binary"
 	"encoding/json"
 	"fmt"
 	"strings"
 	"time"
-
-	"go.etcd.io/bbolt"
+	"unicode/utf8"
 )
 
 // maxAuditName bounds tenant ids and actions, which are index key parts.
@@ -37,19 +34,22 @@ type AuditQuery struct {
 	Newest bool
 }
 
-// preparedAudit is one record encoded outside the transaction; its
-// sequence number is drawn inside it.
+// preparedAudit is one record checked and encoded outside the
+// transaction; its sequence number is drawn inside it. Beside the JSON it
+// carries what AuditFilter filters on, as the JSON reads back, which
+// PostgreSQL keeps in columns of their own.
 type preparedAudit struct {
-	time   [8]byte
+	at     time.Time
 	tenant string
 	action string
+	match  auditMatch
 	value  []byte
 }
 
 // prepareAudit checks and encodes records. A record without a time gets
 // the store's clock. The action is required; an empty tenant is allowed
 // for events that belong to no tenant.
-func (s *base) prepareAudit(recs []AuditRecord) ([]preparedAudit, error) {
+func (s *Store) prepareAudit(recs []AuditRecord) ([]preparedAudit, error) {
 	out := make([]preparedAudit, 0, len(recs))
 	for i, r := range recs {
 		if err := checkAuditName("action", r.Action, false); err != nil {
@@ -61,14 +61,42 @@ func (s *base) prepareAudit(recs []AuditRecord) ([]preparedAudit, error) {
 		if r.Time.IsZero() {
 			r.Time = s.now()
 		}
-		r.Seq = 0 // the key holds it
+		r.Seq = 0 // the log numbers it
 		value, err := json.Marshal(r)
 		if err != nil {
 			return nil, fmt.Errorf("audit record %d (%s): %w", i, r.Action, err)
 		}
-		out = append(out, preparedAudit{time: timeKey(r.Time), tenant: r.TenantID, action: r.Action, value: value})
+		m, err := matchOf(r, value)
+		if err != nil {
+			return nil, fmt.Errorf("audit record %d (%s): %w", i, r.Action, err)
+		}
+		out = append(out, preparedAudit{at: r.Time, tenant: r.TenantID, action: r.Action, match: m, value: value})
 	}
 	return out, nil
+}
+
+// matchOf is what the filters look at in r, as its JSON value reads back:
+// the strings of r themselves when they are valid UTF-8 (which JSON keeps
+// as they are), or else decoded from value.
+func matchOf(r AuditRecord, value []byte) (auditMatch, error) {
+	tool, tok := r.Fields["tool"].(string)
+	result, rok := r.Fields["result"].(string)
+	_, tany := r.Fields["tool"]
+	_, rany := r.Fields["result"]
+	if (tok || !tany) && (rok || !rany) && utf8.ValidString(r.Actor) && utf8.ValidString(tool) && utf8.ValidString(result) {
+		var m auditMatch
+		m.Actor = r.Actor
+		if tok {
+			m.Fields.Tool = tool
+		}
+		if rok {
+			m.Fields.Result = result
+		}
+		return m, nil
+	}
+	var m auditMatch
+	err := json.Unmarshal(value, &m)
+	return m, err
 }
 
 func checkAuditName(what, v string, emptyOK bool) error {
@@ -83,55 +111,29 @@ func checkAuditName(what, v string, emptyOK bool) error {
 	return nil
 }
 
-// appendAudit writes prepared records and their index entries.
-func appendAudit(tx *bbolt.Tx, recs []preparedAudit) error {
-	if len(recs) == 0 {
-		return nil
+// prepareTenantAudit checks and encodes the audit records of a change to
+// tenant's records. A record without a tenant is the change's tenant's;
+// one naming another tenant is refused, so that an admin of one tenant
+// never writes into another's audit log.
+func (s *Store) prepareTenantAudit(tenant string, recs []AuditRecord) ([]preparedAudit, error) {
+	own := make([]AuditRecord, len(recs)) // never change the caller's slice
+	for i, r := range recs {
+		switch r.TenantID {
+		case "":
+			r.TenantID = tenant
+		case tenant:
+		default:
+			return nil, invalid("audit record %d is of tenant %.128s, the change of tenant %s", i, r.TenantID, tenant)
+		}
+		own[i] = r
 	}
-	main := tx.Bucket([]byte(bucketAudit))
-	byTenant := tx.Bucket([]byte(bucketAuditByTenant))
-	byAction := tx.Bucket([]byte(bucketAuditByAction))
-	byBoth := tx.Bucket([]byte(bucketAuditByTenantAction))
-	empty := []byte{}
-	for _, r := range recs {
-		seq, err := main.NextSequence()
-		if err != nil {
-			return err
-		}
-		pk := binary.BigEndian.AppendUint64(append(make([]byte, 0, 16), r.time[:]...), seq)
-		if err := main.Put(pk, r.value); err != nil {
-			return err
-		}
-		if err := byTenant.Put(indexKey(pk, r.tenant), empty); err != nil {
-			return err
-		}
-		if err := byAction.Put(indexKey(pk, r.action), empty); err != nil {
-			return err
-		}
-		if err := byBoth.Put(indexKey(pk, r.tenant, r.action), empty); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// indexKey is each part followed by a NUL, then suffix.
-func indexKey(suffix []byte, parts ...string) []byte {
-	n := len(suffix)
-	for _, p := range parts {
-		n += len(p) + 1
-	}
-	k := make([]byte, 0, n)
-	for _, p := range parts {
-		k = append(append(k, p...), 0)
-	}
-	return append(k, suffix...)
+	return s.prepareAudit(own)
 }
 
 // Append adds audit records to the log in one commit, each with the next
 // sequence number. A record with a zero Time is stamped with the store's
 // clock; Seq is ignored. It returns once the records are on disk.
-func (s *boltStore) Append(ctx context.Context, recs ...AuditRecord) error {
+func (s *Store) Append(ctx context.Context, recs ...AuditRecord) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -142,7 +144,7 @@ func (s *boltStore) Append(ctx context.Context, recs ...AuditRecord) error {
 	if err != nil {
 		return err
 	}
-	if err := s.write(ctx, func(tx *bbolt.Tx) error { return appendAudit(tx, prepared) }); err != nil {
+	if err := s.write(ctx, false, func(w writer) error { return w.appendAudit(prepared) }); err != nil {
 		return fmt.Errorf("store: append audit: %w", err)
 	}
 	return nil
@@ -152,75 +154,18 @@ func (s *boltStore) Append(ctx context.Context, recs ...AuditRecord) error {
 // time in the order they were appended), oldest first unless q.Newest.
 // A query by tenant, action or both reads only the matching records,
 // through an index.
-func (s *boltStore) Audit(ctx context.Context, q AuditQuery) ([]AuditRecord, error) {
+func (s *Store) Audit(ctx context.Context, q AuditQuery) ([]AuditRecord, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
 	if strings.IndexByte(q.TenantID, 0) >= 0 || strings.IndexByte(q.Action, 0) >= 0 {
 		return nil, invalid("audit query: NUL byte in tenant or action")
 	}
-	bucket, prefix := bucketAudit, []byte(nil)
-	switch {
-	case q.TenantID != "" && q.Action != "":
-		bucket, prefix = bucketAuditByTenantAction, indexKey(nil, q.TenantID, q.Action)
-	case q.TenantID != "":
-		bucket, prefix = bucketAuditByTenant, indexKey(nil, q.TenantID)
-	case q.Action != "":
-		bucket, prefix = bucketAuditByAction, indexKey(nil, q.Action)
-	}
-	// The scan covers [lo, hi): from prefix|T(From) up to prefix|T(To),
-	// or to the end of the prefix.
-	lo := prefix
-	if !q.From.IsZero() {
-		t := timeKey(q.From)
-		lo = append(bytes.Clone(prefix), t[:]...)
-	}
-	var hi []byte // nil: no upper bound
-	if !q.To.IsZero() {
-		t := timeKey(q.To)
-		hi = append(bytes.Clone(prefix), t[:]...)
-	} else if len(prefix) > 0 {
-		hi = prefixEnd(prefix)
-	}
 	var out []AuditRecord
-	err := s.read(func(tx *bbolt.Tx) error {
-		main := tx.Bucket([]byte(bucketAudit))
-		c := tx.Bucket([]byte(bucket)).Cursor()
-		var k []byte
-		if q.Newest {
-			if hi == nil {
-				k, _ = c.Last()
-			} else if k, _ = c.Seek(hi); k == nil {
-				k, _ = c.Last()
-			} else {
-				k, _ = c.Prev()
-			}
-		} else {
-			k, _ = c.Seek(lo)
-		}
-		for ; k != nil; k = step(c, q.Newest) {
-			if q.Newest && bytes.Compare(k, lo) < 0 || !q.Newest && hi != nil && bytes.Compare(k, hi) >= 0 {
-				break
-			}
-			if q.Limit > 0 && len(out) >= q.Limit {
-				break
-			}
-			pk := k[len(prefix):]
-			if len(pk) != 16 {
-				return fmt.Errorf("audit index %s: malformed key %x", bucket, k)
-			}
-			value := main.Get(pk)
-			if value == nil {
-				return fmt.Errorf("audit index %s: no record for %x", bucket, pk)
-			}
-			var r AuditRecord
-			if err := json.Unmarshal(value, &r); err != nil {
-				return fmt.Errorf("audit record %x: %w", pk, err)
-			}
-			r.Seq = binary.BigEndian.Uint64(pk[8:])
-			out = append(out, r)
-		}
-		return nil
+	err := s.be.read(ctx, func(r reader) error {
+		var err error
+		out, err = r.audit(q)
+		return err
 	})
 	if err != nil {
 		return nil, fmt.Errorf("store: audit query: %w", err)
@@ -228,21 +173,14 @@ func (s *boltStore) Audit(ctx context.Context, q AuditQuery) ([]AuditRecord, err
 	return out, nil
 }
 
-func step(c *bbolt.Cursor, back bool) []byte {
-	var k []byte
-	if back {
-		k, _ = c.Prev()
-	} else {
-		k, _ = c.Next()
+// auditFor makes the audit records of a change to tenant's records with
+// audit and appends them in w: the change's and its records' commit is
+// one. It runs inside the write, which may run it more than once: audit
+// must only build records.
+func (s *Store) auditFor(w writer, tenant string, audit func() []AuditRecord) error {
+	prepared, err := s.prepareTenantAudit(tenant, audit())
+	if err != nil {
+		return err
 	}
-	return k
-}
-
-// prefixEnd returns the smallest key greater than every key starting with
-// prefix. Our prefixes end in a NUL byte, so incrementing the last byte is
-// enough.
-func prefixEnd(prefix []byte) []byte {
-	end := bytes.Clone(prefix)
-	end[len(end)-1]++
-	return end
+	return w.appendAudit(prepared)
 }

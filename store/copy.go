@@ -2,18 +2,14 @@ package store
 
 import (
 	"context"
-	"encoding/binary"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"go.etcd.io/bbolt"
 )
 
-// copyBatch is how many rows one round trip of CopyToPostgres sends.
+// copyBatch is how many records one write of CopyToPostgres sends.
 const copyBatch = 1000
 
 // CopyCount is what CopyToPostgres did with one kind of record: how many
@@ -36,46 +32,137 @@ const copyMarker = "copied_from_bbolt"
 // holds records of its own: a copy goes into a new database only.
 var ErrNotEmpty = errors.New("store: the database already holds records")
 
+// htmlDoc and arrival are the records of the copy that are not a type of
+// their own: a document under its SHA-256, an activity's arrival.
+type htmlDoc struct {
+	sha  string
+	data []byte
+}
+
+type arrival struct {
+	key   string
+	until time.Time
+}
+
 // CopyToPostgres copies every record of the bbolt store src into the
-// PostgreSQL store dst: runs, views and their HTML, the audit log (with its sequence numbers), conversation
-// references, deliveries, bindings, tenant settings, policy sets, API
-// keys, triggers and the activities seen. It is idempotent: a record whose
-// key is in dst already is left as it is, so running it again copies
-// nothing twice and reports what was there. dst must be a new database, or
-// one an earlier copy wrote into (ErrNotEmpty otherwise). src is read in
-// one read transaction: the service must not be writing to it (Open's
-// file lock sees to that).
+// PostgreSQL store dst: runs, views and their HTML, the audit log (with
+// its sequence numbers), conversation references, deliveries, bindings,
+// tenant settings, policy sets, API keys, triggers and the activities
+// seen, each as the bytes it was stored as. It is idempotent: a record
+// whose key is in dst already is left as it is, so running it again
+// copies nothing twice and reports what was there. dst must be a new
+// database, or one an earlier copy wrote into (ErrNotEmpty otherwise). src
+// is read in one read transaction: the service must not be writing to it
+// (Open's file lock sees to that).
+//
+// It reads every record through the bbolt storage (each, in an order that
+// keeps the database's foreign keys whole: documents before views, runs
+// before deliveries) and writes batches of them through the PostgreSQL
+// storage (load), so that a new kind of record is copied by the storage
+// functions that keep it.
 func CopyToPostgres(ctx context.Context, src, dst *Store) ([]CopyCount, error) {
-	if src.bolt == nil {
+	from, ok := src.be.(*boltStore)
+	if !ok {
 		return nil, fmt.Errorf("store: copy: %w", invalid("the source is not a bbolt store"))
 	}
-	pg, ok := dst.be.(*pgStore)
+	to, ok := dst.be.(*pgStore)
 	if !ok {
 		return nil, fmt.Errorf("store: copy: %w", invalid("the target is not a PostgreSQL store"))
 	}
-	if err := pg.claimCopy(ctx); err != nil {
+	if err := to.claimCopy(ctx); err != nil {
 		return nil, err
 	}
 	var out []CopyCount
-	err := src.bolt.read(func(tx *bbolt.Tx) error {
-		for _, k := range copyKinds() {
-			c, err := k.copy(ctx, pg, tx)
-			if err != nil {
-				return fmt.Errorf("%s: %w", k.kind, err)
-			}
-			c.Kind = k.kind
-			out = append(out, c)
+	count := func(kind string) *CopyCount {
+		if len(out) == 0 || out[len(out)-1].Kind != kind {
+			out = append(out, CopyCount{Kind: kind})
 		}
+		return &out[len(out)-1]
+	}
+	type item struct {
+		kind string
+		rec  any
+	}
+	var batch []item
+	flush := func() error {
+		inserted := make([]bool, len(batch))
+		err := to.write(ctx, false, func(w writer) error {
+			clear(inserted)
+			for i, it := range batch {
+				if err := w.(*pgTx).load(it.rec, func(ok bool) { inserted[i] = ok }); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+		for i, it := range batch {
+			c := count(it.kind)
+			if inserted[i] {
+				c.Inserted++
+			} else {
+				c.AlreadyThere++
+			}
+		}
+		batch = batch[:0]
 		return nil
+	}
+	err := from.view(func(tx *bbolt.Tx) error {
+		if err := (boltTx{tx}).each(ctx, func(kind string, rec any) error {
+			if len(batch) > 0 && batch[len(batch)-1].kind != kind {
+				if err := flush(); err != nil {
+					return err
+				}
+			}
+			c := count(kind)
+			if rec == nil {
+				return nil // a kind begins
+			}
+			c.Read++
+			if why := copySkip(rec); why != "" {
+				c.Skipped++
+				c.SkipReason = why
+				return nil
+			}
+			batch = append(batch, item{kind, rec})
+			if len(batch) == copyBatch {
+				return flush()
+			}
+			return nil
+		}); err != nil {
+			return err
+		}
+		return flush()
 	})
 	if err != nil {
 		return out, fmt.Errorf("store: copy: %w", err)
 	}
 	// The audit log's numbers go on from the largest copied.
-	if _, err := pg.pool.Exec(ctx, `SELECT setval(pg_get_serial_sequence('audit', 'seq'), coalesce((SELECT max(seq) FROM audit), 0) + 1, false)`); err != nil {
+	if _, err := to.pool.Exec(ctx, `SELECT setval(pg_get_serial_sequence('audit', 'seq'), coalesce((SELECT max(seq) FROM audit), 0) + 1, false)`); err != nil {
 		return out, fmt.Errorf("store: copy: audit sequence: %w", err)
 	}
 	return out, nil
+}
+
+// copySkip says why a record cannot be copied, or "": runs, views and
+// conversation references are listed by tenant, and older versions kept
+// tenant ids with a NUL byte, which PostgreSQL's text refuses.
+func copySkip(rec any) string {
+	var tenant string
+	switch r := rec.(type) {
+	case encoded[Run]:
+		tenant = r.rec.TenantID
+	case encoded[View]:
+		tenant = r.rec.TenantID
+	case encoded[ConversationRef]:
+		tenant = r.rec.TenantID
+	}
+	if !keyablePart(tenant) {
+		return "a tenant id with a NUL byte"
+	}
+	return ""
 }
 
 // claimCopy refuses a database with records of its own, and marks one
@@ -102,184 +189,4 @@ func (s *pgStore) claimCopy(ctx context.Context) error {
 		return fmt.Errorf("store: copy: %w", err)
 	}
 	return nil
-}
-
-// copyKind copies one bucket: row turns a key and value into the insert
-// of its row (skip: a reason not to copy it).
-type copyKind struct {
-	kind, bucket string
-	row          func(k, v []byte) (sql string, args []any, skip string, err error)
-}
-
-// copy inserts the bucket's rows in batches of copyBatch statements.
-func (k copyKind) copy(ctx context.Context, s *pgStore, tx *bbolt.Tx) (CopyCount, error) {
-	var c CopyCount
-	b := tx.Bucket([]byte(k.bucket))
-	if b == nil {
-		return c, nil
-	}
-	batch := &pgx.Batch{}
-	flush := func() error {
-		if batch.Len() == 0 {
-			return nil
-		}
-		res := s.pool.SendBatch(ctx, batch)
-		for range batch.Len() {
-			tag, err := res.Exec()
-			if err != nil {
-				res.Close()
-				return err
-			}
-			if tag.RowsAffected() > 0 {
-				c.Inserted++
-			} else {
-				c.AlreadyThere++
-			}
-		}
-		batch = &pgx.Batch{}
-		return res.Close()
-	}
-	err := b.ForEach(func(key, value []byte) error {
-		if err := ctx.Err(); err != nil {
-			return err
-		}
-		c.Read++
-		sql, args, skip, err := k.row(key, value)
-		if err != nil {
-			return fmt.Errorf("%q: %w", key, err)
-		}
-		if skip != "" {
-			c.Skipped++
-			c.SkipReason = skip
-			return nil
-		}
-		batch.Queue(sql, args...)
-		if batch.Len() == copyBatch {
-			return flush()
-		}
-		return nil
-	})
-	if err != nil {
-		return c, err
-	}
-	return c, flush()
-}
-
-// copyKinds lists the buckets in an order that keeps foreign keys whole:
-// HTML before views, runs before deliveries, triggers alone.
-func copyKinds() []copyKind {
-	clone := func(b []byte) []byte { return append([]byte(nil), b...) }
-	return []copyKind{
-		{kind: "html", bucket: bucketHTML, row: func(k, v []byte) (string, []any, string, error) {
-			return `INSERT INTO html (sha, data) VALUES ($1, $2) ON CONFLICT DO NOTHING`, []any{string(k), clone(v)}, "", nil
-		}},
-		{kind: "runs", bucket: bucketRuns, row: func(k, v []byte) (string, []any, string, error) {
-			var r struct {
-				TenantID  string    `json:"tenantId"`
-				CreatedAt time.Time `json:"createdAt"`
-			}
-			if err := json.Unmarshal(v, &r); err != nil {
-				return "", nil, "", err
-			}
-			if !keyablePart(r.TenantID) {
-				return "", nil, "a tenant id with a NUL byte", nil
-			}
-			return `INSERT INTO runs (id, tenant, created_ns, data) VALUES ($1, $2, $3, $4) ON CONFLICT DO NOTHING`,
-				[]any{clone(k), r.TenantID, ns(r.CreatedAt), clone(v)}, "", nil
-		}},
-		{kind: "views", bucket: bucketViews, row: func(k, v []byte) (string, []any, string, error) {
-			var h struct {
-				viewHeader
-				RunID string `json:"runId"`
-			}
-			if err := json.Unmarshal(v, &h); err != nil {
-				return "", nil, "", err
-			}
-			if !keyablePart(h.TenantID) {
-				return "", nil, "a tenant id with a NUL byte", nil
-			}
-			return `INSERT INTO views (id, tenant, run_id, sha, created_ns, expires_ns, end_ns, revoked, data)
-				VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) ON CONFLICT DO NOTHING`,
-				[]any{clone(k), h.TenantID, []byte(h.RunID), strings.ToLower(h.HTMLSHA256), ns(h.CreatedAt), ns(h.ExpiresAt), ns(h.end()), !h.RevokedAt.IsZero(), clone(v)}, "", nil
-		}},
-		{kind: "audit records", bucket: bucketAudit, row: func(k, v []byte) (string, []any, string, error) {
-			if len(k) != 16 {
-				return "", nil, "", fmt.Errorf("key of %d bytes", len(k))
-			}
-			var r struct {
-				TenantID string `json:"tenantId"`
-				Action   string `json:"action"`
-			}
-			if err := json.Unmarshal(v, &r); err != nil {
-				return "", nil, "", err
-			}
-			return `INSERT INTO audit (seq, time_ns, tenant, action, data) OVERRIDING SYSTEM VALUE VALUES ($1, $2, $3, $4, $5) ON CONFLICT DO NOTHING`,
-				[]any{int64(binary.BigEndian.Uint64(k[8:])), keyNS([8]byte(k[:8])), []byte(r.TenantID), []byte(r.Action), clone(v)}, "", nil
-		}},
-		{kind: "conversations", bucket: bucketConversations, row: func(k, v []byte) (string, []any, string, error) {
-			var c struct {
-				TenantID string `json:"tenantId"`
-			}
-			if err := json.Unmarshal(v, &c); err != nil {
-				return "", nil, "", err
-			}
-			if !keyablePart(c.TenantID) {
-				return "", nil, "a tenant id with a NUL byte", nil
-			}
-			return `INSERT INTO conversations (key, tenant, data) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING`,
-				[]any{clone(k), c.TenantID, clone(v)}, "", nil
-		}},
-		{kind: "deliveries", bucket: bucketDeliveries, row: func(k, v []byte) (string, []any, string, error) {
-			// A delivery whose run is not stored inserts nothing.
-			return `INSERT INTO deliveries (run_id, data) SELECT $1, $2 WHERE EXISTS (SELECT 1 FROM runs WHERE id = $1) ON CONFLICT DO NOTHING`,
-				[]any{clone(k), clone(v)}, "", nil
-		}},
-		{kind: "bindings", bucket: bucketBindings, row: func(k, v []byte) (string, []any, string, error) {
-			var b Binding
-			if err := json.Unmarshal(v, &b); err != nil {
-				return "", nil, "", err
-			}
-			return `INSERT INTO bindings (tenant, agent, subject, kind, role, data) VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT DO NOTHING`,
-				[]any{b.TenantID, b.AgentID, b.Subject, b.Kind, b.Role, clone(v)}, "", nil
-		}},
-		{kind: "tenant settings", bucket: bucketTenantSettings, row: func(k, v []byte) (string, []any, string, error) {
-			var ts TenantSettings
-			if err := json.Unmarshal(v, &ts); err != nil {
-				return "", nil, "", err
-			}
-			return `INSERT INTO tenant_settings (tenant, version, data) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING`,
-				[]any{string(k), int64(ts.Version), clone(v)}, "", nil
-		}},
-		{kind: "policy sets", bucket: bucketPolicySets, row: func(k, v []byte) (string, []any, string, error) {
-			var p PolicySet
-			if err := json.Unmarshal(v, &p); err != nil {
-				return "", nil, "", err
-			}
-			return `INSERT INTO policy_sets (tenant, version, data) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING`,
-				[]any{string(k), int64(p.Version), clone(v)}, "", nil
-		}},
-		{kind: "API keys", bucket: bucketAPIKeys, row: func(k, v []byte) (string, []any, string, error) {
-			var a APIKey
-			if err := json.Unmarshal(v, &a); err != nil {
-				return "", nil, "", err
-			}
-			return `INSERT INTO api_keys (id, tenant, revoked_ns, data) VALUES ($1, $2, $3, $4) ON CONFLICT DO NOTHING`,
-				[]any{a.ID, a.TenantID, revokedNS(a.RevokedAt), clone(v)}, "", nil
-		}},
-		{kind: "triggers", bucket: bucketTriggers, row: func(k, v []byte) (string, []any, string, error) {
-			var t Trigger
-			if err := json.Unmarshal(v, &t); err != nil {
-				return "", nil, "", err
-			}
-			return `INSERT INTO triggers (tenant, id, conversation_id, paused, data) VALUES ($1, $2, $3, $4, $5) ON CONFLICT DO NOTHING`,
-				[]any{t.TenantID, t.ID, t.ConversationID, t.Paused, clone(v)}, "", nil
-		}},
-		{kind: "activities", bucket: bucketActivities, row: func(k, v []byte) (string, []any, string, error) {
-			if len(v) != 8 {
-				return "", nil, "", fmt.Errorf("expiry of %d bytes", len(v))
-			}
-			return `INSERT INTO activities (key, expires_ns) VALUES ($1, $2) ON CONFLICT DO NOTHING`,
-				[]any{clone(k), keyNS([8]byte(v))}, "", nil
-		}},
-	}
 }

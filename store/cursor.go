@@ -7,8 +7,6 @@ import (
 	"encoding/base64"
 	"encoding/binary"
 	"time"
-
-	"go.etcd.io/bbolt"
 )
 
 // Page sizes of the listings (AuditPage, ActiveViews, RecentRuns).
@@ -34,23 +32,11 @@ func pageLimit(limit int) int {
 	return limit
 }
 
-// seekLastUnder moves c to the last key before bound, or before every key
-// starting with prefix when bound is nil, and returns it and its value
-// (nil if there is none).
-func seekLastUnder(c *bbolt.Cursor, prefix, bound []byte) (k, v []byte) {
-	if bound == nil {
-		bound = prefixEnd(prefix)
-	}
-	if k, _ = c.Seek(bound); k == nil {
-		return c.Last()
-	}
-	return c.Prev()
-}
-
-// A cursor is, in unpadded base64url, a kind byte, the position (the
-// index key after the tenant's prefix where the page stopped) and the
-// first 16 bytes of an HMAC-SHA256, keyed by meta/cursor_key, of the kind,
-// the query the cursor belongs to and the position. A cursor edited, made
+// A cursor is, in unpadded base64url, a kind byte, the position (where
+// the page stopped, as the bbolt index key after the tenant's prefix has
+// it: T | N in the audit log, T | id among views) and the first 16 bytes
+// of an HMAC-SHA256, keyed by the store's cursor key, of the kind, the
+// query the cursor belongs to and the position. A cursor edited, made
 // up, or taken from another query (another tenant's, other filters) does
 // not verify.
 const (
@@ -60,13 +46,13 @@ const (
 	maxCursorLen = 2048
 )
 
-func (s *base) makeCursor(kind byte, query, pos []byte) string {
+func (s *Store) makeCursor(kind byte, query, pos []byte) string {
 	b := append([]byte{kind}, pos...)
 	b = append(b, s.cursorMAC(b, query)...)
 	return base64.RawURLEncoding.EncodeToString(b)
 }
 
-func (s *base) cursorMAC(kindPos, query []byte) []byte {
+func (s *Store) cursorMAC(kindPos, query []byte) []byte {
 	m := hmac.New(sha256.New, s.cursorKey)
 	m.Write(binary.AppendUvarint(nil, uint64(len(query))))
 	m.Write(query)
@@ -76,7 +62,7 @@ func (s *base) cursorMAC(kindPos, query []byte) []byte {
 
 // readCursor returns the position of a cursor made by makeCursor for the
 // same kind and query; anything else is ErrInvalid.
-func (s *base) readCursor(kind byte, query []byte, c string) ([]byte, error) {
+func (s *Store) readCursor(kind byte, query []byte, c string) ([]byte, error) {
 	if len(c) > maxCursorLen {
 		return nil, invalid("cursor of %d bytes", len(c))
 	}

@@ -2,11 +2,9 @@ package store
 
 import (
 	"context"
-	"encoding/json"
+	"errors"
 	"fmt"
 	"time"
-
-	"go.etcd.io/bbolt"
 )
 
 // maxDeliveryIDs bounds the activity ids of one delivery: an answer is a
@@ -33,18 +31,8 @@ type Delivery struct {
 	SentAt      time.Time `json:"sentAt"`
 }
 
-// PutDelivery stores or replaces where a run's answer went. The run must
-// be stored already (ErrNotFound otherwise), so that no delivery outlives
-// the run it belongs to. A zero SentAt is set from the store's clock. Like
-// SaveRun it goes through the shared writer, so concurrent turns record
-// their deliveries in the same commits as each other's runs; and as the
-// answer is already out when it is called, it is a lazy write: found alone
-// by an idle writer it waits up to 5 ms for the next write (a next turn's
-// run, most likely) to share a commit, rather than make that write wait.
-func (s *boltStore) PutDelivery(ctx context.Context, d Delivery) error {
-	if err := ctx.Err(); err != nil {
-		return err
-	}
+// check checks a delivery before it is stored.
+func (d Delivery) check() error {
 	if err := checkID("delivery run", d.RunID); err != nil {
 		return err
 	}
@@ -65,19 +53,39 @@ func (s *boltStore) PutDelivery(ctx context.Context, d Delivery) error {
 			return fmt.Errorf("delivery of run %s: %w", d.RunID, err)
 		}
 	}
+	return nil
+}
+
+// PutDelivery stores or replaces where a run's answer went. The run must
+// be stored already (ErrNotFound otherwise), so that no delivery outlives
+// the run it belongs to: a sweep deletes it with its run. A zero SentAt is
+// set from the store's clock. On bbolt, like SaveRun it goes through the
+// shared writer, so concurrent turns record their deliveries in the same
+// commits as each other's runs; and as the answer is already out when it
+// is called, it is a lazy write: found alone by an idle writer it waits up
+// to 5 ms for the next write (a next turn's run, most likely) to share a
+// commit, rather than make that write wait.
+func (s *Store) PutDelivery(ctx context.Context, d Delivery) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if err := d.check(); err != nil {
+		return err
+	}
 	if d.SentAt.IsZero() {
 		d.SentAt = s.now()
 	}
-	key := []byte(d.RunID)
-	value, err := json.Marshal(d)
+	enc, err := encode(d)
 	if err != nil {
 		return fmt.Errorf("delivery of run %s: %w", d.RunID, err)
 	}
-	err = s.writeLazy(ctx, func(tx *bbolt.Tx) error {
-		if tx.Bucket([]byte(bucketRuns)).Get(key) == nil {
+	err = s.write(ctx, true, func(w writer) error {
+		if _, err := w.run(d.RunID); errors.Is(err, ErrNotFound) {
 			return fmt.Errorf("run: %w", ErrNotFound)
+		} else if err != nil {
+			return err
 		}
-		return tx.Bucket([]byte(bucketDeliveries)).Put(key, value)
+		return w.putDelivery(enc)
 	})
 	if err != nil {
 		return fmt.Errorf("store: put delivery of run %.128s: %w", d.RunID, err)
@@ -88,6 +96,6 @@ func (s *boltStore) PutDelivery(ctx context.Context, d Delivery) error {
 // Delivery returns where a run's answer went; ErrNotFound when it was
 // never recorded (the run failed before its answer was sent, or it ran
 // before deliveries were kept).
-func (s *boltStore) Delivery(ctx context.Context, runID string) (Delivery, error) {
-	return getJSON[Delivery](ctx, s, bucketDeliveries, "delivery of run", runID)
+func (s *Store) Delivery(ctx context.Context, runID string) (Delivery, error) {
+	return get(ctx, s, "delivery of run", runID, reader.delivery)
 }

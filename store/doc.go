@@ -1,27 +1,64 @@
-// Package store keeps the service's state in one bbolt file: agent runs,
-// the views they made (the View record, its HTML kept once per SHA-256, and
-// how long a view lives, ViewLifetime), the
-// append-only audit log, the Bot Framework conversation references that
-// proactive sends need, where each run's answer was delivered in Teams, and
-// the records access is decided from: role bindings, tenant settings and
-// each tenant's Cedar policy text, and the API keys and scheduled
-// triggers that start runs without a person. It runs the schema migrations when the
-// file is opened, lists a tenant's records for its admins (audit log pages
-// and exports, active views, recent runs, conversations), revokes views,
-// and sweeps away expired and revoked views and the runs, deliveries and
-// audit records past their retention.
+// Package store keeps the service's state: agent runs, the views they
+// made (the View record, its HTML kept once per SHA-256, and how long a
+// view lives, ViewLifetime), the append-only audit log, the Bot Framework
+// conversation references that proactive sends need, where each run's
+// answer was delivered in Teams, and the records access is decided from:
+// role bindings, tenant settings and each tenant's Cedar policy text, and
+// the API keys and scheduled triggers that start runs without a person.
+// It keeps them in one bbolt file (Open), the default, or in a PostgreSQL
+// database that several replicas of the service share (OpenPostgres). It
+// runs each one's schema migrations when it is opened, lists a tenant's
+// records for its admins (audit log pages and exports, active views,
+// recent runs, conversations), revokes views, and sweeps away expired and
+// revoked views and the runs, deliveries and audit records past their
+// retention. CopyToPostgres copies a bbolt store into a new database.
 //
 // It is the only package that knows bbolt and PostgreSQL. Its exported
-// methods take and return plain values, never transactions or cursors:
-// Store forwards each to a backend (the unexported backend interface),
-// the bbolt file that Open opens, described below, or the PostgreSQL
-// database that OpenPostgres opens, which several replicas of the service
-// share (see pgschema.go for its tables and how they keep the same
-// promises: HTML once per SHA-256, sweeps in bounded batches one replica at
-// a time, each due time claimed once). One contract test suite runs on
-// both. CopyToPostgres copies a bbolt store into a new database.
+// methods take and return plain values, never transactions or cursors.
 // It keeps the access records but does not decide who may read what, nor
 // parse policies: callers check access first.
+//
+// # Rules and storage
+//
+// The rules of the records are the Store's methods, written once for both
+// storages: each checks its input, fills in what the store's clock
+// defaults, reads what it depends on, decides, and puts the records. The
+// storage under it is a backend (backend.go): bbolt's (boltStore) or
+// PostgreSQL's (pgStore), doing I/O only. A backend runs a function in a
+// read or a write transaction, with a reader or a writer: small typed
+// functions per record that get, list, put and delete it, given records
+// already checked and encoded, and returning records decoded. What each
+// storage does its own way is the backend's too: sweeping in bounded
+// batches, a trigger's claim of a due time, backup, ping and close. One
+// contract test suite runs on both.
+//
+// Where each rule lives:
+//
+//	checks of ids, tenants, texts           check.go; each record's check method
+//	runs and views (SaveRun): defaults,     runs.go (prepareRun, preparedRun.apply)
+//	  a revoked view not saved again,
+//	  a run saved again keeps its views
+//	a view revoked or expired (View),       views.go
+//	  revoking one (RevokeView)
+//	the audit log: stamping, what filters   audit.go, auditpage.go
+//	  see, a change's records in its
+//	  tenant, pages and their cursors
+//	conversations, deliveries (a delivery   conversations.go, deliveries.go
+//	  needs its run), arrivals seen         activities.go
+//	bindings kept as first granted,         access.go (putVersioned)
+//	  versions of settings and policy sets
+//	API keys (revoked, used), triggers      triggers.go
+//	  (id, tenant, conversation, creator
+//	  kept; versions; due-time claims),
+//	  a removed conversation's triggers
+//	retention: what a sweep deletes, a run  sweep.go (sweepPlan)
+//	  kept while a view of it is open
+//
+// A new kind of record is one rule in a Store method, a get and a put on
+// the reader and writer with one small function on each backend
+// (boltrecords.go, pgrecords.go), its bucket or table in each schema, and
+// a line in each storage's list that the copy uses (boltTx.each,
+// pgTx.load).
 //
 // # Bucket tree
 //
@@ -139,51 +176,98 @@
 // older than the audit retention; triggers are deleted only by an admin.
 //
 // A delivery is keyed by its run's id and is written only for a stored
-// run, so it lives exactly as long as that run: the sweep deletes it in
-// the same transaction as its run.
+// run (PutDelivery's rule), so it lives exactly as long as that run: the
+// sweep deletes it in the same transaction as its run.
 //
 // Tenant ids are key parts of the _by_tenant indexes, so runs, views and
 // conversation references refuse a tenant id with a NUL byte, as access
 // records do.
 //
+// # Tables
+//
+// On PostgreSQL each bucket is a table (pgschema.go has them whole). A
+// row holds the record as the same JSON, in data (bytea, byte for byte),
+// beside columns of what its queries filter and order on; times are bigint
+// Unix nanoseconds clamped as the bbolt keys are, so that both order and
+// cut alike.
+//
+//	runs            id, tenant, created_ns            by time; by tenant, time
+//	html            sha                               once per SHA-256
+//	views           id, tenant, run_id, sha,          by end (the sweep); by tenant,
+//	                created_ns, expires_ns,             created (listings); by run,
+//	                end_ns, revoked                     by document
+//	audit           seq (identity), time_ns, tenant,  by time; by action; by tenant
+//	                action, actor, tool, result         and time; by tenant and each
+//	                (since version 2)                   of action, actor, tool, result
+//	conversations   key, tenant                       by tenant
+//	deliveries      run_id                            (cascades with its run)
+//	bindings        tenant, agent, subject, kind,     the key
+//	                role
+//	tenant_settings tenant, version                   the key
+//	policy_sets     tenant, version                   the key
+//	api_keys        id, tenant, revoked_ns            by tenant; revoked, by time
+//	triggers        tenant, id, conversation_id,      by tenant, conversation
+//	                paused
+//	trigger_claims  tenant, id, due_ns                the claims of due times
+//	activities      key, expires_ns                   by expiry
+//	meta            key                               the cursor key, a copy's mark
+//
+// A page of the audit log is one query: the tenant's index with the most
+// selective filter given (person, tool, action, result, in that order),
+// the others checked on the rows it reads, at most 5,000 of them as on
+// bbolt; an export is such a query per batch. HTML is kept once per
+// SHA-256 and released by its views' foreign key as pgschema.go says; one
+// replica sweeps at a time, under an advisory lock.
+//
 // # Writes
 //
-// Every write (SaveRun, Append, PutConversation, DeleteConversation,
-// PutDelivery, RevokeView, PutBinding, DeleteBinding, PutTenantSettings,
-// PutPolicySet, the API key and trigger writes, RemoveConversation)
-// is validated and encoded in the caller's goroutine, then handed to one
-// writer goroutine that commits at once when it is idle and, while a
-// commit is under way, gathers every write that arrives into the next
-// single transaction (group commit). A bbolt commit costs two fsyncs, so
-// this is what lets many concurrent writers through without making a lone
-// writer wait. A caller returns only after its transaction is on disk, and gets
-// its own error: a write that fails inside the transaction is taken out and
-// the others are committed without it. PutDelivery is a lazy write: the
-// answer it records is already out, so an idle writer holds it back up to
-// 5 ms for another write to share its commit, instead of committing it
-// alone just before a write that someone waits for.
+// On bbolt every write is validated and encoded in the caller's
+// goroutine, then handed to one writer goroutine that commits at once
+// when it is idle and, while a commit is under way, gathers every write
+// that arrives into the next single transaction (group commit). A bbolt
+// commit costs two fsyncs, so this is what lets many concurrent writers
+// through without making a lone writer wait. A caller returns only after
+// its transaction is on disk, and gets its own error: a write that fails
+// inside the transaction is taken out and the others are committed
+// without it. PutDelivery and RecordArrival are lazy writes: the answer
+// is already out, so an idle writer holds them back up to 5 ms for another
+// write to share its commit, instead of committing one alone just before
+// a write that someone waits for.
 //
-// The access writes and RevokeView take audit records and write them in
-// the same transaction as the change, so that an admin's change and its audit
-// record are both stored or neither is. PutPolicySet is optimistic: it
-// names the version it replaces and gets ErrConflict if the stored set
+// On PostgreSQL each write is a transaction, committed before the method
+// returns, whose statements are queued and sent together with its next
+// read or its commit: a write that only puts (Append, PutConversation) is
+// one round trip, and one that reads first (SaveRun: its views and run)
+// takes a round trip per read, the first beginning the transaction, and
+// one for the writes and the commit. What a write reads is locked until it
+// commits (FOR UPDATE), and a row it found missing is inserted, so that
+// two writes of one record never both succeed on what they read: the
+// second waits, or fails and is run again.
+//
+// The audit records of a change are written in the same commit as the
+// change, so that an admin's change and its record are both stored or
+// neither is. PutTenantSettings and PutPolicySet are optimistic: they
+// name the version they replace and get ErrConflict if the stored record
 // has moved on, so that of two admins editing at once the second does not
 // silently undo the first. A few records are encoded inside the
-// transaction, because they depend on what is stored: tenant settings,
-// whose version is the stored one's plus one; a binding put again, which
-// keeps its first grant's creator and time; a run saved again, which keeps
-// the view ids it had; and a revoked view (with RevokeView's own audit
-// record), which keeps everything else it had.
+// transaction, because they depend on what is stored: a binding put
+// again, which keeps its first grant's creator and time; a run saved
+// again, which keeps the view ids it had; a revoked view; a changed key
+// or trigger.
 //
 // # Schema
 //
-// meta/schema_version holds the number of the last migration applied.
-// Open applies the missing migrations in order, each in its own transaction
-// together with the new version number, and refuses a file whose version is
+// meta/schema_version holds the number of the last migration applied to
+// the bbolt file (boltschema.go), and the schema_migrations table those
+// applied to the database (pgschema.go). Opening applies the missing
+// migrations in order and refuses a file or database whose version is
 // newer than this code knows. A migration that rewrites every record of a
-// kind (version 4 indexes every run, view and conversation, and rewrites
-// the expiry index's values) does so in transactions of at most 10,000
-// records each, and bumps the version in a last one: stopped half way, it
-// is run again from the start at the next Open, and as it only puts the
-// keys and values it computes, that is harmless.
+// kind does so in transactions of a bounded batch each and records its
+// version in a last one: bbolt's version 4 indexes every run, view and
+// conversation, 10,000 records a transaction; PostgreSQL's version 2 fills
+// the audit log's actor, tool and result from its JSON, 10,000 rows a
+// transaction, then indexes them. Stopped half way, a migration is run
+// again from the start at the next open, which is harmless: it only puts
+// what it computes. The fixtures in testdata/fixtures are a file and a
+// database an earlier version wrote; the tests open them with this one.
 package store

@@ -19,19 +19,19 @@ import (
 // the schema version, how many copies of a document are kept, and the
 // writer's handling of a write that fails inside a shared transaction.
 
-func mustOpen(t *testing.T, path string, migrations []migration) *boltStore {
+func mustOpen(t *testing.T, path string, migrations []migration) *boltTestStore {
 	t.Helper()
-	s, err := open(context.Background(), path, Options{}, migrations)
+	s, err := openTest(context.Background(), path, Options{}, migrations)
 	if err != nil {
 		t.Fatalf("open: %v", err)
 	}
 	return s
 }
 
-func versionOf(t *testing.T, s *boltStore) uint64 {
+func versionOf(t *testing.T, s *boltTestStore) uint64 {
 	t.Helper()
 	var v uint64
-	if err := s.read(func(tx *bbolt.Tx) error {
+	if err := s.view(func(tx *bbolt.Tx) error {
 		var err error
 		v, err = schemaVersion(tx)
 		return err
@@ -41,10 +41,10 @@ func versionOf(t *testing.T, s *boltStore) uint64 {
 	return v
 }
 
-func bucketLen(t *testing.T, s *boltStore, name string) int {
+func bucketLen(t *testing.T, s *boltTestStore, name string) int {
 	t.Helper()
 	n := 0
-	if err := s.read(func(tx *bbolt.Tx) error {
+	if err := s.view(func(tx *bbolt.Tx) error {
 		n = tx.Bucket([]byte(name)).Stats().KeyN
 		return nil
 	}); err != nil {
@@ -103,14 +103,14 @@ func TestMigrations(t *testing.T) {
 		}
 		return errors.New("disk says no")
 	}})
-	if _, err := open(ctx, path, Options{}, failing); err == nil {
+	if _, err := openTest(ctx, path, Options{}, failing); err == nil {
 		t.Fatal("open with a failing migration succeeded")
 	}
 	s = mustOpen(t, path, schema())
 	if got := versionOf(t, s); got != current {
 		t.Errorf("after a failed migration the version is %d, want %d", got, current)
 	}
-	if err := s.read(func(tx *bbolt.Tx) error {
+	if err := s.view(func(tx *bbolt.Tx) error {
 		if tx.Bucket([]byte("half_done")) != nil {
 			return errors.New("the failed migration's bucket was kept")
 		}
@@ -135,12 +135,12 @@ func TestMigrations(t *testing.T) {
 	}
 
 	// This program, not knowing the next migration, refuses the file.
-	if _, err := open(ctx, path, Options{}, schema()); !errors.Is(err, ErrSchemaTooNew) {
+	if _, err := openTest(ctx, path, Options{}, schema()); !errors.Is(err, ErrSchemaTooNew) {
 		t.Errorf("open of a newer file = %v, want ErrSchemaTooNew", err)
 	}
 	// Migrations out of order are a programming error caught at open.
 	bad := []migration{{version: 2, name: "skips one", apply: migrateV1}}
-	if _, err := open(ctx, filepath.Join(t.TempDir(), "x.db"), Options{}, bad); err == nil {
+	if _, err := openTest(ctx, filepath.Join(t.TempDir(), "x.db"), Options{}, bad); err == nil {
 		t.Error("open with misnumbered migrations succeeded")
 	}
 }
@@ -168,7 +168,7 @@ func TestHTMLStoredOncePerHash(t *testing.T) {
 		t.Errorf("%d expiry index entries, want 5", n)
 	}
 	var refs uint64
-	s.read(func(tx *bbolt.Tx) error {
+	s.view(func(tx *bbolt.Tx) error {
 		_, v := tx.Bucket([]byte(bucketHTMLRefs)).Cursor().First()
 		refs = binary.BigEndian.Uint64(v)
 		return nil
@@ -222,7 +222,7 @@ func TestFailingWriteDoesNotFailItsGroup(t *testing.T) {
 func TestSweepBatchesStayBounded(t *testing.T) {
 	ctx := context.Background()
 	now := time.Date(2026, 3, 1, 9, 0, 0, 0, time.UTC)
-	s, err := open(ctx, filepath.Join(t.TempDir(), "teamsbot.db"), Options{Now: func() time.Time { return now }}, schema())
+	s, err := openTest(ctx, filepath.Join(t.TempDir(), "teamsbot.db"), Options{Now: func() time.Time { return now }}, schema())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -254,10 +254,10 @@ func TestSweepBatchesStayBounded(t *testing.T) {
 	}
 }
 
-func hasBucket(t *testing.T, s *boltStore, name string) bool {
+func hasBucket(t *testing.T, s *boltTestStore, name string) bool {
 	t.Helper()
 	found := false
-	if err := s.read(func(tx *bbolt.Tx) error {
+	if err := s.view(func(tx *bbolt.Tx) error {
 		found = tx.Bucket([]byte(name)) != nil
 		return nil
 	}); err != nil {
@@ -290,7 +290,7 @@ func TestMigrationV2AddsDeliveriesToV1File(t *testing.T) {
 	}
 
 	latest := uint64(len(schema()))
-	s, err := openBolt(ctx, path, Options{})
+	s, err := openTest(ctx, path, Options{}, schema())
 	if err != nil {
 		t.Fatalf("Open of a v1 file: %v", err)
 	}
@@ -330,7 +330,7 @@ func TestMigrationV2AddsDeliveriesToV1File(t *testing.T) {
 	// And the version-1 program now refuses the file rather than write
 	// runs whose deliveries it would not know.
 	s.Close()
-	if _, err := open(ctx, path, Options{}, v1); !errors.Is(err, ErrSchemaTooNew) {
+	if _, err := openTest(ctx, path, Options{}, v1); !errors.Is(err, ErrSchemaTooNew) {
 		t.Errorf("the v1 program opening the migrated file = %v, want ErrSchemaTooNew", err)
 	}
 }
@@ -369,7 +369,7 @@ func TestMigrationV3AddsAccessRecordsToV2File(t *testing.T) {
 	}
 
 	for range 2 { // the second Open finds nothing left to migrate
-		s, err := openBolt(ctx, path, Options{})
+		s, err := openTest(ctx, path, Options{}, schema())
 		if err != nil {
 			t.Fatalf("Open of a v2 file: %v", err)
 		}
@@ -429,14 +429,14 @@ func TestMigrationV3AddsAccessRecordsToV2File(t *testing.T) {
 
 	// The version-2 program now refuses the file rather than grant access
 	// without the records this one keeps.
-	if _, err := open(ctx, path, Options{}, v2); !errors.Is(err, ErrSchemaTooNew) {
+	if _, err := openTest(ctx, path, Options{}, v2); !errors.Is(err, ErrSchemaTooNew) {
 		t.Errorf("the v2 program opening the migrated file = %v, want ErrSchemaTooNew", err)
 	}
 }
 
 // heldOrDone returns once one write is queued in s, or done has answered
 // (then true, with its answer).
-func heldOrDone(s *boltStore, done <-chan error) (bool, error) {
+func heldOrDone(s *boltTestStore, done <-chan error) (bool, error) {
 	for {
 		select {
 		case err := <-done:
@@ -505,8 +505,18 @@ func TestLazyWriteWaitsForCompany(t *testing.T) {
 	}
 }
 
-// openBolt is Open without the Store around the backend, for the tests
+// boltTestStore is a Store on bbolt beside its backend, for the tests
 // that look inside the file.
-func openBolt(ctx context.Context, path string, opts Options) (*boltStore, error) {
-	return open(ctx, path, opts, schema())
+type boltTestStore struct {
+	*Store
+	*boltStore
+}
+
+// openTest is Open with the migrations given, keeping the backend.
+func openTest(ctx context.Context, path string, opts Options, migrations []migration) (*boltTestStore, error) {
+	s, err := openBolt(ctx, path, opts, migrations)
+	if err != nil {
+		return nil, err
+	}
+	return &boltTestStore{s, s.be.(*boltStore)}, nil
 }

@@ -8,9 +8,9 @@ import (
 	"time"
 )
 
-func openClocked(t *testing.T, now *time.Time) *boltStore {
+func openClocked(t *testing.T, now *time.Time) *boltTestStore {
 	t.Helper()
-	s, err := open(context.Background(), filepath.Join(t.TempDir(), "teamsbot.db"), Options{Now: func() time.Time { return *now }}, schema())
+	s, err := openTest(context.Background(), filepath.Join(t.TempDir(), "teamsbot.db"), Options{Now: func() time.Time { return *now }}, schema())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -120,7 +120,7 @@ func TestExportReadsInShortTransactions(t *testing.T) {
 	}
 	var got []AuditRecord
 	err := s.ExportAudit(ctx, AuditFilter{TenantID: "tenant-1"}, func(r AuditRecord) error {
-		if n := s.exportTxs.Load(); n != 0 {
+		if n := s.exportReads.Load(); n != 0 {
 			t.Fatalf("fn called with %d export transactions open", n)
 		}
 		if len(got) == 0 {

@@ -32,7 +32,7 @@ func oldHTML(id string) []byte { return fmt.Appendf(nil, "<p>%c</p>", id[len(id)
 // programs did: runs, views, conversations without any index of tenant or
 // time, and an expiry index whose value is the HTML hash alone. It writes
 // the buckets directly, since today's methods write today's indexes.
-func writeOld(t *testing.T, s *boltStore, recs oldRecords) {
+func writeOld(t *testing.T, s *boltTestStore, recs oldRecords) {
 	t.Helper()
 	prepared, err := s.prepareAudit(recs.audit)
 	if err != nil {
@@ -69,7 +69,7 @@ func writeOld(t *testing.T, s *boltStore, recs oldRecords) {
 				return err
 			}
 		}
-		return appendAudit(tx, prepared)
+		return boltTx{tx}.appendAudit(prepared)
 	}); err != nil {
 		t.Fatal(err)
 	}
@@ -132,7 +132,7 @@ func TestMigrationV4IndexesV3File(t *testing.T) {
 		}
 		return backfillV4(tx, after)
 	}
-	if _, err := open(ctx, path, Options{}, broken); err == nil {
+	if _, err := openTest(ctx, path, Options{}, broken); err == nil {
 		t.Fatal("open with a failing backfill succeeded")
 	}
 	s := mustOpen(t, path, v3)
@@ -143,7 +143,7 @@ func TestMigrationV4IndexesV3File(t *testing.T) {
 
 	now := t0.Add(2 * 24 * time.Hour)
 	clock := func() time.Time { return now }
-	s, err := open(ctx, path, Options{Now: clock}, schema())
+	s, err := openTest(ctx, path, Options{Now: clock}, schema())
 	if err != nil {
 		t.Fatalf("Open of a v3 file: %v", err)
 	}
@@ -223,7 +223,7 @@ func TestMigrationV4IndexesV3File(t *testing.T) {
 		t.Errorf("cursor key of %d bytes after the migration, want 32", len(s.cursorKey))
 	}
 	s.Close()
-	if _, err := open(ctx, path, Options{}, v3); !errors.Is(err, ErrSchemaTooNew) {
+	if _, err := openTest(ctx, path, Options{}, v3); !errors.Is(err, ErrSchemaTooNew) {
 		t.Errorf("the v3 program opening the migrated file = %v, want ErrSchemaTooNew", err)
 	}
 	s = mustOpen(t, path, schema()) // for the deferred Close

@@ -3,14 +3,12 @@ package store
 import (
 	"context"
 	"crypto/rand"
-	"encoding/binary"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"runtime"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -30,8 +28,8 @@ const pgWriteTimeout = 30 * time.Second
 // not set pool_max_conns.
 const pgMinConns = 16
 
-// pgRetries is how many times a transaction PostgreSQL aborted for a
-// deadlock or a serialization failure is run again.
+// pgRetries is how many times a write PostgreSQL refused in a way that
+// running it again mends (see write) is run again.
 const pgRetries = 5
 
 // pgStore is the PostgreSQL backend: the same records as the bbolt file,
@@ -41,37 +39,18 @@ const pgRetries = 5
 // Reads and writes go through one connection pool, and pgx prepares and
 // caches each statement on each connection.
 type pgStore struct {
-	base
 	pool *pgxpool.Pool
+	log  *slog.Logger
 
 	// sweepBatch is how many rows one sweep transaction deletes at first.
 	sweepBatch int
 
-	closeOnce sync.Once
-	closed    atomic.Bool
-	stopped   chan struct{}
-
-	commits atomic.Uint64
-	writes  atomic.Uint64
+	closed      atomic.Bool
+	commitCount atomic.Uint64
 }
 
-// OpenPostgres opens the store on the PostgreSQL database at url
-// (postgres://… or postgresql://…, with pgx's pool settings such as
-// pool_max_conns allowed in it; without it, the pool holds up to 16
-// connections, or 4 per CPU), creating and migrating its tables. Several
-// processes may open the same database at once: the migrations run under
-// an advisory lock, so that replicas starting together migrate once. It
-// fails with ErrSchemaTooNew for a database a newer version migrated.
-// Options.OpenTimeout bounds connecting (zero means 5 s).
-func OpenPostgres(ctx context.Context, url string, opts Options) (*Store, error) {
-	s, err := openPostgres(ctx, url, opts, pgSchema())
-	if err != nil {
-		return nil, err
-	}
-	return &Store{be: s}, nil
-}
-
-func openPostgres(ctx context.Context, url string, opts Options, migrations []pgMigration) (*pgStore, error) {
+// openPostgres connects to the database at url and migrates it.
+func openPostgres(ctx context.Context, url string, opts Options, migrations []pgMigration) (*Store, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -86,6 +65,29 @@ func openPostgres(ctx context.Context, url string, opts Options, migrations []pg
 		// flush; more of them let PostgreSQL flush their commits together.
 		cfg.MaxConns = int32(max(pgMinConns, 4*runtime.NumCPU()))
 	}
+	if _, set := cfg.ConnConfig.RuntimeParams["random_page_cost"]; !set {
+		// PostgreSQL's planner prices a read of a row through an index
+		// that is not in the table's order at four sequential ones, the
+		// price of a spinning disk; its documentation suggests 1.1 for
+		// solid-state storage, which servers have now. At 4 a tenant's
+		// audit page is read through the index of every tenant's records
+		// by time, skipping the others' one by one, rather than through
+		// the index of the tenant and its filter, whose rows are in the
+		// table's order anyway (they are written in time order). A URL
+		// that sets random_page_cost keeps its own.
+		cfg.ConnConfig.RuntimeParams["random_page_cost"] = "1.1"
+	}
+	if _, set := cfg.ConnConfig.RuntimeParams["plan_cache_mode"]; !set {
+		// pgx prepares each statement once per connection; PostgreSQL
+		// then plans it anew at each run while it deems the plan for the
+		// values better than the generic one, which for an audit page it
+		// does for ever: a tenth of a millisecond of planning on every
+		// page. The store's queries are lookups by key and ranges of an
+		// index, whose generic plans are the same (an audit page's:
+		// TestAuditPagePlanUsesAnIndex). A URL that sets plan_cache_mode
+		// keeps its own.
+		cfg.ConnConfig.RuntimeParams["plan_cache_mode"] = "force_generic_plan"
+	}
 	timeout := opts.OpenTimeout
 	if timeout <= 0 {
 		timeout = DefaultOpenTimeout
@@ -97,11 +99,9 @@ func openPostgres(ctx context.Context, url string, opts Options, migrations []pg
 	if err != nil {
 		return nil, fmt.Errorf("store: open postgres: %w", err)
 	}
-	s := &pgStore{
-		base:       newBase(opts),
-		pool:       pool,
-		sweepBatch: defaultSweepBatch,
-		stopped:    make(chan struct{}),
+	s := &pgStore{pool: pool, log: opts.Logger, sweepBatch: defaultSweepBatch}
+	if s.log == nil {
+		s.log = slog.New(slog.DiscardHandler)
 	}
 	pctx, cancel := context.WithTimeout(ctx, timeout)
 	err = pool.Ping(pctx)
@@ -114,11 +114,12 @@ func openPostgres(ctx context.Context, url string, opts Options, migrations []pg
 		pool.Close()
 		return nil, err
 	}
-	if s.cursorKey, err = s.loadCursorKey(ctx); err != nil {
+	cursorKey, err := s.loadCursorKey(ctx)
+	if err != nil {
 		pool.Close()
 		return nil, fmt.Errorf("store: open postgres: %w", err)
 	}
-	return s, nil
+	return newStore(s, cursorKey, opts), nil
 }
 
 // loadCursorKey reads the key that signs listing cursors, making it on
@@ -139,20 +140,18 @@ func (s *pgStore) loadCursorKey(ctx context.Context) ([]byte, error) {
 	return stored, nil
 }
 
-// Close closes the pool; a write under way is waited for. Later calls
-// return ErrClosed.
-func (s *pgStore) Close() error {
+// close closes the pool; a write under way is waited for.
+func (s *pgStore) close() error {
 	if !s.closed.CompareAndSwap(false, true) {
 		return ErrClosed
 	}
-	s.closeOnce.Do(func() { close(s.stopped) })
 	s.pool.Close()
 	return nil
 }
 
-// Ping checks that the database answers and its schema is the one this
+// ping checks that the database answers and its schema is the one this
 // program knows.
-func (s *pgStore) Ping(ctx context.Context) error {
+func (s *pgStore) ping(ctx context.Context) error {
 	if err := s.ready(ctx); err != nil {
 		return err
 	}
@@ -166,24 +165,15 @@ func (s *pgStore) Ping(ctx context.Context) error {
 	return nil
 }
 
-// Stats counts the writes and their transactions: on PostgreSQL each write
-// is a transaction of its own.
-func (s *pgStore) Stats() Stats {
-	return Stats{Writes: s.writes.Load(), Commits: s.commits.Load()}
-}
+// commits counts the commits: on PostgreSQL each write is a transaction
+// of its own.
+func (s *pgStore) commits() uint64 { return s.commitCount.Load() }
 
-// Backup is not offered on PostgreSQL: the database is backed up with its
+// backup is not offered on PostgreSQL: the database is backed up with its
 // own tools (pg_dump, or the provider's backups), which see every replica's
 // writes.
-func (s *pgStore) Backup(ctx context.Context, w io.Writer) (int64, error) {
-	return 0, fmt.Errorf("store: backup: a PostgreSQL store is backed up with pg_dump or the provider's backups: %w", errors.ErrUnsupported)
-}
-
-// RunSweeper sweeps at once and then every interval until ctx is done or
-// the store is closed. Every replica may run it: a sweep that finds another
-// replica's under way leaves the work to it.
-func (s *pgStore) RunSweeper(ctx context.Context, interval time.Duration) {
-	runSweeper(ctx, s.log, interval, s.Sweep, s.stopped)
+func (s *pgStore) backup(context.Context, io.Writer) (int64, error) {
+	return 0, fmt.Errorf("a PostgreSQL store is backed up with pg_dump or the provider's backups: %w", errors.ErrUnsupported)
 }
 
 func (s *pgStore) ready(ctx context.Context) error {
@@ -196,86 +186,6 @@ func (s *pgStore) ready(ctx context.Context) error {
 	return nil
 }
 
-// tx runs fn in a transaction and commits it, running it again (up to
-// pgRetries times) when PostgreSQL aborted it for a deadlock or a
-// serialization failure, a foreign key met a row a sweep had just deleted,
-// or the connection was lost before the commit was sent (the server then
-// rolled it back): fn must reset whatever it
-// sets outside. A connection lost during the commit is not retried, as
-// the commit may have landed. Once begun, the transaction runs under
-// pgWriteTimeout rather than ctx (see there).
-func (s *pgStore) tx(ctx context.Context, fn func(ctx context.Context, tx pgx.Tx) error) error {
-	if err := s.ready(ctx); err != nil {
-		return err
-	}
-	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), pgWriteTimeout)
-	defer cancel()
-	for attempt := 0; ; attempt++ {
-		again, err := s.tryTx(wctx, fn)
-		if err != nil && again && attempt < pgRetries {
-			continue
-		}
-		if err == nil {
-			s.commits.Add(1)
-			s.writes.Add(1)
-		}
-		return s.closedErr(err)
-	}
-}
-
-// exec1 runs one idempotent write statement on its own, committed as it
-// returns (one round trip, where tx takes three), run again as tx would
-// be: as the statement is idempotent, running it again after a lost
-// connection is harmless even if it had landed.
-func (s *pgStore) exec1(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error) {
-	if err := s.ready(ctx); err != nil {
-		return pgconn.CommandTag{}, err
-	}
-	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), pgWriteTimeout)
-	defer cancel()
-	for attempt := 0; ; attempt++ {
-		tag, err := s.pool.Exec(wctx, sql, args...)
-		if err != nil && attempt < pgRetries && (retryable(err) || !s.closed.Load() && isConnError(err)) {
-			continue
-		}
-		if err == nil {
-			s.commits.Add(1)
-			s.writes.Add(1)
-		}
-		return tag, s.closedErr(err)
-	}
-}
-
-// tryTx runs one attempt of tx; again says whether running it again is
-// safe and likely to help.
-func (s *pgStore) tryTx(ctx context.Context, fn func(ctx context.Context, tx pgx.Tx) error) (again bool, err error) {
-	tx, err := s.pool.Begin(ctx)
-	if err != nil {
-		return retryable(err) || !s.closed.Load() && isConnError(err), err
-	}
-	if err := fn(ctx, tx); err != nil {
-		lost := tx.Conn().IsClosed()
-		tx.Rollback(ctx)
-		// A foreign key refusing a row whose parent a sweep deleted
-		// meanwhile (a document, a run): run again, the save inserts the
-		// document anew, and a delivery finds its run gone.
-		return retryable(err) || lost || isForeignKeyViolation(err), err
-	}
-	err = tx.Commit(ctx)
-	return retryable(err), err
-}
-
-// isConnError reports an error of the connection rather than of a
-// statement: the server went away (admin_shutdown and its kin, class 08)
-// or the network failed.
-func isConnError(err error) bool {
-	var pe *pgconn.PgError
-	if errors.As(err, &pe) {
-		return strings.HasPrefix(pe.Code, "08") || strings.HasPrefix(pe.Code, "57P")
-	}
-	return !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, context.Canceled)
-}
-
 // closedErr maps the pool's "closed" to ErrClosed.
 func (s *pgStore) closedErr(err error) error {
 	if err != nil && s.closed.Load() && !errors.Is(err, ErrNotFound) && !errors.Is(err, ErrInvalid) && !errors.Is(err, ErrConflict) {
@@ -284,23 +194,297 @@ func (s *pgStore) closedErr(err error) error {
 	return err
 }
 
-// retryable reports whether a transaction failed in a way that running
-// it again would likely mend: PostgreSQL aborted it, or it never reached
-// the server.
-func retryable(err error) bool {
-	if pgconn.SafeToRetry(err) {
-		// Nothing reached the server: a connection that had died
-		// while idle in the pool, which the pool has now dropped.
-		return true
+// read runs fn with a reader whose every read is a statement of its own
+// on the pool.
+func (s *pgStore) read(ctx context.Context, fn func(r reader) error) error {
+	if err := s.ready(ctx); err != nil {
+		return err
 	}
-	var pe *pgconn.PgError
-	if errors.As(err, &pe) {
-		switch pe.Code {
-		case "40001", "40P01": // serialization_failure, deadlock_detected
-			return true
+	return s.closedErr(fn(&pgTx{ctx: ctx, s: s}))
+}
+
+// write runs fn in a transaction and commits it. The writes fn makes are
+// queued and sent together, with the next read or the commit: a write
+// that only puts is one round trip (the statements of one batch are one
+// implicit transaction), and one that reads first is two, the first read
+// beginning the transaction.
+//
+// It runs fn again (up to pgRetries times) when PostgreSQL refused the
+// transaction in a way that doing it again mends: a deadlock or a
+// serialization failure; an insert of a row found missing that another
+// transaction inserted meanwhile (unique_violation: running again finds
+// the row); a foreign key meeting a row a sweep had just deleted (running
+// again inserts the document anew, or finds the run gone); or a
+// connection lost before the commit was sent. A connection lost while an
+// explicit transaction commits is not retried, as the commit may have
+// landed. Once begun, the write runs under pgWriteTimeout rather than ctx
+// (see there). The lazy hint is for bbolt: here every write commits at
+// once, so that the other replicas see it.
+func (s *pgStore) write(ctx context.Context, _ bool, fn func(w writer) error) error {
+	if err := s.ready(ctx); err != nil {
+		return err
+	}
+	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), pgWriteTimeout)
+	defer cancel()
+	for attempt := 0; ; attempt++ {
+		t := &pgTx{ctx: wctx, s: s, write: true}
+		err := fn(t)
+		if err == nil {
+			err = t.commit()
+		}
+		again := t.end(err)
+		if err != nil && again && attempt < pgRetries && wctx.Err() == nil {
+			continue
+		}
+		if err == nil {
+			s.commitCount.Add(1)
+		}
+		if isUniqueViolation(err) {
+			err = fmt.Errorf("%w: %w", ErrConflict, err)
+		}
+		return s.closedErr(err)
+	}
+}
+
+// pgTx is one read or write on PostgreSQL, the reader and writer whose
+// methods are the records' storage functions (pgrecords.go, pgaudit.go).
+// In a read each read is a statement on the pool. In a write the writes
+// are queued, and each read sends them first, together with the read, on
+// the write's own connection: the first after BEGIN.
+type pgTx struct {
+	ctx   context.Context
+	s     *pgStore
+	write bool
+
+	conn  *pgxpool.Conn // a write's connection, from its first statement
+	begun bool          // BEGIN was queued
+	// commitSent is set once the commit is under way: a batch without
+	// BEGIN (committed by itself), or the one holding COMMIT.
+	commitSent, implicit bool
+	batch                pgx.Batch // a write's statements not sent yet
+	// checks are the queued statements' checks of what they did (nil:
+	// none), such as ErrConflict for a claim that inserted nothing.
+	checks []func(pgconn.CommandTag) error
+	// after are statements run after the queued ones and before the
+	// commit, each on its own (see pgDropHTMLIfUnused).
+	after []func(ctx context.Context, conn *pgxpool.Conn) error
+}
+
+// notSent is an error met before anything of a write reached the server.
+type notSent struct{ err error }
+
+func (e notSent) Error() string { return e.err.Error() }
+func (e notSent) Unwrap() error { return e.err }
+
+// queue adds a write, and its check of what it did.
+func (t *pgTx) queue(check func(pgconn.CommandTag) error, sql string, args ...any) {
+	t.batch.Queue(sql, args...)
+	t.checks = append(t.checks, check)
+}
+
+// put queues the insert of a row, or, when the write read and locked the
+// row it replaces (stored), its upsert (insert followed by onConflict): a
+// row found missing is inserted, so that another transaction's insert of
+// it meanwhile makes this one fail and run again.
+func (t *pgTx) put(stored bool, insert, onConflict string, args ...any) {
+	if stored {
+		insert += onConflict
+	}
+	t.queue(nil, insert, args...)
+}
+
+// lock is sql for a read of a write: FOR UPDATE, so that what is read
+// stays as read until the commit.
+func (t *pgTx) lock(sql string) string {
+	if t.write {
+		return sql + " FOR UPDATE"
+	}
+	return sql
+}
+
+// query runs the read sql (locked in a write: see lock) and calls each
+// for each row.
+func (t *pgTx) query(sql string, args []any, each func(rows pgx.Rows) error) error {
+	if !t.write {
+		rows, err := t.s.pool.Query(t.ctx, sql, args...)
+		if err != nil {
+			return err
+		}
+		return eachRow(rows, each)
+	}
+	if err := t.begin(); err != nil {
+		return err
+	}
+	t.batch.Queue(t.lock(sql), args...)
+	br := t.conn.SendBatch(t.ctx, t.take())
+	err := t.results(br)
+	if err == nil {
+		var rows pgx.Rows
+		if rows, err = br.Query(); err == nil {
+			err = eachRow(rows, each)
 		}
 	}
-	return false
+	if cerr := br.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+// eachRow calls each for every row, then closes rows.
+func eachRow(rows pgx.Rows, each func(rows pgx.Rows) error) error {
+	defer rows.Close()
+	for rows.Next() {
+		if err := each(rows); err != nil {
+			return err
+		}
+	}
+	return rows.Err()
+}
+
+// acquire takes the write's connection from the pool, once.
+func (t *pgTx) acquire() error {
+	if t.conn != nil {
+		return nil
+	}
+	conn, err := t.s.pool.Acquire(t.ctx)
+	if err != nil {
+		return notSent{err}
+	}
+	t.conn = conn
+	return nil
+}
+
+// begin queues BEGIN before the queued statements, once.
+func (t *pgTx) begin() error {
+	if err := t.acquire(); err != nil || t.begun {
+		return err
+	}
+	t.begun = true
+	queued, checks := t.batch.QueuedQueries, t.checks
+	t.batch, t.checks = pgx.Batch{}, nil
+	t.queue(nil, "BEGIN")
+	t.batch.QueuedQueries = append(t.batch.QueuedQueries, queued...)
+	t.checks = append(t.checks, checks...)
+	return nil
+}
+
+// take returns the queued statements, leaving none; results reads their
+// checks.
+func (t *pgTx) take() *pgx.Batch {
+	b := t.batch
+	t.batch = pgx.Batch{}
+	return &b
+}
+
+// results reads the results of the queued statements sent in br, in
+// order, and checks each.
+func (t *pgTx) results(br pgx.BatchResults) error {
+	checks := t.checks
+	t.checks = nil
+	for _, check := range checks {
+		tag, err := br.Exec()
+		if err != nil {
+			return err
+		}
+		if check != nil {
+			if err := check(tag); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// commit sends what is queued and commits it: alone, as one implicit
+// transaction, when the write has not begun; or the statements, then
+// those of after, then COMMIT.
+func (t *pgTx) commit() error {
+	if !t.begun && len(t.after) == 0 {
+		if t.batch.Len() == 0 {
+			return nil
+		}
+		if err := t.acquire(); err != nil {
+			return err
+		}
+		t.commitSent, t.implicit = true, true
+		return t.send()
+	}
+	if err := t.begin(); err != nil {
+		return err
+	}
+	if len(t.after) > 0 {
+		if err := t.send(); err != nil {
+			return err
+		}
+		for _, fn := range t.after {
+			if err := fn(t.ctx, t.conn); err != nil {
+				return err
+			}
+		}
+	}
+	t.queue(func(tag pgconn.CommandTag) error {
+		if tag.String() != "COMMIT" {
+			return fmt.Errorf("the transaction ended in %s", tag)
+		}
+		return nil
+	}, "COMMIT")
+	t.commitSent = true
+	return t.send()
+}
+
+// send sends the queued statements on the write's connection.
+func (t *pgTx) send() error {
+	br := t.conn.SendBatch(t.ctx, t.take())
+	err := t.results(br)
+	if cerr := br.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+// end ends a write, rolling it back if it failed (err), gives its
+// connection back, and reports whether running the write again is safe
+// and likely to help.
+func (t *pgTx) end(err error) (again bool) {
+	lost := false
+	if t.conn != nil {
+		lost = t.conn.Conn().IsClosed()
+		if err != nil && t.begun && !lost {
+			// A transaction aborted, or one that never reached its
+			// COMMIT, is rolled back; a connection whose rollback fails
+			// is not given back to the pool.
+			if _, rerr := t.conn.Exec(context.WithoutCancel(t.ctx), "ROLLBACK"); rerr != nil {
+				t.conn.Conn().Close(context.Background())
+			}
+		}
+		t.conn.Release()
+	}
+	if err == nil || t.s.closed.Load() {
+		return false
+	}
+	var pe *pgconn.PgError
+	switch {
+	case errors.As(err, &pe):
+		switch code := pe.Code; {
+		case code == "40001" || code == "40P01" || code == "23505" || code == "23503":
+			// serialization_failure, deadlock_detected, unique_violation,
+			// foreign_key_violation: the transaction did not commit.
+			return true
+		case strings.HasPrefix(code, "08") || strings.HasPrefix(code, "57P"):
+			// The server is ending the connection (admin_shutdown and its
+			// kin): a statement of ours it refused did not commit, unless
+			// it was an explicit COMMIT, which may have landed first. A
+			// batch committed by itself is refused as a whole; its
+			// statements, idempotent puts and appends, were not run.
+			return !t.commitSent || t.implicit
+		}
+		return false
+	case pgconn.SafeToRetry(err), errors.As(err, new(notSent)):
+		return true
+	}
+	// A connection lost before the commit was sent: the server rolls the
+	// transaction back.
+	return lost && !t.commitSent
 }
 
 // isUniqueViolation reports a unique_violation.
@@ -309,105 +493,9 @@ func isUniqueViolation(err error) bool {
 	return errors.As(err, &pe) && pe.Code == "23505"
 }
 
-// queryRow reads one bytea column of one row: ErrNotFound when there is
-// none.
-func (s *pgStore) queryData(ctx context.Context, sql string, args ...any) ([]byte, error) {
-	if err := s.ready(ctx); err != nil {
-		return nil, err
-	}
-	var data []byte
-	err := s.pool.QueryRow(ctx, sql, args...).Scan(&data)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, ErrNotFound
-	}
-	return data, s.closedErr(err)
-}
-
-// pgGetJSON reads and decodes one record; what and key name it in errors.
-func pgGetJSON[T any](ctx context.Context, s *pgStore, what, key, sql string, args ...any) (T, error) {
-	var v T
-	data, err := s.queryData(ctx, sql, args...)
-	if err == nil {
-		err = json.Unmarshal(data, &v)
-	}
-	if err != nil {
-		var zero T
-		return zero, fmt.Errorf("%s %.128s: %w", what, key, err)
-	}
-	return v, nil
-}
-
-// pgList decodes the first column of every row the query returns.
-func pgList[T any](ctx context.Context, s *pgStore, sql string, args ...any) ([]T, error) {
-	if err := s.ready(ctx); err != nil {
-		return nil, err
-	}
-	rows, err := s.pool.Query(ctx, sql, args...)
-	if err != nil {
-		return nil, s.closedErr(err)
-	}
-	defer rows.Close()
-	var out []T
-	for rows.Next() {
-		var data []byte
-		if err := rows.Scan(&data); err != nil {
-			return nil, err
-		}
-		var v T
-		if err := json.Unmarshal(data, &v); err != nil {
-			return nil, err
-		}
-		out = append(out, v)
-	}
-	return out, s.closedErr(rows.Err())
-}
-
-// ns is a time as the bigint columns keep it: the Unix nanoseconds that
-// timeKey orders by, clamped alike, so that both backends order and cut
-// times the same way.
-func ns(t time.Time) int64 { return keyNS(timeKey(t)) }
-
-// keyNS decodes a timeKey.
-func keyNS(k [8]byte) int64 { return int64(binary.BigEndian.Uint64(k[:]) ^ 1<<63) }
-
-// nsKey encodes the Unix nanoseconds n as a timeKey.
-func nsKey(n int64) [8]byte {
-	var k [8]byte
-	binary.BigEndian.PutUint64(k[:], uint64(n)^1<<63)
-	return k
-}
-
-// pgAppendAudit inserts prepared audit records in order; the identity
-// column numbers them.
-func pgAppendAudit(ctx context.Context, tx pgx.Tx, recs []preparedAudit) error {
-	if len(recs) == 0 {
-		return nil
-	}
-	sql, args := auditInsert(recs)
-	if _, err := tx.Exec(ctx, sql, args...); err != nil {
-		return fmt.Errorf("audit: %w", err)
-	}
-	return nil
-}
-
-// queueAudit adds the insert of prepared audit records to a batch.
-func queueAudit(b *pgx.Batch, recs []preparedAudit) {
-	if len(recs) > 0 {
-		sql, args := auditInsert(recs)
-		b.Queue(sql, args...)
-	}
-}
-
-// auditInsert is the one statement that inserts recs in order.
-func auditInsert(recs []preparedAudit) (string, []any) {
-	times := make([]int64, len(recs))
-	tenants := make([][]byte, len(recs))
-	actions := make([][]byte, len(recs))
-	values := make([][]byte, len(recs))
-	for i, r := range recs {
-		times[i], tenants[i], actions[i], values[i] = keyNS(r.time), []byte(r.tenant), []byte(r.action), r.value
-	}
-	return `INSERT INTO audit (time_ns, tenant, action, data)
-		SELECT t, te, a, d FROM unnest($1::bigint[], $2::bytea[], $3::bytea[], $4::bytea[]) WITH ORDINALITY AS u(t, te, a, d, o)
-		ORDER BY o`, []any{times, tenants, actions, values}
+// isForeignKeyViolation reports a foreign_key_violation: a document the
+// sweep found unused was taken into use meanwhile.
+func isForeignKeyViolation(err error) bool {
+	var pe *pgconn.PgError
+	return errors.As(err, &pe) && pe.Code == "23503"
 }

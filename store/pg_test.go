@@ -15,7 +15,7 @@ import (
 )
 
 // pgQuery runs one query on the database at url and scans its one row.
-func pgQuery(t *testing.T, url, sql string, dest ...any) {
+func pgQuery(t testing.TB, url, sql string, dest ...any) {
 	t.Helper()
 	ctx := context.Background()
 	conn, err := pgx.Connect(ctx, url)

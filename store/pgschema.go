@@ -2,10 +2,12 @@ package store
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 )
 
 // pgMigrationLock is the key of the advisory lock the migrations run
@@ -16,12 +18,20 @@ const (
 	pgSweepLock     int64 = 0x7462737765657000
 )
 
-// pgMigration moves the database from version-1 to version, in one
-// transaction with the row that records it in schema_migrations.
+// pgMigration moves the database from version-1 to version: sql in one
+// transaction with the row that records it in schema_migrations. A
+// migration that rewrites every row of a table does it in several: sql,
+// then backfill over and over, each call a transaction that rewrites a
+// bounded batch after the position it returned last (0 at first) and
+// returns the next (done when none is left), then final with the row of
+// schema_migrations. Stopped half way, it is run again from the start at
+// the next open: sql, backfill and final must be idempotent.
 type pgMigration struct {
-	version int
-	name    string
-	sql     string
+	version  int
+	name     string
+	sql      string
+	backfill func(ctx context.Context, tx pgx.Tx, after int64) (next int64, done bool, err error)
+	final    string
 }
 
 // pgSchema lists the PostgreSQL migrations in order; a new one is appended
@@ -134,7 +144,62 @@ CREATE TABLE activities (
 	expires_ns bigint NOT NULL);
 CREATE INDEX activities_by_expiry ON activities (expires_ns);
 `},
+		{version: 2, name: "audit filter columns", sql: `
+ALTER TABLE audit ADD COLUMN IF NOT EXISTS actor bytea,
+	ADD COLUMN IF NOT EXISTS tool bytea,
+	ADD COLUMN IF NOT EXISTS result bytea;
+`, backfill: backfillAuditColumns, final: `
+CREATE INDEX IF NOT EXISTS audit_by_tenant_actor ON audit (tenant, actor, time_ns, seq) WHERE actor IS NOT NULL;
+CREATE INDEX IF NOT EXISTS audit_by_tenant_tool ON audit (tenant, tool, time_ns, seq) WHERE tool IS NOT NULL;
+CREATE INDEX IF NOT EXISTS audit_by_tenant_result ON audit (tenant, result, time_ns, seq) WHERE result IS NOT NULL;
+ANALYZE audit;
+`},
 	}
+}
+
+// pgBackfillBatch is how many rows one transaction of a backfill rewrites
+// at most.
+const pgBackfillBatch = 10_000
+
+// backfillAuditColumns fills the audit log's filter columns of up to
+// pgBackfillBatch records after the sequence number after, from their
+// JSON as the store reads it (auditMatch), so that they match as on
+// bbolt.
+func backfillAuditColumns(ctx context.Context, tx pgx.Tx, after int64) (int64, bool, error) {
+	rows, err := tx.Query(ctx, `SELECT seq, data FROM audit WHERE seq > $1 ORDER BY seq LIMIT $2`, after, pgBackfillBatch)
+	if err != nil {
+		return after, false, err
+	}
+	var seqs []int64
+	var actors, tools, results [][]byte
+	for rows.Next() {
+		var seq int64
+		var data []byte
+		if err := rows.Scan(&seq, &data); err != nil {
+			rows.Close()
+			return after, false, err
+		}
+		var m auditMatch
+		if err := json.Unmarshal(data, &m); err != nil {
+			rows.Close()
+			return after, false, fmt.Errorf("audit record %d: %w", seq, err)
+		}
+		seqs = append(seqs, seq)
+		actors, tools, results = append(actors, column(m.Actor)), append(tools, column(m.Fields.Tool)), append(results, column(m.Fields.Result))
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return after, false, err
+	}
+	if len(seqs) == 0 {
+		return after, true, nil
+	}
+	if _, err := tx.Exec(ctx, `UPDATE audit a SET actor = u.actor, tool = u.tool, result = u.result
+		FROM unnest($1::bigint[], $2::bytea[], $3::bytea[], $4::bytea[]) AS u(seq, actor, tool, result)
+		WHERE a.seq = u.seq`, seqs, actors, tools, results); err != nil {
+		return after, false, err
+	}
+	return seqs[len(seqs)-1], len(seqs) < pgBackfillBatch, nil
 }
 
 // migrate applies the migrations the database has not had yet, in order,
@@ -176,17 +241,50 @@ func (s *pgStore) migrate(ctx context.Context, migrations []pgMigration) error {
 	}
 	for _, m := range migrations[current:] {
 		start := time.Now()
-		err := pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
-			if _, err := tx.Exec(ctx, m.sql); err != nil {
-				return err
-			}
-			_, err := tx.Exec(ctx, `INSERT INTO schema_migrations (version, name) VALUES ($1, $2)`, m.version, m.name)
-			return err
-		})
+		txs, err := runPGMigration(ctx, conn, m)
 		if err != nil {
 			return fmt.Errorf("store: postgres migration %d (%s): %w", m.version, m.name, err)
 		}
-		s.log.Info("store migrated", "backend", "postgres", "version", m.version, "migration", m.name, "took", time.Since(start))
+		s.log.Info("store migrated", "backend", "postgres", "version", m.version, "migration", m.name, "transactions", txs, "took", time.Since(start))
 	}
 	return nil
+}
+
+// runPGMigration applies one migration and records it: in one
+// transaction, or for a migration with a backfill in several, the record
+// last. It returns how many transactions it took.
+func runPGMigration(ctx context.Context, conn *pgxpool.Conn, m pgMigration) (int, error) {
+	record := func(tx pgx.Tx, sql string) error {
+		if sql != "" {
+			if _, err := tx.Exec(ctx, sql); err != nil {
+				return err
+			}
+		}
+		_, err := tx.Exec(ctx, `INSERT INTO schema_migrations (version, name) VALUES ($1, $2)`, m.version, m.name)
+		return err
+	}
+	if m.backfill == nil {
+		return 1, pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error { return record(tx, m.sql) })
+	}
+	if err := pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
+		_, err := tx.Exec(ctx, m.sql)
+		return err
+	}); err != nil {
+		return 1, err
+	}
+	txs := 1
+	for after, done := int64(0), false; !done; {
+		if err := ctx.Err(); err != nil {
+			return txs, err
+		}
+		txs++
+		if err := pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
+			var err error
+			after, done, err = m.backfill(ctx, tx, after)
+			return err
+		}); err != nil {
+			return txs, err
+		}
+	}
+	return txs + 1, pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error { return record(tx, m.final) })
 }

@@ -1,20 +1,14 @@
 package store
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
-	"os"
-	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"time"
-
-	"go.etcd.io/bbolt"
-	berrors "go.etcd.io/bbolt/errors"
 )
 
 // ErrNotFound is returned for a record that does not exist, or a view that
@@ -116,12 +110,13 @@ type Options struct {
 	RunRetention time.Duration
 }
 
-// base is what both backends share: the clock, the logger, the
-// retentions and listing bounds, and the key that signs listing cursors.
-// The checks and encodings made outside a transaction (prepareRun,
-// prepareAudit, the cursors) are its methods, so that both backends
-// refuse and encode alike.
-type base struct {
+// Store is the service's state: the records described in the package
+// doc, on bbolt (Open) or PostgreSQL (OpenPostgres). Its methods are the
+// rules of the records, written once; its backend only stores them. They
+// are safe for concurrent use, from one process or, on PostgreSQL, from
+// several.
+type Store struct {
+	be  backend
 	now func() time.Time
 	log *slog.Logger
 	// auditRetention and runRetention are the Options' (defaults
@@ -130,134 +125,62 @@ type base struct {
 	// pageScan is how many index entries one page of a listing reads at
 	// most (defaultPageScan); tests lower it.
 	pageScan int
-	// exportBatch is how many index entries one read transaction of an
-	// export reads at most (defaultExportBatch); tests lower it.
+	// exportBatch is how many index entries one read of an export reads
+	// at most (defaultExportBatch); tests lower it.
 	exportBatch int
-	// cursorKey signs the cursors of listings (meta/cursor_key), so that
-	// a cursor cannot be forged or moved to another query.
+	// exportReads counts the exports' reads under way, so that tests
+	// can check that an export never calls back inside one.
+	exportReads atomic.Int32
+	// cursorKey signs the cursors of listings, so that a cursor cannot
+	// be forged or moved to another query; each backend keeps it.
 	cursorKey []byte
+	// writes counts the writes committed.
+	writes atomic.Uint64
+	// stopped is closed by Close, which ends RunSweeper.
+	stopped   chan struct{}
+	closeOnce sync.Once
 }
 
-// newBase applies the Options' defaults.
-func newBase(opts Options) base {
-	b := base{
+// Open opens (creating and migrating) the bbolt store file at path. It
+// creates the parent folder (mode 0700) and the file (mode 0600) if
+// needed. If the file is held by someone else it fails with ErrLocked
+// after Options.OpenTimeout, or sooner if ctx has an earlier deadline.
+func Open(ctx context.Context, path string, opts Options) (*Store, error) {
+	return openBolt(ctx, path, opts, schema())
+}
+
+// OpenPostgres opens the store on the PostgreSQL database at url
+// (postgres://… or postgresql://…, with pgx's pool settings such as
+// pool_max_conns allowed in it; without it, the pool holds up to 16
+// connections, or 4 per CPU), creating and migrating its tables. Several
+// processes may open the same database at once: the migrations run under
+// an advisory lock, so that replicas starting together migrate once. It
+// fails with ErrSchemaTooNew for a database a newer version migrated.
+// Options.OpenTimeout bounds connecting (zero means 5 s).
+func OpenPostgres(ctx context.Context, url string, opts Options) (*Store, error) {
+	return openPostgres(ctx, url, opts, pgSchema())
+}
+
+// newStore is a Store on be with opts' defaults applied.
+func newStore(be backend, cursorKey []byte, opts Options) *Store {
+	s := &Store{
+		be:             be,
 		now:            opts.Now,
 		log:            opts.Logger,
 		pageScan:       defaultPageScan,
 		exportBatch:    defaultExportBatch,
 		auditRetention: retention(opts.AuditRetention, DefaultAuditRetention),
 		runRetention:   retention(opts.RunRetention, DefaultRunRetention),
+		cursorKey:      cursorKey,
+		stopped:        make(chan struct{}),
 	}
-	if b.now == nil {
-		b.now = time.Now
+	if s.now == nil {
+		s.now = time.Now
 	}
-	if b.log == nil {
-		b.log = slog.New(slog.DiscardHandler)
+	if s.log == nil {
+		s.log = slog.New(slog.DiscardHandler)
 	}
-	return b
-}
-
-// boltStore is the bbolt backend: the service's state in one file. Its
-// methods are safe for concurrent use.
-type boltStore struct {
-	base
-	db *bbolt.DB
-
-	// sweepBatch is how many expired views one sweep transaction deletes
-	// at most; tests lower it.
-	sweepBatch int
-	// lazyWait is how long an idle writer holds a lazy write back
-	// (defaultLazyWait); tests raise it.
-	lazyWait time.Duration
-	// exportTxs counts the exports' open read transactions, so that tests
-	// can check that an export never calls back inside one.
-	exportTxs atomic.Int32
-
-	// The group-commit queue (see writer.go).
-	mu      sync.Mutex
-	pending []*writeReq
-	eager   int // writes in pending that are not lazy
-	closed  bool
-	wake    chan struct{}
-	stopped chan struct{}
-
-	commits atomic.Uint64
-	writes  atomic.Uint64
-}
-
-// Stats counts the writes and the transactions they were committed in since
-// Open; Writes/Commits is the average group-commit size.
-type Stats struct {
-	Writes  uint64
-	Commits uint64
-}
-
-// Stats returns the write counters, for metrics.
-func (s *boltStore) Stats() Stats {
-	return Stats{Writes: s.writes.Load(), Commits: s.commits.Load()}
-}
-
-func open(ctx context.Context, path string, opts Options, migrations []migration) (*boltStore, error) {
-	if err := ctx.Err(); err != nil {
-		return nil, err
-	}
-	if path == "" {
-		return nil, fmt.Errorf("store: open: %w", invalid("the path is empty"))
-	}
-	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
-		return nil, fmt.Errorf("store: open %s: %w", path, err)
-	}
-	timeout := opts.OpenTimeout
-	if timeout <= 0 {
-		timeout = DefaultOpenTimeout
-	}
-	if dl, ok := ctx.Deadline(); ok {
-		timeout = max(min(timeout, time.Until(dl)), time.Millisecond)
-	}
-	db, err := bbolt.Open(path, 0o600, &bbolt.Options{
-		// Without a timeout a second Open of the same file blocks forever.
-		Timeout: timeout,
-		// The hashmap freelist stays fast when sweeps free many pages, and
-		// not writing the freelist at every commit makes commits smaller;
-		// the price is a scan of the file at open.
-		FreelistType:   bbolt.FreelistMapType,
-		NoFreelistSync: true,
-		// A writer that must remap the file waits for every open read
-		// transaction; mapping generously up front makes that rare.
-		InitialMmapSize: 256 << 20,
-		// bbolt's statistics are a shared lock on every read; we do
-		// not use them.
-		NoStatistics: true,
-	})
-	if errors.Is(err, berrors.ErrTimeout) {
-		return nil, fmt.Errorf("store: open %s: still locked after %s (is another instance running?): %w", path, timeout, ErrLocked)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("store: open %s: %w", path, err)
-	}
-	s := &boltStore{
-		base:       newBase(opts),
-		db:         db,
-		sweepBatch: defaultSweepBatch,
-		lazyWait:   defaultLazyWait,
-		wake:       make(chan struct{}, 1),
-		stopped:    make(chan struct{}),
-	}
-	if err := s.migrate(ctx, migrations); err != nil {
-		db.Close()
-		return nil, err
-	}
-	if err := s.read(func(tx *bbolt.Tx) error {
-		// Files of a version before 4 (only tests open those) have no
-		// key, and their listings refuse cursors.
-		s.cursorKey = bytes.Clone(tx.Bucket([]byte(bucketMeta)).Get([]byte(keyCursorKey)))
-		return nil
-	}); err != nil {
-		db.Close()
-		return nil, fmt.Errorf("store: open %s: %w", path, err)
-	}
-	go s.runWriter()
-	return s, nil
+	return s
 }
 
 // retention is an Options retention with its default applied: zero is
@@ -272,91 +195,88 @@ func retention(d, def time.Duration) time.Duration {
 	return d
 }
 
-// Close waits for the writes already handed in to commit, then closes the
-// file. Later calls return ErrClosed.
-func (s *boltStore) Close() error {
-	s.mu.Lock()
-	if s.closed {
-		s.mu.Unlock()
-		return ErrClosed
-	}
-	s.closed = true
-	s.mu.Unlock()
-	s.signal()
-	<-s.stopped
-	// Commits skip the free list (NoFreelistSync), so an open has to walk
-	// every page of the file to find the free ones: about a second for a
-	// million views. A clean close writes the list once, in a last empty
-	// commit, and the next open reads it instead; that open's first commit
-	// drops it again, so after a crash the open walks the file, as bbolt
-	// requires.
-	s.db.NoFreelistSync = false
-	if err := s.db.Update(func(*bbolt.Tx) error { return nil }); err != nil {
-		s.log.Warn("free list not kept at close; the next start reads the whole file", "err", err)
-	}
-	if err := s.db.Close(); err != nil {
-		return fmt.Errorf("store: close: %w", err)
-	}
-	return nil
+// Stats counts the writes and the transactions they were committed in since
+// Open; Writes/Commits is the average group-commit size.
+type Stats struct {
+	Writes  uint64
+	Commits uint64
 }
 
-// Ping checks that the file is open and readable and its schema is current.
-func (s *boltStore) Ping(ctx context.Context) error {
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	return s.read(func(tx *bbolt.Tx) error {
-		v, err := schemaVersion(tx)
-		if err != nil {
-			return err
-		}
-		if v == 0 {
-			return fmt.Errorf("store: ping: no schema version")
-		}
-		return nil
-	})
-}
+// Stats returns the write counters, for metrics.
+func (s *Store) Stats() Stats { return Stats{Writes: s.writes.Load(), Commits: s.be.commits()} }
 
-// read runs fn in a read transaction. fn must copy out whatever it keeps:
-// bbolt's slices are only valid until the transaction ends.
-func (s *boltStore) read(fn func(tx *bbolt.Tx) error) error {
-	err := s.db.View(fn)
-	if errors.Is(err, berrors.ErrDatabaseNotOpen) {
-		return ErrClosed
+// write runs fn in a write of the backend (see backend.write), and counts
+// it once committed.
+func (s *Store) write(ctx context.Context, lazy bool, fn func(w writer) error) error {
+	err := s.be.write(ctx, lazy, fn)
+	if err == nil {
+		s.writes.Add(1)
 	}
 	return err
 }
+
+// Close waits for the writes already handed in to commit, then closes the
+// file (or the database's connections). Later calls return ErrClosed.
+func (s *Store) Close() error {
+	err := s.be.close()
+	s.closeOnce.Do(func() { close(s.stopped) })
+	return err
+}
+
+// Ping checks that the store is open and readable and its schema is
+// current.
+func (s *Store) Ping(ctx context.Context) error { return s.be.ping(ctx) }
 
 // Backup writes a consistent copy of the whole file to w while the store
 // keeps serving, and returns the number of bytes written. The copy is a
 // valid store file that Open accepts. It holds one read transaction for
 // the whole copy, so a writer that needs to grow the file waits for it: run
-// it when the service is quiet.
-func (s *boltStore) Backup(ctx context.Context, w io.Writer) (int64, error) {
+// it when the service is quiet. A PostgreSQL store is backed up with the
+// database's own tools (errors.ErrUnsupported).
+func (s *Store) Backup(ctx context.Context, w io.Writer) (int64, error) {
 	if err := ctx.Err(); err != nil {
 		return 0, err
 	}
-	var n int64
-	err := s.read(func(tx *bbolt.Tx) error {
-		var err error
-		n, err = tx.WriteTo(ctxWriter{ctx, w})
-		return err
-	})
+	n, err := s.be.backup(ctx, w)
 	if err != nil {
 		return n, fmt.Errorf("store: backup: %w", err)
 	}
 	return n, nil
 }
 
-// ctxWriter stops a long copy once ctx is done.
-type ctxWriter struct {
-	ctx context.Context
-	w   io.Writer
+// get reads the record key with get, naming it (what and key) in the
+// error.
+func get[T any](ctx context.Context, s *Store, what, key string, get func(r reader, key string) (T, error)) (T, error) {
+	var v T
+	err := s.be.read(ctx, func(r reader) error {
+		var err error
+		v, err = get(r, key)
+		return err
+	})
+	if err != nil {
+		var zero T
+		return zero, fmt.Errorf("%s %.128s: %w", what, key, err)
+	}
+	return v, nil
 }
 
-func (c ctxWriter) Write(p []byte) (int, error) {
-	if err := c.ctx.Err(); err != nil {
-		return 0, err
+// list reads records of tenant with list, after checking tenant as a key
+// part; what names them in the error.
+func list[T any](ctx context.Context, s *Store, what, tenant string, list func(r reader) ([]T, error)) ([]T, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
 	}
-	return c.w.Write(p)
+	if err := checkKeyPart(what+" tenant", tenant); err != nil {
+		return nil, err
+	}
+	var out []T
+	err := s.be.read(ctx, func(r reader) error {
+		var err error
+		out, err = list(r)
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("store: %s of tenant %s: %w", what, tenant, err)
+	}
+	return out, nil
 }

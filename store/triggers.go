@@ -1,14 +1,12 @@
 package store
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
-
-	"go.etcd.io/bbolt"
 )
 
 // Bounds of the texts of API keys and triggers.
@@ -77,8 +75,8 @@ type Trigger struct {
 	Version    uint64    `json:"version"`
 }
 
-// checkAPIKey checks a key record before it is stored.
-func checkAPIKey(k APIKey) error {
+// check checks a key before it is stored.
+func (k APIKey) check() error {
 	for _, p := range []struct{ what, v string }{{"key id", k.ID}, {"key tenant", k.TenantID}, {"key agent", k.AgentID}, {"key creator", k.CreatedBy}} {
 		if err := checkKeyPart(p.what, p.v); err != nil {
 			return err
@@ -98,214 +96,154 @@ func checkAPIKey(k APIKey) error {
 // ids, agent and creator are checked as binding parts, the name is at most
 // 200 bytes, the hash 64 hex digits (ErrInvalid otherwise). A zero
 // CreatedAt is set from the store's clock.
-func (s *boltStore) PutAPIKey(ctx context.Context, k APIKey, audit ...AuditRecord) error {
+func (s *Store) PutAPIKey(ctx context.Context, k APIKey, audit ...AuditRecord) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	k, value, prepared, err := s.prepareAPIKey(k, audit)
-	if err != nil {
+	if err := k.check(); err != nil {
 		return err
 	}
-	err = s.write(ctx, func(tx *bbolt.Tx) error {
-		ids := tx.Bucket([]byte(bucketAPIKeyIDs))
-		if ids.Get([]byte(k.ID)) != nil {
-			return fmt.Errorf("key id %s is taken: %w", k.ID, ErrConflict)
-		}
-		if err := ids.Put([]byte(k.ID), []byte(k.TenantID)); err != nil {
-			return err
-		}
-		if err := tx.Bucket([]byte(bucketAPIKeys)).Put(indexKey([]byte(k.ID), k.TenantID), value); err != nil {
-			return err
-		}
-		return appendAudit(tx, prepared)
-	})
+	if k.CreatedAt.IsZero() {
+		k.CreatedAt = s.now()
+	}
+	enc, err := encode(k)
+	if err != nil {
+		return fmt.Errorf("key %s: %w", k.ID, err)
+	}
+	err = create(ctx, s, k.TenantID, "key id "+k.ID, enc, audit, func(r reader) error {
+		_, err := r.apiKey(k.ID)
+		return err
+	}, writer.putAPIKey)
 	if err != nil {
 		return fmt.Errorf("store: put API key %s of tenant %s: %w", k.ID, k.TenantID, err)
 	}
 	return nil
 }
 
+// create stores enc, a new record of tenant, with its audit records in
+// the same commit; a record stored under its key (stored finds it) is
+// ErrConflict: the key is taken.
+func create[T any](ctx context.Context, s *Store, tenant, key string, enc encoded[T], audit []AuditRecord,
+	stored func(r reader) error, put func(w writer, rec encoded[T], old *T) error) error {
+	prepared, err := s.prepareTenantAudit(tenant, audit)
+	if err != nil {
+		return err
+	}
+	return s.write(ctx, false, func(w writer) error {
+		switch err := stored(w); {
+		case err == nil:
+			return fmt.Errorf("%s is taken: %w", key, ErrConflict)
+		case !errors.Is(err, ErrNotFound):
+			return err
+		}
+		if err := put(w, enc, nil); err != nil {
+			return err
+		}
+		return w.appendAudit(prepared)
+	})
+}
+
 // APIKey returns a key by its id alone, whatever its tenant: the runs API
 // learns the tenant from the key. Unknown ids are ErrNotFound.
-func (s *boltStore) APIKey(ctx context.Context, id string) (APIKey, error) {
+func (s *Store) APIKey(ctx context.Context, id string) (APIKey, error) {
 	if err := ctx.Err(); err != nil {
 		return APIKey{}, err
 	}
 	if err := checkKeyPart("key id", id); err != nil {
 		return APIKey{}, err
 	}
-	var k APIKey
-	err := s.read(func(tx *bbolt.Tx) error {
-		tenant := tx.Bucket([]byte(bucketAPIKeyIDs)).Get([]byte(id))
-		if tenant == nil {
-			return ErrNotFound
-		}
-		data := tx.Bucket([]byte(bucketAPIKeys)).Get(indexKey([]byte(id), string(tenant)))
-		if data == nil {
-			return fmt.Errorf("api_key_ids names tenant %q without its key", tenant)
-		}
-		return json.Unmarshal(data, &k)
-	})
+	k, err := get(ctx, s, "API key", id, reader.apiKey)
 	if err != nil {
-		return APIKey{}, fmt.Errorf("store: API key %.128s: %w", id, err)
+		return APIKey{}, fmt.Errorf("store: %w", err)
 	}
 	return k, nil
 }
 
 // APIKeys returns the tenant's keys, revoked ones too, newest first.
-func (s *boltStore) APIKeys(ctx context.Context, tenant string) ([]APIKey, error) {
-	out, err := listTenant[APIKey](ctx, s, bucketAPIKeys, "API keys", tenant)
+func (s *Store) APIKeys(ctx context.Context, tenant string) ([]APIKey, error) {
+	out, err := list(ctx, s, "API keys", tenant, func(r reader) ([]APIKey, error) { return r.apiKeys(tenant) })
 	slices.SortStableFunc(out, func(a, b APIKey) int { return b.CreatedAt.Compare(a.CreatedAt) })
 	return out, err
-}
-
-// updateAPIKey changes one key of tenant in a write, with the audit
-// records audit makes of the key before and after the change.
-func (s *boltStore) updateAPIKey(ctx context.Context, tenant, id string, change func(*APIKey) error, audit func(before, after APIKey) []AuditRecord) (APIKey, error) {
-	if err := ctx.Err(); err != nil {
-		return APIKey{}, err
-	}
-	if err := checkKeyPart("key tenant", tenant); err != nil {
-		return APIKey{}, err
-	}
-	if err := checkKeyPart("key id", id); err != nil {
-		return APIKey{}, err
-	}
-	key := indexKey([]byte(id), tenant)
-	var after APIKey
-	apply := func(tx *bbolt.Tx) error {
-		var err error
-		after, err = changeAudited(s, tx.Bucket([]byte(bucketAPIKeys)), tx, key, tenant, func(_ APIKey, k *APIKey) error {
-			if err := change(k); err != nil {
-				return err
-			}
-			return checkAPIKey(*k)
-		}, audit)
-		return err
-	}
-	if err := s.write(ctx, apply); err != nil {
-		return APIKey{}, fmt.Errorf("store: API key %.128s of tenant %s: %w", id, tenant, err)
-	}
-	return after, nil
-}
-
-// changeAudited reads the record under key in b, lets change edit a copy
-// (given the record as stored, to keep what may not change) and check it,
-// and stores the copy with its audit records (putAudited). A missing
-// record is ErrNotFound. It runs inside a write, which may run it more
-// than once: change and audit must only compute.
-func changeAudited[T any](s *boltStore, b *bbolt.Bucket, tx *bbolt.Tx, key []byte, tenant string, change func(before T, after *T) error, audit func(before, after T) []AuditRecord) (T, error) {
-	var before, after T
-	data := b.Get(key)
-	if data == nil {
-		return after, ErrNotFound
-	}
-	if err := json.Unmarshal(data, &before); err != nil {
-		return after, fmt.Errorf("stored record: %w", err)
-	}
-	if err := json.Unmarshal(data, &after); err != nil {
-		return after, fmt.Errorf("stored record: %w", err)
-	}
-	if err := change(before, &after); err != nil {
-		return after, err
-	}
-	return after, putAudited(s, tx, b, key, tenant, before, after, audit)
-}
-
-// putAudited stores after under key in b, with the audit records made of
-// the record before and after the change, checked as tenant's. It runs
-// inside a write, which may run it more than once: audit must only build
-// records.
-func putAudited[T any](s *boltStore, tx *bbolt.Tx, b *bbolt.Bucket, key []byte, tenant string, before, after T, audit func(before, after T) []AuditRecord) error {
-	value, err := json.Marshal(after)
-	if err != nil {
-		return err
-	}
-	if err := b.Put(key, value); err != nil {
-		return err
-	}
-	if audit == nil {
-		return nil
-	}
-	prepared, err := s.prepareTenantAudit(tenant, audit(before, after))
-	if err != nil {
-		return err
-	}
-	return appendAudit(tx, prepared)
 }
 
 // RevokeAPIKey revokes a key of tenant for good, with the audit records
 // audit makes of it before and after, in the same commit, and returns the
 // revoked key. A key that is unknown or of another tenant is ErrNotFound;
 // one revoked already is ErrConflict, and nothing is written.
-func (s *boltStore) RevokeAPIKey(ctx context.Context, tenant, id, by string, audit func(before, after APIKey) []AuditRecord) (APIKey, error) {
+func (s *Store) RevokeAPIKey(ctx context.Context, tenant, id, by string, audit func(before, after APIKey) []AuditRecord) (APIKey, error) {
 	if err := checkKeyPart("revoked by", by); err != nil {
 		return APIKey{}, err
 	}
-	return s.updateAPIKey(ctx, tenant, id, revokeKey(s.now(), by), audit)
-}
-
-// revokeKey is RevokeAPIKey's change of a stored key, on every backend: a
-// key revoked already is ErrConflict.
-func revokeKey(now time.Time, by string) func(*APIKey) error {
-	return func(k *APIKey) error {
+	now := s.now()
+	return s.updateAPIKey(ctx, tenant, id, func(k *APIKey) error {
 		if k.Revoked() {
 			return fmt.Errorf("revoked already at %s: %w", k.RevokedAt.UTC().Format(time.RFC3339), ErrConflict)
 		}
 		k.RevokedAt, k.RevokedBy = now, by
 		return nil
-	}
-}
-
-// useKey is UseAPIKey's change of a stored key, on every backend: a
-// revoked key is ErrConflict (it was revoked after the caller read it).
-func useKey(at time.Time) func(*APIKey) error {
-	return func(k *APIKey) error {
-		if k.Revoked() {
-			return fmt.Errorf("revoked at %s: %w", k.RevokedAt.UTC().Format(time.RFC3339), ErrConflict)
-		}
-		k.LastUsedAt = at
-		return nil
-	}
+	}, audit)
 }
 
 // UseAPIKey records that a key of tenant was used at at (its LastUsedAt),
 // with the audit records of the use in the same commit. A revoked key is
 // ErrConflict: it was revoked after the caller read it.
-func (s *boltStore) UseAPIKey(ctx context.Context, tenant, id string, at time.Time, audit ...AuditRecord) error {
-	_, err := s.updateAPIKey(ctx, tenant, id, useKey(at), func(APIKey, APIKey) []AuditRecord { return audit })
+func (s *Store) UseAPIKey(ctx context.Context, tenant, id string, at time.Time, audit ...AuditRecord) error {
+	_, err := s.updateAPIKey(ctx, tenant, id, func(k *APIKey) error {
+		if k.Revoked() {
+			return fmt.Errorf("revoked at %s: %w", k.RevokedAt.UTC().Format(time.RFC3339), ErrConflict)
+		}
+		k.LastUsedAt = at
+		return nil
+	}, func(APIKey, APIKey) []AuditRecord { return audit })
 	return err
 }
 
-// listTenant decodes every record of bucket under tenant's prefix.
-func listTenant[T any](ctx context.Context, s *boltStore, bucket, what, tenant string) ([]T, error) {
+// updateAPIKey changes one key of tenant in a write, with the audit
+// records audit makes of the key before and after the change. A key of
+// another tenant is ErrNotFound, as an unknown one.
+func (s *Store) updateAPIKey(ctx context.Context, tenant, id string, change func(*APIKey) error, audit func(before, after APIKey) []AuditRecord) (APIKey, error) {
 	if err := ctx.Err(); err != nil {
-		return nil, err
+		return APIKey{}, err
 	}
-	if err := checkKeyPart(what+" tenant", tenant); err != nil {
-		return nil, err
+	if err := checkKeyParts("key tenant", tenant, "key id", id); err != nil {
+		return APIKey{}, err
 	}
-	prefix := indexKey(nil, tenant)
-	var out []T
-	err := s.read(func(tx *bbolt.Tx) error {
-		c := tx.Bucket([]byte(bucket)).Cursor()
-		for k, v := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix); k, v = c.Next() {
-			var r T
-			if err := json.Unmarshal(v, &r); err != nil {
-				return fmt.Errorf("%q: %w", k, err)
-			}
-			out = append(out, r)
+	var after APIKey
+	err := s.write(ctx, false, func(w writer) error {
+		before, err := w.apiKey(id)
+		if err != nil {
+			return err
 		}
-		return nil
+		if before.TenantID != tenant {
+			return ErrNotFound
+		}
+		after = before
+		if err := change(&after); err != nil {
+			return err
+		}
+		if err := after.check(); err != nil {
+			return err
+		}
+		enc, err := encode(after)
+		if err != nil {
+			return err
+		}
+		if err := w.putAPIKey(enc, &before); err != nil {
+			return err
+		}
+		if audit == nil {
+			return nil
+		}
+		return s.auditFor(w, tenant, func() []AuditRecord { return audit(before, after) })
 	})
 	if err != nil {
-		return nil, fmt.Errorf("store: %s of tenant %s: %w", what, tenant, err)
+		return APIKey{}, fmt.Errorf("store: API key %.128s of tenant %s: %w", id, tenant, err)
 	}
-	return out, nil
+	return after, nil
 }
 
-// checkTrigger checks a trigger record before it is stored.
-func checkTrigger(t Trigger) error {
+// check checks a trigger before it is stored.
+func (t Trigger) check() error {
 	for _, p := range []struct{ what, v string }{
 		{"trigger id", t.ID}, {"trigger tenant", t.TenantID}, {"trigger agent", t.AgentID},
 		{"trigger conversation", t.ConversationID}, {"trigger creator", t.CreatedBy},
@@ -331,13 +269,6 @@ func checkTrigger(t Trigger) error {
 	return nil
 }
 
-// triggerKey is a trigger's key in triggers/; convKey its entry in
-// triggers_by_conversation/.
-func triggerKey(tenant, id string) []byte { return indexKey([]byte(id), tenant) }
-func convTriggerKey(tenant, conv, id string) []byte {
-	return indexKey([]byte(id), tenant, conv)
-}
-
 // PutTrigger stores a new trigger, with the audit records of its creation
 // in the same commit. An id already stored in the tenant is ErrConflict;
 // ids are checked as binding parts, the name is at most 200 bytes, the
@@ -345,28 +276,28 @@ func convTriggerKey(tenant, conv, id string) []byte {
 // set from the store's clock, and a zero LastDue to CreatedAt: the first
 // run is the first due time after the trigger was made. The store does
 // not parse the cron expression or the time zone; the caller does.
-func (s *boltStore) PutTrigger(ctx context.Context, t Trigger, audit ...AuditRecord) error {
+func (s *Store) PutTrigger(ctx context.Context, t Trigger, audit ...AuditRecord) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	t, value, prepared, err := s.prepareTrigger(t, audit)
-	if err != nil {
+	if err := t.check(); err != nil {
 		return err
 	}
-	key := triggerKey(t.TenantID, t.ID)
-	err = s.write(ctx, func(tx *bbolt.Tx) error {
-		b := tx.Bucket([]byte(bucketTriggers))
-		if b.Get(key) != nil {
-			return fmt.Errorf("trigger id %s is taken: %w", t.ID, ErrConflict)
-		}
-		if err := b.Put(key, value); err != nil {
-			return err
-		}
-		if err := tx.Bucket([]byte(bucketTriggersByConv)).Put(convTriggerKey(t.TenantID, t.ConversationID, t.ID), []byte{}); err != nil {
-			return err
-		}
-		return appendAudit(tx, prepared)
-	})
+	if t.CreatedAt.IsZero() {
+		t.CreatedAt = s.now()
+	}
+	if t.LastDue.IsZero() {
+		t.LastDue = t.CreatedAt
+	}
+	t.Version = 1
+	enc, err := encode(t)
+	if err != nil {
+		return fmt.Errorf("trigger %s: %w", t.ID, err)
+	}
+	err = create(ctx, s, t.TenantID, "trigger id "+t.ID, enc, audit, func(r reader) error {
+		_, err := r.trigger(t.TenantID, t.ID)
+		return err
+	}, writer.putTrigger)
 	if err != nil {
 		return fmt.Errorf("store: put trigger %s of tenant %s: %w", t.ID, t.TenantID, err)
 	}
@@ -375,14 +306,19 @@ func (s *boltStore) PutTrigger(ctx context.Context, t Trigger, audit ...AuditRec
 
 // Trigger returns a trigger of tenant; ErrNotFound when it has none of
 // that id.
-func (s *boltStore) Trigger(ctx context.Context, tenant, id string) (Trigger, error) {
-	if err := checkKeyPart("trigger tenant", tenant); err != nil {
+func (s *Store) Trigger(ctx context.Context, tenant, id string) (Trigger, error) {
+	if err := checkKeyParts("trigger tenant", tenant, "trigger id", id); err != nil {
 		return Trigger{}, err
 	}
-	if err := checkKeyPart("trigger id", id); err != nil {
-		return Trigger{}, err
+	var t Trigger
+	err := s.be.read(ctx, func(r reader) error {
+		var err error
+		t, err = r.trigger(tenant, id)
+		return err
+	})
+	if err != nil {
+		err = fmt.Errorf("trigger %.128s: %w", id, err)
 	}
-	t, err := getJSON[Trigger](ctx, s, bucketTriggers, "trigger", string(triggerKey(tenant, id)))
 	if err != nil {
 		return Trigger{}, fmt.Errorf("store: %w", err)
 	}
@@ -390,41 +326,24 @@ func (s *boltStore) Trigger(ctx context.Context, tenant, id string) (Trigger, er
 }
 
 // Triggers returns the tenant's triggers, ordered by name.
-func (s *boltStore) Triggers(ctx context.Context, tenant string) ([]Trigger, error) {
-	out, err := listTenant[Trigger](ctx, s, bucketTriggers, "triggers", tenant)
-	slices.SortStableFunc(out, func(a, b Trigger) int { return cmpStrings(a.Name, b.Name) })
+func (s *Store) Triggers(ctx context.Context, tenant string) ([]Trigger, error) {
+	out, err := list(ctx, s, "triggers", tenant, func(r reader) ([]Trigger, error) { return r.triggers(tenant, "") })
+	slices.SortStableFunc(out, func(a, b Trigger) int { return strings.Compare(a.Name, b.Name) })
 	return out, err
-}
-
-func cmpStrings(a, b string) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 // ActiveTriggers returns every tenant's triggers that are not paused, for
 // the scheduler. Triggers are few (an admin makes each), so it reads them
 // all in one short transaction.
-func (s *boltStore) ActiveTriggers(ctx context.Context) ([]Trigger, error) {
+func (s *Store) ActiveTriggers(ctx context.Context) ([]Trigger, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
 	var out []Trigger
-	err := s.read(func(tx *bbolt.Tx) error {
-		return tx.Bucket([]byte(bucketTriggers)).ForEach(func(k, v []byte) error {
-			var t Trigger
-			if err := json.Unmarshal(v, &t); err != nil {
-				return fmt.Errorf("trigger %q: %w", k, err)
-			}
-			if !t.Paused {
-				out = append(out, t)
-			}
-			return nil
-		})
+	err := s.be.read(ctx, func(r reader) error {
+		all, err := r.triggers("", "")
+		out = slices.DeleteFunc(all, func(t Trigger) bool { return t.Paused })
+		return err
 	})
 	if err != nil {
 		return nil, fmt.Errorf("store: active triggers: %w", err)
@@ -443,29 +362,44 @@ func (s *boltStore) ActiveTriggers(ctx context.Context) ([]Trigger, error) {
 // The scheduler claims a due time with it (compare LastDue, set the new
 // one) before it starts the run, so that the claim is on disk first and a
 // restart never runs that due time again.
-func (s *boltStore) UpdateTrigger(ctx context.Context, tenant, id string, change func(*Trigger) error, audit func(before, after Trigger) []AuditRecord) (Trigger, error) {
+func (s *Store) UpdateTrigger(ctx context.Context, tenant, id string, change func(*Trigger) error, audit func(before, after Trigger) []AuditRecord) (Trigger, error) {
 	if err := ctx.Err(); err != nil {
 		return Trigger{}, err
 	}
-	if err := checkKeyPart("trigger tenant", tenant); err != nil {
+	if err := checkKeyParts("trigger tenant", tenant, "trigger id", id); err != nil {
 		return Trigger{}, err
 	}
-	if err := checkKeyPart("trigger id", id); err != nil {
-		return Trigger{}, err
-	}
-	key := triggerKey(tenant, id)
 	var after Trigger
-	err := s.write(ctx, func(tx *bbolt.Tx) error {
-		var err error
-		after, err = changeAudited(s, tx.Bucket([]byte(bucketTriggers)), tx, key, tenant, func(before Trigger, t *Trigger) error {
-			if err := change(t); err != nil {
+	err := s.write(ctx, false, func(w writer) error {
+		before, err := w.trigger(tenant, id)
+		if err != nil {
+			return err
+		}
+		after = before
+		if err := change(&after); err != nil {
+			return err
+		}
+		after.ID, after.TenantID, after.ConversationID, after.CreatedBy, after.CreatedAt = before.ID, before.TenantID, before.ConversationID, before.CreatedBy, before.CreatedAt
+		after.Version = before.Version + 1
+		if err := after.check(); err != nil {
+			return err
+		}
+		enc, err := encode(after)
+		if err != nil {
+			return err
+		}
+		if err := w.putTrigger(enc, &before); err != nil {
+			return err
+		}
+		if after.LastDue.After(before.LastDue) {
+			if err := w.claimDue(after); err != nil {
 				return err
 			}
-			t.ID, t.TenantID, t.ConversationID, t.CreatedBy, t.CreatedAt = before.ID, before.TenantID, before.ConversationID, before.CreatedBy, before.CreatedAt
-			t.Version = before.Version + 1
-			return checkTrigger(*t)
-		}, audit)
-		return err
+		}
+		if audit == nil {
+			return nil
+		}
+		return s.auditFor(w, tenant, func() []AuditRecord { return audit(before, after) })
 	})
 	if err != nil {
 		return Trigger{}, fmt.Errorf("store: update trigger %.128s of tenant %s: %w", id, tenant, err)
@@ -475,61 +409,30 @@ func (s *boltStore) UpdateTrigger(ctx context.Context, tenant, id string, change
 
 // DeleteTrigger deletes a trigger of tenant, with the audit records audit
 // makes of it in the same commit. An unknown trigger is ErrNotFound.
-func (s *boltStore) DeleteTrigger(ctx context.Context, tenant, id string, audit func(before Trigger) []AuditRecord) error {
+func (s *Store) DeleteTrigger(ctx context.Context, tenant, id string, audit func(before Trigger) []AuditRecord) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	if err := checkKeyPart("trigger tenant", tenant); err != nil {
+	if err := checkKeyParts("trigger tenant", tenant, "trigger id", id); err != nil {
 		return err
 	}
-	if err := checkKeyPart("trigger id", id); err != nil {
-		return err
-	}
-	key := triggerKey(tenant, id)
-	err := s.write(ctx, func(tx *bbolt.Tx) error {
-		b := tx.Bucket([]byte(bucketTriggers))
-		data := b.Get(key)
-		if data == nil {
-			return ErrNotFound
-		}
-		var before Trigger
-		if err := json.Unmarshal(data, &before); err != nil {
-			return fmt.Errorf("stored record: %w", err)
-		}
-		if err := b.Delete(key); err != nil {
+	err := s.write(ctx, false, func(w writer) error {
+		before, err := w.trigger(tenant, id)
+		if err != nil {
 			return err
 		}
-		if err := tx.Bucket([]byte(bucketTriggersByConv)).Delete(convTriggerKey(tenant, before.ConversationID, id)); err != nil {
+		if err := w.deleteTrigger(before); err != nil {
 			return err
 		}
 		if audit == nil {
 			return nil
 		}
-		prepared, err := s.prepareTenantAudit(tenant, audit(before))
-		if err != nil {
-			return err
-		}
-		return appendAudit(tx, prepared)
+		return s.auditFor(w, tenant, func() []AuditRecord { return audit(before) })
 	})
 	if err != nil {
 		return fmt.Errorf("store: delete trigger %.128s of tenant %s: %w", id, tenant, err)
 	}
 	return nil
-}
-
-// checkRemoveConversation is what RemoveConversation checks of its input
-// on every backend before it writes anything.
-func checkRemoveConversation(key, tenant, conversationID, reason string) error {
-	if err := checkID("conversation", key); err != nil {
-		return err
-	}
-	if err := checkKeyPart("conversation tenant", tenant); err != nil {
-		return err
-	}
-	if err := checkKeyPart("conversation id", conversationID); err != nil {
-		return err
-	}
-	return checkText("paused reason", reason, maxTriggerNote)
 }
 
 // RemoveConversation forgets that the app is in a conversation of tenant
@@ -545,53 +448,49 @@ func checkRemoveConversation(key, tenant, conversationID, reason string) error {
 // uninstall twice (an installationUpdate and a conversationUpdate), and a
 // send refused with 403 may race either; whichever comes second finds the
 // reference gone inside the same transaction that would write its record.
-func (s *boltStore) RemoveConversation(ctx context.Context, key, tenant, conversationID, reason string, audit func(paused [][2]Trigger) []AuditRecord) ([]Trigger, error) {
+func (s *Store) RemoveConversation(ctx context.Context, key, tenant, conversationID, reason string, audit func(paused [][2]Trigger) []AuditRecord) ([]Trigger, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	if err := checkRemoveConversation(key, tenant, conversationID, reason); err != nil {
+	if err := checkID("conversation", key); err != nil {
+		return nil, err
+	}
+	if err := checkKeyParts("conversation tenant", tenant, "conversation id", conversationID); err != nil {
+		return nil, err
+	}
+	if err := checkText("paused reason", reason, maxTriggerNote); err != nil {
 		return nil, err
 	}
 	now := s.now()
 	var paused []Trigger
-	err := s.write(ctx, func(tx *bbolt.Tx) error {
+	err := s.write(ctx, false, func(w writer) error {
 		paused = paused[:0]
-		k := []byte(key)
-		convs := tx.Bucket([]byte(bucketConversations))
-		if convs.Get(k) == nil {
+		// Of two removals at once, the second finds the reference gone.
+		if _, err := w.conversation(key); errors.Is(err, ErrNotFound) {
 			return fmt.Errorf("no conversation reference: %w", ErrNotFound)
-		}
-		if err := unindexConversation(tx, k); err != nil {
+		} else if err != nil {
 			return err
 		}
-		if err := convs.Delete(k); err != nil {
+		if err := w.deleteConversation(key); err != nil {
 			return err
 		}
-		b := tx.Bucket([]byte(bucketTriggers))
-		prefix := indexKey(nil, tenant, conversationID)
-		var ids [][]byte
-		c := tx.Bucket([]byte(bucketTriggersByConv)).Cursor()
-		for ck, _ := c.Seek(prefix); ck != nil && bytes.HasPrefix(ck, prefix); ck, _ = c.Next() {
-			ids = append(ids, bytes.Clone(ck[len(prefix):]))
+		stored, err := w.triggers(tenant, conversationID)
+		if err != nil {
+			return err
 		}
 		var pairs [][2]Trigger
-		for _, id := range ids {
-			tk := triggerKey(tenant, string(id))
-			data := b.Get(tk)
-			if data == nil {
-				continue
-			}
-			var before Trigger
-			if err := json.Unmarshal(data, &before); err != nil {
-				return fmt.Errorf("trigger %q: %w", id, err)
-			}
+		for _, before := range stored {
 			if before.Paused {
 				continue
 			}
 			after := before
 			after.Paused, after.PausedReason, after.PausedBy, after.PausedAt = true, reason, "", now
 			after.Version++
-			if err := putAudited[Trigger](s, tx, b, tk, tenant, before, after, nil); err != nil {
+			enc, err := encode(after)
+			if err != nil {
+				return err
+			}
+			if err := w.putTrigger(enc, &before); err != nil {
 				return err
 			}
 			pairs = append(pairs, [2]Trigger{before, after})
@@ -600,11 +499,7 @@ func (s *boltStore) RemoveConversation(ctx context.Context, key, tenant, convers
 		if audit == nil {
 			return nil
 		}
-		prepared, err := s.prepareTenantAudit(tenant, audit(pairs))
-		if err != nil {
-			return err
-		}
-		return appendAudit(tx, prepared)
+		return s.auditFor(w, tenant, func() []AuditRecord { return audit(pairs) })
 	})
 	if err != nil {
 		return nil, fmt.Errorf("store: remove conversation %s: %w", key, err)

@@ -53,24 +53,16 @@ func (v View) Expired(now time.Time) bool {
 // Revoked reports whether an admin revoked the view.
 func (v View) Revoked() bool { return !v.RevokedAt.IsZero() }
 
-// viewEnd is when a view stops being served: its expiry, or its
-// revocation if that came first. The expiry index and views_by_tenant's
-// values hold it.
+// end is when the view stops being served: its expiry, or its
+// revocation if that came first. The storage indexes it, so that a sweep
+// and a listing know which views can be opened without reading them.
+func (v View) end() time.Time { return viewEnd(v.ExpiresAt, v.RevokedAt) }
+
+// viewEnd is end of a view that expires and was revoked (zero: not) at
+// these times.
 func viewEnd(expires, revoked time.Time) time.Time {
 	if !revoked.IsZero() && revoked.Before(expires) {
 		return revoked
 	}
 	return expires
 }
-
-// viewHeader is the part of a stored view that its index entries are made
-// from; decoding it skips the view's arguments and result.
-type viewHeader struct {
-	TenantID   string    `json:"tenantId"`
-	HTMLSHA256 string    `json:"htmlSha256"`
-	CreatedAt  time.Time `json:"createdAt"`
-	ExpiresAt  time.Time `json:"expiresAt"`
-	RevokedAt  time.Time `json:"revokedAt"`
-}
-
-func (h viewHeader) end() time.Time { return viewEnd(h.ExpiresAt, h.RevokedAt) }

@@ -7,8 +7,6 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
-	"math"
-	"strings"
 	"time"
 
 	"go.etcd.io/bbolt"
@@ -266,9 +264,6 @@ func backfillV4(tx *bbolt.Tx, after []byte) ([]byte, error) {
 	return nil, nil
 }
 
-// keyablePart reports whether a stored tenant id can be a key part.
-func keyablePart(v string) bool { return strings.IndexByte(v, 0) < 0 }
-
 // schemaVersion reads meta/schema_version; 0 means a new, empty file.
 func schemaVersion(tx *bbolt.Tx) (uint64, error) {
 	meta := tx.Bucket([]byte(bucketMeta))
@@ -293,7 +288,7 @@ func (s *boltStore) migrate(ctx context.Context, migrations []migration) error {
 		}
 	}
 	var current uint64
-	if err := s.read(func(tx *bbolt.Tx) error {
+	if err := s.view(func(tx *bbolt.Tx) error {
 		var err error
 		current, err = schemaVersion(tx)
 		return err
@@ -364,24 +359,14 @@ func (s *boltStore) runMigration(ctx context.Context, m migration) (int, error) 
 	return txs + 1, s.db.Update(bump)
 }
 
-// timeKey encodes t so that byte order is time order: Unix nanoseconds with
-// the sign bit flipped, big-endian. Times outside the years 1678 to 2262
-// (where UnixNano is undefined) are clamped.
-func timeKey(t time.Time) [8]byte {
-	// UnixNano is defined for whole seconds strictly inside these bounds.
-	const minSec, maxSec = math.MinInt64/int64(time.Second) + 1, math.MaxInt64/int64(time.Second) - 1
-	var n int64
-	switch sec := t.Unix(); {
-	case sec < minSec:
-		n = math.MinInt64
-	case sec > maxSec:
-		n = math.MaxInt64
-	default:
-		n = t.UnixNano()
-	}
-	var k [8]byte
-	binary.BigEndian.PutUint64(k[:], uint64(n)^(1<<63))
-	return k
+// viewHeader is the part of a stored view that its index entries are made
+// from; decoding it skips the view's arguments and result.
+type viewHeader struct {
+	TenantID   string    `json:"tenantId"`
+	HTMLSHA256 string    `json:"htmlSha256"`
+	CreatedAt  time.Time `json:"createdAt"`
+	ExpiresAt  time.Time `json:"expiresAt"`
+	RevokedAt  time.Time `json:"revokedAt"`
 }
 
-func u64(n uint64) []byte { return binary.BigEndian.AppendUint64(make([]byte, 0, 8), n) }
+func (h viewHeader) end() time.Time { return viewEnd(h.ExpiresAt, h.RevokedAt) }

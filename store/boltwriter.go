@@ -14,15 +14,15 @@ import (
 const maxGroup = 1000
 
 // defaultLazyWait is how long an idle writer holds back a lazy write (see
-// writeLazy) for another write to share its commit: longer than a turn
+// write) for another write to share its commit: longer than a turn
 // takes from one answer to the next run's save, short enough that the lazy
 // caller hardly notices.
 const defaultLazyWait = 5 * time.Millisecond
 
-// writeReq is one write waiting for the writer goroutine. apply must only
-// put and delete already-encoded bytes: it runs inside the shared
-// transaction, may be run again if another write in the group fails, and
-// must not do I/O of its own.
+// writeReq is one write waiting for the writer goroutine. apply should
+// mostly put and delete already-encoded bytes: it runs inside the shared
+// transaction, which every other write waits for, may be run again if
+// another write in the group fails, and must not do I/O of its own.
 type writeReq struct {
 	ctx   context.Context
 	apply func(tx *bbolt.Tx) error
@@ -34,23 +34,20 @@ type writeReq struct {
 // that the rest can be committed without it.
 var errItemFailed = errors.New("store: a write in the group failed")
 
-// write hands apply to the writer goroutine and waits until it is
-// committed (or refused). A ctx cancelled before the write is taken into a
-// transaction returns ctx's error and nothing is written; once the write is
-// in a transaction it is waited for, so the answer always says whether it
-// landed.
-func (s *boltStore) write(ctx context.Context, apply func(tx *bbolt.Tx) error) error {
-	return s.enqueue(ctx, &writeReq{ctx: ctx, apply: apply, lazy: false})
-}
-
-// writeLazy is write for a record nobody waits on to carry on (such as
-// where an answer already sent went). Found alone by an idle writer, it is
-// held back up to defaultLazyWait for another write to share its commit,
-// so that it does not take a commit of its own just before a write someone
-// is waiting for, which would then wait for it. Any other write, or Close,
-// ends the wait at once.
-func (s *boltStore) writeLazy(ctx context.Context, apply func(tx *bbolt.Tx) error) error {
-	return s.enqueue(ctx, &writeReq{ctx: ctx, apply: apply, lazy: true})
+// write runs fn in the writer goroutine's next transaction and waits
+// until it is committed (or refused). A ctx cancelled before the write is
+// taken into a transaction returns ctx's error and nothing is written;
+// once the write is in a transaction it is waited for, so the answer
+// always says whether it landed.
+//
+// A lazy write is one nobody waits on to carry on (such as where an
+// answer already sent went). Found alone by an idle writer, it is held
+// back up to defaultLazyWait for another write to share its commit, so
+// that it does not take a commit of its own just before a write someone
+// is waiting for, which would then wait for it. Any other write, or
+// Close, ends the wait at once.
+func (s *boltStore) write(ctx context.Context, lazy bool, fn func(w writer) error) error {
+	return s.enqueue(ctx, &writeReq{ctx: ctx, lazy: lazy, apply: func(tx *bbolt.Tx) error { return fn(boltTx{tx}) }})
 }
 
 func (s *boltStore) enqueue(ctx context.Context, r *writeReq) error {
@@ -153,8 +150,7 @@ func (s *boltStore) commit(group []*writeReq) {
 		if err != nil {
 			err = fmt.Errorf("store: commit: %w", err)
 		} else {
-			s.commits.Add(1)
-			s.writes.Add(uint64(len(live)))
+			s.commitCount.Add(1)
 		}
 		for _, r := range live {
 			r.done <- err
