@@ -293,7 +293,11 @@ func serve(ctx context.Context, cfg config, env environment, stdout io.Writer, l
 	serveErr := make(chan error, 2)
 	go func() { serveErr <- srv.Serve(ln) }()
 	if !cfg.MetricsAddr.IsZero() {
-		internal, iln, err := internalServer(cfg.MetricsAddr, cfg.Pprof, logger, healthz, readyz, metrics)
+		var backup echo.HandlerFunc
+		if cfg.DatabaseURL == "" {
+			backup = backupHandler(st, logger)
+		}
+		internal, iln, err := internalServer(cfg.MetricsAddr, cfg.Pprof, logger, healthz, readyz, metrics, backup)
 		if err != nil {
 			_ = srv.Close()
 			return err
@@ -305,7 +309,11 @@ func serve(ctx context.Context, cfg config, env environment, stdout io.Writer, l
 			defer cancel()
 			_ = internal.Shutdown(sctx)
 		}()
-		logger.Info("internal listener", "addr", iln.Addr().String(), "serves", "/healthz /readyz /metrics")
+		serves := "/healthz /readyz /metrics"
+		if backup != nil {
+			serves += " /backup"
+		}
+		logger.Info("internal listener", "addr", iln.Addr().String(), "serves", serves)
 	}
 	// Now that probes are answered, the MCP servers start; /readyz says
 	// which are still starting.
@@ -389,15 +397,19 @@ func originPort(o netaddr.Origin) string {
 const defaultGCPercent = 200
 
 // internalServer is the listener of TICKETIQ_METRICS_ADDR: liveness,
-// readiness and metrics, for the operator's probes and scraper only; and,
-// when asked, Go's profiler.
-func internalServer(addr netaddr.Listen, profiler bool, logger *slog.Logger, healthz, readyz, metrics echo.HandlerFunc) (*http.Server, net.Listener, error) {
+// readiness and metrics, for the operator's probes and scraper only; a
+// copy of the bbolt file when backup is not nil; and, when asked, Go's
+// profiler.
+func internalServer(addr netaddr.Listen, profiler bool, logger *slog.Logger, healthz, readyz, metrics, backup echo.HandlerFunc) (*http.Server, net.Listener, error) {
 	ie := echo.New()
 	ie.HideBanner, ie.HidePort = true, true
 	ie.Use(middleware.Recover())
 	ie.GET("/healthz", healthz)
 	ie.GET("/readyz", readyz)
 	ie.GET("/metrics", metrics)
+	if backup != nil {
+		ie.GET("/backup", backup)
+	}
 	if profiler {
 		// net/http/pprof's handlers, registered on this listener alone
 		// rather than through the package's import side effect on

@@ -50,7 +50,7 @@ func settings() []setting {
 	return []setting{
 		{name: "TICKETIQ_ADDR", kind: "host:port", def: ":3978", help: "the listen address (./run.sh: 127.0.0.1:3978)",
 			parse: func(c *config, v string) (err error) { c.Addr, err = netaddr.ParseListen(v); return err }},
-		{name: "TICKETIQ_METRICS_ADDR", kind: "host:port", help: "an internal listener of /metrics, /readyz and /healthz, on its own port",
+		{name: "TICKETIQ_METRICS_ADDR", kind: "host:port", help: "an internal listener of /metrics, /readyz, /healthz and (on bbolt) /backup, on its own port",
 			parse: optional(func(c *config, v string) (err error) { c.MetricsAddr, err = netaddr.ParseListen(v); return err })},
 		boolSetting("TICKETIQ_PPROF", "false", "serve Go's profiler on the internal listener (needs TICKETIQ_METRICS_ADDR)", func(c *config) *bool { return &c.Pprof }),
 		{name: "TICKETIQ_DATA", kind: "folder", def: "./data", help: "the folder of the bbolt file and the generated keys",
