@@ -15,8 +15,6 @@ import (
 	"time"
 
 	"github.com/golang-jwt/jwt/v4"
-	"github.com/infracloudio/msbotbuilder-go/connector/auth"
-	"github.com/infracloudio/msbotbuilder-go/schema"
 	"github.com/lestrrat-go/jwx/jwk"
 	"golang.org/x/sync/singleflight"
 )
@@ -151,12 +149,11 @@ type verifiedToken struct {
 	key        *signingKey
 }
 
-// Validator checks the Bot Connector's bearer tokens. It implements the
-// msbotbuilder-go auth.TokenValidator interface so it can sit in a
-// core.BotFrameworkAdapter; the library's own validator fetches the metadata
-// on every request, never refreshes keys on rollover, races on its cache,
-// panics on a token without serviceurl or with an array aud, and accepts
-// tokens without exp.
+// Validator checks the Bot Connector's bearer tokens. It stands in for
+// msbotbuilder-go's own validator, which fetches the metadata on every
+// request, never refreshes keys on rollover, races on its cache, panics on
+// a token without serviceurl or with an array aud, and accepts tokens
+// without exp.
 type Validator struct {
 	appID       string
 	issuer      string
@@ -252,21 +249,6 @@ type botClaims struct {
 
 // Valid is checked by Validator itself with its clock.
 func (botClaims) Valid() error { return nil }
-
-// AuthenticateRequest implements auth.TokenValidator. The returned identity
-// carries the iss, aud and serviceurl claims as strings. Errors are
-// *AuthError.
-func (v *Validator) AuthenticateRequest(ctx context.Context, act schema.Activity, authHeader string, _ auth.CredentialProvider, _ string) (auth.ClaimsIdentity, error) {
-	serviceURL, err := v.Validate(ctx, authHeader, act.ServiceURL, act.ChannelID)
-	if err != nil {
-		return nil, err
-	}
-	return auth.NewClaimIdentity(map[string]interface{}{
-		"iss":        v.issuer,
-		"aud":        v.appID,
-		"serviceurl": serviceURL,
-	}, true), nil
-}
 
 // Validate checks the Authorization header of an activity whose
 // serviceUrl and channelId are given, and returns the verified serviceurl
