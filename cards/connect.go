@@ -81,7 +81,9 @@ func ConnectCard(c Connect, o Options) Card {
 	}
 	person := label(c.PersonName, maxName)
 	wait := waitWords(c.Wait)
-	https := o.PublicBaseURL.HTTPS()
+	// A local development service counts as reachable: its person's
+	// browser is on the same machine.
+	https := o.PublicBaseURL.HTTPS() || o.Local && o.PublicBaseURL.Loopback()
 
 	// lines are the card's sentences after the heading, made safe: names
 	// go in TextRuns, which Teams never reads as markdown.
@@ -121,7 +123,7 @@ func ConnectCard(c Connect, o Options) Card {
 	default:
 		head, summary = bold(connectHeading(server)), connectSummary(person, server)
 		say(connectAsk(person, agent, server))
-		u, ok := ConnectURL(o.PublicBaseURL, c.RequestID)
+		u, ok := connectURL(o, c.RequestID)
 		switch {
 		case ok:
 			say(connectHow(agent, server))

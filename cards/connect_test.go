@@ -390,3 +390,19 @@ func TestDisconnected(t *testing.T) {
 		}
 	}
 }
+
+// TestConnectLocal: the playground's service is on loopback http; in local
+// mode its Connect card leads there, and nowhere in other modes.
+func TestConnectLocal(t *testing.T) {
+	base := netaddr.MustParseOrigin("http://127.0.0.1:3978")
+	card := ConnectCard(crmConnect(ConnectWaiting), Options{PublicBaseURL: base, Local: true})
+	acts := actionsOf(t, card)
+	if len(acts) != 1 || acts[0]["url"] != "http://127.0.0.1:3978/mcp-auth/connect/"+crmConnect(ConnectWaiting).RequestID {
+		t.Errorf("local loopback: actions %v", acts)
+	}
+	for _, o := range []Options{{PublicBaseURL: base}} {
+		if acts := actionsOf(t, ConnectCard(crmConnect(ConnectWaiting), o)); len(acts) != 0 {
+			t.Errorf("%+v: actions %v, want none", o, acts)
+		}
+	}
+}

@@ -36,3 +36,15 @@ func pageURL(base netaddr.Origin, prefix, id string) (string, bool) {
 	}
 	return base.URL(prefix + url.PathEscape(id)), true
 }
+
+// connectURL is ConnectURL, and in local mode (Options.Local) the same
+// address on a loopback http base, for the playground.
+func connectURL(o Options, id string) (string, bool) {
+	if o.Local && o.PublicBaseURL.Loopback() && !o.PublicBaseURL.HTTPS() {
+		if id == "" || id == "." || id == ".." {
+			return "", false
+		}
+		return o.PublicBaseURL.URL("/mcp-auth/connect/" + url.PathEscape(id)), true
+	}
+	return ConnectURL(o.PublicBaseURL, id)
+}
