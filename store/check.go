@@ -57,3 +57,18 @@ func checkKeyParts(parts ...string) error {
 // keyablePart reports whether a stored tenant id can be a key part: older
 // versions did not refuse a NUL byte in it.
 func keyablePart(v string) bool { return strings.IndexByte(v, 0) < 0 }
+
+// cutText makes a text that came from outside fit a record: valid UTF-8
+// (JSON would replace the bytes that are not anyway), without NUL bytes,
+// and cut to at most limit bytes on a character's boundary.
+func cutText(v string, limit int) string {
+	v = strings.ReplaceAll(strings.ToValidUTF8(v, "\uFFFD"), "\x00", "\uFFFD")
+	if len(v) <= limit {
+		return v
+	}
+	end := limit
+	for end > 0 && !utf8.RuneStart(v[end]) {
+		end--
+	}
+	return v[:end]
+}
