@@ -24,8 +24,8 @@ type Prompter interface {
 type Prompt struct {
 	// RequestID is the id in the Connect link; URL the link itself.
 	RequestID, URL string
-	AgentID       string
-	Server        string
+	AgentID        string
+	Server         string
 	// PersonName is whose sign-in it is, for a group chat where anyone
 	// sees the card.
 	PersonName string
