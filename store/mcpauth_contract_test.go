@@ -509,18 +509,22 @@ func testMCPAuthRequests(t *testing.T, bk backend) {
 		t.Errorf("update of an unknown request: %v", err)
 	}
 	// An error answered by the authorization server is cut to 1 KiB on
-	// a character's boundary.
+	// a character's boundary, marked as cut; bytes that are not UTF-8
+	// and NUL bytes are replaced.
 	if err := s.PutMCPAuthRequest(ctx, authRequest("req-3", "state-3", clk.Now())); err != nil {
 		t.Fatal(err)
 	}
 	long := strings.Repeat("é", 600) // 1,200 bytes
 	refused, err := s.UpdateMCPAuthRequest(ctx, "req-3", func(r *store.MCPAuthRequest) error {
-		r.Status, r.Error = store.MCPAuthAnswered, "access_denied: "+long
+		r.Status, r.Error = store.MCPAuthAnswered, "access_denied:\x00\xff "+long
 		return nil
 	}, nil)
-	if err != nil || len(refused.Error) > 1024 || len(refused.Error) < 1022 || !strings.HasPrefix(refused.Error, "access_denied: éé") ||
-		!strings.HasSuffix(refused.Error, "é") {
-		t.Errorf("a long error: %d bytes %q…, %v", len(refused.Error), refused.Error[:min(len(refused.Error), 20)], err)
+	if err != nil || len(refused.Error) > 1024 || len(refused.Error) < 1020 || !strings.HasPrefix(refused.Error, "access_denied:\uFFFD\uFFFD éé") ||
+		!strings.HasSuffix(refused.Error, "é…") {
+		t.Errorf("a long error: %d bytes %q, %v", len(refused.Error), refused.Error, err)
+	}
+	if stored, _ := s.MCPAuthRequest(ctx, "req-3"); stored.Error != refused.Error {
+		t.Errorf("stored error %q, returned %q", stored.Error, refused.Error)
 	}
 	recs := auditOf(t, s, "tenant-a")
 	if diff := cmp.Diff([]string{"mcp.auth.request", "mcp.auth.answer"}, actions(recs)); diff != "" {
