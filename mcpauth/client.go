@@ -22,7 +22,7 @@ func (b *Broker) newClient() *http.Client {
 	t := &guardedTransport{base: base, allowHTTP: b.opts.AllowHTTP, limit: maxMetadataBytes}
 	return &http.Client{
 		Transport: t,
-		Timeout:   requestTimeout,
+		Timeout:   b.opts.RequestTimeout,
 		CheckRedirect: func(req *http.Request, via []*http.Request) error {
 			if len(via) >= 3 {
 				return errors.New("more than 3 redirects")

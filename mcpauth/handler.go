@@ -77,6 +77,14 @@ func (h *personHandler) Authorize(ctx context.Context, req *http.Request, resp *
 		}
 	}
 	w, ok := waiterFrom(ctx)
+	if ok {
+		// One run asks a person once per server: a flow that failed is
+		// not started again by the transport's next request.
+		if err := w.ended(key(h.p, h.s)); err != nil {
+			resp.Body.Close()
+			return err
+		}
+	}
 	if !ok {
 		resp.Body.Close()
 		return worded(fmt.Sprintf("You have not connected %s, or your connection has ended: ask the assistant again in Teams to connect it.", h.s.Name),
@@ -91,6 +99,9 @@ func (h *personHandler) Authorize(ctx context.Context, req *http.Request, resp *
 	case r := <-ch:
 		if !owned.Load() {
 			resp.Body.Close()
+		}
+		if r.Err != nil {
+			w.end(key(h.p, h.s), r.Err)
 		}
 		return r.Err
 	case <-ctx.Done():
@@ -216,11 +227,12 @@ func (h *personHandler) authorize(ctx context.Context, w Waiter, req *http.Reque
 func refusalWhy(err error) string {
 	msg := err.Error()
 	switch {
-	case errors.Is(err, errInsecure):
+	// go-sdk quotes some causes with %v: their text is matched too.
+	case errors.Is(err, errInsecure), strings.Contains(msg, errInsecure.Error()):
 		return "its sign-in server is not on https"
-	case errors.Is(err, errTooLarge):
+	case errors.Is(err, errTooLarge), strings.Contains(msg, errTooLarge.Error()):
 		return "its sign-in server's answer was too large"
-	case errors.Is(err, context.DeadlineExceeded), strings.Contains(msg, "Client.Timeout"), strings.Contains(msg, "timeout"):
+	case errors.Is(err, context.DeadlineExceeded), strings.Contains(msg, "Client.Timeout"), strings.Contains(msg, "timeout"), strings.Contains(msg, "deadline exceeded"):
 		return "its sign-in server did not answer in time"
 	case strings.Contains(msg, "issuer"):
 		return "the sign-in answer came from another issuer than the server's"

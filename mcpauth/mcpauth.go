@@ -82,8 +82,9 @@ const (
 	// maxMetadataBytes bounds every answer of an authorization server:
 	// its metadata documents and token answers are a few KiB.
 	maxMetadataBytes = 256 << 10
-	// requestTimeout bounds each request to an authorization server.
-	requestTimeout = 15 * time.Second
+	// DefaultRequestTimeout bounds each request to an authorization
+	// server.
+	DefaultRequestTimeout = 15 * time.Second
 )
 
 // Paths of this package's pages, below the public base URL.
@@ -120,6 +121,9 @@ type Options struct {
 	// Poll is how often a waiting run reads the store for the answer;
 	// zero means DefaultPoll.
 	Poll time.Duration
+	// RequestTimeout bounds each request to an authorization server;
+	// zero means DefaultRequestTimeout.
+	RequestTimeout time.Duration
 	// AgentName names the service in the client metadata ("Assistant").
 	AgentName string
 	Logger    *slog.Logger
@@ -155,6 +159,9 @@ func New(opts Options) (*Broker, error) {
 	}
 	if opts.Now == nil {
 		opts.Now = time.Now
+	}
+	if opts.RequestTimeout <= 0 {
+		opts.RequestTimeout = DefaultRequestTimeout
 	}
 	log := opts.Logger
 	if log == nil {

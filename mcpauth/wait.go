@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"sync"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/auth"
@@ -58,6 +59,34 @@ type Waiter struct {
 	// call has none of its own.
 	Pause, Resume func()
 	RunID         string
+	// failed remembers the flows of this run that failed, so that the
+	// person is not asked twice for one server in one run; set by
+	// WithWaiter.
+	failed *failures
+}
+
+// failures are a run's failed authorizations, by connection.
+type failures struct {
+	mu   sync.Mutex
+	errs map[string]error
+}
+
+func (w Waiter) ended(k string) error {
+	if w.failed == nil {
+		return nil
+	}
+	w.failed.mu.Lock()
+	defer w.failed.mu.Unlock()
+	return w.failed.errs[k]
+}
+
+func (w Waiter) end(k string, err error) {
+	if w.failed == nil {
+		return
+	}
+	w.failed.mu.Lock()
+	defer w.failed.mu.Unlock()
+	w.failed.errs[k] = err
 }
 
 type waiterKey struct{}
@@ -66,6 +95,13 @@ type waiterKey struct{}
 // may ask the person. Without one (a view's call, a run without a
 // person) it fails with ErrNotConnected instead.
 func WithWaiter(ctx context.Context, w Waiter) context.Context {
+	if w.failed == nil {
+		if prev, ok := waiterFrom(ctx); ok && prev.failed != nil {
+			w.failed = prev.failed // a call of the same run
+		} else {
+			w.failed = &failures{errs: map[string]error{}}
+		}
+	}
 	return context.WithValue(ctx, waiterKey{}, w)
 }
 
