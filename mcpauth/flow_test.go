@@ -62,7 +62,7 @@ type env struct {
 	b      *mcpauth.Broker
 	base   string // the service's public base URL
 	server mcpauth.Server
-	certs  *http.Client // trusts every server of the test
+	certs  *http.Client   // trusts every server of the test
 	site   *fakeauth.Site // the service's https site; nil on http
 }
 
