@@ -35,6 +35,8 @@
 // Knobs ([AuthServer.Configure]) turn the authorization server into an
 // attacker or a broken peer; counters ([AuthServer.Stats],
 // [ResourceServer.Authorizations]) let a test see what a client sent.
+// [StartTSExample] runs a third-party authorization and resource server,
+// the MCP TypeScript SDK's example, when it is installed.
 //
 // Only tests import it.
 package fakeauth
