@@ -56,6 +56,7 @@ import (
 
 	"teamsbot/access"
 	"teamsbot/mcpapps"
+	"teamsbot/mcpauth"
 	"teamsbot/store"
 )
 
@@ -96,6 +97,11 @@ type Request struct {
 	Person  Person
 	AgentID string // empty: the first agent
 	Text    string
+	// Connect, when set, asks the person to connect a server reached with
+	// their own authorization (auth: person) that they have not
+	// connected; the call waits meanwhile. Nil (a run without a person,
+	// a script's run): such servers are not asked for.
+	Connect mcpauth.Prompter
 	// Progress, when set, hears of each tool call the run is about to
 	// make, so that the person can be told what is going on. It is called
 	// on the run's goroutine and must return quickly.
@@ -204,6 +210,9 @@ type Options struct {
 	// /readyz may ask, and each check may start a stdio child or open a
 	// connection; zero means 3s.
 	ReadyCacheFor time.Duration
+	// Auth reaches servers as each person (auth: person) and as the
+	// service (auth: service); required when a server says either.
+	Auth *mcpauth.Broker
 	// Builtins adds in-memory servers that a ServerConfig.Builtin may name,
 	// beside "demo". Each call must return a new server.
 	Builtins map[string]func() *mcp.Server
@@ -301,8 +310,11 @@ func New(ctx context.Context, cfg Config, opts Options) (*Service, error) {
 		if err != nil {
 			return nil, fmt.Errorf("agent %s: %w", ac.ID, err)
 		}
-		for _, sc := range ac.Servers {
+		for j, sc := range ac.Servers {
 			c := newServerConn(s, ac.ID, sc)
+			if err := s.setUpAuth(c, fmt.Sprintf("agents[%s].servers[%d] (%s)", ac.ID, j, sc.Name)); err != nil {
+				return nil, fmt.Errorf("agent: config: %w", err)
+			}
 			a.servers = append(a.servers, c)
 			a.byName[sc.Name] = c
 			s.conns = append(s.conns, c)
@@ -504,3 +516,25 @@ func idAt(t time.Time) string {
 
 // idClock is base32hex in lower case: digits, then letters, in ASCII order.
 const idClock = "0123456789abcdefghijklmnopqrstuv"
+
+// setUpAuth checks what a server's authorization needs of the service
+// and makes the handler of an auth: service server.
+func (s *Service) setUpAuth(c *serverConn, where string) error {
+	if c.cfg.Auth != AuthPerson && c.cfg.Auth != AuthService {
+		return nil
+	}
+	if s.opts.Auth == nil {
+		return fmt.Errorf("%s: auth %s needs the service's MCP authorization (a data folder and a public address)", where, c.cfg.Auth)
+	}
+	if c.cfg.ClientSecretEnv != "" && c.clientSecret == "" {
+		return fmt.Errorf("%s: clientSecretEnv %s: the variable is not set", where, c.cfg.ClientSecretEnv)
+	}
+	if c.cfg.Auth == AuthService {
+		h, err := s.opts.Auth.ServiceHandler(c.authServer())
+		if err != nil {
+			return fmt.Errorf("%s: %w", where, err)
+		}
+		c.serviceAuth = h
+	}
+	return nil
+}

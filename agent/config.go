@@ -46,6 +46,12 @@ import (
 //	      - name: crm
 //	        url: https://crm.example.com/mcp
 //	        headers: {Authorization: "Bearer ${CRM_TOKEN}"}
+//	      - name: tickets      # each person signs in (the MCP specification's OAuth)
+//	        url: https://tickets.example.com/mcp
+//	        auth: person       # none (default), person or service
+//	        clientId: 7f1c...  # optional: a pre-registered client (Entra ID)
+//	        clientSecretEnv: TICKETS_CLIENT_SECRET
+//	        scopes: [api://7f1c.../.default, offline_access]
 //	      - name: debug
 //	        command: [npx, "@modelcontextprotocol/server-debug", "--stdio"]
 //	        env: {DEBUG_LOG_FILE: debug-log.jsonl}
@@ -122,12 +128,35 @@ type ServerConfig struct {
 	Dir string `yaml:"dir" json:"dir,omitempty"`
 	// Timeout bounds one tool call (Go duration); default 30s.
 	Timeout string `yaml:"timeout" json:"timeout,omitempty"`
+	// Auth says how the server is reached: AuthNone (the default: Headers
+	// only), AuthPerson (each person's own authorization, the MCP
+	// specification's OAuth, per person), or AuthService (the client
+	// credentials grant: the service itself). A url server only.
+	Auth string `yaml:"auth" json:"auth,omitempty"`
+	// ClientID is a client pre-registered with the server's
+	// authorization server (the only way for Microsoft Entra ID);
+	// ClientSecretEnv names the variable holding its secret.
+	ClientID        string `yaml:"clientId" json:"clientId,omitempty"`
+	ClientSecretEnv string `yaml:"clientSecretEnv" json:"clientSecretEnv,omitempty"`
+	// Scopes, when set, are asked instead of those the server names.
+	Scopes []string `yaml:"scopes" json:"scopes,omitempty"`
+	// Audience is the audience the server's tokens carry besides its URL
+	// (Entra ID's api://<app id>), so that a token for it is told from a
+	// token for another resource.
+	Audience string `yaml:"audience" json:"audience,omitempty"`
 	// Permissions are what the server's views may be granted of what they
 	// ask for in _meta.ui.permissions: camera, microphone, geolocation,
 	// clipboardWrite, for every tenant. A tenant's admin may allow more
 	// for their own tenant; by default a view gets nothing beyond forms.
 	Permissions []string `yaml:"permissions" json:"permissions,omitempty"`
 }
+
+// How a url server is reached (ServerConfig.Auth).
+const (
+	AuthNone    = "none"
+	AuthPerson  = "person"
+	AuthService = "service"
+)
 
 // RulesConfig holds an agent's data rules.
 type RulesConfig struct {

@@ -240,6 +240,7 @@ func (s ServerConfig) validate(p *problems, path, where string, known func(strin
 	if (len(s.Env) > 0 || s.Dir != "") && len(s.Command) == 0 {
 		p.add(path, "%s: env and dir are only for a command server", where)
 	}
+	s.validateAuth(p, path, where)
 	if _, err := parseTimeout(s.Timeout, DefaultServerTimeout); err != nil {
 		p.add(path+".timeout", "%s.timeout: %v", where, err)
 	}
@@ -270,4 +271,41 @@ func parseTimeout(s string, def time.Duration) (time.Duration, error) {
 		return 0, fmt.Errorf("bad timeout %q: must be positive", s)
 	}
 	return d, nil
+}
+
+// validateAuth checks how a url server is authorized.
+func (s ServerConfig) validateAuth(p *problems, path, where string) {
+	switch s.Auth {
+	case "", AuthNone:
+		if s.ClientID != "" || s.ClientSecretEnv != "" || len(s.Scopes) > 0 || s.Audience != "" {
+			p.add(path+".auth", "%s: clientId, clientSecretEnv, scopes and audience are for auth person or service", where)
+		}
+		return
+	case AuthPerson, AuthService:
+	default:
+		p.add(path+".auth", "%s.auth %q: use none, person or service", where, s.Auth)
+		return
+	}
+	if s.URL == "" {
+		p.add(path+".auth", "%s.auth %s: only for a url server", where, s.Auth)
+	}
+	for k := range s.Headers {
+		if strings.EqualFold(k, "Authorization") {
+			p.add(path+".headers", "%s.headers: Authorization is set by auth %s; remove it", where, s.Auth)
+		}
+	}
+	if s.ClientSecretEnv != "" && !envName.MatchString(s.ClientSecretEnv) {
+		p.add(path+".clientSecretEnv", "%s.clientSecretEnv %q: not a variable name", where, s.ClientSecretEnv)
+	}
+	if s.ClientSecretEnv != "" && s.ClientID == "" {
+		p.add(path+".clientId", "%s.clientId: missing (clientSecretEnv is the secret of a client id)", where)
+	}
+	if s.Auth == AuthService && (s.ClientID == "" || s.ClientSecretEnv == "") {
+		p.add(path, "%s: auth service needs clientId and clientSecretEnv (the client credentials grant)", where)
+	}
+	for k, sc := range s.Scopes {
+		if sc == "" || strings.ContainsAny(sc, " \t\r\n\"\\") {
+			p.add(fmt.Sprintf("%s.scopes[%d]", path, k), "%s.scopes[%d] %q: a scope is one word", where, k, sc)
+		}
+	}
 }

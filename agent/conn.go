@@ -17,6 +17,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/auth"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"teamsbot/agent/demo"
@@ -69,12 +70,25 @@ type serverConn struct {
 
 	// cut counts the server's messages cut at the transport's limit.
 	cut atomic.Uint64
+
+	// clientSecret is the secret of ServerConfig.ClientSecretEnv;
+	// serviceAuth the handler of an auth: service server.
+	clientSecret string
+	serviceAuth  auth.OAuthHandler
+	// pmu guards personal, each person's session with an auth: person
+	// server, by tenant and user id.
+	pmu      sync.Mutex
+	personal map[string]*personal
 }
 
 func newServerConn(s *Service, agentID string, cfg ServerConfig) *serverConn {
 	timeout, _ := parseTimeout(cfg.Timeout, DefaultServerTimeout) // validated in New
 	allowed, _ := mcpapps.ParsePermissions(cfg.Permissions)       // validated in New
-	c := &serverConn{svc: s, agentID: agentID, name: cfg.Name, cfg: cfg, timeout: timeout, allowed: allowed, firstTry: make(chan struct{})}
+	c := &serverConn{svc: s, agentID: agentID, name: cfg.Name, cfg: cfg, timeout: timeout, allowed: allowed, firstTry: make(chan struct{}),
+		personal: map[string]*personal{}}
+	if cfg.ClientSecretEnv != "" {
+		c.clientSecret = s.getenv(cfg.ClientSecretEnv)
+	}
 	switch {
 	case cfg.Builtin == BuiltinDemo && s.opts.Builtins[BuiltinDemo] == nil:
 		c.builtin = demo.New(demo.Options{Now: s.opts.Now, Logger: s.log.With("server", cfg.Name)})
@@ -116,9 +130,10 @@ func (c *serverConn) transport(ctx context.Context) (mcp.Transport, error) {
 		return ct, nil
 	case c.cfg.URL != "":
 		return &mcp.StreamableClientTransport{
-			Endpoint:   c.cfg.URL,
-			HTTPClient: c.httpClient(),
-			MaxRetries: 2,
+			Endpoint:     c.cfg.URL,
+			HTTPClient:   c.httpClient(),
+			MaxRetries:   2,
+			OAuthHandler: c.serviceAuth,
 		}, nil
 	default:
 		// The child must outlive the connect context: it ends when the
@@ -224,6 +239,10 @@ var _ io.Writer = (*logWriter)(nil)
 // finds it cached.
 func (c *serverConn) start(ctx context.Context) error {
 	defer c.firstTryOnce.Do(func() { close(c.firstTry) })
+	if c.perPerson() {
+		// Nothing to connect until a person asks.
+		return nil
+	}
 	cs, _, err := c.sessionFor(ctx, true)
 	if err != nil {
 		return err
@@ -237,6 +256,9 @@ func (c *serverConn) start(ctx context.Context) error {
 // RetryInterval, unless force is set. reconnected reports a new session
 // replacing a dead one, for the run notes.
 func (c *serverConn) sessionFor(ctx context.Context, force bool) (*mcp.ClientSession, bool, error) {
+	if c.perPerson() {
+		return c.personalSession(ctx)
+	}
 	if !force {
 		// While the server is first started, a run waits for that
 		// attempt rather than start one of its own, as long as its
@@ -352,6 +374,10 @@ func (e *scrubbedError) Unwrap() error { return e.err }
 // markDead records that a call found the session broken, so that the next
 // use reconnects.
 func (c *serverConn) markDead(cs *mcp.ClientSession) {
+	if c.perPerson() {
+		c.markPersonalDead(cs)
+		return
+	}
 	c.mu.Lock()
 	if c.session == cs {
 		c.dead = true
@@ -363,6 +389,10 @@ func (c *serverConn) markDead(cs *mcp.ClientSession) {
 // not tried again before RetryInterval: readiness must not start a child
 // or open a connection on every probe.
 func (c *serverConn) ping(ctx context.Context) error {
+	if c.perPerson() {
+		// Only a person can be connected to it; there is nothing to ping.
+		return nil
+	}
 	cs, _, err := c.sessionFor(ctx, false)
 	if err != nil {
 		return err
@@ -379,6 +409,7 @@ func (c *serverConn) ping(ctx context.Context) error {
 }
 
 func (c *serverConn) close() error {
+	c.closePersonal()
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.closed = true

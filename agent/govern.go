@@ -123,7 +123,9 @@ func (s *Service) governCall(ctx context.Context, g governedCall) (*mcp.CallTool
 	if err != nil {
 		return nil, d, err
 	}
-	cctx, cancel := context.WithTimeout(ctx, c.timeout)
+	// The server's time to answer; the time a person takes to connect
+	// it (a step-up) is not counted.
+	cctx, cancel := pausableTimeout(ctx, c.timeout)
 	defer cancel()
 	res, err := g.session.CallTool(cctx, &mcp.CallToolParams{Name: tool, Arguments: args})
 	if err != nil {

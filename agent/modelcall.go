@@ -26,7 +26,7 @@ type catalogue struct {
 func (a *agentRuntime) catalogue(ctx context.Context, r *runState) catalogue {
 	var cat catalogue
 	for _, c := range a.servers {
-		cs, reconnected, err := c.sessionFor(ctx, false)
+		tl, reconnected, err := c.listFor(ctx)
 		if reconnected {
 			r.note("server %s had stopped; it was reconnected", c.name)
 		}
@@ -34,11 +34,14 @@ func (a *agentRuntime) catalogue(ctx context.Context, r *runState) catalogue {
 			r.noteProblem(err, "the %s server is still starting, so its tools were not offered", c.name)
 			continue
 		}
-		if err != nil {
+		if words, ok := authFailure(c.name, err); ok {
+			r.note("%s, so its tools were not offered", words)
+			continue
+		}
+		if errors.Is(err, errNoSession) {
 			r.noteProblem(err, "the %s server is unavailable, so its tools were not offered", c.name)
 			continue
 		}
-		tl, err := c.toolList(ctx, cs)
 		if err != nil {
 			r.noteProblem(err, "the %s server did not list its tools, so they were not offered", c.name)
 			continue
@@ -73,11 +76,7 @@ func (a *agentRuntime) resolve(ctx context.Context, name string) (c *serverConn,
 	}
 	var found []*serverConn
 	for _, c := range a.servers {
-		cs, _, err := c.sessionFor(ctx, false)
-		if err != nil {
-			continue // noted in the catalogue already
-		}
-		if tl, err := c.toolList(ctx, cs); err == nil && tl.byName[name] != nil {
+		if tl, _, err := c.listFor(ctx); err == nil && tl.byName[name] != nil {
 			found = append(found, c)
 		}
 	}
@@ -259,4 +258,30 @@ func modelText(res *mcp.CallToolResult) string {
 		return textclip.Clip(b.String(), maxModelTextBytes) + fmt.Sprintf(" [the result was cut here: only its first %d KiB are shown]", maxModelTextBytes>>10)
 	}
 	return b.String()
+}
+
+// errNoSession marks listFor's failure to get a session, as opposed to
+// the session's failure to list.
+var errNoSession = errors.New("no session")
+
+// listFor returns the server's tool list: the cached one when there is
+// one (for a server reached as each person, whoever's session read it, so
+// that a person who has not connected it is asked only when the model
+// calls one of its tools), else read through the session of ctx's person.
+// A failure to get a session wraps errNoSession.
+func (c *serverConn) listFor(ctx context.Context) (*toolList, bool, error) {
+	if c.perPerson() {
+		c.cmu.RLock()
+		tl := c.tools
+		c.cmu.RUnlock()
+		if tl != nil {
+			return tl, false, nil
+		}
+	}
+	cs, reconnected, err := c.sessionFor(ctx, false)
+	if err != nil {
+		return nil, reconnected, fmt.Errorf("%w: %w", errNoSession, err)
+	}
+	tl, err := c.toolList(ctx, cs)
+	return tl, reconnected, err
 }

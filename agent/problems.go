@@ -5,8 +5,10 @@ import (
 	"crypto/rand"
 	"errors"
 	"fmt"
+	"strings"
 
 	"teamsbot/internal/textclip"
+	"teamsbot/mcpauth"
 	"teamsbot/store"
 )
 
@@ -68,6 +70,9 @@ func (r *runState) noteProblem(detail error, format string, args ...any) {
 // organisation's rules, a server that cannot be reached, a tool that did
 // not answer in time, or any other failure of the call.
 func callFailure(server, tool string, err error) string {
+	if words, ok := authFailure(server, err); ok {
+		return words
+	}
 	switch {
 	case errors.Is(err, ErrDenied):
 		return fmt.Sprintf("your organisation's rules do not allow the %s tool %s", server, tool)
@@ -79,4 +84,26 @@ func callFailure(server, tool string, err error) string {
 		return fmt.Sprintf("the %s tool %s did not answer in time", server, tool)
 	}
 	return fmt.Sprintf("the %s tool %s failed", server, tool)
+}
+
+// authFailure says in a person's words why a server reached as each
+// person could not be used: not connected, not connected in time, its
+// authorization refused (with mcpauth's words of why), or a run without a
+// person.
+func authFailure(server string, err error) (string, bool) {
+	switch {
+	case errors.Is(err, ErrNeedsPerson):
+		return fmt.Sprintf("the %s server works as each person who asks, and this run is for nobody in particular", server), true
+	case errors.Is(err, mcpauth.ErrTimedOut):
+		return fmt.Sprintf("%s was not connected in time, so the answer goes without it; ask again to connect it", server), true
+	case errors.Is(err, mcpauth.ErrNotConnected):
+		return fmt.Sprintf("you have not connected %s, or your connection has ended; ask again in Teams to connect it", server), true
+	case errors.Is(err, mcpauth.ErrRefused):
+		var w interface{ Words() string }
+		if errors.As(err, &w) && w.Words() != "" {
+			return strings.TrimSuffix(w.Words(), "."), true
+		}
+		return fmt.Sprintf("%s could not be connected", server), true
+	}
+	return "", false
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"teamsbot/internal/textclip"
+	"teamsbot/mcpauth"
 	"teamsbot/store"
 )
 
@@ -63,6 +64,13 @@ func (s *Service) Run(ctx context.Context, req Request) (Answer, error) {
 		return Answer{}, fmt.Errorf("%w: a run needs a tenant", ErrBadRequest)
 	}
 	r := &runState{svc: s, agent: a, person: req.Person, id: newID(), start: s.now(), apps: s.opts.AppsEnabled, progress: req.Progress}
+	// The servers reached as each person are reached as this one; the
+	// person may be asked to connect one (and a call waits) only when
+	// the run has someone to ask.
+	ctx = withPerson(ctx, req.Person)
+	if req.Connect != nil && req.Person.UserID != "" {
+		ctx = mcpauth.WithWaiter(ctx, mcpauth.Waiter{Prompter: req.Connect, RunID: r.id})
+	}
 	if r.apps && s.opts.Access != nil && !s.opts.Access.AppsEnabled(ctx, req.Person.TenantID) {
 		r.apps = false
 		r.note("MCP Apps are turned off for this tenant: every tool is offered and no views are made")

@@ -57,6 +57,10 @@ func (s *Service) CallFromView(ctx context.Context, v store.View, caller Person,
 	if strings.Contains(name, "/") {
 		return refuse(ErrToolNotAllowed, "", fmt.Sprintf("a view calls tools of its own server (%s) by name", v.Server))
 	}
+	// A server reached as each person is reached as the view's owner,
+	// the person of its run; nobody is asked to connect from a view: a
+	// connection gone is an error the view can show.
+	ctx = withPerson(ctx, Person{TenantID: v.TenantID, UserID: v.UserID, Name: v.UserName})
 	cs, _, err := c.sessionFor(ctx, false)
 	if err != nil {
 		s.metrics.call(v.Server, "", true, ResultError)

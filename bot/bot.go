@@ -51,6 +51,7 @@ import (
 	"teamsbot/internal/clientcred"
 	"teamsbot/internal/netaddr"
 	"teamsbot/internal/retry"
+	"teamsbot/mcpauth"
 	"teamsbot/store"
 )
 
@@ -172,6 +173,13 @@ type Options struct {
 	MaxBodyBytes int64
 	// TurnTimeout bounds one turn; zero means DefaultTurnTimeout.
 	TurnTimeout time.Duration
+	// Auth answers the chat commands about connections (/connections,
+	// /disconnect); nil when no server is reached as each person.
+	Auth *mcpauth.Broker
+	// ConnectWait is how long a turn may wait, besides TurnTimeout, for
+	// the person to connect a server (mcpauth's wait); zero when no
+	// server is reached as each person.
+	ConnectWait time.Duration
 }
 
 // Bot is the POST /api/messages endpoint and the turns it runs.

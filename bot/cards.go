@@ -17,7 +17,7 @@ import (
 
 // cardOptions are what the cards need to know of the service now.
 func (b *Bot) cardOptions() cards.Options {
-	return cards.Options{PublicBaseURL: b.opts.PublicBaseURL, Now: b.now(), AgentName: b.agentName, StageView: b.opts.StageView}
+	return cards.Options{PublicBaseURL: b.opts.PublicBaseURL, Now: b.now(), AgentName: b.agentName, StageView: b.opts.StageView, Local: b.local}
 }
 
 // personalOptions are cardOptions in the time zone and locale that Teams

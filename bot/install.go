@@ -134,5 +134,16 @@ func (b *Bot) forgetConversation(ctx context.Context, a *schema.Activity) error 
 		return nil
 	}
 	_, err := b.conversationGone(ctx, tenant, a.Conversation.ID, RemovedUninstalled)
-	return err
+	if err != nil {
+		return err
+	}
+	// A person who removes the app from their own chat is done with the
+	// assistant: what it kept to work as them on their servers goes too.
+	if b.opts.Auth != nil && a.Conversation.ConversationType == "personal" && a.From.AadObjectID != "" {
+		auditWhy := "the person removed the app from their chat"
+		if _, err := b.opts.Auth.Revoke(ctx, store.MCPConnectionFilter{TenantID: tenant, UserID: a.From.AadObjectID}, "", auditWhy); err != nil {
+			return err
+		}
+	}
+	return nil
 }

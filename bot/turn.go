@@ -52,6 +52,10 @@ func (b *Bot) onMessage(t *activity.TurnContext) (schema.Activity, error) {
 			return
 		}
 		b.refreshReference(ctx, &a)
+		if b.command(ctx, &a, p) {
+			cancel()
+			return
+		}
 		cancel()
 		b.runTurn(&a, p)
 	}()
@@ -141,7 +145,9 @@ func (t *typingIndicator) settle() {
 // card posted once the run has taken WorkingAfter.
 func (b *Bot) runTurn(a *schema.Activity, p agent.Person) {
 	start := b.now()
-	ctx, cancel := context.WithTimeout(withTenant(b.ctx, p.TenantID), b.opts.TurnTimeout)
+	// A turn may wait for the person to connect a server on top of its
+	// own time.
+	ctx, cancel := context.WithTimeout(withTenant(b.ctx, p.TenantID), b.opts.TurnTimeout+b.opts.ConnectWait)
 	defer cancel()
 
 	// Without a token or a usable serviceUrl nothing can reach the
@@ -186,7 +192,8 @@ func (b *Bot) runTurn(a *schema.Activity, p agent.Person) {
 		}
 		workingID = id
 	})
-	ans, runErr := b.opts.Agent.Run(ctx, agent.Request{Person: p, AgentID: b.opts.AgentID, Text: a.Text, Progress: prog.step})
+	ans, runErr := b.opts.Agent.Run(ctx, agent.Request{Person: p, AgentID: b.opts.AgentID, Text: a.Text, Progress: prog.step,
+		Connect: &connectPrompter{b: b, a: a, p: p, o: b.personalOptions(a)}})
 	<-b.sem
 	if !timer.Stop() {
 		<-workingDone // workingID and st are read only after this

@@ -107,6 +107,11 @@ type Options struct {
 	// the same page in the browser for the clients that show no Stage
 	// View.
 	StageView bool
+	// Local is the local development service (the playground): its
+	// person's browser is on the same machine, so a Connect button may
+	// lead to a loopback http address, where Teams could open none.
+	// Views' Open buttons stay https only.
+	Local bool
 }
 
 // maxOpenTitle bounds an Open button's title: Teams shows a button's title

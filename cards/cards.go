@@ -2,7 +2,8 @@
 // Cards: the answer with one block per MCP App view (and its Open button),
 // the views that were refused, failed tool calls and folded run notes, plus
 // the small cards the bot sends on install, while it works, and when it must
-// refuse or a run fails.
+// refuse or a run fails, and the cards of per-person connections to MCP
+// servers: the Connect card a run waits on, and a person's list of them.
 //
 // Everything here is a pure function of its input: no I/O, no clock, no
 // configuration read from the environment. The bot fills Answer from the
@@ -24,8 +25,9 @@
 // link and no text function ({{DATE()}}) Teams would evaluate; names go in
 // TextRuns (which Teams never reads as markdown), links in the model's
 // answer are shown with their address, and the only URL a button ever
-// carries is built from the public base URL and the view's escaped id. A
-// view's HTML is never put in a card.
+// carries is on the public base URL: a view's or a Connect request's page
+// with its escaped id, or the connections page. A view's HTML is never put
+// in a card.
 package cards
 
 import (

@@ -33,3 +33,21 @@ func ExampleAnswerCards() {
 	// View: Tickets by week (crm), open until 9 Dec 2026 12:00 UTC: https://bot.example.com/mcp-apps/v-1
 	// true application/vnd.microsoft.card.adaptive
 }
+
+// The bot sends the Connect card while a run waits for the person to
+// connect an MCP server, then updates the same message with the card of
+// the state the request ended in.
+func ExampleConnectCard() {
+	o := cards.Options{PublicBaseURL: netaddr.MustParseOrigin("https://bot.example.com"), Shared: true}
+	req := cards.Connect{Server: "crm", ServerTitle: "CRM", AgentName: "Assistant", PersonName: "Ada Lovelace",
+		RequestID: "c-1", Wait: 5 * time.Minute}
+	waiting := cards.ConnectCard(req, o)
+	fmt.Println(waiting.Summary)
+	fmt.Println(waiting.FallbackText)
+	req.State = cards.ConnectConnected
+	fmt.Println(cards.ConnectCard(req, o).FallbackText)
+	// Output:
+	// Ada Lovelace, connect CRM to get your answer
+	// Connect CRM. Hi Ada Lovelace, to answer your question, Assistant needs you to connect CRM. Select Connect and sign in to let Assistant use CRM as you. Only Ada Lovelace can connect, with their own account. Your question waits 5 minutes for this. After that, Assistant answers without CRM. Connect: https://bot.example.com/mcp-auth/connect/c-1
+	// Connected to CRM. Done: Ada Lovelace connected CRM, and Assistant now uses it to answer the question.
+}

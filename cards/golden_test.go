@@ -141,6 +141,33 @@ func goldenCases() map[string][]Card {
 		"not_allowed":        {NotAllowed("using default needs the agents.run role. Ask an administrator of your organisation's Teams app to give you the role.")},
 		"access_unavailable": {AccessUnavailable()},
 		"error":              {RunFailed("run-01JEXAMPLE")},
+		// A run waits for a person to connect an MCP server, and the card's
+		// updates: connected, timed out, refused.
+		"connect_waiting":          {ConnectCard(crmConnect(ConnectWaiting), Options{PublicBaseURL: httpsBase, Shared: true})},
+		"connect_waiting_personal": {ConnectCard(Connect{Server: "crm", RequestID: "c-4d2e", Wait: 90 * time.Second}, Options{PublicBaseURL: httpsBase, AgentName: "Contoso Helpdesk"})},
+		"connect_waiting_http":     {ConnectCard(crmConnect(ConnectWaiting), Options{PublicBaseURL: httpBase, Shared: true})},
+		"connect_connected":        {ConnectCard(crmConnect(ConnectConnected), Options{PublicBaseURL: httpsBase, Shared: true})},
+		"connect_timed_out":        {ConnectCard(crmConnect(ConnectTimedOut), Options{PublicBaseURL: httpsBase, Shared: true})},
+		"connect_refused":          {ConnectCard(crmConnect(ConnectRefused), Options{PublicBaseURL: httpsBase, Shared: true})},
+		"connections":              {Connections(twoConnections(), httpsBase.URL("/mcp-auth/connections"), Options{PublicBaseURL: httpsBase})},
+		"connections_empty":        {Connections(nil, httpsBase.URL("/mcp-auth/connections"), Options{PublicBaseURL: httpsBase})},
+		"connections_http":         {Connections(twoConnections(), httpBase.URL("/mcp-auth/connections"), Options{PublicBaseURL: httpBase})},
+		"disconnected":             {Disconnected("CRM", true)},
+		"disconnected_not_found":   {Disconnected("billing", false)},
+	}
+}
+
+// crmConnect is the request of the golden Connect cards, in state s.
+func crmConnect(s ConnectState) Connect {
+	return Connect{Server: "crm", ServerTitle: "CRM", AgentName: "Assistant", PersonName: "Ada Lovelace",
+		RequestID: "c-4d2e", Wait: 5 * time.Minute, State: s}
+}
+
+// twoConnections are a person's connections: one in use, one never used.
+func twoConnections() []ConnectionItem {
+	return []ConnectionItem{
+		{Agent: "Assistant", Server: "crm", ConnectedAt: now.Add(-30 * 24 * time.Hour), LastUsedAt: now.Add(-2 * time.Hour)},
+		{Agent: "Assistant", Server: "billing", ConnectedAt: now.Add(-24 * time.Hour)},
 	}
 }
 

@@ -43,3 +43,34 @@ func TestViewURL(t *testing.T) {
 		}
 	}
 }
+
+// TestConnectURL: the Connect button's address follows ViewURL's rule:
+// only an https:// public base URL, and the request id as one escaped path
+// segment under /mcp-auth/connect/.
+func TestConnectURL(t *testing.T) {
+	cases := []struct {
+		base, id string
+		want     string // "" means no button
+	}{
+		{"https://bot.example.com", "c-4d2e", "https://bot.example.com/mcp-auth/connect/c-4d2e"},
+		{"HTTPS://Bot.Example.com:8443/", "c1", "https://bot.example.com:8443/mcp-auth/connect/c1"},
+		{"https://bot.example.com", "../../mcp-apps/v1", "https://bot.example.com/mcp-auth/connect/..%2F..%2Fmcp-apps%2Fv1"},
+		{"https://bot.example.com", "a?next=https://evil.example#x", "https://bot.example.com/mcp-auth/connect/a%3Fnext=https:%2F%2Fevil.example%23x"},
+		{"https://bot.example.com", "a b\u00e9", "https://bot.example.com/mcp-auth/connect/a%20b%C3%A9"},
+		{"https://bot.example.com", "..", ""},
+		{"https://bot.example.com", ".", ""},
+		{"https://bot.example.com", "", ""},
+		{"http://localhost:3978", "c1", ""},
+		{"", "c1", ""},
+	}
+	for _, c := range cases {
+		var base netaddr.Origin
+		if c.base != "" {
+			base = netaddr.MustParseOrigin(c.base)
+		}
+		got, ok := ConnectURL(base, c.id)
+		if got != c.want || ok != (c.want != "") {
+			t.Errorf("ConnectURL(%q, %q) = %q, %v; want %q", c.base, c.id, got, ok, c.want)
+		}
+	}
+}

@@ -385,3 +385,206 @@ func SourcesLine(n int) string {
 // CardActionReply answers a press on a card button that asks the bot to
 // act: the cards carry none, so there is nothing to do.
 const CardActionReply = "Nothing to do here: open a view with its Open button, or write to me."
+
+// Words of the Connect card (ConnectCard), which asks a person to connect
+// an MCP server that acts as them, and which the bot updates when they
+// have, when the run stops waiting, or when the sign-in was refused. The
+// person, agent and server names come in already made safe; sentences that
+// carry them go in TextRuns. Only the agent's name, which an admin gives,
+// starts a sentence: a server's name may begin with a small letter.
+const (
+	// connectUnnamedServer stands in for a server without a name.
+	connectUnnamedServer = "the server"
+	// connectOnlyAsker says whose sign-in it is when the card has no name
+	// to give, in a chat others read.
+	connectOnlyAsker = "Only the person who asked can connect, with their own account."
+	// connectNoAddress stands where the Connect button would be when the
+	// request's id makes no safe address.
+	connectNoAddress = "This card can't open the sign-in."
+	// connectAskAgain follows a wait that ended without a connection.
+	connectAskAgain = "Ask your question again to get a new Connect button."
+)
+
+// connectHeading heads the card while the run waits.
+func connectHeading(server string) string { return "Connect " + server }
+
+// connectTitle is the Connect button's title: it names the server, so that
+// a screen reader tells one card's button from another's.
+func connectTitle(server string) string { return "Connect " + server }
+
+// connectAsk says who is asked, and why. person may be "".
+func connectAsk(person, agent, server string) string {
+	if person == "" {
+		return "To answer your question, " + agent + " needs you to connect " + server + "."
+	}
+	return "Hi " + person + ", to answer your question, " + agent + " needs you to connect " + server + "."
+}
+
+// connectHow says what Connect does.
+func connectHow(agent, server string) string {
+	return "Select Connect and sign in to let " + agent + " use " + server + " as you."
+}
+
+// connectOnly says, in a chat others read, whose sign-in it is.
+func connectOnly(person string) string {
+	return "Only " + person + " can connect, with their own account."
+}
+
+// connectWaits says how long the question waits; wait is waitWords'.
+func connectWaits(wait, agent, server string) string {
+	return "Your question waits " + wait + " for this. After that, " + agent + " answers without " + server + "."
+}
+
+// connectWaitsNoButton says how long the question waits when the card
+// has no Connect button; wait is waitWords'.
+func connectWaitsNoButton(wait, agent, server string) string {
+	return agent + " answers without " + server + " after " + wait + "."
+}
+
+// connectNeedsHTTPS stands where the Connect button would be when the
+// service has no https address: Teams opens only https pages, so nobody
+// can connect from Teams, and only an admin can change that.
+func connectNeedsHTTPS(server string) string {
+	return "You can't connect " + server + " from Teams until your admin gives this service an https address."
+}
+
+// connectPlainURL gives the Connect button's address in the fallback text.
+func connectPlainURL(u string) string { return "Connect: " + u }
+
+// connectSummary is the notification line while the run waits.
+func connectSummary(person, server string) string {
+	if person == "" {
+		return "Connect " + server + " to get your answer"
+	}
+	return person + ", connect " + server + " to get your answer"
+}
+
+// connectedHeading heads the card once the person has connected.
+func connectedHeading(server string) string { return "Connected to " + server }
+
+// connectedGoesOn says the run goes on with the server.
+func connectedGoesOn(person, agent, server string) string {
+	if person == "" {
+		return "Done: " + agent + " now uses " + server + " to answer your question."
+	}
+	return "Done: " + person + " connected " + server + ", and " + agent + " now uses it to answer the question."
+}
+
+// notConnectedHeading heads the card when the run stopped waiting or the
+// sign-in was refused.
+func notConnectedHeading(server string) string { return "Not connected to " + server }
+
+// connectTimedOut says that the wait ended, and why; wait is waitWords',
+// "" when the card has no length to give.
+func connectTimedOut(wait, agent, server string) string {
+	within := "in time"
+	if wait != "" {
+		within = "within " + wait
+	}
+	return "The connection to " + server + " was not made " + within + ", so " + agent +
+		" answers without it. The answer may be incomplete."
+}
+
+// connectRefused says that the sign-in did not give access: the person
+// declined, or the server's sign-in refused them.
+func connectRefused(person, agent, server string) string {
+	who := ""
+	if person != "" {
+		who = " for " + person
+	}
+	return "The sign-in to " + server + who + " was declined or refused, so " + agent +
+		" answers without it. The answer may be incomplete."
+}
+
+// waitWords writes how long a run waits: "5 minutes", "1 minute and 30
+// seconds", "2 hours". Nothing under a second is shown; "" for no wait.
+func waitWords(d time.Duration) string {
+	if d <= 0 {
+		return ""
+	}
+	d = max(d.Round(time.Second), time.Second)
+	h, m, s := int(d/time.Hour), int(d%time.Hour/time.Minute), int(d%time.Minute/time.Second)
+	var parts []string
+	if h > 0 {
+		parts = append(parts, plural(h, "hour", "hours"))
+	}
+	if m > 0 {
+		parts = append(parts, plural(m, "minute", "minutes"))
+	}
+	if s > 0 {
+		parts = append(parts, plural(s, "second", "seconds"))
+	}
+	if len(parts) == 1 {
+		return parts[0]
+	}
+	return strings.Join(parts[:len(parts)-1], ", ") + " and " + parts[len(parts)-1]
+}
+
+// Words of the list of a person's connections (Connections) and of the
+// answer to disconnecting one (Disconnected).
+const (
+	connectionsHeading = "Your connections"
+	connectionsNone    = "You have not connected any server yet."
+	connectionsWhen    = "When a question needs a server that acts as you, you are asked to connect it."
+	connectionsManage  = "Manage connections"
+	connectionsNotUsed = "Not used yet."
+	// connectionsNeedHTTPS stands where the Manage connections button
+	// would be without an https address.
+	connectionsNeedHTTPS = "Your connections can be managed in the browser once your admin gives this service an https address."
+	// connectionFor comes between a server and the agent that acts as the
+	// person there.
+	connectionFor = " for "
+)
+
+// connectionsSummary is the notification line of a list of n connections.
+func connectionsSummary(n int) string {
+	return connectionsHeading + ": " + plural(n, "server", "servers")
+}
+
+// connectionTimes says when a connection was made and last used; the
+// times are cardTime's, or formatTime's in the fallback text, "" when
+// unknown.
+func connectionTimes(connected, used string) string {
+	var s string
+	if connected != "" {
+		s = "Connected on " + connected + ". "
+	}
+	if used == "" {
+		return s + connectionsNotUsed
+	}
+	return s + "Last used on " + used + "."
+}
+
+// connectionsPlainManage gives the Manage connections address in the
+// fallback text.
+func connectionsPlainManage(u string) string { return connectionsManage + ": " + u }
+
+// disconnected says that a server was disconnected.
+func disconnected(server string) string {
+	return "Disconnected " + server + ": the assistant no longer acts as you there."
+}
+
+// disconnectedAgain says what happens when a question needs the server
+// again.
+func disconnectedAgain(server string) string {
+	return "If a question needs " + server + " again, you will be asked to connect it."
+}
+
+// notDisconnected answers disconnecting a server the person had not
+// connected.
+func notDisconnected(server string) string { return "You had not connected " + server + "." }
+
+// notDisconnectedNothing follows notDisconnected.
+const notDisconnectedNothing = "Nothing was changed."
+
+// headed writes a card with a heading in plain text, for fallback texts:
+// the heading as a sentence, then the card's sentences.
+func headed(heading string, sentences ...string) string {
+	return strings.Join(append([]string{heading + "."}, sentences...), " ")
+}
+
+// cardDate writes t as an Adaptive Card DATE() function, which Teams shows
+// in the reader's own time zone and locale.
+func cardDate(t time.Time) string {
+	return "{{DATE(" + t.UTC().Format("2006-01-02T15:04:05Z") + ", SHORT)}}"
+}

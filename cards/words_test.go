@@ -168,6 +168,8 @@ func operatorName(name string) string {
 		return "a refusal's detail, logged and audited"
 	case "reason":
 		return "a paused trigger's reason, shown in the admin console"
+	case "auditWhy":
+		return "why something was done, in its audit record"
 	}
 	return ""
 }

@@ -81,6 +81,16 @@ type reader interface {
 	// conversation, ordered by tenant and id: "" is every tenant, or
 	// every conversation.
 	triggers(tenant, conversation string) ([]Trigger, error)
+	mcpConnection(tenant, user, agent, server string) (MCPConnection, error)
+	// mcpConnections returns tenant's connections that f selects, at
+	// least: what the storage's keys or indexes narrow it to (the Store
+	// keeps exactly f's and sorts them).
+	mcpConnections(f MCPConnectionFilter) ([]MCPConnection, error)
+	// mcpServerUses counts tenant's connections per agent and server,
+	// without reading their records. Outside a write only.
+	mcpServerUses(tenant string) ([]MCPServerUse, error)
+	mcpAuthRequest(id string) (MCPAuthRequest, error)
+	mcpAuthRequestByState(state string) (MCPAuthRequest, error)
 }
 
 // writer is a reader that also stores records. A put given the record it
@@ -117,6 +127,13 @@ type writer interface {
 	// after another, the stored LastDue is the claim; PostgreSQL keeps
 	// claims apart, so that replicas never run a due time twice.
 	claimDue(t Trigger) error
+	// putMCPConnection stores a connection; one stored under the same
+	// tenant, user, agent and server is old.
+	putMCPConnection(c encoded[MCPConnection], old *MCPConnection) error
+	deleteMCPConnection(c MCPConnection) error
+	// putMCPAuthRequest stores a request and its index entries (by state,
+	// by expiry), dropping old's.
+	putMCPAuthRequest(r encoded[MCPAuthRequest], old *MCPAuthRequest) error
 }
 
 // encoded is a record with its JSON.

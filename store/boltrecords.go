@@ -507,6 +507,165 @@ func (t boltTx) deleteTrigger(tr Trigger) error {
 // the stored LastDue the claim.
 func (t boltTx) claimDue(Trigger) error { return nil }
 
+// MCP connections and authorization requests.
+
+// mcpConnectionKey is a connection's key in mcp_connections/, a person's
+// first; mcpServerKey its entry in mcp_connections_by_server/, a server's
+// people together.
+func mcpConnectionKey(tenant, user, agent, server string) []byte {
+	return indexKey(nil, tenant, user, agent, server)
+}
+
+func mcpServerKey(c MCPConnection) []byte {
+	return indexKey(nil, c.TenantID, c.AgentID, c.Server, c.UserID)
+}
+
+// mcpServerEntry is the value of a connection's mcp_connections_by_server
+// entry: T(LastUsedAt), or nothing while it was never used. MCPServerUses
+// reads the index alone.
+func mcpServerEntry(c MCPConnection) []byte {
+	if c.LastUsedAt.IsZero() {
+		return []byte{}
+	}
+	k := timeKey(c.LastUsedAt)
+	return k[:]
+}
+
+func (t boltTx) mcpConnection(tenant, user, agent, server string) (MCPConnection, error) {
+	return getJSON[MCPConnection](t, bucketMCPConnections, mcpConnectionKey(tenant, user, agent, server))
+}
+
+// mcpConnections reads a person's prefix of mcp_connections/ when f names
+// the user, else the tenant's, agent's or server's prefix of
+// mcp_connections_by_server/.
+func (t boltTx) mcpConnections(f MCPConnectionFilter) ([]MCPConnection, error) {
+	if f.UserID != "" {
+		parts := []string{f.TenantID, f.UserID}
+		if f.AgentID != "" {
+			parts = append(parts, f.AgentID)
+			if f.Server != "" {
+				parts = append(parts, f.Server)
+			}
+		}
+		return listJSON[MCPConnection](t, bucketMCPConnections, indexKey(nil, parts...))
+	}
+	parts := []string{f.TenantID}
+	if f.AgentID != "" {
+		parts = append(parts, f.AgentID)
+		if f.Server != "" {
+			parts = append(parts, f.Server)
+		}
+	}
+	tenant := indexKey(nil, f.TenantID)
+	prefix := indexKey(nil, parts...)
+	var out []MCPConnection
+	c := t.bucket(bucketMCPConnsByServer).Cursor()
+	for k, _ := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix); k, _ = c.Next() {
+		agent, server, user, err := mcpServerKeyParts(k[len(tenant):])
+		if err != nil {
+			return out, err
+		}
+		if f.Server != "" && server != f.Server {
+			continue
+		}
+		conn, err := t.mcpConnection(f.TenantID, user, agent, server)
+		if err != nil {
+			return out, fmt.Errorf("mcp_connections_by_server %q: %w", k, err)
+		}
+		out = append(out, conn)
+	}
+	return out, nil
+}
+
+// mcpServerKeyParts splits what follows the tenant in a key of
+// mcp_connections_by_server/.
+func mcpServerKeyParts(rest []byte) (agent, server, user string, err error) {
+	parts := bytes.Split(rest, []byte{0})
+	if len(parts) != 4 || len(parts[3]) != 0 {
+		return "", "", "", fmt.Errorf("mcp_connections_by_server: malformed key %q", rest)
+	}
+	return string(parts[0]), string(parts[1]), string(parts[2]), nil
+}
+
+// mcpServerUses counts the entries of the tenant's prefix of
+// mcp_connections_by_server/, which come grouped by agent and server.
+func (t boltTx) mcpServerUses(tenant string) ([]MCPServerUse, error) {
+	prefix := indexKey(nil, tenant)
+	var out []MCPServerUse
+	c := t.bucket(bucketMCPConnsByServer).Cursor()
+	for k, v := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix); k, v = c.Next() {
+		agent, server, _, err := mcpServerKeyParts(k[len(prefix):])
+		if err != nil {
+			return out, err
+		}
+		if n := len(out); n == 0 || out[n-1].AgentID != agent || out[n-1].Server != server {
+			out = append(out, MCPServerUse{AgentID: agent, Server: server})
+		}
+		use := &out[len(out)-1]
+		use.People++
+		if len(v) == 8 {
+			if at := nsTime(keyNS([8]byte(v))); at.After(use.LastUsedAt) {
+				use.LastUsedAt = at
+			}
+		}
+	}
+	return out, nil
+}
+
+func (t boltTx) putMCPConnection(c encoded[MCPConnection], _ *MCPConnection) error {
+	r := c.rec
+	if err := t.bucket(bucketMCPConnections).Put(mcpConnectionKey(r.TenantID, r.UserID, r.AgentID, r.Server), c.json); err != nil {
+		return err
+	}
+	return t.bucket(bucketMCPConnsByServer).Put(mcpServerKey(r), mcpServerEntry(r))
+}
+
+func (t boltTx) deleteMCPConnection(c MCPConnection) error {
+	if err := t.bucket(bucketMCPConnections).Delete(mcpConnectionKey(c.TenantID, c.UserID, c.AgentID, c.Server)); err != nil {
+		return err
+	}
+	return t.bucket(bucketMCPConnsByServer).Delete(mcpServerKey(c))
+}
+
+func (t boltTx) mcpAuthRequest(id string) (MCPAuthRequest, error) {
+	return getJSON[MCPAuthRequest](t, bucketMCPAuthRequests, []byte(id))
+}
+
+// mcpAuthRequestByState finds the request's id in mcp_auth_by_state.
+func (t boltTx) mcpAuthRequestByState(state string) (MCPAuthRequest, error) {
+	id := t.bucket(bucketMCPAuthByState).Get([]byte(state))
+	if id == nil {
+		return MCPAuthRequest{}, ErrNotFound
+	}
+	r, err := getJSON[MCPAuthRequest](t, bucketMCPAuthRequests, id)
+	if errors.Is(err, ErrNotFound) {
+		return r, fmt.Errorf("mcp_auth_by_state names request %q, which is not stored", id)
+	}
+	return r, err
+}
+
+// putMCPAuthRequest keeps two entries beside the request: its id under
+// its state, and its state under T(ExpiresAt) | id, which the sweep reads.
+func (t boltTx) putMCPAuthRequest(r encoded[MCPAuthRequest], old *MCPAuthRequest) error {
+	byState, byExpiry := t.bucket(bucketMCPAuthByState), t.bucket(bucketMCPAuthByExpiry)
+	if old != nil {
+		if err := byState.Delete([]byte(old.State)); err != nil {
+			return err
+		}
+		if err := byExpiry.Delete(timeIDKey(timeKey(old.ExpiresAt), []byte(old.ID))); err != nil {
+			return err
+		}
+	}
+	id := []byte(r.rec.ID)
+	if err := t.bucket(bucketMCPAuthRequests).Put(id, r.json); err != nil {
+		return err
+	}
+	if err := byState.Put([]byte(r.rec.State), id); err != nil {
+		return err
+	}
+	return byExpiry.Put(timeIDKey(timeKey(r.rec.ExpiresAt), id), []byte(r.rec.State))
+}
+
 // each calls fn with every record of the file, kind by kind (first with
 // a nil record, as each kind begins), in an order that keeps references
 // whole: documents before views, runs before deliveries. A record is the
@@ -534,6 +693,8 @@ func (t boltTx) each(ctx context.Context, fn func(kind string, rec any) error) e
 		{"policy sets", bucketPolicySets, eachJSON[PolicySet]},
 		{"API keys", bucketAPIKeys, eachJSON[APIKey]},
 		{"triggers", bucketTriggers, eachJSON[Trigger]},
+		{"MCP connections", bucketMCPConnections, eachJSON[MCPConnection]},
+		{"MCP authorization requests", bucketMCPAuthRequests, eachJSON[MCPAuthRequest]},
 		{"activities", bucketActivities, func(k, v []byte) (any, error) {
 			if len(v) != 8 {
 				return nil, fmt.Errorf("expiry of %d bytes", len(v))

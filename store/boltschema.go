@@ -39,6 +39,11 @@ const (
 	bucketTriggersByConv      = "triggers_by_conversation"
 	bucketActivities          = "activities"
 	bucketActivitiesByExpiry  = "activities_by_expiry"
+	bucketMCPConnections      = "mcp_connections"
+	bucketMCPConnsByServer    = "mcp_connections_by_server"
+	bucketMCPAuthRequests     = "mcp_auth_requests"
+	bucketMCPAuthByState      = "mcp_auth_by_state"
+	bucketMCPAuthByExpiry     = "mcp_auth_by_expiry"
 
 	keySchemaVersion = "schema_version"
 	keyCursorKey     = "cursor_key"
@@ -78,6 +83,7 @@ func schema() []migration {
 		{version: 4, name: "tenant and time indexes", apply: migrateV4, backfill: backfillV4},
 		{version: 5, name: "API keys and triggers", apply: migrateV5},
 		{version: 6, name: "activities seen", apply: migrateV6},
+		{version: 7, name: "MCP connections and authorization requests", apply: migrateV7},
 	}
 }
 
@@ -156,6 +162,18 @@ func migrateV5(tx *bbolt.Tx) error {
 // version 5 kept them in memory only, which reads as none seen.
 func migrateV6(tx *bbolt.Tx) error {
 	for _, name := range []string{bucketActivities, bucketActivitiesByExpiry} {
+		if _, err := tx.CreateBucketIfNotExists([]byte(name)); err != nil {
+			return fmt.Errorf("bucket %s: %w", name, err)
+		}
+	}
+	return nil
+}
+
+// migrateV7 adds the buckets of people's connections to MCP servers and
+// of the authorizations under way. Files of version 6 have none, which
+// reads as nobody connected, so nothing is rewritten.
+func migrateV7(tx *bbolt.Tx) error {
+	for _, name := range []string{bucketMCPConnections, bucketMCPConnsByServer, bucketMCPAuthRequests, bucketMCPAuthByState, bucketMCPAuthByExpiry} {
 		if _, err := tx.CreateBucketIfNotExists([]byte(name)); err != nil {
 			return fmt.Errorf("bucket %s: %w", name, err)
 		}

@@ -34,6 +34,8 @@ func (s *boltStore) sweep(ctx context.Context, p sweepPlan) (SweepStats, error) 
 			step = sweepAudit(p.auditUntil)
 		case sweepRevokedKeys:
 			step = sweepAPIKeys(p.auditUntil)
+		case sweepMCPAuth:
+			step = sweepMCPAuthRequests(p.authUntil)
 		}
 		err := sweepBatches(ctx, &st, s.sweepBatch, func(batch int, after []byte) (did SweepStats, next []byte, err error) {
 			err = s.db.Update(func(tx *bbolt.Tx) error {
@@ -327,6 +329,43 @@ func sweepActivities(now time.Time) sweepStep {
 				}
 			}
 			did.Activities++
+		}
+		return did, more(len(todo) == batch), nil
+	}
+}
+
+// sweepMCPAuthRequests deletes the MCP authorization requests that
+// expired at or before cutoff, oldest first, with their entry by state
+// (the value of their expiry entry).
+func sweepMCPAuthRequests(cutoff time.Time) sweepStep {
+	cut := timeKey(cutoff)
+	return func(tx *bbolt.Tx, batch int, _ []byte) (SweepStats, []byte, error) {
+		var did SweepStats
+		byExpiry := tx.Bucket([]byte(bucketMCPAuthByExpiry))
+		type entry struct{ key, state []byte }
+		var todo []entry
+		c := byExpiry.Cursor()
+		for k, v := c.First(); k != nil && len(todo) < batch; k, v = c.Next() {
+			if len(k) <= 8 || bytes.Compare(k[:8], cut[:]) > 0 {
+				break
+			}
+			todo = append(todo, entry{bytes.Clone(k), bytes.Clone(v)})
+		}
+		requests, byState := tx.Bucket([]byte(bucketMCPAuthRequests)), tx.Bucket([]byte(bucketMCPAuthByState))
+		for _, e := range todo {
+			id := e.key[8:]
+			if err := requests.Delete(id); err != nil {
+				return did, nil, err
+			}
+			if err := byExpiry.Delete(e.key); err != nil {
+				return did, nil, err
+			}
+			if bytes.Equal(byState.Get(e.state), id) {
+				if err := byState.Delete(e.state); err != nil {
+					return did, nil, err
+				}
+			}
+			did.MCPAuthRequests++
 		}
 		return did, more(len(todo) == batch), nil
 	}

@@ -3,6 +3,8 @@ package store
 import (
 	"strings"
 	"unicode/utf8"
+
+	"teamsbot/internal/textclip"
 )
 
 // maxIDLen bounds ids used as keys; bbolt allows 32 KiB, ours are GUIDs.
@@ -57,3 +59,15 @@ func checkKeyParts(parts ...string) error {
 // keyablePart reports whether a stored tenant id can be a key part: older
 // versions did not refuse a NUL byte in it.
 func keyablePart(v string) bool { return strings.IndexByte(v, 0) < 0 }
+
+// cutText makes a text that came from outside fit a record: valid UTF-8
+// (JSON would replace the bytes that are not anyway), without NUL bytes,
+// and at most limit bytes, cut on a character's boundary and marked with
+// an ellipsis when it was longer.
+func cutText(v string, limit int) string {
+	v = strings.ReplaceAll(strings.ToValidUTF8(v, "\uFFFD"), "\x00", "\uFFFD")
+	if len(v) <= limit {
+		return v
+	}
+	return textclip.Prefix(v, limit-len(textclip.Ellipsis)) + textclip.Ellipsis
+}

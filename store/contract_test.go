@@ -84,6 +84,14 @@ func contract() []struct {
 		{"RevokeView", testRevokeView},
 		{"ConcurrentSettingsPutsOneWins", testConcurrentSettingsPutsOneWins},
 		{"HTMLSurvivesConcurrentSweeps", testHTMLSurvivesConcurrentSweeps},
+		{"MCPConnections", testMCPConnections},
+		{"MCPServerUses", testMCPServerUses},
+		{"MCPConnectionUseOneMinute", testMCPConnectionUseOneMinute},
+		{"MCPConnectionRefusals", testMCPConnectionRefusals},
+		{"MCPAuthRequests", testMCPAuthRequests},
+		{"MCPAuthRequestRefusals", testMCPAuthRequestRefusals},
+		{"MCPAuthRequestConcurrency", testMCPAuthRequestConcurrency},
+		{"SweepMCPAuthRequests", testSweepMCPAuthRequests},
 	}
 }
 

@@ -47,8 +47,9 @@ type arrival struct {
 // CopyToPostgres copies every record of the bbolt store src into the
 // PostgreSQL store dst: runs, views and their HTML, the audit log (with
 // its sequence numbers), conversation references, deliveries, bindings,
-// tenant settings, policy sets, API keys, triggers and the activities
-// seen, each as the bytes it was stored as. It is idempotent: a record
+// tenant settings, policy sets, API keys, triggers, the activities seen,
+// people's MCP connections and the MCP authorization requests, each as
+// the bytes it was stored as. It is idempotent: a record
 // whose key is in dst already is left as it is, so running it again
 // copies nothing twice and reports what was there. dst must be a new
 // database, or one an earlier copy wrote into (ErrNotEmpty otherwise). src
@@ -178,7 +179,8 @@ func (s *pgStore) claimCopy(ctx context.Context) error {
 	var used bool
 	err := s.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM runs) OR EXISTS (SELECT 1 FROM views) OR EXISTS (SELECT 1 FROM audit)
 		OR EXISTS (SELECT 1 FROM conversations) OR EXISTS (SELECT 1 FROM bindings) OR EXISTS (SELECT 1 FROM triggers)
-		OR EXISTS (SELECT 1 FROM api_keys) OR EXISTS (SELECT 1 FROM tenant_settings) OR EXISTS (SELECT 1 FROM policy_sets)`).Scan(&used)
+		OR EXISTS (SELECT 1 FROM api_keys) OR EXISTS (SELECT 1 FROM tenant_settings) OR EXISTS (SELECT 1 FROM policy_sets)
+		OR EXISTS (SELECT 1 FROM mcp_connections) OR EXISTS (SELECT 1 FROM mcp_auth_requests)`).Scan(&used)
 	if err != nil {
 		return fmt.Errorf("store: copy: %w", err)
 	}

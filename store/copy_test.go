@@ -42,6 +42,18 @@ func TestCopyToPostgres(t *testing.T) {
 	must(src.PutTrigger(ctx, store.Trigger{ID: "t1", TenantID: "tenant-1", Name: "daily", AgentID: "default", Cron: "0 9 * * *",
 		TimeZone: "UTC", Text: "hi", ConversationID: "conv-1", CreatedBy: "admin"}))
 	must(src.RecordArrival(ctx, "conv-1\x00act-1", 15*time.Minute))
+	conn := store.MCPConnection{TenantID: "tenant-1", UserID: "user-1", AgentID: "default", Server: "crm", UserName: "Ada",
+		Sealed: []byte("\x00sealed\xff"), KeyID: "k1", Issuer: "https://as.example", Scopes: []string{"read"}}
+	must(src.PutMCPConnection(ctx, conn))
+	must(src.UseMCPConnection(ctx, "tenant-1", "user-1", "default", "crm", clk.Now().Add(time.Minute)))
+	req := store.MCPAuthRequest{ID: "req-1", State: "state-1", TenantID: "tenant-1", UserID: "user-1", AgentID: "default", Server: "wiki",
+		AuthURL: "https://as.example/authorize?state=state-1", ExpiresAt: clk.Now().Add(10 * time.Minute)}
+	must(src.PutMCPAuthRequest(ctx, req))
+	_, err = src.UpdateMCPAuthRequest(ctx, "req-1", func(r *store.MCPAuthRequest) error {
+		r.Status, r.Answer = store.MCPAuthAnswered, []byte("sealed code")
+		return nil
+	}, nil)
+	must(err)
 
 	url := pgtest.Database(t)
 	dst := openAt(t, postgresBackend(), url, clk)
@@ -55,7 +67,8 @@ func TestCopyToPostgres(t *testing.T) {
 		}
 	}
 	want := map[string]int{"html": 1, "runs": 1, "views": 2, "audit records": 2, "conversations": 1, "deliveries": 1,
-		"bindings": 1, "tenant settings": 1, "policy sets": 1, "API keys": 1, "triggers": 1, "activities": 1}
+		"bindings": 1, "tenant settings": 1, "policy sets": 1, "API keys": 1, "triggers": 1, "activities": 1,
+		"MCP connections": 1, "MCP authorization requests": 1}
 	if diff := cmp.Diff(want, inserted); diff != "" {
 		t.Errorf("inserted (-want +got):\n%s", diff)
 	}
@@ -83,6 +96,15 @@ func TestCopyToPostgres(t *testing.T) {
 	same("key", func(s *store.Store) (any, error) { return s.APIKey(ctx, "k1") })
 	same("triggers", func(s *store.Store) (any, error) { return s.ActiveTriggers(ctx) })
 	same("seen", func(s *store.Store) (any, error) { return s.Seen(ctx, "conv-1\x00act-1") })
+	same("MCP connections", func(s *store.Store) (any, error) {
+		return s.MCPConnections(ctx, store.MCPConnectionFilter{TenantID: "tenant-1"})
+	})
+	same("MCP server uses", func(s *store.Store) (any, error) { return s.MCPServerUses(ctx, "tenant-1") })
+	same("MCP authorization request", func(s *store.Store) (any, error) { return s.MCPAuthRequest(ctx, "req-1") })
+	same("MCP authorization request by state", func(s *store.Store) (any, error) { return s.MCPAuthRequestByState(ctx, "state-1") })
+	if uses, _ := dst.MCPServerUses(ctx, "tenant-1"); len(uses) != 1 || !uses[0].LastUsedAt.Equal(clk.Now().Add(time.Minute)) {
+		t.Errorf("server uses after the copy: %+v", uses)
+	}
 
 	again, err := store.CopyToPostgres(ctx, src, dst)
 	must(err)

@@ -3,15 +3,19 @@
 // view lives, ViewLifetime), the append-only audit log, the Bot Framework
 // conversation references that proactive sends need, where each run's
 // answer was delivered in Teams, and the records access is decided from:
-// role bindings, tenant settings and each tenant's Cedar policy text, and
-// the API keys and scheduled triggers that start runs without a person.
+// role bindings, tenant settings and each tenant's Cedar policy text, the
+// API keys and scheduled triggers that start runs without a person, and
+// people's authorizations to MCP servers: each person's connection to a
+// server of an agent (its OAuth tokens sealed by the caller) and the
+// authorizations under way, which a run waits on.
 // It keeps them in one bbolt file (Open), the default, or in a PostgreSQL
 // database that several replicas of the service share (OpenPostgres). It
 // runs each one's schema migrations when it is opened, lists a tenant's
 // records for its admins (audit log pages and exports, active views,
-// recent runs, conversations), revokes views, and sweeps away expired and
-// revoked views and the runs, deliveries and audit records past their
-// retention. CopyToPostgres copies a bbolt store into a new database.
+// recent runs, conversations, MCP connections), revokes views, and sweeps
+// away expired and revoked views, the runs, deliveries and audit records
+// past their retention, and MCP authorization requests a day after they
+// expired. CopyToPostgres copies a bbolt store into a new database.
 //
 // It is the only package that knows bbolt and PostgreSQL. Its exported
 // methods take and return plain values, never transactions or cursors.
@@ -51,6 +55,11 @@
 //	  (id, tenant, conversation, creator
 //	  kept; versions; due-time claims),
 //	  a removed conversation's triggers
+//	MCP connections (a use written once a   mcpauth.go
+//	  minute at most, LastUsedAt never
+//	  back), authorization requests (id
+//	  and state unique, who and what kept,
+//	  versions, sizes, statuses)
 //	retention: what a sweep deletes, a run  sweep.go (sweepPlan)
 //	  kept while a view of it is open
 //
@@ -120,6 +129,16 @@
 //	  <conversation id> 0x00 <activity id> -> T (8 bytes): when its window ends
 //	activities_by_expiry/         (since schema version 6)
 //	  T <conversation id> 0x00 <activity id> -> empty, for the sweep
+//	mcp_connections/              (since schema version 7)
+//	  <tenant> 0x00 <user> 0x00 <agent> 0x00 <server> 0x00 -> MCPConnection as JSON (tokens sealed by the caller)
+//	mcp_connections_by_server/    (since schema version 7)
+//	  <tenant> 0x00 <agent> 0x00 <server> 0x00 <user> 0x00 -> T(lastUsedAt), or empty when never used
+//	mcp_auth_requests/            (since schema version 7)
+//	  <request id>                -> MCPAuthRequest as JSON
+//	mcp_auth_by_state/            (since schema version 7)
+//	  <state>                     -> <request id>: the callback knows a request by its state
+//	mcp_auth_by_expiry/           (since schema version 7)
+//	  T(expiresAt) | <request id> -> <state>, for the sweep
 //
 // A view's end is when it stops being served: its ExpiresAt, or when it
 // was revoked (RevokeView moves both index entries to that time).
@@ -175,6 +194,17 @@
 // their audit record. Revoked API keys are swept once their revocation is
 // older than the audit retention; triggers are deleted only by an admin.
 //
+// A person's MCP connection is keyed by tenant, user, agent and server,
+// so that a person's connections are one prefix; mcp_connections_by_server
+// holds the same keys by agent and server, with the last use as value,
+// so that an admin's count of people per server (MCPServerUses) reads
+// that index alone, never the sealed tokens. A use (UseMCPConnection) is
+// written when the stored one is a minute old or more, as a lazy write.
+// An authorization request is keyed by its id, and by its OAuth state in
+// mcp_auth_by_state, which refuses a second request with the same state;
+// the sweep reads mcp_auth_by_expiry up to T(now - 24h), whose value
+// names the state entry to delete with the request.
+//
 // A delivery is keyed by its run's id and is written only for a stored
 // run (PutDelivery's rule), so it lives exactly as long as that run: the
 // sweep deletes it in the same transaction as its run.
@@ -210,6 +240,11 @@
 //	                paused
 //	trigger_claims  tenant, id, due_ns                the claims of due times
 //	activities      key, expires_ns                   by expiry
+//	mcp_connections tenant, user_id, agent, server,   the key (a person's); by tenant,
+//	  (version 3)   last_used_ns                        agent, server with last_used_ns
+//	mcp_auth_       id, state, expires_ns             the key; state (unique); by
+//	  requests                                          expiry (the sweep)
+//	  (version 3)
 //	meta            key                               the cursor key, a copy's mark
 //
 // A page of the audit log is one query: the tenant's index with the most

@@ -400,6 +400,35 @@ func checkFixture(t *testing.T, s *store.Store, now *time.Time, want *fixtureDum
 	if diff := cmp.Diff(want.Sweep, sweepFixture(t, s)); diff != "" {
 		t.Errorf("a sweep of the fixture removes otherwise (-generator +now):\n%s", diff)
 	}
+	checkNewRecords(t, s, *now)
+}
+
+// checkNewRecords keeps and reads back, in a store migrated from the
+// fixture, the records that came after it: MCP connections and
+// authorization requests, and sweeps the requests.
+func checkNewRecords(t *testing.T, s *store.Store, now time.Time) {
+	t.Helper()
+	ctx := context.Background()
+	c := store.MCPConnection{TenantID: "Zürich-東京-🚀", UserID: "Łukasz-oid", AgentID: "default", Server: "crm",
+		Sealed: []byte("\x00sealed"), KeyID: "k1", ConnectedAt: now}
+	if err := s.PutMCPConnection(ctx, c, store.AuditRecord{Action: "mcp.connect"}); err != nil {
+		t.Fatalf("PutMCPConnection on the migrated fixture: %v", err)
+	}
+	got, err := s.MCPConnections(ctx, store.MCPConnectionFilter{TenantID: c.TenantID})
+	if err != nil || len(got) != 1 || !cmp.Equal(got[0], c) {
+		t.Errorf("MCPConnections on the migrated fixture: %+v %v", got, err)
+	}
+	r := store.MCPAuthRequest{ID: "req-1", State: "state-1", TenantID: c.TenantID, UserID: c.UserID, AgentID: "default", Server: "wiki",
+		AuthURL: "https://as.example/authorize", CreatedAt: now.Add(-50 * time.Hour), ExpiresAt: now.Add(-49 * time.Hour)}
+	if err := s.PutMCPAuthRequest(ctx, r); err != nil {
+		t.Fatalf("PutMCPAuthRequest on the migrated fixture: %v", err)
+	}
+	if got, err := s.MCPAuthRequestByState(ctx, "state-1"); err != nil || got.ID != "req-1" {
+		t.Errorf("MCPAuthRequestByState on the migrated fixture: %+v %v", got, err)
+	}
+	if st, err := s.Sweep(ctx); err != nil || st.MCPAuthRequests != 1 {
+		t.Errorf("a sweep of the migrated fixture: %+v %v, want the expired request", st, err)
+	}
 }
 
 // The bbolt file the earlier program wrote opens, and reads back as it did.

@@ -40,6 +40,10 @@ const (
 	apiKeyUpsert       = ` ON CONFLICT (id) DO UPDATE SET tenant = excluded.tenant, revoked_ns = excluded.revoked_ns, data = excluded.data`
 	triggerInsert      = `INSERT INTO triggers (tenant, id, conversation_id, paused, data) VALUES ($1, $2, $3, $4, $5)`
 	triggerUpsert      = ` ON CONFLICT (tenant, id) DO UPDATE SET conversation_id = excluded.conversation_id, paused = excluded.paused, data = excluded.data`
+	mcpConnInsert      = `INSERT INTO mcp_connections (tenant, user_id, agent, server, last_used_ns, data) VALUES ($1, $2, $3, $4, $5, $6)`
+	mcpConnUpsert      = ` ON CONFLICT (tenant, user_id, agent, server) DO UPDATE SET last_used_ns = excluded.last_used_ns, data = excluded.data`
+	mcpAuthInsert      = `INSERT INTO mcp_auth_requests (id, state, expires_ns, data) VALUES ($1, $2, $3, $4)`
+	mcpAuthUpsert      = ` ON CONFLICT (id) DO UPDATE SET state = excluded.state, expires_ns = excluded.expires_ns, data = excluded.data`
 	// ifAbsent makes an insert leave a stored row as it is.
 	ifAbsent = ` ON CONFLICT DO NOTHING`
 )
@@ -63,15 +67,24 @@ func bindingRow(b encoded[Binding]) []any {
 }
 
 func apiKeyRow(k encoded[APIKey]) []any {
-	return []any{k.rec.ID, k.rec.TenantID, revokedNS(k.rec.RevokedAt), k.json}
+	return []any{k.rec.ID, k.rec.TenantID, nullNS(k.rec.RevokedAt), k.json}
 }
 
 func triggerRow(t encoded[Trigger]) []any {
 	return []any{t.rec.TenantID, t.rec.ID, t.rec.ConversationID, t.rec.Paused, t.json}
 }
 
-// revokedNS is the revoked_ns column of a key: NULL while it is not.
-func revokedNS(t time.Time) *int64 {
+func mcpConnRow(c encoded[MCPConnection]) []any {
+	return []any{c.rec.TenantID, c.rec.UserID, c.rec.AgentID, c.rec.Server, nullNS(c.rec.LastUsedAt), c.json}
+}
+
+func mcpAuthRow(r encoded[MCPAuthRequest]) []any {
+	return []any{r.rec.ID, r.rec.State, ns(r.rec.ExpiresAt), r.json}
+}
+
+// nullNS is a time column that may be NULL (a key's revoked_ns, a
+// connection's last_used_ns): NULL for a zero time.
+func nullNS(t time.Time) *int64 {
 	if t.IsZero() {
 		return nil
 	}
@@ -381,6 +394,75 @@ func (t *pgTx) claimDue(tr Trigger) error {
 	return nil
 }
 
+// MCP connections and authorization requests.
+
+func (t *pgTx) mcpConnection(tenant, user, agent, server string) (MCPConnection, error) {
+	return pgGet[MCPConnection](t, `SELECT data FROM mcp_connections WHERE tenant = $1 AND user_id = $2 AND agent = $3 AND server = $4`,
+		tenant, user, agent, server)
+}
+
+// mcpConnections selects on each column f sets, a statement per
+// combination: a generic plan of one statement for every filter could not
+// use an index for the columns it might leave out.
+func (t *pgTx) mcpConnections(f MCPConnectionFilter) ([]MCPConnection, error) {
+	sql, args := `SELECT data FROM mcp_connections WHERE tenant = $1`, []any{f.TenantID}
+	for _, c := range []struct{ column, v string }{{"user_id", f.UserID}, {"agent", f.AgentID}, {"server", f.Server}} {
+		if c.v != "" {
+			args = append(args, c.v)
+			sql += fmt.Sprintf(" AND %s = $%d", c.column, len(args))
+		}
+	}
+	return pgList[MCPConnection](t, sql+` ORDER BY agent, server, user_id`, args...)
+}
+
+// mcpServerUses reads the index by tenant, agent and server alone, which
+// includes last_used_ns.
+func (t *pgTx) mcpServerUses(tenant string) ([]MCPServerUse, error) {
+	var out []MCPServerUse
+	err := t.query(`SELECT agent, server, count(*), max(last_used_ns) FROM mcp_connections WHERE tenant = $1
+		GROUP BY agent, server ORDER BY agent, server`, []any{tenant}, func(rows pgx.Rows) error {
+		var u MCPServerUse
+		var people int64
+		var last *int64
+		if err := rows.Scan(&u.AgentID, &u.Server, &people, &last); err != nil {
+			return err
+		}
+		u.People = int(people)
+		if last != nil {
+			u.LastUsedAt = nsTime(*last)
+		}
+		out = append(out, u)
+		return nil
+	})
+	return out, err
+}
+
+func (t *pgTx) putMCPConnection(c encoded[MCPConnection], old *MCPConnection) error {
+	t.put(old != nil, mcpConnInsert, mcpConnUpsert, mcpConnRow(c)...)
+	return nil
+}
+
+func (t *pgTx) deleteMCPConnection(c MCPConnection) error {
+	t.queue(nil, `DELETE FROM mcp_connections WHERE tenant = $1 AND user_id = $2 AND agent = $3 AND server = $4`,
+		c.TenantID, c.UserID, c.AgentID, c.Server)
+	return nil
+}
+
+func (t *pgTx) mcpAuthRequest(id string) (MCPAuthRequest, error) {
+	return pgGet[MCPAuthRequest](t, `SELECT data FROM mcp_auth_requests WHERE id = $1`, id)
+}
+
+func (t *pgTx) mcpAuthRequestByState(state string) (MCPAuthRequest, error) {
+	return pgGet[MCPAuthRequest](t, `SELECT data FROM mcp_auth_requests WHERE state = $1`, state)
+}
+
+// putMCPAuthRequest inserts a new request, whose state the unique index
+// keeps to one request across replicas; or replaces the stored one.
+func (t *pgTx) putMCPAuthRequest(r encoded[MCPAuthRequest], old *MCPAuthRequest) error {
+	t.put(old != nil, mcpAuthInsert, mcpAuthUpsert, mcpAuthRow(r)...)
+	return nil
+}
+
 // load queues the insert of a record as each yields it, leaving a stored
 // row as it is, and tells inserted, once the write commits, whether it
 // inserted it. A delivery whose run is not stored inserts nothing.
@@ -419,6 +501,10 @@ func (t *pgTx) load(rec any, inserted func(bool)) error {
 		t.queue(check, apiKeyInsert+ifAbsent, apiKeyRow(r)...)
 	case encoded[Trigger]:
 		t.queue(check, triggerInsert+ifAbsent, triggerRow(r)...)
+	case encoded[MCPConnection]:
+		t.queue(check, mcpConnInsert+ifAbsent, mcpConnRow(r)...)
+	case encoded[MCPAuthRequest]:
+		t.queue(check, mcpAuthInsert+ifAbsent, mcpAuthRow(r)...)
 	case arrival:
 		t.queue(check, arrivalInsert+ifAbsent, []byte(r.key), ns(r.until))
 	default:

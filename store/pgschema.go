@@ -154,6 +154,24 @@ CREATE INDEX IF NOT EXISTS audit_by_tenant_tool ON audit (tenant, tool, time_ns,
 CREATE INDEX IF NOT EXISTS audit_by_tenant_result ON audit (tenant, result, time_ns, seq) WHERE result IS NOT NULL;
 ANALYZE audit;
 `},
+		{version: 3, name: "MCP connections and authorization requests", sql: `
+CREATE TABLE mcp_connections (
+	tenant text COLLATE "C",
+	user_id text COLLATE "C",
+	agent text COLLATE "C",
+	server text COLLATE "C",
+	last_used_ns bigint,
+	data bytea NOT NULL,
+	PRIMARY KEY (tenant, user_id, agent, server));
+CREATE INDEX mcp_connections_by_server ON mcp_connections (tenant, agent, server) INCLUDE (last_used_ns);
+CREATE TABLE mcp_auth_requests (
+	id text COLLATE "C" PRIMARY KEY,
+	state text COLLATE "C" NOT NULL,
+	expires_ns bigint NOT NULL,
+	data bytea NOT NULL);
+CREATE UNIQUE INDEX mcp_auth_requests_by_state ON mcp_auth_requests (state);
+CREATE INDEX mcp_auth_requests_by_expiry ON mcp_auth_requests (expires_ns);
+`},
 	}
 }
 

@@ -63,6 +63,9 @@ func (s *pgStore) sweep(ctx context.Context, p sweepPlan) (SweepStats, error) {
 		case sweepRevokedKeys:
 			steps = []pgSweepStep{pgDeleteBatch(`DELETE FROM api_keys WHERE id IN (
 				SELECT id FROM api_keys WHERE revoked_ns <= $1 ORDER BY revoked_ns LIMIT $2 FOR UPDATE SKIP LOCKED)`, p.auditUntil, func(st *SweepStats) *int { return &st.APIKeys })}
+		case sweepMCPAuth:
+			steps = []pgSweepStep{pgDeleteBatch(`DELETE FROM mcp_auth_requests WHERE id IN (
+				SELECT id FROM mcp_auth_requests WHERE expires_ns <= $1 ORDER BY expires_ns LIMIT $2 FOR UPDATE SKIP LOCKED)`, p.authUntil, func(st *SweepStats) *int { return &st.MCPAuthRequests })}
 		}
 		for _, step := range steps {
 			if err := sweepBatches(ctx, &st, s.sweepBatch, s.sweepTx(ctx, step)); err != nil {

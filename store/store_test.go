@@ -744,6 +744,14 @@ func TestBackupIsAWorkingStore(t *testing.T) {
 		[]store.AuditRecord{{TenantID: "tenant-1", Action: "agent.mcp_app.view"}}); err != nil {
 		t.Fatal(err)
 	}
+	if err := s.PutMCPConnection(ctx, store.MCPConnection{TenantID: "tenant-1", UserID: "user-1", AgentID: "default", Server: "crm",
+		Sealed: []byte("sealed"), KeyID: "k1"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.PutMCPAuthRequest(ctx, store.MCPAuthRequest{ID: "req-1", State: "state-1", TenantID: "tenant-1", UserID: "user-1",
+		AgentID: "default", Server: "crm", AuthURL: "https://as.example/authorize", ExpiresAt: clk.Now().Add(time.Hour)}); err != nil {
+		t.Fatal(err)
+	}
 	path := filepath.Join(t.TempDir(), "backup.db")
 	f, err := os.Create(path)
 	if err != nil {
@@ -764,5 +772,14 @@ func TestBackupIsAWorkingStore(t *testing.T) {
 	}
 	if recs, err := b.Audit(ctx, store.AuditQuery{}); err != nil || len(recs) != 1 {
 		t.Errorf("Audit in the backup = %v, %v; want 1 record", recs, err)
+	}
+	if c, err := b.MCPConnection(ctx, "tenant-1", "user-1", "default", "crm"); err != nil || string(c.Sealed) != "sealed" {
+		t.Errorf("MCP connection in the backup = %+v, %v", c, err)
+	}
+	if uses, err := b.MCPServerUses(ctx, "tenant-1"); err != nil || len(uses) != 1 || uses[0].People != 1 {
+		t.Errorf("MCP server uses in the backup = %+v, %v", uses, err)
+	}
+	if r, err := b.MCPAuthRequestByState(ctx, "state-1"); err != nil || r.ID != "req-1" {
+		t.Errorf("MCP authorization request in the backup = %+v, %v", r, err)
 	}
 }

@@ -18,6 +18,9 @@ type SweepStats struct {
 	APIKeys int
 	// Activities are the arrivals of activities whose window is over.
 	Activities int
+	// MCPAuthRequests are the MCP authorization requests that expired
+	// more than a day ago, whatever their status.
+	MCPAuthRequests int
 	// RunsHeld counts the runs past their retention kept because a view
 	// of theirs can still be opened.
 	RunsHeld int
@@ -35,10 +38,11 @@ func (st *SweepStats) add(o SweepStats) {
 	st.RunsHeld += o.RunsHeld
 	st.APIKeys += o.APIKeys
 	st.Activities += o.Activities
+	st.MCPAuthRequests += o.MCPAuthRequests
 }
 
 func (st SweepStats) removed() bool {
-	return st.Views > 0 || st.HTML > 0 || st.Runs > 0 || st.Deliveries > 0 || st.Audit > 0 || st.APIKeys > 0 || st.Activities > 0
+	return st.Views > 0 || st.HTML > 0 || st.Runs > 0 || st.Deliveries > 0 || st.Audit > 0 || st.APIKeys > 0 || st.Activities > 0 || st.MCPAuthRequests > 0
 }
 
 // sweepPlan is what a sweep deletes, the rules of retention written once
@@ -46,11 +50,13 @@ func (st SweepStats) removed() bool {
 // revoked) and the documents no view uses any more, the arrivals whose
 // window ended at or before now, the runs made at or before runsUntil
 // (with their deliveries) unless keepRun holds them, the audit records of
-// a time at or before auditUntil and the API keys revoked at or before it.
-// A zero runsUntil or auditUntil keeps those records forever.
+// a time at or before auditUntil and the API keys revoked at or before it,
+// and the MCP authorization requests that expired at or before
+// authUntil. A zero runsUntil or auditUntil keeps those records forever.
 type sweepPlan struct {
 	now                   time.Time
 	runsUntil, auditUntil time.Time
+	authUntil             time.Time
 }
 
 // sweepPart is one part of a sweep, which a backend deletes in batches.
@@ -62,11 +68,12 @@ const (
 	sweepOldRuns                      // runs past their retention, with their deliveries
 	sweepOldAudit                     // audit records past their retention
 	sweepRevokedKeys                  // API keys revoked as long ago
+	sweepMCPAuth                      // MCP authorization requests a day after they expired
 )
 
 // parts are the parts of a sweep, in the order they run.
 func (p sweepPlan) parts() []sweepPart {
-	parts := []sweepPart{sweepEndedViews, sweepArrivals}
+	parts := []sweepPart{sweepEndedViews, sweepArrivals, sweepMCPAuth}
 	if !p.runsUntil.IsZero() {
 		parts = append(parts, sweepOldRuns)
 	}
@@ -141,7 +148,8 @@ func nextBatch(batch int, took time.Duration) int {
 // and revoked views and unreferenced HTML, then runs and their deliveries
 // past Options.RunRetention, then audit records past
 // Options.AuditRetention (their index entries with them), revoked API
-// keys as old, and the arrivals of activities whose window is over.
+// keys as old, the arrivals of activities whose window is over, and the
+// MCP authorization requests a day after they expired.
 //
 // Each part reads an index ordered by time from its start up to its
 // cutoff, so it never looks at a record that is kept; each transaction
@@ -154,7 +162,7 @@ func nextBatch(batch int, took time.Duration) int {
 // that finds another replica's under way returns at once.
 func (s *Store) Sweep(ctx context.Context) (SweepStats, error) {
 	now := s.now()
-	p := sweepPlan{now: now}
+	p := sweepPlan{now: now, authUntil: now.Add(-mcpAuthRequestKept)}
 	if s.runRetention > 0 {
 		p.runsUntil = now.Add(-s.runRetention)
 	}
@@ -179,7 +187,7 @@ func (s *Store) RunSweeper(ctx context.Context, interval time.Duration) {
 		start := time.Now()
 		st, err := s.Sweep(ctx)
 		attrs := []any{"views", st.Views, "html", st.HTML, "runs", st.Runs, "deliveries", st.Deliveries,
-			"audit", st.Audit, "api_keys", st.APIKeys, "runs_held", st.RunsHeld, "transactions", st.Transactions,
+			"audit", st.Audit, "api_keys", st.APIKeys, "mcp_auth_requests", st.MCPAuthRequests, "runs_held", st.RunsHeld, "transactions", st.Transactions,
 			"longest", st.Longest, "took", time.Since(start)}
 		switch {
 		case errors.Is(err, ErrClosed):

@@ -478,7 +478,7 @@ func TestConfigurationFileExampleInDocs(t *testing.T) {
 	for _, s := range a.Servers {
 		servers = append(servers, s.Name)
 	}
-	if a.ID != "default" || strings.Join(servers, " ") != "demo crm debug" || len(a.Rules.DenyTools) != 3 {
+	if a.ID != "default" || strings.Join(servers, " ") != "demo crm tickets debug" || a.Servers[2].Auth != "person" || len(a.Rules.DenyTools) != 3 {
 		t.Errorf("the example reads as agent %q with servers %v and rules %+v", a.ID, servers, a.Rules)
 	}
 }

@@ -18,6 +18,7 @@ import (
 	"teamsbot/internal/keyfile"
 	"teamsbot/internal/retry"
 	"teamsbot/internal/web"
+	"teamsbot/mcpauth"
 	"teamsbot/signin"
 	"teamsbot/store"
 	"teamsbot/viewpage"
@@ -41,7 +42,7 @@ func openStore(ctx context.Context, cfg config, logger *slog.Logger) (*store.Sto
 	if cfg.DatabaseURL == "" {
 		return store.Open(ctx, filepath.Join(cfg.DataDir, storeFile), opts)
 	}
-	if err := checkSharedKeys(cfg.DataDir); err != nil {
+	if err := checkSharedKeys(cfg.DataDir, usesAuth(cfg.Agents)); err != nil {
 		return nil, err
 	}
 	r := databaseStartRetry().Start()
@@ -69,14 +70,22 @@ func openStore(ctx context.Context, cfg config, logger *slog.Logger) (*store.Sto
 // mints is verified by whichever serves the frame) and the cookie key (a
 // session one replica seals is opened by whichever serves the next
 // request).
-func sharedKeyFiles() []string { return []string{viewpage.TokenKeyFile, signin.CookieKeyFile} }
+// With servers reached as each person, the MCP token keys too (a token
+// one replica seals is opened by whichever runs the person's next call).
+func sharedKeyFiles(auth bool) []string {
+	files := []string{viewpage.TokenKeyFile, signin.CookieKeyFile}
+	if auth {
+		files = append(files, filepath.Base(mcpauth.TokenKeys("").Path))
+	}
+	return files
+}
 
 // checkSharedKeys refuses to start on PostgreSQL without the shared key
 // files: each replica would otherwise make keys of its own, and every
 // request that reached another replica would be refused.
-func checkSharedKeys(dir string) error {
+func checkSharedKeys(dir string, auth bool) error {
 	var missing []string
-	for _, name := range sharedKeyFiles() {
+	for _, name := range sharedKeyFiles(auth) {
 		if _, err := os.Stat(filepath.Join(dir, name)); err != nil {
 			missing = append(missing, filepath.Join(dir, name))
 		}
@@ -89,7 +98,7 @@ func checkSharedKeys(dir string) error {
 
 // sharedKeys are the key files of sharedKeyFiles, for `teamsbot keys`.
 func sharedKeys(dir string) []keyfile.File {
-	return []keyfile.File{viewpage.TokenKeys(dir), signin.CookieKeys(dir)}
+	return []keyfile.File{viewpage.TokenKeys(dir), signin.CookieKeys(dir), mcpauth.TokenKeys(dir)}
 }
 
 // makeKeys is `teamsbot keys`: it makes the shared key files under
@@ -220,7 +229,7 @@ func migrate(ctx context.Context, cfg config, stdout io.Writer, logger *slog.Log
 		return fmt.Errorf("migrate: %w", err)
 	}
 	fmt.Fprintf(stdout, "copied %s into %s\n", path, cfg.storeName())
-	if err := checkSharedKeys(cfg.DataDir); err != nil {
+	if err := checkSharedKeys(cfg.DataDir, usesAuth(cfg.Agents)); err != nil {
 		fmt.Fprintln(stdout, "before starting replicas:", err)
 	}
 	return nil

@@ -30,6 +30,7 @@ import (
 	"teamsbot/internal/netaddr"
 	"teamsbot/internal/web"
 	"teamsbot/internal/web/csp"
+	"teamsbot/mcpauth"
 	"teamsbot/playground"
 	"teamsbot/signin"
 	"teamsbot/triggers"
@@ -105,7 +106,20 @@ func serve(ctx context.Context, cfg config, env environment, stdout io.Writer, l
 		return fmt.Errorf("access: %w", err)
 	}
 
+	// Servers reached as each person (auth: person) or as the service
+	// (auth: service) go through the MCP authorization broker.
+	var broker *mcpauth.Broker
+	if usesAuth(cfg.Agents) {
+		broker, err = mcpauth.New(mcpauth.Options{
+			Store: st, PublicBaseURL: cfg.PublicBaseURL, DataDir: cfg.DataDir,
+			AllowHTTP: cfg.Addr.Loopback(), Logger: logger.With("part", "mcpauth"),
+		})
+		if err != nil {
+			return fmt.Errorf("MCP authorization: %w", err)
+		}
+	}
 	agents, err := agent.New(ctx, cfg.Agents, agent.Options{
+		Auth:        broker,
 		Store:       st,
 		Access:      decide,
 		Logger:      logger.With("part", "agent"),
@@ -176,6 +190,8 @@ func serve(ctx context.Context, cfg config, env environment, stdout io.Writer, l
 		StageView:         cfg.TeamsTab,
 		Logger:            logger.With("part", "bot"),
 		Registerer:        reg,
+		Auth:              broker,
+		ConnectWait:       broker.Wait(),
 	})
 	if err != nil {
 		return fmt.Errorf("bot: %w", err)
@@ -247,6 +263,16 @@ func serve(ctx context.Context, cfg config, env environment, stdout io.Writer, l
 		return fmt.Errorf("admin console: %w", err)
 	}
 	console.Register(e)
+	if broker != nil {
+		pages, err := broker.NewPages(func(r *http.Request) (mcpauth.Signed, error) {
+			ss, err := signIn.Session(r)
+			return mcpauth.Signed{TenantID: ss.TenantID, UserID: ss.UserID, Name: ss.Name}, err
+		}, signIn.SignInURL)
+		if err != nil {
+			return fmt.Errorf("MCP authorization pages: %w", err)
+		}
+		pages.Register(e)
+	}
 
 	// The listener comes before the playground, which posts to the
 	// service's own address (a port of 0 is chosen here).
@@ -520,4 +546,16 @@ func (r *readinessLog) note(logger *slog.Logger, err error, now time.Time) {
 		r.last, r.logged = err.Error(), now
 		logger.Warn("not ready", "err", err)
 	}
+}
+
+// usesAuth reports a server reached as each person or as the service.
+func usesAuth(c agent.Config) bool {
+	for _, a := range c.Agents {
+		for _, s := range a.Servers {
+			if s.Auth == agent.AuthPerson || s.Auth == agent.AuthService {
+				return true
+			}
+		}
+	}
+	return false
 }
