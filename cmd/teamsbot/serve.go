@@ -255,7 +255,7 @@ func serve(ctx context.Context, cfg config, env environment, stdout io.Writer, l
 	views.Register(e)
 	runs.Register(e)
 	console, err := admin.New(admin.Options{
-		Store: st, Access: decide, SignIn: signIn, Groups: groupNames, Triggers: runs,
+		Store: st, Access: decide, SignIn: signIn, Groups: groupNames, Triggers: runs, Connections: broker,
 		Agents: agents.Agents(), Rules: consoleRules(cfg), Servers: consoleServers(cfg), AppsEnabled: cfg.AppsEnabled,
 		Logger: logger.With("part", "admin"),
 	})
