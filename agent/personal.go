@@ -51,8 +51,31 @@ func (c *serverConn) perPerson() bool { return c.cfg.Auth == AuthPerson }
 
 // authServer is the server as mcpauth knows it.
 func (c *serverConn) authServer() mcpauth.Server {
-	return mcpauth.Server{AgentID: c.agentID, Name: c.name, URL: c.cfg.URL, ClientID: c.cfg.ClientID,
-		ClientSecret: c.clientSecret, Scopes: c.cfg.Scopes, Audience: c.cfg.Audience}
+	return authServer(c.agentID, c.cfg, c.clientSecret)
+}
+
+func authServer(agentID string, cfg ServerConfig, secret string) mcpauth.Server {
+	return mcpauth.Server{AgentID: agentID, Name: cfg.Name, URL: cfg.URL, ClientID: cfg.ClientID,
+		ClientSecret: secret, Scopes: cfg.Scopes, Audience: cfg.Audience, Entra: cfg.Entra, Authority: cfg.Authority}
+}
+
+// PersonServers are the servers of c reached as each person, as
+// mcpauth.Options.Servers takes them, their secrets read with getenv.
+func (c Config) PersonServers(getenv func(string) string) []mcpauth.Server {
+	var out []mcpauth.Server
+	for _, a := range c.Agents {
+		for _, s := range a.Servers {
+			if s.Auth != AuthPerson {
+				continue
+			}
+			secret := ""
+			if s.ClientSecretEnv != "" {
+				secret = getenv(s.ClientSecretEnv)
+			}
+			out = append(out, authServer(a.ID, s, secret))
+		}
+	}
+	return out
 }
 
 // personalSession returns the session of the person in ctx, connecting

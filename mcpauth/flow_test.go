@@ -76,6 +76,11 @@ type envOpts struct {
 	dataDir  string
 	as       *fakeauth.AuthServer
 	rs       *fakeauth.ResourceServer
+	// server changes the server as configured (Entra, scopes), once the
+	// authorization and resource servers run.
+	server func(*env, *mcpauth.Server)
+	// freshSignIn is Pages.FreshSignIn.
+	freshSignIn bool
 }
 
 func newEnv(t *testing.T, o envOpts) *env {
@@ -118,10 +123,14 @@ func newEnv(t *testing.T, o envOpts) *env {
 	if o.dataDir == "" {
 		o.dataDir = t.TempDir()
 	}
+	e.server = mcpauth.Server{AgentID: "default", Name: "crm", URL: e.rs.URL, ClientID: o.clientID, ClientSecret: o.secret}
+	if o.server != nil {
+		o.server(e, &e.server)
+	}
 	b, err := mcpauth.New(mcpauth.Options{
 		Store: e.st, PublicBaseURL: netaddr.MustParseOrigin(e.base), DataDir: o.dataDir,
 		HTTPClient: e.certs, AllowHTTP: o.http, Wait: o.wait, Poll: 20 * time.Millisecond,
-		RequestTimeout: 2 * time.Second,
+		RequestTimeout: 2 * time.Second, Servers: []mcpauth.Server{e.server},
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -142,8 +151,8 @@ func newEnv(t *testing.T, o envOpts) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
+	pages.FreshSignIn(o.freshSignIn)
 	pages.Register(ec)
-	e.server = mcpauth.Server{AgentID: "default", Name: "crm", URL: e.rs.URL, ClientID: o.clientID, ClientSecret: o.secret}
 	return e
 }
 
@@ -195,10 +204,14 @@ func (br *browser) connect(ctx context.Context, link, account string, allow bool
 	res, err := fakeauth.AnswerConsent(ctx, br.hc, authURL, account, allow)
 	q := url.Values{"state": {au.Query().Get("state")}}
 	if err != nil {
-		if !strings.Contains(err.Error(), "access_denied") {
+		// The authorization server's error comes back to the service's
+		// callback as its redirect carries it.
+		code, ok := strings.CutPrefix(err.Error(), "the authorization server answered ")
+		if !ok {
 			return 0, "", err
 		}
-		q.Set("error", "access_denied")
+		code, _, _ = strings.Cut(code, ":")
+		q.Set("error", code)
 	} else {
 		q.Set("code", res.Code)
 		q.Set("state", res.State)

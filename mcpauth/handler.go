@@ -141,11 +141,15 @@ type flow struct {
 func (h *personHandler) authorize(ctx context.Context, w Waiter, req *http.Request, resp *http.Response) error {
 	b := h.b
 	f := &flow{}
+	client := b.client
+	if h.s.Entra {
+		client = withoutResource(b.client)
+	}
 	cfg := &auth.AuthorizationCodeHandlerConfig{
 		RedirectURL:           b.RedirectURL(),
 		RequestRefreshToken:   true,
 		AcceptUnadvertisedIss: true,
-		Client:                b.client,
+		Client:                client,
 		AuthorizationCodeFetcher: func(ctx context.Context, args *auth.AuthorizationArgs) (*auth.AuthorizationResult, error) {
 			return h.ask(ctx, w, f, args.URL)
 		},
@@ -193,6 +197,13 @@ func (h *personHandler) authorize(ctx context.Context, w Waiter, req *http.Reque
 	}
 	if err == nil {
 		// go-sdk's own answer to a 403 that is not about scopes.
+		return nil
+	}
+	if errors.Is(err, errConnectedElsewhere) {
+		b.finish(ctx, reqID, store.MCPAuthDone)
+		if asked != nil {
+			asked.Outcome(context.WithoutCancel(ctx), Connected)
+		}
 		return nil
 	}
 	switch {

@@ -124,6 +124,9 @@ type Options struct {
 	// RequestTimeout bounds each request to an authorization server;
 	// zero means DefaultRequestTimeout.
 	RequestTimeout time.Duration
+	// Servers are the servers reached as each person: those with Entra
+	// set are connected on behalf of a person who signs in (SignedIn).
+	Servers []Server
 	// AgentName names the service in the client metadata ("Assistant").
 	AgentName string
 	Logger    *slog.Logger
@@ -227,7 +230,21 @@ type Server struct {
 	// Audience is a token audience the server goes by besides its URL
 	// (Entra ID's api://<app id>); empty when none.
 	Audience string
+	// Entra says the server's authorization server is Microsoft Entra ID:
+	// its v2.0 endpoints refuse RFC 8707's resource parameter
+	// (AADSTS901002) and name the resource by the scopes instead, so none
+	// is sent; and a person signed in to this service with Entra ID is
+	// connected through the on-behalf-of flow, without a prompt of its
+	// own. It needs ClientID and ClientSecret.
+	Entra bool
+	// Authority is Entra ID's sign-in host for the on-behalf-of flow
+	// ({Authority}/{tenant}/oauth2/v2.0/token); empty means
+	// DefaultAuthority.
+	Authority string
 }
+
+// DefaultAuthority is Entra ID's sign-in host in the public cloud.
+const DefaultAuthority = "https://login.microsoftonline.com"
 
 // key names a connection in logs and the flows' single-flight groups;
 // never shown.

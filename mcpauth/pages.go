@@ -51,7 +51,16 @@ type Pages struct {
 	// answerWait is how long the callback page waits for the run to take
 	// the answer, so that it can say "connected" truthfully.
 	answerWait time.Duration
+	// freshSignIn says a sign-in gives SignedIn the person's assertion
+	// (Entra ID): the Connect link of an Entra server goes through one
+	// first, so that the on-behalf-of flow can connect the person with no
+	// prompt of the server's own.
+	freshSignIn bool
 }
+
+// FreshSignIn says whether a sign-in gives Broker.SignedIn the person's
+// assertion (the service signs people in with Entra ID).
+func (p *Pages) FreshSignIn(on bool) { p.freshSignIn = on }
 
 // NewPages returns the pages of b. session reads the sign-in of a
 // request; signIn gives the sign-in address that comes back to a path.
@@ -185,6 +194,21 @@ func (p *Pages) connect(c echo.Context) error {
 		return p.render(c, http.StatusOK, page{Title: "Already connected", Lines: []string{fmt.Sprintf("%s is connected. You can close this page and go back to Teams.", r.Server)}})
 	default:
 		return errGone
+	}
+	if _, entra := p.b.entraServer(r.AgentID, r.Server); entra && p.freshSignIn {
+		if c.QueryParam("signedin") == "" {
+			// A sign-in now gives the on-behalf-of flow its assertion; a
+			// person signed in to Microsoft is not asked anything.
+			return c.Redirect(http.StatusSeeOther, p.signIn(ConnectPath+url.PathEscape(r.ID)+"?signedin=1"))
+		}
+		if conn, err := p.b.opts.Store.MCPConnection(ctx, r.TenantID, r.UserID, r.AgentID, r.Server); err == nil && !conn.ConnectedAt.Before(r.CreatedAt) {
+			return p.render(c, http.StatusOK, page{Title: "Connected", Lines: []string{
+				fmt.Sprintf("%s is connected with your Microsoft account: the assistant now works there as you and goes on with your question.", r.Server),
+				"You can close this page and go back to Teams.",
+			}, Link: &web.Link{Href: ConnectionsPath, Text: "Your connections"}})
+		}
+		// Not connected on the person's behalf (consent is missing):
+		// the server's own sign-in asks for it.
 	}
 	if _, err := p.b.opts.Store.UpdateMCPAuthRequest(ctx, r.ID, func(x *store.MCPAuthRequest) error {
 		if x.Status == store.MCPAuthWaiting {
