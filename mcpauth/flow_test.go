@@ -825,3 +825,19 @@ func TestTwoReplicas(t *testing.T) {
 		t.Fatalf("whoami on replica two: %q, %v", got, err)
 	}
 }
+
+// TestDynamicRegistrationOnce: the client an authorization server
+// registered for the first person serves the next one: it is registered
+// once, not once per authorization.
+func TestDynamicRegistrationOnce(t *testing.T) {
+	ctx := ctxFor(t)
+	e := newEnv(t, envOpts{http: true})
+	for _, p := range []person{ada, grace} {
+		if got, err := e.call(ctx, p, e.consenting(p), "whoami"); err != nil || !strings.Contains(got, p.account) {
+			t.Fatalf("%s: %q, %v", p.name, got, err)
+		}
+	}
+	if n := e.as.Stats().Registrations; n != 1 {
+		t.Errorf("registrations = %d, want 1", n)
+	}
+}

@@ -39,6 +39,7 @@ import (
 	"log/slog"
 	"net/http"
 	"strings"
+	"sync"
 	"time"
 
 	"golang.org/x/sync/singleflight"
@@ -147,6 +148,16 @@ type Broker struct {
 	flows singleflight.Group
 	// refreshes runs one refresh at a time per connection.
 	refreshes singleflight.Group
+	// registered are the clients dynamic registration gave, by agent and
+	// server: the next person's authorization reuses the client rather
+	// than register another one with the same authorization server.
+	registered sync.Map // string → registration
+}
+
+// registration is a client an authorization server registered
+// dynamically.
+type registration struct {
+	clientID, secret, issuer string
 }
 
 // New loads (or makes) the token keys and returns the broker.
@@ -251,6 +262,9 @@ const DefaultAuthority = "https://login.microsoftonline.com"
 func key(p Person, s Server) string {
 	return strings.Join([]string{p.TenantID, p.UserID, s.AgentID, s.Name}, "\x00")
 }
+
+// serverKey names a server among the broker's.
+func serverKey(s Server) string { return s.AgentID + "\x00" + s.Name }
 
 // audit returns a record of action for p and s; fields never hold a
 // token.
