@@ -23,6 +23,11 @@ import (
 // or a call with no person (a trigger, a view of such a run).
 var ErrNeedsPerson = errors.New("the server works as each person, and this run has none")
 
+// ErrNotConnected: a view's call (or another call with nobody to ask)
+// needs a server reached as its person, who has not connected it or whose
+// connection has ended. It is mcpauth's.
+var ErrNotConnected = mcpauth.ErrNotConnected
+
 // personalIdle is how long a person's unused session is kept open.
 const personalIdle = 10 * time.Minute
 
