@@ -841,3 +841,42 @@ func TestDynamicRegistrationOnce(t *testing.T) {
 		t.Errorf("registrations = %d, want 1", n)
 	}
 }
+
+// TestTokenKeysRotate: after `teamsbot keys rotate` a connection sealed by
+// the older key still opens (and the next refresh is sealed by the new
+// one); once the older key is retired, a connection it sealed no longer
+// opens: it is dropped, audited, and the person connects again.
+func TestTokenKeysRotate(t *testing.T) {
+	ctx := ctxFor(t)
+	keys := t.TempDir()
+	e := newEnv(t, envOpts{dataDir: keys})
+	if _, err := e.call(ctx, ada, e.consenting(ada), "whoami"); err != nil {
+		t.Fatal(err)
+	}
+	old, err := e.st.MCPConnection(ctx, tenant, ada.id, "default", "crm")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := mcpauth.TokenKeys(keys).Rotate(time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	// A restarted service reads the rotated file.
+	again := newEnv(t, envOpts{dataDir: keys, st: e.st, as: e.as, rs: e.rs})
+	if got, err := again.call(ctx, ada, newPrompter(nil), "whoami"); err != nil || !strings.Contains(got, ada.account) {
+		t.Fatalf("after rotate: %q, %v", got, err)
+	}
+	if found, err := mcpauth.TokenKeys(keys).Retire(old.KeyID); err != nil || !found {
+		t.Fatalf("retire %s: %v %v", old.KeyID, found, err)
+	}
+	retired := newEnv(t, envOpts{dataDir: keys, st: e.st, as: e.as, rs: e.rs})
+	if _, err := retired.call(ctx, ada, nil, "whoami"); !errors.Is(err, mcpauth.ErrNotConnected) {
+		t.Fatalf("after retire: %v, want ErrNotConnected", err)
+	}
+	var why []string
+	for _, r := range e.audit(mcpauth.ActionRefused) {
+		why = append(why, fmt.Sprint(r.Fields["why"]))
+	}
+	if !slices.ContainsFunc(why, func(s string) bool { return strings.Contains(s, "no longer opens") }) {
+		t.Errorf("the dropped connection is not audited: %v", why)
+	}
+}
