@@ -127,6 +127,15 @@ func newEnv(t *testing.T, o envOpts) *env {
 		t.Fatal(err)
 	}
 	e.b = b
+	registerPages(t, b, ec)
+	e.server = mcpauth.Server{AgentID: "default", Name: "crm", URL: e.rs.URL, ClientID: o.clientID, ClientSecret: o.secret}
+	return e
+}
+
+// registerPages adds b's pages to ec, with the test's sign-in: the person
+// whose id the test-person cookie holds.
+func registerPages(t *testing.T, b *mcpauth.Broker, ec *echo.Echo) {
+	t.Helper()
 	pages, err := b.NewPages(func(r *http.Request) (mcpauth.Signed, error) {
 		c, err := r.Cookie("test-person")
 		if err != nil {
@@ -143,8 +152,6 @@ func newEnv(t *testing.T, o envOpts) *env {
 		t.Fatal(err)
 	}
 	pages.Register(ec)
-	e.server = mcpauth.Server{AgentID: "default", Name: "crm", URL: e.rs.URL, ClientID: o.clientID, ClientSecret: o.secret}
-	return e
 }
 
 // browser is a person's browser: signed in to the service (the cookie the
