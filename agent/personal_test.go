@@ -54,7 +54,7 @@ func newPersonalWorld(t *testing.T, wait time.Duration) *personalWorld {
 			return mcpauth.Signed{}, err
 		}
 		return mcpauth.Signed{TenantID: "t1", UserID: c.Value, Name: "Ada Lovelace"}, nil
-	}, func(string) string { return "/signin" })
+	}, func(string, string) string { return "/signin" })
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -136,6 +136,14 @@ func newEnv(t *testing.T, o envOpts) *env {
 		t.Fatal(err)
 	}
 	e.b = b
+	registerPages(t, b, ec, o.freshSignIn)
+	return e
+}
+
+// registerPages adds b's pages to ec, with the test's sign-in: the person
+// whose id the test-person cookie holds.
+func registerPages(t *testing.T, b *mcpauth.Broker, ec *echo.Echo, freshSignIn bool) {
+	t.Helper()
 	pages, err := b.NewPages(func(r *http.Request) (mcpauth.Signed, error) {
 		c, err := r.Cookie("test-person")
 		if err != nil {
@@ -147,13 +155,12 @@ func newEnv(t *testing.T, o envOpts) *env {
 			}
 		}
 		return mcpauth.Signed{}, errors.New("no such person")
-	}, func(ret string) string { return "/signin?return=" + url.QueryEscape(ret) })
+	}, func(ret, as string) string { return "/signin?" + url.Values{"return": {ret}, "as": {as}}.Encode() })
 	if err != nil {
 		t.Fatal(err)
 	}
-	pages.FreshSignIn(o.freshSignIn)
+	pages.FreshSignIn(freshSignIn)
 	pages.Register(ec)
-	return e
 }
 
 // browser is a person's browser: signed in to the service (the cookie the
@@ -490,6 +497,36 @@ func TestSomeoneElseClicksConnect(t *testing.T) {
 	refused := e.audit(mcpauth.ActionRefused)
 	if len(refused) != 1 || refused[0].Actor != grace.id {
 		t.Errorf("refusals audited: %+v", refused)
+	}
+}
+
+// TestConnectSignsInThePersonAsked: a browser with nobody signed in that
+// follows the Connect link is sent to sign in, as the person the request
+// is for (the local development sign-in has them selected), and comes
+// back to the link.
+func TestConnectSignsInThePersonAsked(t *testing.T) {
+	ctx := ctxFor(t)
+	e := newEnv(t, envOpts{wait: 5 * time.Second})
+	hc := *e.certs
+	hc.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+	var location string
+	pr := newPrompter(func(ctx context.Context, p mcpauth.Prompt) (int, string, error) {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, p.URL, nil)
+		resp, err := hc.Do(req)
+		if err != nil {
+			return 0, "", err
+		}
+		resp.Body.Close()
+		location = resp.Header.Get("Location")
+		return e.browser(grace).connect(ctx, p.URL, grace.account, true)
+	})
+	if got, err := e.call(ctx, grace, pr, "whoami"); err != nil || !strings.Contains(got, grace.account) {
+		t.Fatalf("whoami %q, %v", got, err)
+	}
+	prompts, _ := pr.snapshot()
+	u, err := url.Parse(location)
+	if err != nil || u.Path != "/signin" || u.Query().Get("as") != grace.id || u.Query().Get("return") != mcpauth.ConnectPath+prompts[0].RequestID {
+		t.Errorf("a browser signed in as nobody was sent to %q; want the sign-in as Grace, back to her Connect link", location)
 	}
 }
 

@@ -270,7 +270,7 @@ func serve(ctx context.Context, cfg config, env environment, stdout io.Writer, l
 		pages, err := broker.NewPages(func(r *http.Request) (mcpauth.Signed, error) {
 			ss, err := signIn.Session(r)
 			return mcpauth.Signed{TenantID: ss.TenantID, UserID: ss.UserID, Name: ss.Name}, err
-		}, signIn.SignInURL)
+		}, signIn.SignInAsURL)
 		if err != nil {
 			return fmt.Errorf("MCP authorization pages: %w", err)
 		}
