@@ -2,12 +2,14 @@
 // under /api/admin/: role bindings, the tenant default, the Cedar policy
 // set and its tester, MCP Apps on or off, the tenant's data rules, active
 // views and their revoking, recent runs, the conversations where the app
-// is installed, API keys and scheduled triggers, and the audit log with its
-// exports.
+// is installed, API keys and scheduled triggers, people's connections to
+// the MCP servers the agent reaches as each of them and their revoking,
+// and the audit log with its exports.
 //
 // It decides nothing itself: every page and call asks access whether the
 // signed-in person is an admin of their own tenant (agents.admin), and
-// every change goes through access or store, which audit it. It only
+// every change goes through access, store, triggers or mcpauth, which
+// audit it. It only
 // ever shows the admin's own tenant. The pages are server-rendered HTML
 // with no script and no external asset, usable with the keyboard alone,
 // under a strict CSP; state-changing requests are refused across origins.
@@ -30,6 +32,7 @@ import (
 	"teamsbot/access"
 	"teamsbot/internal/web"
 	"teamsbot/internal/web/csp"
+	"teamsbot/mcpauth"
 	"teamsbot/signin"
 	"teamsbot/store"
 	"teamsbot/triggers"
@@ -79,6 +82,9 @@ type Options struct {
 	// Triggers keeps API keys and scheduled triggers; nil leaves their
 	// pages out.
 	Triggers *triggers.Service
+	// Connections keeps people's connections to the MCP servers reached
+	// as each person (auth: person); nil leaves their page out.
+	Connections *mcpauth.Broker
 	// Logger; nil discards.
 	Logger *slog.Logger
 	// Now is the clock; nil means time.Now.
@@ -97,7 +103,7 @@ type Handler struct {
 }
 
 // pageNames are the console's pages, each a template of its own.
-var pageNames = []string{"access", "policies", "views", "runs", "conversations", "keys", "triggers", "audit"}
+var pageNames = []string{"access", "policies", "views", "runs", "conversations", "keys", "triggers", "connections", "audit"}
 
 // New builds the Handler.
 func New(opts Options) (*Handler, error) {
@@ -130,7 +136,8 @@ func New(opts Options) (*Handler, error) {
 	// this origin; nobody may frame the console.
 	h.csp = csp.New().Add("default-src").Add("style-src", csp.Hash(h.css)).
 		Add("form-action", csp.Self).Add("base-uri").Add("frame-ancestors").String()
-	funcs := template.FuncMap{"fields": fieldsText, "when": when, "triggersOn": func() bool { return opts.Triggers != nil }}
+	funcs := template.FuncMap{"fields": fieldsText, "when": when, "triggersOn": func() bool { return opts.Triggers != nil },
+		"connectionsOn": func() bool { return opts.Connections != nil }}
 	for _, name := range pageNames {
 		t, err := template.New(name).Funcs(funcs).ParseFS(assets, "assets/layout.html", "assets/"+name+".html")
 		if err != nil {
@@ -168,6 +175,8 @@ func (h *Handler) Register(e *echo.Echo) {
 	e.POST("/admin/triggers/:id/pause", page(h.triggerAction("trigger-paused", pauseTrigger)))
 	e.POST("/admin/triggers/:id/resume", page(h.triggerAction("trigger-resumed", resumeTrigger)))
 	e.POST("/admin/triggers/:id/delete", page(h.triggerAction("trigger-deleted", deleteTrigger)))
+	e.GET("/admin/connections", page(h.connectionsPage))
+	e.POST("/admin/connections/revoke", page(h.revokeForm))
 	e.GET("/admin/audit", page(h.auditPage))
 	e.GET("/admin/audit/export.jsonl", page(h.exportJSONL))
 	e.GET("/admin/audit/export.csv", page(h.exportCSV))
@@ -194,6 +203,8 @@ func (h *Handler) Register(e *echo.Echo) {
 	e.POST("/api/admin/triggers/:id/pause", api(h.apiTriggerAction(pauseTrigger)))
 	e.POST("/api/admin/triggers/:id/resume", api(h.apiTriggerAction(resumeTrigger)))
 	e.DELETE("/api/admin/triggers/:id", api(h.apiTriggerAction(deleteTrigger)))
+	e.GET("/api/admin/mcp-connections", api(h.apiConnections))
+	e.DELETE("/api/admin/mcp-connections", api(h.apiRevokeConnections))
 	e.GET("/api/admin/audit", api(h.apiAudit))
 	e.GET("/api/admin/audit/export", api(h.apiExport))
 }
@@ -301,14 +312,21 @@ func done(c echo.Context, path, notice string) error {
 	return c.Redirect(http.StatusSeeOther, path+"?done="+notice)
 }
 
-// render writes a console page; problem, when set, is shown as an alert.
+// render writes a console page with the notice the redirect's code
+// names; problem, when set, is shown as an alert.
 func (h *Handler) render(c echo.Context, status int, name, title string, p access.Person, d page, problem string) error {
+	return h.renderNotice(c, status, name, title, p, d, notices[c.QueryParam("done")], problem)
+}
+
+// renderNotice is render with the notice given: the words of what a
+// change just did, which a page answering the change itself shows.
+func (h *Handler) renderNotice(c echo.Context, status int, name, title string, p access.Person, d page, notice, problem string) error {
 	who := p.Name
 	if who == "" {
 		who = p.UserID
 	}
 	*d.base() = pageData{Title: title, Page: name, Tenant: p.TenantID, Admin: who, CSS: template.CSS(h.css),
-		Notice: notices[c.QueryParam("done")], Problem: problem}
+		Notice: notice, Problem: problem}
 	var b bytes.Buffer
 	if err := h.pages[name].ExecuteTemplate(&b, "layout", d); err != nil {
 		return fmt.Errorf("admin: render %s: %w", name, err)

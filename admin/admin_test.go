@@ -58,6 +58,17 @@ func newEnv(t *testing.T) *env { return newEnvWith(t, nil) }
 // same store and access.
 func newEnvWith(t *testing.T, more func(*store.Store, *access.Service) *triggers.Service) *env {
 	t.Helper()
+	return newEnvOpts(t, func(o *admin.Options, _ netaddr.Origin) {
+		if more != nil {
+			o.Triggers = more(o.Store, o.Access)
+		}
+	})
+}
+
+// newEnvOpts is newEnv whose console's options more completes, given the
+// store, access and the console's own address.
+func newEnvOpts(t *testing.T, more func(o *admin.Options, base netaddr.Origin)) *env {
+	t.Helper()
 	ctx := context.Background()
 	st, err := store.Open(ctx, filepath.Join(t.TempDir(), "teamsbot.db"), store.Options{})
 	if err != nil {
@@ -83,7 +94,7 @@ func newEnvWith(t *testing.T, more func(*store.Store, *access.Service) *triggers
 		Rules:   []admin.Rules{{Agent: "default", Deny: []string{"crm/delete_customer"}}},
 		Servers: []admin.Server{{Name: "demo"}, {Name: "transcript", Configured: []string{"microphone"}}}}
 	if more != nil {
-		opts.Triggers = more(st, ax)
+		more(&opts, netaddr.MustParseOrigin(base))
 	}
 	h, err := admin.New(opts)
 	if err != nil {

@@ -52,6 +52,7 @@ import (
 //	        clientId: 7f1c...  # optional: a pre-registered client (Entra ID)
 //	        clientSecretEnv: TICKETS_CLIENT_SECRET
 //	        scopes: [api://7f1c.../.default, offline_access]
+//	        entra: true        # Microsoft Entra ID: no resource parameter, single sign-on on behalf of the person
 //	      - name: debug
 //	        command: [npx, "@modelcontextprotocol/server-debug", "--stdio"]
 //	        env: {DEBUG_LOG_FILE: debug-log.jsonl}
@@ -144,6 +145,17 @@ type ServerConfig struct {
 	// (Entra ID's api://<app id>), so that a token for it is told from a
 	// token for another resource.
 	Audience string `yaml:"audience" json:"audience,omitempty"`
+	// Entra says the server's authorization server is Microsoft Entra ID:
+	// no resource parameter is sent (its v2.0 endpoints refuse one; the
+	// scopes name the resource), and a person who signs in to this
+	// service with Entra ID is connected on their behalf (the on-behalf-of
+	// flow), without a prompt of the server's own. Needs clientId,
+	// clientSecretEnv and scopes.
+	Entra bool `yaml:"entra" json:"entra,omitempty"`
+	// Authority is Entra ID's sign-in host for the on-behalf-of flow;
+	// empty means https://login.microsoftonline.com (other clouds: their
+	// own host).
+	Authority string `yaml:"authority" json:"authority,omitempty"`
 	// Permissions are what the server's views may be granted of what they
 	// ask for in _meta.ui.permissions: camera, microphone, geolocation,
 	// clipboardWrite, for every tenant. A tenant's admin may allow more

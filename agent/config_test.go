@@ -321,3 +321,50 @@ agents:
 		t.Errorf("Redacted changed the original")
 	}
 }
+
+// How a server is authorized is checked with the rest: a value auth does
+// not take, an Authorization header beside auth, service without its
+// client, entra without what Entra ID needs, keys of auth on a server
+// without it.
+func TestLoadConfigAuthMistakes(t *testing.T) {
+	data := `agents:
+  - id: sales
+    servers:
+      - name: a
+        url: https://a.example.com/mcp
+        auth: everyone
+      - name: b
+        url: https://b.example.com/mcp
+        auth: person
+        headers: {Authorization: "Bearer x"}
+      - name: c
+        url: https://c.example.com/mcp
+        auth: service
+      - name: d
+        url: https://d.example.com/mcp
+        auth: person
+        entra: true
+      - name: e
+        url: https://e.example.com/mcp
+        scopes: [x]
+      - name: f
+        builtin: demo
+        auth: person
+`
+	_, err := agent.LoadConfig([]byte(data), nil)
+	if err == nil {
+		t.Fatal("no error")
+	}
+	for _, want := range []string{
+		`agents[0].servers[0] (a).auth "everyone": use none, person or service`,
+		"agents[0].servers[1] (b).headers: Authorization is set by auth person; remove it",
+		"agents[0].servers[2] (c): auth service needs clientId and clientSecretEnv",
+		"agents[0].servers[3] (d).entra: needs auth person, clientId, clientSecretEnv and scopes",
+		"agents[0].servers[4] (e): clientId, clientSecretEnv, scopes, audience, entra and authority are for auth person or service",
+		"agents[0].servers[5] (f).auth person: only for a url server",
+	} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("mistakes lack %q:\n%s", want, err)
+		}
+	}
+}

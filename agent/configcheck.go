@@ -277,8 +277,8 @@ func parseTimeout(s string, def time.Duration) (time.Duration, error) {
 func (s ServerConfig) validateAuth(p *problems, path, where string) {
 	switch s.Auth {
 	case "", AuthNone:
-		if s.ClientID != "" || s.ClientSecretEnv != "" || len(s.Scopes) > 0 || s.Audience != "" {
-			p.add(path+".auth", "%s: clientId, clientSecretEnv, scopes and audience are for auth person or service", where)
+		if s.ClientID != "" || s.ClientSecretEnv != "" || len(s.Scopes) > 0 || s.Audience != "" || s.Entra || s.Authority != "" {
+			p.add(path+".auth", "%s: clientId, clientSecretEnv, scopes, audience, entra and authority are for auth person or service", where)
 		}
 		return
 	case AuthPerson, AuthService:
@@ -302,6 +302,16 @@ func (s ServerConfig) validateAuth(p *problems, path, where string) {
 	}
 	if s.Auth == AuthService && (s.ClientID == "" || s.ClientSecretEnv == "") {
 		p.add(path, "%s: auth service needs clientId and clientSecretEnv (the client credentials grant)", where)
+	}
+	if s.Entra && (s.Auth != AuthPerson || s.ClientID == "" || s.ClientSecretEnv == "" || len(s.Scopes) == 0) {
+		p.add(path+".entra", "%s.entra: needs auth person, clientId, clientSecretEnv and scopes (such as api://<server app>/.default and offline_access): Entra ID registers no clients itself", where)
+	}
+	if s.Authority != "" {
+		if err := checkHTTPURL(s.Authority); err != nil {
+			p.add(path+".authority", "%s.authority: %v", where, err)
+		} else if !s.Entra {
+			p.add(path+".authority", "%s.authority: only with entra: true", where)
+		}
 	}
 	for k, sc := range s.Scopes {
 		if sc == "" || strings.ContainsAny(sc, " \t\r\n\"\\") {

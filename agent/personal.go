@@ -23,6 +23,11 @@ import (
 // or a call with no person (a trigger, a view of such a run).
 var ErrNeedsPerson = errors.New("the server works as each person, and this run has none")
 
+// ErrNotConnected: a view's call (or another call with nobody to ask)
+// needs a server reached as its person, who has not connected it or whose
+// connection has ended. It is mcpauth's.
+var ErrNotConnected = mcpauth.ErrNotConnected
+
 // personalIdle is how long a person's unused session is kept open.
 const personalIdle = 10 * time.Minute
 
@@ -51,8 +56,31 @@ func (c *serverConn) perPerson() bool { return c.cfg.Auth == AuthPerson }
 
 // authServer is the server as mcpauth knows it.
 func (c *serverConn) authServer() mcpauth.Server {
-	return mcpauth.Server{AgentID: c.agentID, Name: c.name, URL: c.cfg.URL, ClientID: c.cfg.ClientID,
-		ClientSecret: c.clientSecret, Scopes: c.cfg.Scopes, Audience: c.cfg.Audience}
+	return authServer(c.agentID, c.cfg, c.clientSecret)
+}
+
+func authServer(agentID string, cfg ServerConfig, secret string) mcpauth.Server {
+	return mcpauth.Server{AgentID: agentID, Name: cfg.Name, URL: cfg.URL, ClientID: cfg.ClientID,
+		ClientSecret: secret, Scopes: cfg.Scopes, Audience: cfg.Audience, Entra: cfg.Entra, Authority: cfg.Authority}
+}
+
+// PersonServers are the servers of c reached as each person, as
+// mcpauth.Options.Servers takes them, their secrets read with getenv.
+func (c Config) PersonServers(getenv func(string) string) []mcpauth.Server {
+	var out []mcpauth.Server
+	for _, a := range c.Agents {
+		for _, s := range a.Servers {
+			if s.Auth != AuthPerson {
+				continue
+			}
+			secret := ""
+			if s.ClientSecretEnv != "" {
+				secret = getenv(s.ClientSecretEnv)
+			}
+			out = append(out, authServer(a.ID, s, secret))
+		}
+	}
+	return out
 }
 
 // personalSession returns the session of the person in ctx, connecting

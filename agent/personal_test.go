@@ -3,6 +3,7 @@ package agent_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/url"
 	"strings"
@@ -53,7 +54,7 @@ func newPersonalWorld(t *testing.T, wait time.Duration) *personalWorld {
 			return mcpauth.Signed{}, err
 		}
 		return mcpauth.Signed{TenantID: "t1", UserID: c.Value, Name: "Ada Lovelace"}, nil
-	}, func(string) string { return "/signin" })
+	}, func(string, string) string { return "/signin" })
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -175,5 +176,34 @@ func TestRunAnswersWithoutTheServerAfterTheWait(t *testing.T) {
 	}
 	if a.asked != 1 || len(a.ended) != 1 || a.ended[0] != mcpauth.TimedOut {
 		t.Errorf("asked %d, outcomes %v", a.asked, a.ended)
+	}
+}
+
+// A view's tool call reaches a server reached as each person as the view's
+// owner, the person of its run, and asks nobody: once their connection
+// has gone, the call fails with words the view can show.
+func TestViewCallUsesTheOwnersConnection(t *testing.T) {
+	w := newPersonalWorld(t, 20*time.Second)
+	owner := agent.Person{TenantID: "t1", UserID: "u1", Name: "Ada Lovelace"}
+	a := &asker{w: w, user: "u1"}
+	if _, err := w.svc.Run(context.Background(), agent.Request{Person: owner, Text: "/crm/whoami {}", Connect: a}); err != nil {
+		t.Fatal(err)
+	}
+	a.follow.Wait()
+	v := store.View{ID: "v1", AgentID: "default", TenantID: "t1", UserID: "u1", UserName: "Ada Lovelace", Server: "crm", Tool: "whoami"}
+	res, err := w.svc.CallFromView(context.Background(), v, owner, "whoami", []byte(`{}`))
+	if err != nil || res.IsError || !strings.Contains(fmt.Sprint(res.Content[0]), fakeauth.Alice) {
+		t.Fatalf("the view's call as its owner: %+v, %v", res, err)
+	}
+	if _, err := w.st.DeleteMCPConnections(context.Background(), store.MCPConnectionFilter{TenantID: "t1", UserID: "u1"}, nil); err != nil {
+		t.Fatal(err)
+	}
+	_, err = w.svc.CallFromView(context.Background(), v, owner, "whoami", []byte(`{}`))
+	if !errors.Is(err, mcpauth.ErrNotConnected) {
+		t.Fatalf("after the connection went: %v, want ErrNotConnected", err)
+	}
+	var words interface{ Words() string }
+	if !errors.As(err, &words) || !strings.Contains(words.Words(), "connect it") {
+		t.Errorf("no words for the view: %v", err)
 	}
 }

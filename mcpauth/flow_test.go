@@ -76,6 +76,11 @@ type envOpts struct {
 	dataDir  string
 	as       *fakeauth.AuthServer
 	rs       *fakeauth.ResourceServer
+	// server changes the server as configured (Entra, scopes), once the
+	// authorization and resource servers run.
+	server func(*env, *mcpauth.Server)
+	// freshSignIn is Pages.FreshSignIn.
+	freshSignIn bool
 }
 
 func newEnv(t *testing.T, o envOpts) *env {
@@ -118,15 +123,27 @@ func newEnv(t *testing.T, o envOpts) *env {
 	if o.dataDir == "" {
 		o.dataDir = t.TempDir()
 	}
+	e.server = mcpauth.Server{AgentID: "default", Name: "crm", URL: e.rs.URL, ClientID: o.clientID, ClientSecret: o.secret}
+	if o.server != nil {
+		o.server(e, &e.server)
+	}
 	b, err := mcpauth.New(mcpauth.Options{
 		Store: e.st, PublicBaseURL: netaddr.MustParseOrigin(e.base), DataDir: o.dataDir,
 		HTTPClient: e.certs, AllowHTTP: o.http, Wait: o.wait, Poll: 20 * time.Millisecond,
-		RequestTimeout: 2 * time.Second,
+		RequestTimeout: 2 * time.Second, Servers: []mcpauth.Server{e.server},
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
 	e.b = b
+	registerPages(t, b, ec, o.freshSignIn)
+	return e
+}
+
+// registerPages adds b's pages to ec, with the test's sign-in: the person
+// whose id the test-person cookie holds.
+func registerPages(t *testing.T, b *mcpauth.Broker, ec *echo.Echo, freshSignIn bool) {
+	t.Helper()
 	pages, err := b.NewPages(func(r *http.Request) (mcpauth.Signed, error) {
 		c, err := r.Cookie("test-person")
 		if err != nil {
@@ -138,13 +155,12 @@ func newEnv(t *testing.T, o envOpts) *env {
 			}
 		}
 		return mcpauth.Signed{}, errors.New("no such person")
-	}, func(ret string) string { return "/signin?return=" + url.QueryEscape(ret) })
+	}, func(ret, as string) string { return "/signin?" + url.Values{"return": {ret}, "as": {as}}.Encode() })
 	if err != nil {
 		t.Fatal(err)
 	}
+	pages.FreshSignIn(freshSignIn)
 	pages.Register(ec)
-	e.server = mcpauth.Server{AgentID: "default", Name: "crm", URL: e.rs.URL, ClientID: o.clientID, ClientSecret: o.secret}
-	return e
 }
 
 // browser is a person's browser: signed in to the service (the cookie the
@@ -195,10 +211,14 @@ func (br *browser) connect(ctx context.Context, link, account string, allow bool
 	res, err := fakeauth.AnswerConsent(ctx, br.hc, authURL, account, allow)
 	q := url.Values{"state": {au.Query().Get("state")}}
 	if err != nil {
-		if !strings.Contains(err.Error(), "access_denied") {
+		// The authorization server's error comes back to the service's
+		// callback as its redirect carries it.
+		code, ok := strings.CutPrefix(err.Error(), "the authorization server answered ")
+		if !ok {
 			return 0, "", err
 		}
-		q.Set("error", "access_denied")
+		code, _, _ = strings.Cut(code, ":")
+		q.Set("error", code)
 	} else {
 		q.Set("code", res.Code)
 		q.Set("state", res.State)
@@ -477,6 +497,36 @@ func TestSomeoneElseClicksConnect(t *testing.T) {
 	refused := e.audit(mcpauth.ActionRefused)
 	if len(refused) != 1 || refused[0].Actor != grace.id {
 		t.Errorf("refusals audited: %+v", refused)
+	}
+}
+
+// TestConnectSignsInThePersonAsked: a browser with nobody signed in that
+// follows the Connect link is sent to sign in, as the person the request
+// is for (the local development sign-in has them selected), and comes
+// back to the link.
+func TestConnectSignsInThePersonAsked(t *testing.T) {
+	ctx := ctxFor(t)
+	e := newEnv(t, envOpts{wait: 5 * time.Second})
+	hc := *e.certs
+	hc.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+	var location string
+	pr := newPrompter(func(ctx context.Context, p mcpauth.Prompt) (int, string, error) {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, p.URL, nil)
+		resp, err := hc.Do(req)
+		if err != nil {
+			return 0, "", err
+		}
+		resp.Body.Close()
+		location = resp.Header.Get("Location")
+		return e.browser(grace).connect(ctx, p.URL, grace.account, true)
+	})
+	if got, err := e.call(ctx, grace, pr, "whoami"); err != nil || !strings.Contains(got, grace.account) {
+		t.Fatalf("whoami %q, %v", got, err)
+	}
+	prompts, _ := pr.snapshot()
+	u, err := url.Parse(location)
+	if err != nil || u.Path != "/signin" || u.Query().Get("as") != grace.id || u.Query().Get("return") != mcpauth.ConnectPath+prompts[0].RequestID {
+		t.Errorf("a browser signed in as nobody was sent to %q; want the sign-in as Grace, back to her Connect link", location)
 	}
 }
 
@@ -810,5 +860,60 @@ func TestTwoReplicas(t *testing.T) {
 	}
 	if got, err := two.call(ctx, ada, newPrompter(nil), "whoami"); err != nil || !strings.Contains(got, ada.account) {
 		t.Fatalf("whoami on replica two: %q, %v", got, err)
+	}
+}
+
+// TestDynamicRegistrationOnce: the client an authorization server
+// registered for the first person serves the next one: it is registered
+// once, not once per authorization.
+func TestDynamicRegistrationOnce(t *testing.T) {
+	ctx := ctxFor(t)
+	e := newEnv(t, envOpts{http: true})
+	for _, p := range []person{ada, grace} {
+		if got, err := e.call(ctx, p, e.consenting(p), "whoami"); err != nil || !strings.Contains(got, p.account) {
+			t.Fatalf("%s: %q, %v", p.name, got, err)
+		}
+	}
+	if n := e.as.Stats().Registrations; n != 1 {
+		t.Errorf("registrations = %d, want 1", n)
+	}
+}
+
+// TestTokenKeysRotate: after `teamsbot keys rotate` a connection sealed by
+// the older key still opens (and the next refresh is sealed by the new
+// one); once the older key is retired, a connection it sealed no longer
+// opens: it is dropped, audited, and the person connects again.
+func TestTokenKeysRotate(t *testing.T) {
+	ctx := ctxFor(t)
+	keys := t.TempDir()
+	e := newEnv(t, envOpts{dataDir: keys})
+	if _, err := e.call(ctx, ada, e.consenting(ada), "whoami"); err != nil {
+		t.Fatal(err)
+	}
+	old, err := e.st.MCPConnection(ctx, tenant, ada.id, "default", "crm")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := mcpauth.TokenKeys(keys).Rotate(time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	// A restarted service reads the rotated file.
+	again := newEnv(t, envOpts{dataDir: keys, st: e.st, as: e.as, rs: e.rs})
+	if got, err := again.call(ctx, ada, newPrompter(nil), "whoami"); err != nil || !strings.Contains(got, ada.account) {
+		t.Fatalf("after rotate: %q, %v", got, err)
+	}
+	if found, err := mcpauth.TokenKeys(keys).Retire(old.KeyID); err != nil || !found {
+		t.Fatalf("retire %s: %v %v", old.KeyID, found, err)
+	}
+	retired := newEnv(t, envOpts{dataDir: keys, st: e.st, as: e.as, rs: e.rs})
+	if _, err := retired.call(ctx, ada, nil, "whoami"); !errors.Is(err, mcpauth.ErrNotConnected) {
+		t.Fatalf("after retire: %v, want ErrNotConnected", err)
+	}
+	var why []string
+	for _, r := range e.audit(mcpauth.ActionRefused) {
+		why = append(why, fmt.Sprint(r.Fields["why"]))
+	}
+	if !slices.ContainsFunc(why, func(s string) bool { return strings.Contains(s, "no longer opens") }) {
+		t.Errorf("the dropped connection is not audited: %v", why)
 	}
 }

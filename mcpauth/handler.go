@@ -141,11 +141,15 @@ type flow struct {
 func (h *personHandler) authorize(ctx context.Context, w Waiter, req *http.Request, resp *http.Response) error {
 	b := h.b
 	f := &flow{}
+	client := b.client
+	if h.s.Entra {
+		client = withoutResource(b.client)
+	}
 	cfg := &auth.AuthorizationCodeHandlerConfig{
 		RedirectURL:           b.RedirectURL(),
 		RequestRefreshToken:   true,
 		AcceptUnadvertisedIss: true,
-		Client:                b.client,
+		Client:                client,
 		AuthorizationCodeFetcher: func(ctx context.Context, args *auth.AuthorizationArgs) (*auth.AuthorizationResult, error) {
 			return h.ask(ctx, w, f, args.URL)
 		},
@@ -167,6 +171,20 @@ func (h *personHandler) authorize(ctx context.Context, w Waiter, req *http.Reque
 	if u := b.ClientIDURL(); u != "" && h.s.ClientID == "" {
 		cfg.ClientIDMetadataDocumentConfig = &auth.ClientIDMetadataDocumentConfig{URL: u}
 	}
+	reused := false
+	if v, ok := b.registered.Load(serverKey(h.s)); ok && h.s.ClientID == "" {
+		// A client this authorization server registered for an earlier
+		// authorization: go-sdk takes it as pre-registered, bound to its
+		// issuer, and falls back to nothing else.
+		r := v.(registration)
+		pc := &oauthex.ClientCredentials{ClientID: r.clientID, Issuer: r.issuer}
+		if r.secret != "" {
+			pc.ClientSecretAuth = &oauthex.ClientSecretAuth{ClientSecret: r.secret}
+		}
+		cfg.PreregisteredClient = pc
+		cfg.ClientIDMetadataDocumentConfig = nil
+		reused = true
+	}
 	if h.s.ClientID != "" {
 		pc := &oauthex.ClientCredentials{ClientID: h.s.ClientID}
 		if h.s.ClientSecret != "" {
@@ -181,6 +199,11 @@ func (h *personHandler) authorize(ctx context.Context, w Waiter, req *http.Reque
 		return fmt.Errorf("mcpauth: %w", err)
 	}
 	err = ah.Authorize(ctx, req, resp)
+	if err != nil && reused && strings.Contains(err.Error(), "invalid_client") {
+		// The authorization server forgot the client: register anew
+		// next time.
+		b.registered.Delete(serverKey(h.s))
+	}
 	f.mu.Lock()
 	asked, reqID, kept := f.asked, f.reqID, f.kept
 	f.mu.Unlock()
@@ -193,6 +216,13 @@ func (h *personHandler) authorize(ctx context.Context, w Waiter, req *http.Reque
 	}
 	if err == nil {
 		// go-sdk's own answer to a 403 that is not about scopes.
+		return nil
+	}
+	if errors.Is(err, errConnectedElsewhere) {
+		b.finish(ctx, reqID, store.MCPAuthDone)
+		if asked != nil {
+			asked.Outcome(context.WithoutCancel(ctx), Connected)
+		}
 		return nil
 	}
 	switch {
@@ -293,6 +323,15 @@ func (h *personHandler) keepNew(ctx context.Context, f *flow, oc *oauth2.Config,
 		reg = "cimd"
 	case h.s.ClientID:
 		reg = "preregistered"
+	}
+	if reg == "dynamic" {
+		issuer := iss
+		if issuer == "" {
+			if u, err := url.Parse(oc.Endpoint.AuthURL); err == nil {
+				issuer = u.Scheme + "://" + u.Host
+			}
+		}
+		b.registered.Store(serverKey(h.s), registration{clientID: oc.ClientID, secret: oc.ClientSecret, issuer: issuer})
 	}
 	g := grant{
 		AccessToken: tok.AccessToken, RefreshToken: tok.RefreshToken, Expiry: tok.Expiry,

@@ -39,6 +39,7 @@ import (
 	"log/slog"
 	"net/http"
 	"strings"
+	"sync"
 	"time"
 
 	"golang.org/x/sync/singleflight"
@@ -124,6 +125,9 @@ type Options struct {
 	// RequestTimeout bounds each request to an authorization server;
 	// zero means DefaultRequestTimeout.
 	RequestTimeout time.Duration
+	// Servers are the servers reached as each person: those with Entra
+	// set are connected on behalf of a person who signs in (SignedIn).
+	Servers []Server
 	// AgentName names the service in the client metadata ("Assistant").
 	AgentName string
 	Logger    *slog.Logger
@@ -144,6 +148,16 @@ type Broker struct {
 	flows singleflight.Group
 	// refreshes runs one refresh at a time per connection.
 	refreshes singleflight.Group
+	// registered are the clients dynamic registration gave, by agent and
+	// server: the next person's authorization reuses the client rather
+	// than register another one with the same authorization server.
+	registered sync.Map // string → registration
+}
+
+// registration is a client an authorization server registered
+// dynamically.
+type registration struct {
+	clientID, secret, issuer string
 }
 
 // New loads (or makes) the token keys and returns the broker.
@@ -227,13 +241,30 @@ type Server struct {
 	// Audience is a token audience the server goes by besides its URL
 	// (Entra ID's api://<app id>); empty when none.
 	Audience string
+	// Entra says the server's authorization server is Microsoft Entra ID:
+	// its v2.0 endpoints refuse RFC 8707's resource parameter
+	// (AADSTS901002) and name the resource by the scopes instead, so none
+	// is sent; and a person signed in to this service with Entra ID is
+	// connected through the on-behalf-of flow, without a prompt of its
+	// own. It needs ClientID and ClientSecret.
+	Entra bool
+	// Authority is Entra ID's sign-in host for the on-behalf-of flow
+	// ({Authority}/{tenant}/oauth2/v2.0/token); empty means
+	// DefaultAuthority.
+	Authority string
 }
+
+// DefaultAuthority is Entra ID's sign-in host in the public cloud.
+const DefaultAuthority = "https://login.microsoftonline.com"
 
 // key names a connection in logs and the flows' single-flight groups;
 // never shown.
 func key(p Person, s Server) string {
 	return strings.Join([]string{p.TenantID, p.UserID, s.AgentID, s.Name}, "\x00")
 }
+
+// serverKey names a server among the broker's.
+func serverKey(s Server) string { return s.AgentID + "\x00" + s.Name }
 
 // audit returns a record of action for p and s; fields never hold a
 // token.

@@ -43,7 +43,7 @@ type Pages struct {
 	// session returns the request's signed-in person, or an error when
 	// there is none; signIn is where to send them to sign in first.
 	session func(*http.Request) (Signed, error)
-	signIn  func(returnPath string) string
+	signIn  func(returnPath, userID string) string
 	doc     *template.Template
 	css     string
 	policy  string
@@ -51,11 +51,22 @@ type Pages struct {
 	// answerWait is how long the callback page waits for the run to take
 	// the answer, so that it can say "connected" truthfully.
 	answerWait time.Duration
+	// freshSignIn says a sign-in gives SignedIn the person's assertion
+	// (Entra ID): the Connect link of an Entra server goes through one
+	// first, so that the on-behalf-of flow can connect the person with no
+	// prompt of the server's own.
+	freshSignIn bool
 }
 
+// FreshSignIn says whether a sign-in gives Broker.SignedIn the person's
+// assertion (the service signs people in with Entra ID).
+func (p *Pages) FreshSignIn(on bool) { p.freshSignIn = on }
+
 // NewPages returns the pages of b. session reads the sign-in of a
-// request; signIn gives the sign-in address that comes back to a path.
-func (b *Broker) NewPages(session func(*http.Request) (Signed, error), signIn func(string) string) (*Pages, error) {
+// request; signIn gives the sign-in address that comes back to a path,
+// for the person userID when the page knows whom it is for ("" when not):
+// the local development sign-in selects them (signin's SignInAsURL).
+func (b *Broker) NewPages(session func(*http.Request) (Signed, error), signIn func(returnPath, userID string) string) (*Pages, error) {
 	css, err := assets.ReadFile("assets/page.css")
 	if err != nil {
 		return nil, err
@@ -132,12 +143,12 @@ func (p *Pages) render(c echo.Context, status int, pg page) error {
 	return c.HTMLBlob(status, buf.Bytes())
 }
 
-// signedIn returns the request's person, or sends them to sign in and
-// returns ok false.
-func (p *Pages) signedIn(c echo.Context) (Signed, bool, error) {
+// signedIn returns the request's person, or sends them to sign in (as
+// the person userID, when the page is for someone) and returns ok false.
+func (p *Pages) signedIn(c echo.Context, userID string) (Signed, bool, error) {
 	s, err := p.session(c.Request())
 	if err != nil {
-		return Signed{}, false, c.Redirect(http.StatusSeeOther, p.signIn(c.Request().URL.RequestURI()))
+		return Signed{}, false, c.Redirect(http.StatusSeeOther, p.signIn(c.Request().URL.RequestURI(), userID))
 	}
 	return s, true, nil
 }
@@ -158,17 +169,19 @@ var errGone = &web.Error{Status: http.StatusGone, Heading: "This link has expire
 // connect is the Connect link: the person signs in; only the person the
 // request is for goes on to the authorization server.
 func (p *Pages) connect(c echo.Context) error {
-	s, ok, err := p.signedIn(c)
+	ctx := c.Request().Context()
+	r, readErr := p.b.opts.Store.MCPAuthRequest(ctx, c.Param("id"))
+	// The sign-in is for the person the request is for: the local
+	// sign-in has them selected.
+	s, ok, err := p.signedIn(c, r.UserID)
 	if !ok {
 		return err
 	}
-	ctx := c.Request().Context()
-	r, err := p.b.opts.Store.MCPAuthRequest(ctx, c.Param("id"))
-	if errors.Is(err, store.ErrNotFound) {
+	if errors.Is(readErr, store.ErrNotFound) {
 		return errGone
 	}
-	if err != nil {
-		return err
+	if readErr != nil {
+		return readErr
 	}
 	if r.TenantID != s.TenantID || r.UserID != s.UserID {
 		p.b.appendAudit(ctx, store.AuditRecord{Time: p.b.now(), TenantID: r.TenantID, Action: ActionRefused, Actor: s.UserID,
@@ -185,6 +198,21 @@ func (p *Pages) connect(c echo.Context) error {
 		return p.render(c, http.StatusOK, page{Title: "Already connected", Lines: []string{fmt.Sprintf("%s is connected. You can close this page and go back to Teams.", r.Server)}})
 	default:
 		return errGone
+	}
+	if _, entra := p.b.entraServer(r.AgentID, r.Server); entra && p.freshSignIn {
+		if c.QueryParam("signedin") == "" {
+			// A sign-in now gives the on-behalf-of flow its assertion; a
+			// person signed in to Microsoft is not asked anything.
+			return c.Redirect(http.StatusSeeOther, p.signIn(ConnectPath+url.PathEscape(r.ID)+"?signedin=1", r.UserID))
+		}
+		if conn, err := p.b.opts.Store.MCPConnection(ctx, r.TenantID, r.UserID, r.AgentID, r.Server); err == nil && !conn.ConnectedAt.Before(r.CreatedAt) {
+			return p.render(c, http.StatusOK, page{Title: "Connected", Lines: []string{
+				fmt.Sprintf("%s is connected with your Microsoft account: the assistant now works there as you and goes on with your question.", r.Server),
+				"You can close this page and go back to Teams.",
+			}, Link: &web.Link{Href: ConnectionsPath, Text: "Your connections"}})
+		}
+		// Not connected on the person's behalf (consent is missing):
+		// the server's own sign-in asks for it.
 	}
 	if _, err := p.b.opts.Store.UpdateMCPAuthRequest(ctx, r.ID, func(x *store.MCPAuthRequest) error {
 		if x.Status == store.MCPAuthWaiting {
@@ -208,7 +236,7 @@ func (p *Pages) connect(c echo.Context) error {
 // person's browser (a login CSRF, a phished link) is refused. A state is
 // answered once; a replay is refused.
 func (p *Pages) callback(c echo.Context) error {
-	s, ok, err := p.signedIn(c)
+	s, ok, err := p.signedIn(c, "")
 	if !ok {
 		return err
 	}
@@ -304,7 +332,7 @@ func (p *Pages) awaitRun(ctx context.Context, id string) string {
 
 // connections lists the person's connections, each with Disconnect.
 func (p *Pages) connections(c echo.Context) error {
-	s, ok, err := p.signedIn(c)
+	s, ok, err := p.signedIn(c, "")
 	if !ok {
 		return err
 	}
@@ -338,7 +366,7 @@ func (p *Pages) disconnect(c echo.Context) error {
 	if err := p.cop.Check(c.Request()); err != nil {
 		return web.NewError(http.StatusForbidden, "This form was sent from another site, so it was refused. Use the Disconnect button on your connections page.").Wrap(err)
 	}
-	s, ok, err := p.signedIn(c)
+	s, ok, err := p.signedIn(c, "")
 	if !ok {
 		return err
 	}

@@ -229,7 +229,7 @@ func (b *Broker) tokenRequest(ctx context.Context, g grant, form url.Values) (*o
 	if tr.AccessToken == "" || !strings.EqualFold(tr.TokenType, "bearer") {
 		return nil, resp.StatusCode, errors.New("the token endpoint gave no bearer token")
 	}
-	tok := &oauth2.Token{AccessToken: tr.AccessToken, TokenType: "Bearer", RefreshToken: tr.RefreshToken}
+	tok := (&oauth2.Token{AccessToken: tr.AccessToken, TokenType: "Bearer", RefreshToken: tr.RefreshToken}).WithExtra(map[string]any{"scope": tr.Scope})
 	if n, err := tr.ExpiresIn.Int64(); err == nil && n > 0 {
 		tok.Expiry = b.now().Add(time.Duration(n) * time.Second)
 	}

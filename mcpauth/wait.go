@@ -129,6 +129,15 @@ func (h *personHandler) ask(ctx context.Context, w Waiter, f *flow, authURL stri
 	}
 	q := u.Query()
 	state := q.Get("state")
+	resource := q.Get("resource")
+	if h.s.Entra {
+		// Entra ID's v2.0 endpoints refuse the parameter; its scopes
+		// name the resource.
+		q.Del("resource")
+		u.RawQuery = q.Encode()
+		authURL = u.String()
+		resource = ""
+	}
 	now := b.now()
 	r := store.MCPAuthRequest{
 		ID: rand.Text(), State: state,
@@ -137,7 +146,7 @@ func (h *personHandler) ask(ctx context.Context, w Waiter, f *flow, authURL stri
 		AuthURL: authURL, CreatedAt: now, ExpiresAt: now.Add(b.opts.Wait), Status: store.MCPAuthWaiting,
 	}
 	f.mu.Lock()
-	f.reqID, f.resource = r.ID, q.Get("resource")
+	f.reqID, f.resource = r.ID, resource
 	f.mu.Unlock()
 	if err := b.opts.Store.PutMCPAuthRequest(ctx, r, b.audit(ActionAsked, h.p, h.s, map[string]any{"request": r.ID, "run": w.RunID})); err != nil {
 		return nil, fmt.Errorf("mcpauth: keep the authorization request: %w", err)
@@ -168,6 +177,11 @@ func (h *personHandler) ask(ctx context.Context, w Waiter, f *flow, authURL stri
 			return nil, worded(fmt.Sprintf("%s was not connected in time, so the answer goes without it; ask again to connect it.", h.s.Name),
 				"%w: %s after %s", ErrTimedOut, h.s.Name, b.opts.Wait)
 		case <-tick.C:
+		}
+		// Connected another way meanwhile (the on-behalf-of flow, when
+		// the person signed in again): nothing to exchange.
+		if c, err := b.opts.Store.MCPConnection(ctx, h.p.TenantID, h.p.UserID, h.s.AgentID, h.s.Name); err == nil && !c.ConnectedAt.Before(r.CreatedAt) {
+			return nil, errConnectedElsewhere
 		}
 		got, err := b.opts.Store.MCPAuthRequest(ctx, r.ID)
 		if err != nil {
@@ -216,3 +230,7 @@ var errFinished = errors.New("mcpauth: request already finished")
 
 // WaiterFrom returns the Waiter of ctx, if it has one.
 func WaiterFrom(ctx context.Context) (Waiter, bool) { return waiterFrom(ctx) }
+
+// errConnectedElsewhere ends a wait whose connection was made another
+// way (the on-behalf-of flow): the authorization has succeeded.
+var errConnectedElsewhere = errors.New("mcpauth: connected on behalf of the person")

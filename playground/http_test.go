@@ -371,6 +371,51 @@ func TestCloseEndsLongPolls(t *testing.T) {
 	}
 }
 
+// TestEmptyConversationPollWaits: a page's poll of a conversation with
+// nothing in it yet waits for news like any other, rather than being
+// answered at once and asking again at once, round after round, for as
+// long as the page shows an empty chat. Its first read is answered at
+// once.
+func TestEmptyConversationPollWaits(t *testing.T) {
+	en := newEnv(t)
+	q := url.Values{"tenant": {pageTenant}, "user": {pageUser}, "name": {"Megan Bowen"}, "kind": {"personal"}}
+	var first struct {
+		Seq   uint64 `json:"seq"`
+		Items []any  `json:"items"`
+	}
+	r := do(t, http.MethodGet, en.base+"/playground/api/state?"+q.Encode(), nil, "")
+	if err := json.Unmarshal([]byte(r.body), &first); err != nil || r.status != http.StatusOK || len(first.Items) != 0 {
+		t.Fatalf("first read of an empty chat: %d %s", r.status, r.body)
+	}
+	q.Set("since", strconv.FormatUint(first.Seq, 10))
+	done := make(chan int, 1)
+	go func() {
+		resp, err := http.Get(en.base + "/playground/api/state?" + q.Encode())
+		if err != nil {
+			done <- 0
+			return
+		}
+		resp.Body.Close()
+		done <- resp.StatusCode
+	}()
+	select {
+	case code := <-done:
+		t.Fatalf("the poll of an empty chat answered (%d) before anything changed", code)
+	case <-time.After(300 * time.Millisecond):
+	}
+	if r := do(t, http.MethodPost, en.base+"/playground/api/send", pageJSON, whoJSON("personal", `,"text":"hello"`)); r.status != http.StatusOK {
+		t.Fatalf("send: %d %s", r.status, r.body)
+	}
+	select {
+	case code := <-done:
+		if code != http.StatusOK {
+			t.Errorf("the poll ended with %d", code)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the poll still waits after a message")
+	}
+}
+
 // When /api/messages does not take an activity, the chat and the page's
 // answer say so in a person's words: the status the bot answered, or that
 // it could not be reached. The bot's and the transport's error texts go

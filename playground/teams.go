@@ -371,13 +371,16 @@ type stateResponse struct {
 
 // state serves GET /playground/api/state?tenant=&user=&name=&kind=&since=:
 // the chosen conversation, once it has changed since seq "since"; it waits
-// for a change up to maxLongPoll.
+// for a change up to maxLongPoll. Without since (the page's first read) it
+// answers at once; since=0 waits for the first change of an empty
+// conversation, whose seq is 0.
 func (h *Handler) state(c echo.Context) error {
 	q := c.QueryParams()
 	w := who{Tenant: q.Get("tenant"), User: q.Get("user"), Name: q.Get("name"), Kind: q.Get("kind")}
 	if err := w.check(); err != nil {
 		return err
 	}
+	first := !q.Has("since")
 	since, _ := strconv.ParseUint(q.Get("since"), 10, 64)
 	id := w.conversationID()
 	ctx := c.Request().Context()
@@ -387,9 +390,9 @@ func (h *Handler) state(c echo.Context) error {
 	for {
 		h.chats.mu.Lock()
 		ch := h.chats.chatLocked(id, w.Kind, w.Tenant)
-		// A first read (since 0), a change, or a page that knew a later
-		// state (the service restarted) is answered at once.
-		if since == 0 || ch.seq > since || since > h.chats.seq {
+		// A first read, a change, or a page that knew a later state (the
+		// service restarted) is answered at once.
+		if first || ch.seq > since || since > h.chats.seq {
 			snap = h.chats.snapshotLocked(ch)
 			h.chats.mu.Unlock()
 			break

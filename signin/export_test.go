@@ -6,3 +6,6 @@ func UsedStates(s *Service) int {
 	defer s.used.mu.Unlock()
 	return len(s.used.m)
 }
+
+// ForThisService is forThisService, for tests.
+func (s *Service) ForThisService(token string) bool { return s.forThisService(token) }

@@ -48,6 +48,7 @@ func (s *Service) renderLocalForm(c echo.Context, ret, as string) error {
 			f.Current += " (tenant " + cur.TenantID + ")"
 		}
 	}
+	c.Response().Header().Set("Content-Security-Policy", s.pages.localCSP)
 	return s.render(c, http.StatusOK, "local.html", pageData{
 		Title:  "Sign in (development)",
 		Return: ret,

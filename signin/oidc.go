@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 	"teamsbot/internal/netaddr"
 	"teamsbot/internal/textclip"
@@ -109,7 +110,7 @@ func discover(ctx context.Context, opts Options, client *http.Client, origin net
 		ClientSecret: opts.ClientSecret,
 		Endpoint:     endpoint,
 		RedirectURL:  origin.URL("/signin/callback"),
-		Scopes:       scopes,
+		Scopes:       append(slices.Clone(scopes), opts.APIScopes...),
 	}
 	return f, nil
 }
@@ -265,6 +266,9 @@ func (s *Service) handleCallback(c echo.Context) error {
 		return err
 	}
 	s.log.Info("signed in", slog.String("tenant", p.TID), slog.String("user", p.OID))
+	if s.onSignIn != nil && tok.AccessToken != "" && s.forThisService(tok.AccessToken) {
+		s.onSignIn(r.Context(), p.session(), tok.AccessToken)
+	}
 	return c.Redirect(http.StatusSeeOther, LocalPath(flow.Return))
 }
 

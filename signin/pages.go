@@ -21,14 +21,16 @@ var templateFS embed.FS
 // pageNames are the pages, each rendered inside layout.html.
 var pageNames = []string{"local.html", "signout.html", "signedout.html"}
 
-// pages holds the parsed page templates and their policy.
+// pages holds the parsed page templates and their policies.
 type pages struct {
 	t   map[string]*template.Template
 	csp string
+	// localCSP is the local sign-in form's: see localFormCSP.
+	localCSP string
 }
 
 func parsePages() (*pages, error) {
-	p := &pages{t: map[string]*template.Template{}, csp: pageCSP()}
+	p := &pages{t: map[string]*template.Template{}, csp: pageCSP(), localCSP: localFormCSP()}
 	for _, name := range pageNames {
 		t, err := template.New(name).ParseFS(templateFS, "templates/layout.html", "templates/"+name)
 		if err != nil {
@@ -56,6 +58,21 @@ type pageData struct {
 // button must not be clickjacked).
 func pageCSP() string {
 	return csp.New().Add("default-src").Add("style-src", csp.UnsafeInline).Add("form-action", csp.Self).
+		Add("frame-ancestors").Add("base-uri").String()
+}
+
+// localFormCSP is pageCSP for the local sign-in form, whose form may lead
+// on to another site: after signing in, the person goes on to the page
+// they came from, and the Connect page of a server reached as each person
+// (mcpauth) sends them on to the server's authorization server, anywhere
+// on https, or on plain http on this machine in local development.
+// Chromium checks form-action on every redirect that follows a form
+// submission (MDN, "CSP: form-action"; Chromium's
+// FormSubmissionThrottle::WillRedirectRequest), so 'self' alone would stop
+// the person on the sign-in form. The form itself posts to this origin.
+func localFormCSP() string {
+	return csp.New().Add("default-src").Add("style-src", csp.UnsafeInline).
+		Add("form-action", csp.Self, "https:", "http://localhost:*", "http://127.0.0.1:*").
 		Add("frame-ancestors").Add("base-uri").String()
 }
 

@@ -44,6 +44,7 @@ package signin
 
 import (
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -51,6 +52,7 @@ import (
 	"net/http"
 	"net/url"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"teamsbot/internal/netaddr"
@@ -128,6 +130,18 @@ type Options struct {
 	// the routes under /api/signin/teams and the popup sign-in of
 	// /signin/teams/start. It needs an issuer.
 	Teams *TeamsOptions
+	// OnSignIn, when set, is told of each Entra ID sign-in with the
+	// person's access token for this service (the assertion of the
+	// on-behalf-of flow): the Teams single sign-on token, or the access
+	// token of the sign-in when APIScopes made it one for this service.
+	// It runs before the sign-in answers, so that what it does is done
+	// when the person lands where they were going. The token goes no
+	// further than this call: no session keeps it.
+	OnSignIn func(ctx context.Context, s Session, assertion string)
+	// APIScopes are asked at sign-in besides openid, profile and email:
+	// this service's own API ({application ID URI}/access_as_user), so
+	// that the sign-in's access token is one for this service.
+	APIScopes []string
 }
 
 // Service signs people in. It is safe for concurrent use.
@@ -150,6 +164,11 @@ type Service struct {
 	used  *usedStates
 	// off: no issuer, and not on loopback either, so no sign-in at all.
 	off bool
+	// onSignIn is Options.OnSignIn; audiences are what this service's
+	// own access tokens carry as aud: its client id and application ID
+	// URI.
+	onSignIn  func(ctx context.Context, s Session, assertion string)
+	audiences []string
 }
 
 // New prepares sign-in: it loads or creates the cookie key and, when an
@@ -161,6 +180,16 @@ func New(ctx context.Context, opts Options) (*Service, error) {
 		now:      opts.Now,
 		lifetime: opts.SessionLifetime,
 		used:     &usedStates{m: map[string]time.Time{}},
+		onSignIn: opts.OnSignIn,
+	}
+	if opts.ClientID != "" {
+		s.audiences = []string{opts.ClientID, "api://" + opts.ClientID}
+		if !opts.PublicBaseURL.IsZero() {
+			s.audiences = append(s.audiences, ApplicationIDURI(opts.PublicBaseURL.Host(), opts.ClientID))
+		}
+		if opts.Teams != nil && opts.Teams.ApplicationIDURI != "" {
+			s.audiences = append(s.audiences, opts.Teams.ApplicationIDURI)
+		}
 	}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
@@ -503,4 +532,45 @@ func (u *usedStates) use(state string, until, now time.Time) bool {
 	}
 	u.m[state] = until
 	return true
+}
+
+// session is the Session of a payload.
+func (p sessionPayload) session() Session {
+	return Session{TenantID: p.TID, UserID: p.OID, Name: p.Name, Username: p.UPN, Roles: p.Roles, Expires: time.Unix(p.Exp, 0), Local: p.Local}
+}
+
+// forThisService reports an access token whose aud names this service:
+// only such a token may be exchanged on the person's behalf (Entra ID
+// refuses any other as an on-behalf-of assertion, and the sign-in's
+// default access token is Microsoft Graph's). It was just received from
+// the provider's token endpoint over TLS; its audience is read, not
+// trusted further.
+func (s *Service) forThisService(token string) bool {
+	parts := strings.Split(token, ".")
+	if len(parts) != 3 {
+		return false
+	}
+	raw, err := base64.RawURLEncoding.DecodeString(parts[1])
+	if err != nil {
+		return false
+	}
+	var claims struct {
+		Aud json.RawMessage `json:"aud"`
+	}
+	if json.Unmarshal(raw, &claims) != nil {
+		return false
+	}
+	var auds []string
+	var one string
+	if json.Unmarshal(claims.Aud, &one) == nil {
+		auds = []string{one}
+	} else if json.Unmarshal(claims.Aud, &auds) != nil {
+		return false
+	}
+	for _, a := range auds {
+		if slices.Contains(s.audiences, a) {
+			return true
+		}
+	}
+	return false
 }

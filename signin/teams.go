@@ -315,5 +315,10 @@ func (s *Service) handleTeamsToken(c echo.Context) error {
 		return err
 	}
 	s.log.Info("signed in (Teams single sign-on)", slog.String("tenant", p.TID), slog.String("user", p.OID))
+	if s.onSignIn != nil {
+		// The Teams single sign-on token is an access token for this
+		// service: the on-behalf-of flow's assertion.
+		s.onSignIn(r.Context(), p.session(), in.Token)
+	}
 	return c.NoContent(http.StatusNoContent)
 }

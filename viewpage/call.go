@@ -99,6 +99,11 @@ func (h *Handler) call(c echo.Context) error {
 	case errors.Is(err, agent.ErrToolNotAllowed), errors.Is(err, agent.ErrDenied), errors.Is(err, agent.ErrBadRequest):
 		h.metrics.calls.WithLabelValues("refused").Inc()
 		return fmt.Errorf("view %s: tool %q: %w", v.ID, req.Name, err)
+	case errors.Is(err, agent.ErrNotConnected):
+		// The view can say so: its person connects the server again
+		// from Teams.
+		h.metrics.calls.WithLabelValues("refused").Inc()
+		return fmt.Errorf("view %s: tool %q: %w", v.ID, req.Name, ErrNotConnected)
 	case errors.Is(err, agent.ErrUnavailable):
 		h.metrics.calls.WithLabelValues("error").Inc()
 		return fmt.Errorf("view %s: tool %q: %w", v.ID, req.Name, ErrToolUnavailable)

@@ -34,6 +34,9 @@ var (
 	ErrTooLarge = errors.New("viewpage: request body too large")
 	// ErrToolUnavailable: the view's MCP server cannot be reached (502).
 	ErrToolUnavailable = errors.New("viewpage: the view's server cannot be reached")
+	// ErrNotConnected: the view's server works as the view's person, and
+	// their connection to it has ended.
+	ErrNotConnected = errors.New("viewpage: the view's person is not connected to its server")
 	// ErrToolFailed: the view's MCP server answered the call with an error
 	// rather than a result (502). The agent's audit record says why.
 	ErrToolFailed = errors.New("viewpage: the view's server failed the call")
@@ -128,6 +131,8 @@ func classify(err error) (int, string, string) {
 		return http.StatusForbidden, "", "This view may not call that tool: only tools of its own server made for views can be called."
 	case errors.Is(err, agent.ErrDenied):
 		return http.StatusForbidden, "", "A policy denied this tool call."
+	case errors.Is(err, ErrNotConnected):
+		return http.StatusForbidden, "", "This view's server works as the person the view was made for, and their connection to it has ended. They can connect it again by asking the assistant in Teams."
 	case errors.Is(err, ErrToolUnavailable):
 		return http.StatusBadGateway, "", "The view's server cannot be reached right now. Try again in a moment."
 	case errors.Is(err, ErrToolFailed):

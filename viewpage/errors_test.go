@@ -37,6 +37,7 @@ func TestClassify(t *testing.T) {
 		{viewpage.ErrUnsupportedMediaType, 415, "application/json"},
 		{fmt.Errorf("call: %w", viewpage.ErrToolUnavailable), 502, "cannot be reached"},
 		{fmt.Errorf("call: %w", viewpage.ErrToolFailed), 502, "could not run the tool"},
+		{fmt.Errorf("call: %w", viewpage.ErrNotConnected), 403, "connect it again by asking the assistant in Teams"},
 		{fmt.Errorf("call: %w", agent.ErrBadRequest), 400, "not valid"},
 		{fmt.Errorf("page: %w", signin.ErrNoSession), 401, "Sign in first"},
 	}

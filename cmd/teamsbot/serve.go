@@ -113,6 +113,7 @@ func serve(ctx context.Context, cfg config, env environment, stdout io.Writer, l
 		broker, err = mcpauth.New(mcpauth.Options{
 			Store: st, PublicBaseURL: cfg.PublicBaseURL, DataDir: cfg.DataDir,
 			AllowHTTP: cfg.Addr.Loopback(), Logger: logger.With("part", "mcpauth"),
+			Servers: cfg.Agents.PersonServers(getenv),
 		})
 		if err != nil {
 			return fmt.Errorf("MCP authorization: %w", err)
@@ -154,6 +155,8 @@ func serve(ctx context.Context, cfg config, env environment, stdout io.Writer, l
 		AllowedTenants: cfg.OIDCAllowedTenants,
 		Logger:         logger.With("part", "signin"),
 		Teams:          teamsSignIn(cfg),
+		OnSignIn:       onSignIn(broker),
+		APIScopes:      apiScopes(cfg),
 	})
 	if err != nil {
 		return fmt.Errorf("sign-in: %w", err)
@@ -255,7 +258,7 @@ func serve(ctx context.Context, cfg config, env environment, stdout io.Writer, l
 	views.Register(e)
 	runs.Register(e)
 	console, err := admin.New(admin.Options{
-		Store: st, Access: decide, SignIn: signIn, Groups: groupNames, Triggers: runs,
+		Store: st, Access: decide, SignIn: signIn, Groups: groupNames, Triggers: runs, Connections: broker,
 		Agents: agents.Agents(), Rules: consoleRules(cfg), Servers: consoleServers(cfg), AppsEnabled: cfg.AppsEnabled,
 		Logger: logger.With("part", "admin"),
 	})
@@ -267,10 +270,11 @@ func serve(ctx context.Context, cfg config, env environment, stdout io.Writer, l
 		pages, err := broker.NewPages(func(r *http.Request) (mcpauth.Signed, error) {
 			ss, err := signIn.Session(r)
 			return mcpauth.Signed{TenantID: ss.TenantID, UserID: ss.UserID, Name: ss.Name}, err
-		}, signIn.SignInURL)
+		}, signIn.SignInAsURL)
 		if err != nil {
 			return fmt.Errorf("MCP authorization pages: %w", err)
 		}
+		pages.FreshSignIn(cfg.OIDCIssuer != "")
 		pages.Register(e)
 	}
 
@@ -558,4 +562,32 @@ func usesAuth(c agent.Config) bool {
 		}
 	}
 	return false
+}
+
+// onSignIn hands each Entra ID sign-in's assertion to the broker, which
+// connects the person to the Entra servers on their behalf; nil without
+// one.
+func onSignIn(b *mcpauth.Broker) func(context.Context, signin.Session, string) {
+	if b == nil {
+		return nil
+	}
+	return func(ctx context.Context, s signin.Session, assertion string) {
+		b.SignedIn(ctx, mcpauth.Person{TenantID: s.TenantID, UserID: s.UserID, Name: s.Name}, assertion)
+	}
+}
+
+// apiScopes asks, at sign-in, for an access token of this service's own
+// API when a server is connected on behalf of the person (entra: true):
+// the on-behalf-of flow takes no ID token, and the sign-in's default
+// access token is Microsoft Graph's.
+func apiScopes(cfg config) []string {
+	if cfg.OIDCIssuer == "" || cfg.OIDCClientID == "" {
+		return nil
+	}
+	for _, s := range cfg.Agents.PersonServers(func(string) string { return "" }) {
+		if s.Entra {
+			return []string{signin.ApplicationIDURI(cfg.PublicBaseURL.Host(), cfg.OIDCClientID) + "/access_as_user"}
+		}
+	}
+	return nil
 }

@@ -184,6 +184,10 @@ func TestEveryRefusalInWords(t *testing.T) {
 			says: []string{"paused already"}},
 		{name: "admin API: deleting an unknown trigger", c: adminC, method: "DELETE", url: "/api/admin/triggers/0011223344556677", status: 404,
 			says: []string{"trigger", "0011223344556677"}},
+		{name: "admin API: revoking connections without a server", c: adminC, method: "DELETE", url: "/api/admin/mcp-connections?agent=default", status: 400,
+			says: []string{"agent and server are required"}},
+		{name: "admin API: connections where no server acts as each person", c: adminC, method: "GET", url: "/api/admin/mcp-connections", status: 404,
+			says: []string{"acts as each person", "nothing to show or revoke"}},
 		{name: "admin API: not signed in", c: anon, method: "GET", url: "/api/admin/bindings", status: 401, says: []string{"Sign in"}},
 		{name: "admin API: not an admin", c: meganC, method: "GET", url: "/api/admin/bindings", status: 403, says: []string{"agents.admin"}},
 
@@ -236,6 +240,8 @@ func TestEveryRefusalInWords(t *testing.T) {
 			says: []string{"trigger"}},
 		{name: "console: deleting an unknown trigger", c: adminC, method: "POST", url: "/admin/triggers/0011223344556677/delete", status: 404,
 			says: []string{"trigger"}},
+		{name: "console: connections where no server acts as each person", c: adminC, method: "POST", url: "/admin/connections/revoke", ctype: fm,
+			body: form("agent", "default", "server", "crm").Encode(), status: 404, says: []string{"acts as each person"}},
 		{name: "console: not an admin", c: meganC, method: "GET", url: "/admin/keys", status: 403, says: []string{"agents.admin"}},
 
 		// The runs API.

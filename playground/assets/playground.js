@@ -43,7 +43,7 @@
 
   var current = null; // {tenant, user, name, kind}
   var shownConversation = null;
-  var since = 0;
+  var since = null; // the seq of the state shown; null before the first read
   var poller = null; // AbortController of the poll in flight
   var nodes = {}; // activity id → {el, content, views, rev, mounted}
   var typingTimer = null;
@@ -122,7 +122,9 @@
     q.set("user", current.user);
     q.set("name", current.name);
     q.set("kind", current.kind);
-    q.set("since", String(since));
+    if (since !== null) {
+      q.set("since", String(since));
+    }
     return "/playground/api/state?" + q.toString();
   }
 
@@ -166,7 +168,7 @@
     current = next;
     $("roles").textContent = current.roles;
     mentionBox.hidden = current.kind === "personal";
-    since = 0;
+    since = null;
     if (poller) {
       poller.abort();
     }

@@ -70,6 +70,14 @@ func (a *AuthServer) authorize(w http.ResponseWriter, r *http.Request) {
 	}
 	k := a.knobsNow()
 	fail := func(code, desc string) { a.respond(w, req, url.Values{"error": {code}, "error_description": {desc}}) }
+	if k.Entra {
+		if q.Has("resource") {
+			fail("invalid_request", entraNoResource)
+			return
+		}
+		req.resource = resourceOfScopes(req.scope)
+		req.scope = entraScopes(req.scope, k)
+	}
 	switch res, _ := url.Parse(req.resource); {
 	case q.Get("response_type") != "code":
 		fail("unsupported_response_type", "response_type must be code")

@@ -76,6 +76,20 @@ type Knobs struct {
 	Audience string
 	// FailRefresh answers every refresh with invalid_grant.
 	FailRefresh bool
+
+	// Entra makes the server behave as Microsoft Entra ID's v2.0
+	// endpoints do: a resource parameter on /authorize or a token request
+	// is refused (AADSTS901002, "The 'resource' request parameter isn't
+	// supported"), and the resource is named by the scopes instead
+	// ({resource}/.default), each such scope granting every scope of
+	// Scopes. Token requests are also taken at /{tenant}/oauth2/v2.0/token.
+	Entra bool
+	// OnBehalfOf, when set, takes the on-behalf-of grant of the Microsoft
+	// identity platform (grant_type
+	// urn:ietf:params:oauth:grant-type:jwt-bearer, requested_token_use
+	// on_behalf_of): it checks the user assertion and returns whose it is
+	// (the sub of the tokens issued). A confidential client only.
+	OnBehalfOf func(assertion string) (sub string, err error)
 }
 
 // Stats are what the server received, for a test to read with
@@ -90,6 +104,8 @@ type Stats struct {
 	CodesIssued, CodesRedeemed int
 	// Refreshes counts refresh tokens exchanged for new tokens.
 	Refreshes int
+	// OnBehalfOf counts on-behalf-of grants answered with tokens.
+	OnBehalfOf int
 	// Resources, Scopes and ClientIDs are each resource, scope and
 	// client_id parameter received at /authorize and /token, in order.
 	Resources, Scopes, ClientIDs []string
@@ -158,6 +174,7 @@ func StartAuthServer(t testing.TB, set ...func(*Knobs)) *AuthServer {
 	mux.HandleFunc("GET /authorize", a.authorize)
 	mux.HandleFunc("POST /authorize", a.decide)
 	mux.HandleFunc("POST /token", a.token)
+	mux.HandleFunc("POST /{tenant}/oauth2/v2.0/token", a.token)
 	mux.HandleFunc("POST /register", a.register)
 	mux.HandleFunc("POST /revoke", a.revoke)
 	serve(t, ln, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

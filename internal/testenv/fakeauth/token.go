@@ -45,8 +45,14 @@ func (a *AuthServer) token(w http.ResponseWriter, r *http.Request) {
 		oerr.write(w)
 		return
 	}
+	if a.knobsNow().Entra && r.PostForm.Has("resource") {
+		(&oauthError{"invalid_request", entraNoResource}).write(w)
+		return
+	}
 	var resp *tokenResponse
 	switch r.PostFormValue("grant_type") {
+	case jwtBearer:
+		resp, oerr = a.onBehalfOf(r, clientID)
 	case "authorization_code":
 		resp, oerr = a.redeemCode(r, clientID)
 	case "refresh_token":
@@ -134,7 +140,7 @@ func (a *AuthServer) redeemCode(r *http.Request, clientID string) (*tokenRespons
 		return nil, &oauthError{"invalid_grant", "redirect_uri differs from the authorization request's"}
 	case !verifierShape.MatchString(verifier) || base64.RawURLEncoding.EncodeToString(sum[:]) != c.challenge:
 		return nil, &oauthError{"invalid_grant", "the code_verifier does not match the code_challenge"}
-	case r.PostFormValue("resource") != c.grant.resource:
+	case !k.Entra && r.PostFormValue("resource") != c.grant.resource:
 		return nil, &oauthError{"invalid_target", "resource must be the one authorized"}
 	}
 	a.stats.CodesRedeemed++
@@ -205,4 +211,74 @@ func (a *AuthServer) issue(g *grant, scopes []string, k Knobs) (*tokenResponse, 
 		AccessToken: signed, TokenType: "Bearer", RefreshToken: g.refresh,
 		ExpiresIn: int(k.AccessTokenLifetime.Seconds()), Scope: claims.Scope,
 	}, nil
+}
+
+// jwtBearer is the grant type of the on-behalf-of flow (RFC 7523's JWT
+// bearer grant, as the Microsoft identity platform uses it).
+const jwtBearer = "urn:ietf:params:oauth:grant-type:jwt-bearer"
+
+// entraNoResource is Entra ID's answer to a resource parameter on its v2.0
+// endpoints.
+const entraNoResource = "AADSTS901002: The 'resource' request parameter isn't supported."
+
+// resourceOfScopes is the resource an Entra ID scope names: the part before
+// its last slash ({resource}/.default, {resource}/crm.read).
+func resourceOfScopes(scope string) string {
+	for _, s := range strings.Fields(scope) {
+		if i := strings.LastIndexByte(s, '/'); i > 0 && strings.Contains(s, "://") {
+			return s[:i]
+		}
+	}
+	return ""
+}
+
+// entraScopes are the scopes an Entra ID request is granted: every scope
+// of the server for a {resource}/.default, and offline_access when asked.
+func entraScopes(scope string, k Knobs) string {
+	var out []string
+	for _, s := range strings.Fields(scope) {
+		switch {
+		case strings.HasSuffix(s, "/.default"):
+			for _, g := range k.Scopes {
+				if g != ScopeOffline {
+					out = append(out, g)
+				}
+			}
+		case s == ScopeOffline:
+			out = append(out, s)
+		}
+	}
+	return strings.Join(out, " ")
+}
+
+// onBehalfOf is the Microsoft identity platform's on-behalf-of grant: a
+// confidential client presents a user's access token for itself (the
+// assertion) and gets one for the resource its scope names.
+func (a *AuthServer) onBehalfOf(r *http.Request, clientID string) (*tokenResponse, *oauthError) {
+	k := a.knobsNow()
+	a.mu.Lock()
+	c := a.clients[clientID]
+	a.mu.Unlock()
+	switch {
+	case k.OnBehalfOf == nil:
+		return nil, &oauthError{"unsupported_grant_type", "this server does not take the on-behalf-of grant"}
+	case c == nil || c.secret == "":
+		return nil, &oauthError{"unauthorized_client", "the on-behalf-of grant is for confidential clients"}
+	case r.PostFormValue("requested_token_use") != "on_behalf_of":
+		return nil, &oauthError{"invalid_request", "requested_token_use must be on_behalf_of"}
+	}
+	sub, err := k.OnBehalfOf(r.PostFormValue("assertion"))
+	if err != nil {
+		return nil, &oauthError{"invalid_grant", "the assertion is not accepted: " + err.Error()}
+	}
+	scope := r.PostFormValue("scope")
+	resource := resourceOfScopes(scope)
+	if resource == "" {
+		return nil, &oauthError{"invalid_scope", "the scope names no resource ({resource}/.default)"}
+	}
+	g := &grant{clientID: clientID, sub: sub, resource: resource, scopes: strings.Fields(entraScopes(scope, k))}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.stats.OnBehalfOf++
+	return a.issue(g, g.scopes, k)
 }
