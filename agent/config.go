@@ -58,6 +58,9 @@ import (
 //	        env: {DEBUG_LOG_FILE: debug-log.jsonl}
 //	        dir: /var/lib/teamsbot   # working directory of the child (optional)
 //	        timeout: 30s       # per tool call; default 30s
+//	    memory:                # earlier turns of the conversation a run reads
+//	      turns: 20            # default 20; -1 turns memory off
+//	      tokens: 8000         # budget in model tokens (estimated); default 8000
 //	    rules:                 # data rules, applied to the model's and the views' calls
 //	      denyTools: [crm/delete_customer, "debug/*", export_all]
 //	      redact: ['\b\d{3}-\d{2}-\d{4}\b']  # regular expressions (Go syntax)
@@ -72,6 +75,8 @@ type Config struct {
 type AgentConfig struct {
 	ID      string         `yaml:"id" json:"id"`
 	Name    string         `yaml:"name" json:"name"`
+	// Memory bounds what a run reads of its conversation's earlier turns.
+	Memory MemoryConfig `yaml:"memory" json:"memory"`
 	Model   ModelConfig    `yaml:"model" json:"model"`
 	Servers []ServerConfig `yaml:"servers" json:"servers"`
 	Rules   RulesConfig    `yaml:"rules" json:"rules"`
@@ -169,6 +174,39 @@ const (
 	AuthPerson  = "person"
 	AuthService = "service"
 )
+
+// MemoryConfig bounds an agent's memory of a conversation: the earlier
+// turns a run reads, newest first, whole turns only, until either bound.
+type MemoryConfig struct {
+	// Turns is how many earlier turns at most; 0 means DefaultMemoryTurns,
+	// and -1 turns memory off for the agent.
+	Turns int `yaml:"turns" json:"turns,omitempty"`
+	// Tokens is the budget of those turns in model tokens (estimated);
+	// 0 means DefaultMemoryTokens.
+	Tokens int `yaml:"tokens" json:"tokens,omitempty"`
+}
+
+// Defaults of an agent's memory.
+const (
+	DefaultMemoryTurns  = 20
+	DefaultMemoryTokens = 8000
+)
+
+// bounds returns the memory's bounds with their defaults; zero turns when
+// memory is off.
+func (m MemoryConfig) bounds() (turns, tokens int) {
+	turns, tokens = m.Turns, m.Tokens
+	if turns == 0 {
+		turns = DefaultMemoryTurns
+	}
+	if turns < 0 {
+		return 0, 0
+	}
+	if tokens == 0 {
+		tokens = DefaultMemoryTokens
+	}
+	return turns, tokens
+}
 
 // RulesConfig holds an agent's data rules.
 type RulesConfig struct {

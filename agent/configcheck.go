@@ -141,6 +141,12 @@ func (c Config) validate(known func(string) bool) []*ConfigError {
 			}
 		}
 		a.Model.validate(&p, where+".model")
+		if a.Memory.Turns < -1 || a.Memory.Turns > 1000 {
+			p.add(where+".memory.turns", "%s.memory.turns %d: use 1 to 1000 earlier turns, or -1 for no memory", where, a.Memory.Turns)
+		}
+		if a.Memory.Tokens < 0 || a.Memory.Tokens > 1_000_000 {
+			p.add(where+".memory.tokens", "%s.memory.tokens %d: use 1 to 1000000 tokens", where, a.Memory.Tokens)
+		}
 		servers := map[string]int{}
 		for j, s := range a.Servers {
 			path := fmt.Sprintf("%s.servers[%d]", where, j)
