@@ -44,14 +44,17 @@ type Command struct {
 	Prompt string
 }
 
-// ToolsCommand lists the agent's tools; the bot keeps it in its list
+// The command that lists the agent's tools; the bot keeps it in its list
 // beside the prompts.
-var ToolsCommand = Command{Title: "/tools", Description: "List the tools I can use"}
+const (
+	ToolsTitle       = "/tools"
+	toolsDescription = "List the tools I can use"
+)
 
 // DefaultCommands are the bot's commands when Options names neither
 // commands nor prompts.
 var DefaultCommands = []Command{
-	ToolsCommand,
+	{Title: ToolsTitle, Description: toolsDescription},
 	{Title: "help", Description: "What I do and how to ask"},
 }
 
@@ -70,7 +73,7 @@ const (
 	MaxCommands           = 10
 	MaxCommandTitle       = 32
 	MaxCommandDescription = 128
-	// MaxPrompts leaves the list's last place to ToolsCommand.
+	// MaxPrompts leaves the list's last place to the /tools command.
 	MaxPrompts = MaxCommands - 1
 )
 
@@ -99,8 +102,8 @@ type Options struct {
 	// SignInClientID and SignInResource are webApplicationInfo's id and
 	// resource (for example api://host/<client id>); both or neither.
 	SignInClientID, SignInResource string
-	// Commands are the bot's commands; nil is the prompts and
-	// ToolsCommand when there are prompts, DefaultCommands otherwise.
+	// Commands are the bot's commands; nil is the prompts and /tools
+	// when there are prompts, DefaultCommands otherwise.
 	Commands []Command
 	// Prompts are the agent's suggested prompts (at most MaxPrompts),
 	// offered in every scope of the bot: Teams shows them as prompt
@@ -227,7 +230,7 @@ func (o *Options) check() error {
 		}
 	}
 	if len(o.Prompts) > MaxPrompts {
-		bad("Prompts", "%d prompts, at most %d (Teams lists at most %d commands, and one of them is %s)", len(o.Prompts), MaxPrompts, MaxCommands, ToolsCommand.Title)
+		bad("Prompts", "%d prompts, at most %d (Teams lists at most %d commands, and one of them is %s)", len(o.Prompts), MaxPrompts, MaxCommands, ToolsTitle)
 	}
 	for i, p := range o.Prompts {
 		text("Prompts", fmt.Sprintf("prompt %d title", i+1), p.Title, MaxCommandTitle, true)
@@ -242,7 +245,7 @@ func (o *Options) check() error {
 		for _, p := range o.Prompts {
 			o.Commands = append(o.Commands, Command{Title: p.Title, Description: p.Text, Prompt: p.Text})
 		}
-		o.Commands = append(o.Commands, ToolsCommand)
+		o.Commands = append(o.Commands, Command{Title: ToolsTitle, Description: toolsDescription})
 	default:
 		o.Commands = DefaultCommands
 	}
