@@ -14,7 +14,7 @@ import (
 	"teamsbot/manifest"
 )
 
-// bot is the part of manifest.json these tests read.
+// manifestDoc is the part of manifest.json these tests read.
 type manifestDoc struct {
 	Bots []struct {
 		BotID        string   `json:"botId"`
