@@ -64,6 +64,9 @@ import (
 //	    rules:                 # data rules, applied to the model's and the views' calls
 //	      denyTools: [crm/delete_customer, "debug/*", export_all]
 //	      redact: ['\b\d{3}-\d{2}-\d{4}\b']  # regular expressions (Go syntax)
+//	    prompts:               # suggested prompts of the Teams app (teamsbot manifest)
+//	      - title: Sales report          # at most 32 characters
+//	        text: Show me this quarter's sales report   # at most 128
 //
 // ${VAR} in url, headers and env values is replaced from the environment; a
 // variable that is not set is an error.
@@ -80,7 +83,30 @@ type AgentConfig struct {
 	Model   ModelConfig    `yaml:"model" json:"model"`
 	Servers []ServerConfig `yaml:"servers" json:"servers"`
 	Rules   RulesConfig    `yaml:"rules" json:"rules"`
+	// Prompts are what Teams offers a person to ask the agent (its
+	// prompt starters and the bot's command menu); `teamsbot manifest`
+	// writes the first agent's into the app package.
+	Prompts []PromptConfig `yaml:"prompts" json:"prompts,omitempty"`
 }
+
+// PromptConfig is one suggested prompt: the title Teams shows and the
+// text it puts in the compose box when the person picks it.
+type PromptConfig struct {
+	Title string `yaml:"title" json:"title"`
+	Text  string `yaml:"text" json:"text"`
+}
+
+// The limits of suggested prompts. A prompt is a command of the bot in
+// the app manifest: Teams' command title holds at most 32 characters and
+// its description, which carries the text, 128 ("Create prompt
+// suggestions" and the app manifest schema reference); a command list
+// holds at most 10 commands ("The command property supports up to 10
+// commands"), of which the bot keeps one for /tools.
+const (
+	MaxPrompts     = 9
+	MaxPromptTitle = 32
+	MaxPromptText  = 128
+)
 
 // Model kinds.
 const (
@@ -249,14 +275,24 @@ func DefaultConfig() Config {
 // mistakes; other top-level keys belong to other parts and are left alone
 // (LoadConfigFile refuses them). A file without agents gives DefaultConfig.
 func LoadConfig(data []byte, getenv func(string) string) (Config, error) {
-	return loadFile(data, getenv, false, nil)
+	return loadFile(data, getenv, false, nil, false)
 }
 
 // LoadConfigFile is LoadConfig for a whole file whose top-level keys are
 // agents and others (the keys other parts own): any other top-level key is
 // a mistake too, reported with the rest.
 func LoadConfigFile(data []byte, getenv func(string) string, others ...string) (Config, error) {
-	return loadFile(data, getenv, true, others)
+	return loadFile(data, getenv, true, others, false)
+}
+
+// LoadConfigFileUnresolved is LoadConfigFile for reading what the file
+// says without the environment it names: a value with a ${VAR} that getenv
+// does not set stays as written and is not checked further, and that is
+// no mistake. `teamsbot manifest` reads the agents' prompts so, without
+// the servers' secrets. Every other mistake is reported as LoadConfigFile
+// reports it; the configuration it returns is not one to run.
+func LoadConfigFileUnresolved(data []byte, getenv func(string) string, others ...string) (Config, error) {
+	return loadFile(data, getenv, true, others, true)
 }
 
 // ConfigError is one mistake in the configuration file: where it is and
@@ -270,6 +306,8 @@ type ConfigError struct {
 	Path string
 	// Msg says what is wrong, naming the value.
 	Msg string
+	// unresolved marks a ${VAR} whose variable is not set.
+	unresolved bool
 }
 
 func (e *ConfigError) Error() string {

@@ -119,7 +119,7 @@ func TestLoadConfigRejectsUnknownKeys(t *testing.T) {
 		t.Errorf("err = %v", err)
 	}
 	_, err = agent.LoadConfig([]byte("agents:\n  - id: a\n    colour: blue\n"), nil)
-	if err == nil || err.Error() != "line 3, column 5: unknown key `colour` in agents[0] (known: id, name, model, servers, rules)" {
+	if err == nil || err.Error() != "line 3, column 5: unknown key `colour` in agents[0] (known: id, name, model, servers, rules, prompts)" {
 		t.Errorf("err = %v", err)
 	}
 }

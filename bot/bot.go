@@ -199,6 +199,9 @@ type Bot struct {
 	zones     zones     // the people's time zones, loaded once each
 	sem       chan struct{}
 	pending   atomic.Int64
+	// streamQuiet is the longest an open stream goes without an update
+	// (streamQuiet; shorter in tests).
+	streamQuiet time.Duration
 
 	// ctx lives as long as the service: turns run under it, not under the
 	// request that started them.
@@ -277,6 +280,8 @@ func New(opts Options) (*Bot, error) {
 		metrics: m,
 		seen:    newSeenSet(dedupTTL, dedupMax),
 		sem:     make(chan struct{}, opts.MaxConcurrentTurns),
+
+		streamQuiet: streamQuiet,
 	}
 	b.agentID = opts.AgentID
 	if ids := opts.Agent.Agents(); opts.AgentID == "" && len(ids) > 0 {

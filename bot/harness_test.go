@@ -75,6 +75,8 @@ type setup struct {
 	cred string
 	// stageView is Options.StageView (TICKETIQ_TEAMS_TAB).
 	stageView bool
+	// streamQuiet is the bot's streamQuiet; zero keeps the service's.
+	streamQuiet time.Duration
 }
 
 // The credentials a harness can give the bot.
@@ -296,6 +298,9 @@ func newHarness(t testing.TB, s setup) *harness {
 	b, err := New(opts)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if s.streamQuiet > 0 {
+		b.streamQuiet = s.streamQuiet
 	}
 	h.bot = b
 	e := echo.New()

@@ -30,6 +30,12 @@ const (
 	// closes it itself, well inside Teams' two minutes; the answer then
 	// follows as a new message.
 	streamMax = 100 * time.Second
+	// streamQuiet is the longest a stream goes without an update: the
+	// current one is sent again after it. Microsoft 365 Copilot ends a
+	// stream after 45 seconds without one ("Implement asynchronous and
+	// proactive messaging in custom engine agents"), and a tool call may
+	// take longer.
+	streamQuiet = 30 * time.Second
 )
 
 // streamEntity is the streaminfo entity of a streaming activity.
@@ -161,14 +167,18 @@ func (s *stream) update(text string, answering bool) *outActivity {
 	return out
 }
 
-// run sends the run's progress as it changes, at most once a second, until
-// stop, and closes the stream itself when streamMax has passed.
+// run sends the run's progress as it changes, at most once a second, and
+// again when the stream has been quiet for the bot's streamQuiet, until
+// stop; it closes the stream itself when streamMax has passed.
 func (s *stream) run(ctx context.Context, p *progress, last string) {
 	defer close(s.done)
 	started, sent := time.Now(), time.Now()
 	limit := time.NewTimer(streamMax)
 	defer limit.Stop()
+	quiet := time.NewTimer(s.b.streamQuiet)
+	defer quiet.Stop()
 	for {
+		again := false
 		select {
 		case <-s.stopped:
 			return
@@ -183,6 +193,8 @@ func (s *stream) run(ctx context.Context, p *progress, last string) {
 				s.b.logger.Warn("closing the streaming message failed", "conversation", s.a.Conversation.ID, "err", err, "open_for", time.Since(started))
 			}
 			return
+		case <-quiet.C:
+			again = true
 		case <-p.wake:
 		}
 		if wait := streamEvery - time.Since(sent); wait > 0 {
@@ -195,7 +207,7 @@ func (s *stream) run(ctx context.Context, p *progress, last string) {
 			}
 		}
 		text, answering := p.shown()
-		if text == last {
+		if text == last && !again {
 			continue
 		}
 		s.seq++
@@ -207,6 +219,7 @@ func (s *stream) run(ctx context.Context, p *progress, last string) {
 			return
 		}
 		last, sent = text, time.Now()
+		quiet.Reset(s.b.streamQuiet)
 	}
 }
 
