@@ -58,6 +58,10 @@ type Turn struct {
 	// Final says the rounds of tool calls are used up: the model must
 	// answer now, without calling tools.
 	Final bool
+	// Stream, when set, hears the final answer's text as the model writes
+	// it: deltas, in order, on the run's goroutine, quickly. Never tool
+	// calls. Nil: the model answers in one piece.
+	Stream func(delta string)
 }
 
 // Model picks tools and writes the answer. Next returns either tool calls
