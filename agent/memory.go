@@ -25,6 +25,7 @@ import (
 type historyMessage struct {
 	Role       string     `json:"role"`
 	Text       string     `json:"text,omitempty"`
+	From       string     `json:"from,omitempty"`
 	ToolCalls  []ToolCall `json:"toolCalls,omitempty"`
 	ToolCallID string     `json:"toolCallId,omitempty"`
 	ToolName   string     `json:"toolName,omitempty"`
@@ -39,15 +40,6 @@ const maxTurnBytes = 200 << 10
 // for English and JSON, which is what the budget needs, not an exact
 // count.
 func tokensOf(b []byte) int { return len(b)/4 + 1 }
-
-// said is a person's message as the model reads it in a conversation that
-// several people share: with who said it.
-func said(name, text string) string {
-	if name == "" {
-		return text
-	}
-	return name + ": " + text
-}
 
 // history reads the conversation's earlier turns for a run, oldest first,
 // as messages for the model. Tool call ids are made unique per turn: a
@@ -72,7 +64,7 @@ func (r *runState) history(ctx context.Context, conversation string) []Message {
 		}
 		prefix := fmt.Sprintf("h%d_", h.Seq)
 		for _, m := range ms {
-			msg := Message{Role: m.Role, Text: m.Text, ToolName: m.ToolName, IsError: m.IsError}
+			msg := Message{Role: m.Role, Text: m.Text, From: m.From, ToolName: m.ToolName, IsError: m.IsError}
 			if m.ToolCallID != "" {
 				msg.ToolCallID = prefix + m.ToolCallID
 			}
@@ -109,7 +101,7 @@ func (r *runState) remember(ctx context.Context, conversation string, msgs []Mes
 			text = strings.ToValidUTF8(text[:max(room, 0)], "") + " [cut]"
 		}
 		size += len(text)
-		h := historyMessage{Role: m.Role, Text: text, ToolCallID: m.ToolCallID, ToolName: m.ToolName, IsError: m.IsError}
+		h := historyMessage{Role: m.Role, Text: text, From: m.From, ToolCallID: m.ToolCallID, ToolName: m.ToolName, IsError: m.IsError}
 		for _, c := range m.ToolCalls {
 			c.Arguments = json.RawMessage(rules.redactString(string(c.Arguments)))
 			if !json.Valid(c.Arguments) {

@@ -22,6 +22,10 @@ type Message struct {
 	Text string
 	// ToolCalls are the calls an assistant message asks for.
 	ToolCalls []ToolCall
+	// From names who wrote a RoleUser message in a conversation several
+	// people share (a group chat, a channel): the model is told who said
+	// what. Empty in a personal chat.
+	From string
 	// ToolCallID and ToolName say which call a RoleTool message answers.
 	ToolCallID string
 	ToolName   string

@@ -79,12 +79,12 @@ func (s *Service) Run(ctx context.Context, req Request) (Answer, error) {
 	r.answer.AgentID = a.cfg.ID
 	r.cat = a.catalogue(ctx, r)
 
-	asked := req.Text
+	asked := Message{Role: RoleUser, Text: req.Text}
 	if req.Shared {
-		asked = said(req.Person.Name, req.Text)
+		asked.From = req.Person.Name
 	}
 	earlier := r.history(ctx, req.Conversation)
-	msgs := append(earlier, Message{Role: RoleUser, Text: asked})
+	msgs := append(earlier, asked)
 	first := len(earlier) // this turn's messages start here
 	var runErr error
 	for round := 0; ; round++ {
