@@ -76,10 +76,10 @@ type Config struct {
 
 // AgentConfig is one agent: its model, its MCP servers and its data rules.
 type AgentConfig struct {
-	ID      string         `yaml:"id" json:"id"`
-	Name    string         `yaml:"name" json:"name"`
+	ID   string `yaml:"id" json:"id"`
+	Name string `yaml:"name" json:"name"`
 	// Memory bounds what a run reads of its conversation's earlier turns.
-	Memory MemoryConfig `yaml:"memory" json:"memory"`
+	Memory  MemoryConfig   `yaml:"memory" json:"memory"`
 	Model   ModelConfig    `yaml:"model" json:"model"`
 	Servers []ServerConfig `yaml:"servers" json:"servers"`
 	Rules   RulesConfig    `yaml:"rules" json:"rules"`
