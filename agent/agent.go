@@ -208,6 +208,12 @@ type Options struct {
 	// model; its Transport is reused, its Timeout is not (a server's event
 	// stream lives long). Nil means http.DefaultTransport.
 	HTTPClient *http.Client
+	// ModelToken gives an Entra ID access token for scope (the service's
+	// own, from its app registration's credential): an openai model with
+	// entra: true asks it for CognitiveServicesScope before each request
+	// and sends it instead of a key. Nil: such a model is a configuration
+	// mistake.
+	ModelToken func(ctx context.Context, scope string) (string, error)
 	// Getenv reads ${VAR} values and model keys; nil means os.Getenv.
 	Getenv func(string) string
 	// Registerer receives the package's metrics; nil registers none.

@@ -22,8 +22,40 @@ type BuiltinModel struct{}
 // NewBuiltinModel returns the built-in model.
 func NewBuiltinModel() *BuiltinModel { return &BuiltinModel{} }
 
-// Next implements Model.
+// Next implements Model. With Turn.Stream set, a final answer is heard in
+// groups of a few words, as a model that writes would send it.
 func (m *BuiltinModel) Next(_ context.Context, t Turn) (Message, error) {
+	msg := m.next(t)
+	if t.Stream != nil && len(msg.ToolCalls) == 0 {
+		streamWords(msg.Text, t.Stream)
+	}
+	return msg, nil
+}
+
+// wordsPerDelta is how many words the built-in model streams at a time.
+const wordsPerDelta = 4
+
+// streamWords hands text to hear in groups of wordsPerDelta words, each
+// with the spaces that follow it, so that the pieces join into text.
+func streamWords(text string, hear func(string)) {
+	start, n, inWord := 0, 0, false
+	for i, r := range text {
+		space := unicode.IsSpace(r)
+		if !space && !inWord {
+			if n == wordsPerDelta {
+				hear(text[start:i])
+				start, n = i, 0
+			}
+			n++
+		}
+		inWord = !space
+	}
+	if start < len(text) {
+		hear(text[start:])
+	}
+}
+
+func (m *BuiltinModel) next(t Turn) Message {
 	last := -1
 	for i, msg := range t.Messages {
 		if msg.Role == RoleUser {
@@ -31,7 +63,7 @@ func (m *BuiltinModel) Next(_ context.Context, t Turn) (Message, error) {
 		}
 	}
 	if last < 0 {
-		return Message{Role: RoleAssistant, Text: "Ask me something."}, nil
+		return Message{Role: RoleAssistant, Text: "Ask me something."}
 	}
 	var results []Message
 	for _, msg := range t.Messages[last+1:] {
@@ -40,9 +72,9 @@ func (m *BuiltinModel) Next(_ context.Context, t Turn) (Message, error) {
 		}
 	}
 	if len(results) > 0 || t.Final {
-		return Message{Role: RoleAssistant, Text: composeAnswer(t.Tools, results)}, nil
+		return Message{Role: RoleAssistant, Text: composeAnswer(t.Tools, results)}
 	}
-	return m.decide(t.Messages[last].Text, t.Tools), nil
+	return m.decide(t.Messages[last].Text, t.Tools)
 }
 
 const builtinHelp = "Write /tools to see what I can use, or call a tool with /tool-name {json arguments}."

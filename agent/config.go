@@ -38,7 +38,8 @@ import (
 //	      apiKeyEnv: OPENAI_API_KEY            # the key is read from this variable
 //	      apiVersion: 2024-10-21               # Azure: sent as ?api-version=, and the key goes in api-key
 //	      azure: true          # send the key in api-key instead of Authorization: Bearer
-//	      timeout: 60s         # per model request
+//	      entra: true          # Azure OpenAI: an Entra ID token of the app registration instead of a key
+//	      timeout: 60s         # per attempt of a model request (at most 3 attempts)
 //	      maxToolRounds: 8     # tool rounds before the model must answer
 //	    servers:
 //	      - name: demo         # unique within the agent; [A-Za-z0-9._-]
@@ -133,6 +134,11 @@ type ModelConfig struct {
 	APIVersion string `yaml:"apiVersion" json:"apiVersion,omitempty"`
 	// Azure sends the key in the api-key header instead of Authorization.
 	Azure bool `yaml:"azure" json:"azure,omitempty"`
+	// Entra signs in to Azure OpenAI with an Entra ID token of the
+	// service's own app registration (Options.ModelToken, for
+	// CognitiveServicesScope) instead of a key: sent as Authorization:
+	// Bearer. Not with APIKeyEnv.
+	Entra bool `yaml:"entra" json:"entra,omitempty"`
 	// Timeout bounds one model request (Go duration); default 60s.
 	Timeout string `yaml:"timeout" json:"timeout,omitempty"`
 	// MaxToolRounds bounds the rounds of tool calls in one run; default 8.

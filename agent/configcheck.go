@@ -233,8 +233,8 @@ func validatePrompts(p *problems, where string, prompts []PromptConfig) {
 func (m ModelConfig) validate(p *problems, where string) {
 	switch m.Kind {
 	case "", ModelBuiltin:
-		if m.BaseURL != "" || m.Model != "" || m.APIKeyEnv != "" || m.APIVersion != "" {
-			p.add(where, "%s: baseURL, model, apiKeyEnv and apiVersion are for kind openai", where)
+		if m.BaseURL != "" || m.Model != "" || m.APIKeyEnv != "" || m.APIVersion != "" || m.Entra {
+			p.add(where, "%s: baseURL, model, apiKeyEnv, apiVersion and entra are for kind openai", where)
 		}
 	case ModelOpenAI:
 		if m.Model == "" {
@@ -247,6 +247,9 @@ func (m ModelConfig) validate(p *problems, where string) {
 		}
 		if m.APIKeyEnv != "" && !envName.MatchString(m.APIKeyEnv) {
 			p.add(where+".apiKeyEnv", "%s.apiKeyEnv %q: not a variable name", where, m.APIKeyEnv)
+		}
+		if m.Entra && m.APIKeyEnv != "" {
+			p.add(where+".entra", "%s.entra: signs in with an Entra ID token instead of a key; remove apiKeyEnv (or entra)", where)
 		}
 	default:
 		p.add(where+".kind", "%s.kind %q: use builtin or openai", where, m.Kind)

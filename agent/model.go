@@ -3,8 +3,8 @@ package agent
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
-	"net/http"
 )
 
 // Message roles.
@@ -69,7 +69,8 @@ type Turn struct {
 }
 
 // Model picks tools and writes the answer. Next returns either tool calls
-// or, with none, the final answer in Text.
+// or, with none, the final answer in Text; the Message carries the whole
+// Text whether or not Turn.Stream heard it in pieces.
 type Model interface {
 	Next(ctx context.Context, t Turn) (Message, error)
 }
@@ -85,18 +86,23 @@ func (s *Service) newModel(ac AgentConfig) (Model, int, error) {
 	case "", ModelBuiltin:
 		return NewBuiltinModel(), rounds, nil
 	case ModelOpenAI:
-		key := ""
-		if m.APIKeyEnv != "" {
-			key = s.getenv(m.APIKeyEnv)
-			if key == "" {
+		var o OpenAIOptions
+		switch {
+		case m.Entra:
+			if s.opts.ModelToken == nil {
+				return nil, 0, errors.New("the model is set to sign in with Entra ID (entra: true), but the service has no credential for it")
+			}
+			o.Token = s.opts.ModelToken
+		case m.APIKeyEnv != "":
+			o.Key = s.getenv(m.APIKeyEnv)
+			if o.Key == "" {
 				s.log.Warn("model key variable is empty; sending no key", "agent", ac.ID, "variable", m.APIKeyEnv)
 			}
 		}
-		var base http.RoundTripper
 		if s.opts.HTTPClient != nil {
-			base = s.opts.HTTPClient.Transport
+			o.Transport = s.opts.HTTPClient.Transport
 		}
-		om, err := NewOpenAIModel(m, key, base)
+		om, err := NewOpenAIModel(m, o)
 		if err != nil {
 			return nil, 0, err
 		}
