@@ -74,7 +74,51 @@ func (m *BuiltinModel) next(t Turn) Message {
 	if len(results) > 0 || t.Final {
 		return Message{Role: RoleAssistant, Text: composeAnswer(t.Tools, results)}
 	}
+	switch strings.TrimSpace(t.Messages[last].Text) {
+	case "/again":
+		return again(t.Messages[:last], t.Tools)
+	case "/history":
+		return recall(t.Messages[:last])
+	}
 	return m.decide(t.Messages[last].Text, t.Tools)
+}
+
+// again is the built-in model's follow-up: the last tool call of the
+// conversation's earlier turns, made again with the same arguments, so
+// that memory shows without a network ("/again").
+func again(earlier []Message, tools []ToolSpec) Message {
+	for i := len(earlier) - 1; i >= 0; i-- {
+		if calls := earlier[i].ToolCalls; earlier[i].Role == RoleAssistant && len(calls) > 0 {
+			c := calls[len(calls)-1]
+			return Message{Role: RoleAssistant, ToolCalls: []ToolCall{{ID: "call-1", Name: resolveSpec(tools, c.Name), Arguments: c.Arguments}}}
+		}
+	}
+	return Message{Role: RoleAssistant, Text: "There is nothing earlier in this conversation to do again. " + builtinHelp}
+}
+
+// recall lists the earlier questions of the conversation, with who asked
+// them where several people share it ("/history").
+func recall(earlier []Message) Message {
+	var b strings.Builder
+	n := 0
+	for _, m := range earlier {
+		if m.Role != RoleUser {
+			continue
+		}
+		n++
+		if n == 1 {
+			b.WriteString("Earlier in this conversation:")
+		}
+		fmt.Fprintf(&b, "\n%d. ", n)
+		if m.From != "" {
+			b.WriteString(m.From + ": ")
+		}
+		b.WriteString(textclip.Clip(oneLine(m.Text), 200))
+	}
+	if n == 0 {
+		return Message{Role: RoleAssistant, Text: "I remember nothing earlier in this conversation."}
+	}
+	return Message{Role: RoleAssistant, Text: b.String()}
 }
 
 const builtinHelp = "Write /tools to see what I can use, or call a tool with /tool-name {json arguments}."

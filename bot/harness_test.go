@@ -53,6 +53,9 @@ type setup struct {
 	local        bool
 	publicBase   string
 	workingAfter time.Duration
+	// streamAfter is Options.StreamAfter; zero means a minute, so that
+	// only a test of streamed words sees them.
+	streamAfter time.Duration
 	// typingAfter is Options.TypingAfter; zero sends the typing indicator
 	// at once, so that tests of its order need no slow run.
 	typingAfter time.Duration
@@ -245,6 +248,11 @@ func newHarness(t testing.TB, s setup) *harness {
 	if opts.WorkingAfter == 0 {
 		// Long enough that only the test that wants the working card sees it.
 		opts.WorkingAfter = time.Minute
+	}
+	opts.StreamAfter = s.streamAfter
+	if opts.StreamAfter == 0 {
+		// Long enough that only the test that wants a stream of words sees one.
+		opts.StreamAfter = time.Minute
 	}
 	if s.local {
 		h.conn = newFakeConnector(t, nil)

@@ -91,3 +91,29 @@ func TestConversationMemory(t *testing.T) {
 		t.Errorf("/new audited %d times, %v", len(recs), err)
 	}
 }
+
+// A follow-up uses the earlier turns: the built-in model's /again makes the
+// last tool call of the conversation again, and /history lists what was
+// asked; after /new neither finds anything.
+func TestFollowUpUsesTheConversation(t *testing.T) {
+	h := newHarness(t, setup{})
+	conv := "a:personal-follow-up"
+	ask(t, h, "personal", conv, "1700000000201", "/sales_report {}", nil)
+	r := ask(t, h, "personal", conv, "1700000000202", "/again", nil)
+	if !strings.Contains(string(r.Raw), "mcp-apps") && !strings.Contains(string(r.Raw), "sales") {
+		t.Errorf("/again did not make the sales report again: %s", r.Raw)
+	}
+	hs := turnsOf(t, h, conv)
+	if len(hs) != 2 || !strings.Contains(string(hs[1].Messages), "sales_report") {
+		t.Fatalf("the follow-up's turn: %d turns, %v", len(hs), hs)
+	}
+	r = ask(t, h, "personal", conv, "1700000000203", "/history", nil)
+	if !strings.Contains(string(r.Raw), "1. /sales_report {}") || !strings.Contains(string(r.Raw), "2. /again") {
+		t.Errorf("/history answered %s", r.Raw)
+	}
+	ask(t, h, "personal", conv, "1700000000204", "/new", nil)
+	r = ask(t, h, "personal", conv, "1700000000205", "/again", nil)
+	if !strings.Contains(string(r.Raw), "nothing earlier") {
+		t.Errorf("/again after /new answered %s", r.Raw)
+	}
+}

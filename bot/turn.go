@@ -204,7 +204,7 @@ func (b *Bot) runTurn(a *schema.Activity, p agent.Person) {
 			// Only a timer that has not fired yet: firing one again would
 			// open a second stream.
 			if timer.Stop() {
-				timer.Reset(0)
+				timer.Reset(max(0, min(b.opts.StreamAfter, b.opts.WorkingAfter)-b.now().Sub(start)))
 			}
 		}
 	}
