@@ -77,13 +77,13 @@ type Config struct {
 
 // AgentConfig is one agent: its model, its MCP servers and its data rules.
 type AgentConfig struct {
-	ID   string `yaml:"id" json:"id"`
-	Name string `yaml:"name" json:"name"`
-	// Memory bounds what a run reads of its conversation's earlier turns.
-	Memory  MemoryConfig   `yaml:"memory" json:"memory"`
+	ID      string         `yaml:"id" json:"id"`
+	Name    string         `yaml:"name" json:"name"`
 	Model   ModelConfig    `yaml:"model" json:"model"`
 	Servers []ServerConfig `yaml:"servers" json:"servers"`
 	Rules   RulesConfig    `yaml:"rules" json:"rules"`
+	// Memory bounds what a run reads of its conversation's earlier turns.
+	Memory MemoryConfig `yaml:"memory" json:"memory"`
 	// Prompts are what Teams offers a person to ask the agent (its
 	// prompt starters and the bot's command menu); `teamsbot manifest`
 	// writes the first agent's into the app package.

@@ -69,6 +69,7 @@ type setup struct {
 	quietLogs   bool
 	maxPending  int
 	model       *agent.ModelConfig // nil: the built-in model
+	memory      agent.MemoryConfig
 	// defaultClient leaves Options.HTTPClient nil, so the bot makes its
 	// own; otherwise it gets loopbackClient.
 	defaultClient bool
@@ -213,6 +214,7 @@ func newHarness(t testing.TB, s setup) *harness {
 	if s.model != nil {
 		cfg.Agents[0].Model = *s.model
 	}
+	cfg.Agents[0].Memory = s.memory
 	ag, err := agent.New(ctx, cfg, agent.Options{Store: st, AppsEnabled: true, Builtins: s.builtins, Logger: logger})
 	if err != nil {
 		t.Fatal(err)

@@ -3,8 +3,10 @@ package bot
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"strings"
+	"teamsbot/agent"
 	"testing"
 
 	"teamsbot/store"
@@ -115,5 +117,21 @@ func TestFollowUpUsesTheConversation(t *testing.T) {
 	r = ask(t, h, "personal", conv, "1700000000205", "/again", nil)
 	if !strings.Contains(string(r.Raw), "nothing earlier") {
 		t.Errorf("/again after /new answered %s", r.Raw)
+	}
+}
+
+// The model reads the conversation's earlier turns, who said what and what
+// it answered, within the agent's bounds: with room for two earlier turns
+// the oldest whole turn is dropped first.
+func TestModelReadsEarlierTurnsWithinTheBounds(t *testing.T) {
+	model, cfg := newAskedModel(t)
+	h := newHarness(t, setup{model: cfg, memory: agent.MemoryConfig{Turns: 2}})
+	for i, q := range []string{"first question", "second question", "third question", "and the same for last quarter?"} {
+		ask(t, h, "personal", "a:bounded", fmt.Sprintf("17000000003%02d", i), q, nil)
+	}
+	got := model.last()
+	want := []string{"second question", "third question", "and the same for last quarter?"}
+	if strings.Join(got, "|") != strings.Join(want, "|") {
+		t.Errorf("the model read %q, want %q", got, want)
 	}
 }
