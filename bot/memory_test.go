@@ -135,3 +135,28 @@ func TestModelReadsEarlierTurnsWithinTheBounds(t *testing.T) {
 		t.Errorf("the model read %q, want %q", got, want)
 	}
 }
+
+// Removing the app from a conversation erases its memory.
+func TestRemovedAppErasesTheMemory(t *testing.T) {
+	h := newHarness(t, setup{})
+	const conv = "a:removed"
+	install := h.message("personal", conv, "", "")
+	delete(install, "text")
+	install["type"], install["action"] = "installationUpdate", "add"
+	if s, b := h.send(install); s != http.StatusOK {
+		t.Fatalf("install: %d %s", s, b)
+	}
+	ask(t, h, "personal", conv, "1700000000401", "/tools", nil)
+	if n := len(turnsOf(t, h, conv)); n != 1 {
+		t.Fatalf("%d turns before the removal", n)
+	}
+	uninstall := h.message("personal", conv, "", "")
+	delete(uninstall, "text")
+	uninstall["type"], uninstall["action"] = "installationUpdate", "remove"
+	if s, b := h.send(uninstall); s != http.StatusOK {
+		t.Fatalf("uninstall: %d %s", s, b)
+	}
+	if n := len(turnsOf(t, h, conv)); n != 0 {
+		t.Errorf("%d turns left after the app was removed", n)
+	}
+}
