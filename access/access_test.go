@@ -350,6 +350,71 @@ func TestExplainAndAppsSetting(t *testing.T) {
 	}
 }
 
+// Letting runs without a person use a conversation's memory is for an
+// admin of the tenant only, changes that tenant only, is off by default,
+// reads back as saved, and is audited as a change of its own with the
+// setting before and after.
+func TestHistoryForTriggersSetting(t *testing.T) {
+	e := newEnv(t, nil)
+	ctx := context.Background()
+	read := func(tenant string) bool {
+		t.Helper()
+		s, err := e.svc.TenantSettings(ctx, tenant)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s.HistoryForTriggers
+	}
+	if read(tenantA) {
+		t.Fatal("runs without a person use the memory by default")
+	}
+	for _, who := range []access.Person{person(tenantA, bob, access.PermRead, access.PermRun), person(tenantB, admin, access.PermRun)} {
+		if err := e.svc.SetHistoryForTriggers(ctx, who, true); missing(err) != access.PermAdmin {
+			t.Errorf("a non-admin %v of %s turned the memory on: %v", who.Roles, who.TenantID, err)
+		}
+	}
+	if read(tenantA) || read(tenantB) {
+		t.Fatal("a refused change was saved")
+	}
+
+	if err := e.svc.SetHistoryForTriggers(ctx, tenantAdmin, true); err != nil {
+		t.Fatal(err)
+	}
+	if !read(tenantA) || read(tenantB) {
+		t.Errorf("after tenant A's admin turned it on: tenant A %v, tenant B %v", read(tenantA), read(tenantB))
+	}
+	ts, err := e.st.TenantSettings(ctx, tenantA)
+	if err != nil || !ts.HistoryForTriggers || ts.UpdatedBy != admin {
+		t.Errorf("stored settings %+v %v: want it on, changed by the admin", ts, err)
+	}
+	// The other settings stay as they were.
+	if s, _ := e.svc.TenantSettings(ctx, tenantA); !s.AppsEnabled || !s.Default.Runner {
+		t.Errorf("other settings changed with it: %+v", s)
+	}
+	if err := e.svc.SetHistoryForTriggers(ctx, tenantAdmin, false); err != nil {
+		t.Fatal(err)
+	}
+	if read(tenantA) {
+		t.Error("still on after the admin turned it off")
+	}
+
+	recs, err := e.st.Audit(ctx, store.AuditQuery{TenantID: tenantA, Action: access.AuditHistoryForTriggersSet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var changes []string
+	for _, r := range recs {
+		changes = append(changes, fmt.Sprint(r.Actor, " ", r.Fields["before"], " ", r.Fields["after"]))
+	}
+	want := []string{admin + " map[historyForTriggers:false] map[historyForTriggers:true]", admin + " map[historyForTriggers:true] map[historyForTriggers:false]"}
+	if !slices.Equal(changes, want) {
+		t.Errorf("audited changes %q, want %q", changes, want)
+	}
+	if other, _ := e.st.Audit(ctx, store.AuditQuery{TenantID: tenantB}); len(other) != 0 {
+		t.Errorf("tenant B's log got %d records", len(other))
+	}
+}
+
 // A tenant admin allows permissions to one server's views in their own
 // tenant only; a non-admin cannot, an unknown permission is refused, and
 // each change is audited with the server's permissions before and after.

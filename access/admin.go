@@ -163,15 +163,28 @@ func (s *Service) SetPolicies(ctx context.Context, admin Person, text string, wa
 }
 
 // AuditSettingsSet is the audit action of a change of tenant settings
-// other than the default (MCP Apps on or off).
+// other than the default and the memory of runs without a person (MCP
+// Apps on or off, the permissions of views).
 const AuditSettingsSet = "admin.settings.set"
 
+// AuditHistoryForTriggersSet is the audit action of the tenant's admin
+// letting runs without a person (schedules, the runs API) read and add to
+// the memory of the conversation they post into, or no longer: a change
+// of its own, as what people said to the agent is then read by runs no
+// person asked for.
+const AuditHistoryForTriggersSet = "admin.settings.history_for_triggers"
+
 // Settings are what the admin console shows of a tenant: the default,
-// whether MCP Apps are on, and the permissions the tenant allows each
-// server's views.
+// whether MCP Apps are on, the permissions the tenant allows each
+// server's views, and whether runs without a person use the memory of
+// the conversation they post into.
 type Settings struct {
 	Default     Default
 	AppsEnabled bool
+	// HistoryForTriggers: runs without a person (schedules, the runs API)
+	// read and add to the memory of the conversation they post into. Off
+	// by default.
+	HistoryForTriggers bool
 	// AppPermissions are, by server name, the permissions the tenant's
 	// admin allows that server's views (camera, microphone, geolocation,
 	// clipboardWrite).
@@ -185,7 +198,7 @@ func (s *Service) TenantSettings(ctx context.Context, tenantID string) (Settings
 		return Settings{}, fmt.Errorf("access: settings of %s: %w", tenantID, err)
 	}
 	return Settings{Default: Default{Runner: ts.DefaultRunner, Group: ts.DefaultGroup}, AppsEnabled: !ts.AppsDisabled,
-		AppPermissions: ts.AppPermissions}, nil
+		HistoryForTriggers: ts.HistoryForTriggers, AppPermissions: ts.AppPermissions}, nil
 }
 
 // AppPermissions returns the permissions tenantID's admin allows the views
@@ -273,6 +286,32 @@ func (s *Service) SetAppsEnabled(ctx context.Context, admin Person, on bool) err
 	}}
 	if _, err := s.store.PutTenantSettings(ctx, next, cur.Version, rec); err != nil {
 		return fmt.Errorf("access: set apps: %w", err)
+	}
+	s.forget(admin.TenantID)
+	return nil
+}
+
+// SetHistoryForTriggers lets the runs without a person of the admin's
+// tenant (schedules, the runs API) read and add to the memory of the
+// conversation they post into, or stops them, and audits the change as
+// admin.settings.history_for_triggers with the setting before and after.
+// The bot reads the setting from the store at each such run, so a change
+// applies from the next one.
+func (s *Service) SetHistoryForTriggers(ctx context.Context, admin Person, on bool) error {
+	if err := s.requireAdmin(ctx, admin, store.AllAgents); err != nil {
+		return err
+	}
+	cur, err := s.store.TenantSettings(ctx, admin.TenantID)
+	if err != nil {
+		return fmt.Errorf("access: set memory for runs without a person: %w", err)
+	}
+	next := cur
+	next.HistoryForTriggers, next.UpdatedBy = on, admin.UserID
+	rec := store.AuditRecord{TenantID: admin.TenantID, Action: AuditHistoryForTriggersSet, Actor: admin.UserID, Fields: map[string]any{
+		"before": map[string]any{"historyForTriggers": cur.HistoryForTriggers}, "after": map[string]any{"historyForTriggers": on},
+	}}
+	if _, err := s.store.PutTenantSettings(ctx, next, cur.Version, rec); err != nil {
+		return fmt.Errorf("access: set memory for runs without a person: %w", err)
 	}
 	s.forget(admin.TenantID)
 	return nil

@@ -1,6 +1,8 @@
 // Package admin is the tenant admins' console at /admin and the admin API
 // under /api/admin/: role bindings, the tenant default, the Cedar policy
-// set and its tester, MCP Apps on or off, the tenant's data rules, active
+// set and its tester, MCP Apps on or off, whether runs without a person
+// use the memory of the conversation they post into, the tenant's data
+// rules, active
 // views and their revoking, recent runs, the conversations where the app
 // is installed, API keys and scheduled triggers, people's connections to
 // the MCP servers the agent reaches as each of them and their revoking,
@@ -158,6 +160,7 @@ func (h *Handler) Register(e *echo.Echo) {
 	e.POST("/admin/bindings/remove", page(h.removeBinding))
 	e.POST("/admin/default", page(h.setDefault))
 	e.POST("/admin/apps", page(h.setApps))
+	e.POST("/admin/history", page(h.setHistory))
 	e.POST("/admin/permissions", page(h.setPermissions))
 	e.POST("/admin/rules", page(h.saveRules))
 	e.GET("/admin/policies", page(h.policiesPage))
@@ -288,6 +291,7 @@ var notices = map[string]string{
 	"binding-removed": "The binding was removed.",
 	"default-saved":   "The tenant default was saved.",
 	"apps-saved":      "The MCP Apps setting was saved.",
+	"history-saved":   "The memory setting for runs without a person was saved. It applies from the next such run.",
 	"perms-saved":     "The permissions were saved. They apply to views made from now on.",
 	"rules-saved":     "The data rules were checked and saved. They apply to the next tool call.",
 	"policies-saved":  "The policies were checked and saved.",

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/csv"
 	"encoding/json"
+	"fmt"
 	"html"
 	"io"
 	"net/http"
@@ -12,6 +13,7 @@ import (
 	"net/url"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -412,6 +414,96 @@ func TestPermissionsFormAndAPI(t *testing.T) {
 	recs, _ := e.store.Audit(ctx, store.AuditQuery{TenantID: tenantA, Action: access.AuditSettingsSet})
 	if len(recs) != 3 {
 		t.Errorf("%d admin.settings.set records, want 3 (transcript allowed, then taken back by the PUT, demo allowed)", len(recs))
+	}
+}
+
+// The memory setting for runs without a person: the access page's form
+// saves it with a notice after the redirect and shows it checked; the API
+// reads it and writes it, and a PUT without it leaves it as it is; each
+// change is audited; a non-admin and a cross-site post change nothing;
+// another tenant's setting stays off.
+func TestHistoryForTriggersFormAndAPI(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	admin := e.client(adminA)
+	const box = `<input type="checkbox" id="h-on" name="on" value="on"`
+	_, page := e.do(admin, http.MethodGet, "/admin", "", "")
+	if !containsAll(page, `<form method="post" action="/admin/history">`, box+`>`,
+		`<label for="h-on">Let runs without a person (schedules, the runs API) read and add to the memory of the conversation they post into</label>`,
+		"was said to the agent, not to a script") {
+		t.Fatalf("the access page lacks the memory form or its explanation:\n%s", page)
+	}
+	setting := func(tenant string) bool {
+		t.Helper()
+		s, err := e.access.TenantSettings(ctx, tenant)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s.HistoryForTriggers
+	}
+
+	// Cross-site, and by a non-admin: refused, nothing saved.
+	req, _ := http.NewRequest(http.MethodPost, e.base+"/admin/history", strings.NewReader("on=on"))
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	req.Header.Set("Sec-Fetch-Site", "cross-site")
+	req.Header.Set("Origin", "https://evil.example")
+	resp, err := admin.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusForbidden || setting(tenantA) {
+		t.Errorf("cross-site post: %d, saved %v", resp.StatusCode, setting(tenantA))
+	}
+	user := e.client(userA)
+	if code, _ := e.form(user, "/admin/history", url.Values{"on": {"on"}}); code != http.StatusForbidden || setting(tenantA) {
+		t.Errorf("a non-admin's post: %d, saved %v", code, setting(tenantA))
+	}
+	if code, _ := e.do(user, http.MethodPut, "/api/admin/settings", "application/json", `{"historyForTriggers": true}`); code != http.StatusForbidden || setting(tenantA) {
+		t.Errorf("a non-admin's PUT: %d, saved %v", code, setting(tenantA))
+	}
+
+	// The form turns it on: the redirect's page says so and shows it.
+	code, body := e.form(admin, "/admin/history", url.Values{"on": {"on"}})
+	if code != http.StatusOK || !strings.Contains(body, "The memory setting for runs without a person was saved.") || !strings.Contains(body, box+` checked>`) {
+		t.Fatalf("save: %d\n%s", code, body)
+	}
+	if !setting(tenantA) || setting(tenantB) {
+		t.Errorf("after tenant A's admin turned it on: tenant A %v, tenant B %v", setting(tenantA), setting(tenantB))
+	}
+	var got map[string]any
+	if code, body = e.do(admin, http.MethodGet, "/api/admin/settings", "", ""); code != http.StatusOK || json.Unmarshal([]byte(body), &got) != nil || got["historyForTriggers"] != true {
+		t.Errorf("API read: %d %s", code, body)
+	}
+	if _, body := e.do(e.client(adminB), http.MethodGet, "/api/admin/settings", "", ""); !strings.Contains(body, `"historyForTriggers":false`) {
+		t.Errorf("tenant B's admin reads %s", body)
+	}
+
+	// A PUT that does not name it leaves it as it is; one that does sets it.
+	if code, body = e.do(admin, http.MethodPut, "/api/admin/settings", "application/json", `{"defaultRunner": true, "appsEnabled": true}`); code != http.StatusOK || !strings.Contains(body, `"historyForTriggers":true`) {
+		t.Errorf("PUT without it: %d %s", code, body)
+	}
+	if code, body = e.do(admin, http.MethodPut, "/api/admin/settings", "application/json", `{"defaultRunner": true, "appsEnabled": true, "historyForTriggers": false}`); code != http.StatusOK || !strings.Contains(body, `"historyForTriggers":false`) || setting(tenantA) {
+		t.Errorf("PUT turning it off: %d %s", code, body)
+	}
+	// The form's box left unchecked turns it off too.
+	if code, body = e.form(admin, "/admin/history", url.Values{}); code != http.StatusOK || !strings.Contains(body, box+`>`) || setting(tenantA) {
+		t.Errorf("unchecked save: %d, on %v", code, setting(tenantA))
+	}
+
+	recs, _ := e.store.Audit(ctx, store.AuditQuery{TenantID: tenantA, Action: access.AuditHistoryForTriggersSet})
+	var changes []string
+	for _, r := range recs {
+		changes = append(changes, fmt.Sprint(r.Actor, " ", r.Fields["before"], " ", r.Fields["after"]))
+	}
+	on, off := " map[historyForTriggers:false] map[historyForTriggers:true]", " map[historyForTriggers:true] map[historyForTriggers:false]"
+	// The form's save, the PUT that turned it off, and the form's save
+	// with the box unchecked (the PUT without it changed nothing).
+	if want := []string{adminA.OID + on, adminA.OID + off, adminA.OID + " map[historyForTriggers:false] map[historyForTriggers:false]"}; !slices.Equal(changes, want) {
+		t.Errorf("audited changes %q, want %q", changes, want)
+	}
+	if other, _ := e.store.Audit(ctx, store.AuditQuery{TenantID: tenantB, Action: access.AuditHistoryForTriggersSet}); len(other) != 0 {
+		t.Errorf("tenant B's log got %d records", len(other))
 	}
 }
 

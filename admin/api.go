@@ -105,6 +105,11 @@ type settings struct {
 	DefaultRunner bool   `json:"defaultRunner"`
 	DefaultGroup  string `json:"defaultGroup"`
 	AppsEnabled   bool   `json:"appsEnabled"`
+	// HistoryForTriggers lets runs without a person (schedules, the runs
+	// API) read and add to the memory of the conversation they post into.
+	// Absent in a PUT: left as it is, so that a script written before it
+	// existed does not turn it off.
+	HistoryForTriggers *bool `json:"historyForTriggers"`
 	// AppPermissions are, by server, the permissions the tenant allows
 	// that server's views. Absent in a PUT: left as they are.
 	AppPermissions map[string][]string `json:"appPermissions"`
@@ -119,7 +124,8 @@ func (h *Handler) apiSettings(c echo.Context, p access.Person) error {
 	if perms == nil {
 		perms = map[string][]string{}
 	}
-	return c.JSON(http.StatusOK, settings{DefaultRunner: s.Default.Runner, DefaultGroup: s.Default.Group, AppsEnabled: s.AppsEnabled, AppPermissions: perms})
+	return c.JSON(http.StatusOK, settings{DefaultRunner: s.Default.Runner, DefaultGroup: s.Default.Group, AppsEnabled: s.AppsEnabled,
+		HistoryForTriggers: &s.HistoryForTriggers, AppPermissions: perms})
 }
 
 func (h *Handler) apiPutSettings(c echo.Context, p access.Person) error {
@@ -143,6 +149,11 @@ func (h *Handler) apiPutSettings(c echo.Context, p access.Person) error {
 	}
 	if cur.AppsEnabled != in.AppsEnabled {
 		if err := h.opts.Access.SetAppsEnabled(ctx, p, in.AppsEnabled); err != nil {
+			return apiError(err)
+		}
+	}
+	if in.HistoryForTriggers != nil && cur.HistoryForTriggers != *in.HistoryForTriggers {
+		if err := h.opts.Access.SetHistoryForTriggers(ctx, p, *in.HistoryForTriggers); err != nil {
 			return apiError(err)
 		}
 	}

@@ -28,7 +28,8 @@ const (
 )
 
 // accessPage is /admin: role bindings, the tenant default, MCP Apps, the
-// data rules.
+// memory of runs without a person, the permissions of views, the data
+// rules.
 type accessPage struct {
 	pageData
 	Bindings   []store.Binding
@@ -265,6 +266,22 @@ func (h *Handler) setApps(c echo.Context, p access.Person) error {
 		return err
 	}
 	return done(c, "/admin", "apps-saved")
+}
+
+// setHistory saves whether runs without a person (schedules, the runs
+// API) read and add to the memory of the conversation they post into.
+func (h *Handler) setHistory(c echo.Context, p access.Person) error {
+	if err := h.opts.Access.SetHistoryForTriggers(c.Request().Context(), p, c.FormValue("on") == "on"); err != nil {
+		if msg, ok := problemOf(err); ok {
+			status := http.StatusBadRequest
+			if errors.Is(err, store.ErrConflict) {
+				status = http.StatusConflict
+			}
+			return h.renderAccess(c, status, p, msg)
+		}
+		return err
+	}
+	return done(c, "/admin", "history-saved")
 }
 
 // setPermissions saves the permissions the tenant allows one server's

@@ -97,6 +97,17 @@ type Request struct {
 	Person  Person
 	AgentID string // empty: the first agent
 	Text    string
+	// Conversation is the conversation the run answers in (the
+	// activity's conversation id: a personal chat, a group chat, a
+	// channel thread): the run reads its earlier turns and adds its own.
+	// Empty: a run with no memory.
+	Conversation string
+	// Shared says the conversation has several people (a group chat, a
+	// channel): each message the model reads says who wrote it.
+	Shared bool
+	// Stream, when set, hears the answer's words as the model writes
+	// them (deltas, in order, on the run's goroutine, quickly).
+	Stream func(delta string)
 	// Connect, when set, asks the person to connect a server reached with
 	// their own authorization (auth: person) that they have not
 	// connected; the call waits meanwhile. Nil (a run without a person,
@@ -197,6 +208,12 @@ type Options struct {
 	// model; its Transport is reused, its Timeout is not (a server's event
 	// stream lives long). Nil means http.DefaultTransport.
 	HTTPClient *http.Client
+	// ModelToken gives an Entra ID access token for scope (the service's
+	// own, from its app registration's credential): an openai model with
+	// entra: true asks it for CognitiveServicesScope before each request
+	// and sends it instead of a key. Nil: such a model is a configuration
+	// mistake.
+	ModelToken func(ctx context.Context, scope string) (string, error)
 	// Getenv reads ${VAR} values and model keys; nil means os.Getenv.
 	Getenv func(string) string
 	// Registerer receives the package's metrics; nil registers none.

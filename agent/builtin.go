@@ -22,8 +22,40 @@ type BuiltinModel struct{}
 // NewBuiltinModel returns the built-in model.
 func NewBuiltinModel() *BuiltinModel { return &BuiltinModel{} }
 
-// Next implements Model.
+// Next implements Model. With Turn.Stream set, a final answer is heard in
+// groups of a few words, as a model that writes would send it.
 func (m *BuiltinModel) Next(_ context.Context, t Turn) (Message, error) {
+	msg := m.next(t)
+	if t.Stream != nil && len(msg.ToolCalls) == 0 {
+		streamWords(msg.Text, t.Stream)
+	}
+	return msg, nil
+}
+
+// wordsPerDelta is how many words the built-in model streams at a time.
+const wordsPerDelta = 4
+
+// streamWords hands text to hear in groups of wordsPerDelta words, each
+// with the spaces that follow it, so that the pieces join into text.
+func streamWords(text string, hear func(string)) {
+	start, n, inWord := 0, 0, false
+	for i, r := range text {
+		space := unicode.IsSpace(r)
+		if !space && !inWord {
+			if n == wordsPerDelta {
+				hear(text[start:i])
+				start, n = i, 0
+			}
+			n++
+		}
+		inWord = !space
+	}
+	if start < len(text) {
+		hear(text[start:])
+	}
+}
+
+func (m *BuiltinModel) next(t Turn) Message {
 	last := -1
 	for i, msg := range t.Messages {
 		if msg.Role == RoleUser {
@@ -31,7 +63,7 @@ func (m *BuiltinModel) Next(_ context.Context, t Turn) (Message, error) {
 		}
 	}
 	if last < 0 {
-		return Message{Role: RoleAssistant, Text: "Ask me something."}, nil
+		return Message{Role: RoleAssistant, Text: "Ask me something."}
 	}
 	var results []Message
 	for _, msg := range t.Messages[last+1:] {
@@ -40,9 +72,53 @@ func (m *BuiltinModel) Next(_ context.Context, t Turn) (Message, error) {
 		}
 	}
 	if len(results) > 0 || t.Final {
-		return Message{Role: RoleAssistant, Text: composeAnswer(t.Tools, results)}, nil
+		return Message{Role: RoleAssistant, Text: composeAnswer(t.Tools, results)}
 	}
-	return m.decide(t.Messages[last].Text, t.Tools), nil
+	switch strings.TrimSpace(t.Messages[last].Text) {
+	case "/again":
+		return again(t.Messages[:last], t.Tools)
+	case "/history":
+		return recall(t.Messages[:last])
+	}
+	return m.decide(t.Messages[last].Text, t.Tools)
+}
+
+// again is the built-in model's follow-up: the last tool call of the
+// conversation's earlier turns, made again with the same arguments, so
+// that memory shows without a network ("/again").
+func again(earlier []Message, tools []ToolSpec) Message {
+	for i := len(earlier) - 1; i >= 0; i-- {
+		if calls := earlier[i].ToolCalls; earlier[i].Role == RoleAssistant && len(calls) > 0 {
+			c := calls[len(calls)-1]
+			return Message{Role: RoleAssistant, ToolCalls: []ToolCall{{ID: "call-1", Name: resolveSpec(tools, c.Name), Arguments: c.Arguments}}}
+		}
+	}
+	return Message{Role: RoleAssistant, Text: "There is nothing earlier in this conversation to do again. " + builtinHelp}
+}
+
+// recall lists the earlier questions of the conversation, with who asked
+// them where several people share it ("/history").
+func recall(earlier []Message) Message {
+	var b strings.Builder
+	n := 0
+	for _, m := range earlier {
+		if m.Role != RoleUser {
+			continue
+		}
+		n++
+		if n == 1 {
+			b.WriteString("Earlier in this conversation:")
+		}
+		fmt.Fprintf(&b, "\n%d. ", n)
+		if m.From != "" {
+			b.WriteString(m.From + ": ")
+		}
+		b.WriteString(textclip.Clip(oneLine(m.Text), 200))
+	}
+	if n == 0 {
+		return Message{Role: RoleAssistant, Text: "I remember nothing earlier in this conversation."}
+	}
+	return Message{Role: RoleAssistant, Text: b.String()}
 }
 
 const builtinHelp = "Write /tools to see what I can use, or call a tool with /tool-name {json arguments}."

@@ -61,3 +61,39 @@ func TestBuiltinModelBoundsHostileResults(t *testing.T) {
 		}
 	}
 }
+
+// With Turn.Stream set, the built-in model sends its final answer in a few
+// pieces of whole words, in order, that join into the Text; a reply that
+// calls a tool is heard not at all.
+func TestBuiltinModelStreamsItsAnswer(t *testing.T) {
+	turn := agent.Turn{
+		Tools: []agent.ToolSpec{{Name: "srv/t", Server: "srv", Tool: "t", Title: "T"}},
+		Messages: []agent.Message{
+			{Role: agent.RoleUser, Text: "/t {}"},
+			{Role: agent.RoleAssistant, ToolCalls: []agent.ToolCall{{ID: "call-1", Name: "srv/t"}}},
+			{Role: agent.RoleTool, ToolCallID: "call-1", ToolName: "srv/t",
+				Text: `{"accountManager":"Dana Whitfield","open_tickets":2,"region":"North  Europe","tags":["enterprise","renewal due"]}`},
+		},
+	}
+	var heard []string
+	turn.Stream = func(d string) { heard = append(heard, d) }
+	msg, err := agent.NewBuiltinModel().Next(context.Background(), turn)
+	if err != nil {
+		t.Fatalf("Next: %v", err)
+	}
+	if len(heard) < 3 || strings.Join(heard, "") != msg.Text {
+		t.Fatalf("heard %q; want several pieces joining into %q", heard, msg.Text)
+	}
+	for i, d := range heard {
+		if n := len(strings.Fields(d)); n == 0 || n > 4 || strings.TrimLeft(d, " \n") != d && i > 0 {
+			t.Errorf("piece %d %q: want one to four whole words, each with the spaces after it", i, d)
+		}
+	}
+
+	heard = nil
+	turn.Messages = turn.Messages[:1]
+	msg, err = agent.NewBuiltinModel().Next(context.Background(), turn)
+	if err != nil || len(msg.ToolCalls) != 1 || len(heard) != 0 {
+		t.Errorf("a tool call: %+v, %v, heard %q", msg, err, heard)
+	}
+}

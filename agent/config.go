@@ -38,7 +38,8 @@ import (
 //	      apiKeyEnv: OPENAI_API_KEY            # the key is read from this variable
 //	      apiVersion: 2024-10-21               # Azure: sent as ?api-version=, and the key goes in api-key
 //	      azure: true          # send the key in api-key instead of Authorization: Bearer
-//	      timeout: 60s         # per model request
+//	      entra: true          # Azure OpenAI: an Entra ID token of the app registration instead of a key
+//	      timeout: 60s         # per attempt of a model request (at most 3 attempts)
 //	      maxToolRounds: 8     # tool rounds before the model must answer
 //	    servers:
 //	      - name: demo         # unique within the agent; [A-Za-z0-9._-]
@@ -58,9 +59,15 @@ import (
 //	        env: {DEBUG_LOG_FILE: debug-log.jsonl}
 //	        dir: /var/lib/teamsbot   # working directory of the child (optional)
 //	        timeout: 30s       # per tool call; default 30s
+//	    memory:                # earlier turns of the conversation a run reads
+//	      turns: 20            # default 20; -1 turns memory off
+//	      tokens: 8000         # budget in model tokens (estimated); default 8000
 //	    rules:                 # data rules, applied to the model's and the views' calls
 //	      denyTools: [crm/delete_customer, "debug/*", export_all]
 //	      redact: ['\b\d{3}-\d{2}-\d{4}\b']  # regular expressions (Go syntax)
+//	    prompts:               # suggested prompts of the Teams app (teamsbot manifest)
+//	      - title: Sales report          # at most 32 characters
+//	        text: Show me this quarter's sales report   # at most 128
 //
 // ${VAR} in url, headers and env values is replaced from the environment; a
 // variable that is not set is an error.
@@ -75,7 +82,32 @@ type AgentConfig struct {
 	Model   ModelConfig    `yaml:"model" json:"model"`
 	Servers []ServerConfig `yaml:"servers" json:"servers"`
 	Rules   RulesConfig    `yaml:"rules" json:"rules"`
+	// Memory bounds what a run reads of its conversation's earlier turns.
+	Memory MemoryConfig `yaml:"memory" json:"memory"`
+	// Prompts are what Teams offers a person to ask the agent (its
+	// prompt starters and the bot's command menu); `teamsbot manifest`
+	// writes the first agent's into the app package.
+	Prompts []PromptConfig `yaml:"prompts" json:"prompts,omitempty"`
 }
+
+// PromptConfig is one suggested prompt: the title Teams shows and the
+// text it puts in the compose box when the person picks it.
+type PromptConfig struct {
+	Title string `yaml:"title" json:"title"`
+	Text  string `yaml:"text" json:"text"`
+}
+
+// The limits of suggested prompts. A prompt is a command of the bot in
+// the app manifest: Teams' command title holds at most 32 characters and
+// its description, which carries the text, 128 ("Create prompt
+// suggestions" and the app manifest schema reference); a command list
+// holds at most 10 commands ("The command property supports up to 10
+// commands"), of which the bot keeps one for /tools.
+const (
+	MaxPrompts     = 9
+	MaxPromptTitle = 32
+	MaxPromptText  = 128
+)
 
 // Model kinds.
 const (
@@ -102,6 +134,11 @@ type ModelConfig struct {
 	APIVersion string `yaml:"apiVersion" json:"apiVersion,omitempty"`
 	// Azure sends the key in the api-key header instead of Authorization.
 	Azure bool `yaml:"azure" json:"azure,omitempty"`
+	// Entra signs in to Azure OpenAI with an Entra ID token of the
+	// service's own app registration (Options.ModelToken, for
+	// CognitiveServicesScope) instead of a key: sent as Authorization:
+	// Bearer. Not with APIKeyEnv.
+	Entra bool `yaml:"entra" json:"entra,omitempty"`
 	// Timeout bounds one model request (Go duration); default 60s.
 	Timeout string `yaml:"timeout" json:"timeout,omitempty"`
 	// MaxToolRounds bounds the rounds of tool calls in one run; default 8.
@@ -170,6 +207,39 @@ const (
 	AuthService = "service"
 )
 
+// MemoryConfig bounds an agent's memory of a conversation: the earlier
+// turns a run reads, newest first, whole turns only, until either bound.
+type MemoryConfig struct {
+	// Turns is how many earlier turns at most; 0 means DefaultMemoryTurns,
+	// and -1 turns memory off for the agent.
+	Turns int `yaml:"turns" json:"turns,omitempty"`
+	// Tokens is the budget of those turns in model tokens (estimated);
+	// 0 means DefaultMemoryTokens.
+	Tokens int `yaml:"tokens" json:"tokens,omitempty"`
+}
+
+// Defaults of an agent's memory.
+const (
+	DefaultMemoryTurns  = 20
+	DefaultMemoryTokens = 8000
+)
+
+// bounds returns the memory's bounds with their defaults; zero turns when
+// memory is off.
+func (m MemoryConfig) bounds() (turns, tokens int) {
+	turns, tokens = m.Turns, m.Tokens
+	if turns == 0 {
+		turns = DefaultMemoryTurns
+	}
+	if turns < 0 {
+		return 0, 0
+	}
+	if tokens == 0 {
+		tokens = DefaultMemoryTokens
+	}
+	return turns, tokens
+}
+
 // RulesConfig holds an agent's data rules.
 type RulesConfig struct {
 	// DenyTools lists tools that may not be called, by the model or a view:
@@ -211,14 +281,24 @@ func DefaultConfig() Config {
 // mistakes; other top-level keys belong to other parts and are left alone
 // (LoadConfigFile refuses them). A file without agents gives DefaultConfig.
 func LoadConfig(data []byte, getenv func(string) string) (Config, error) {
-	return loadFile(data, getenv, false, nil)
+	return loadFile(data, getenv, false, nil, false)
 }
 
 // LoadConfigFile is LoadConfig for a whole file whose top-level keys are
 // agents and others (the keys other parts own): any other top-level key is
 // a mistake too, reported with the rest.
 func LoadConfigFile(data []byte, getenv func(string) string, others ...string) (Config, error) {
-	return loadFile(data, getenv, true, others)
+	return loadFile(data, getenv, true, others, false)
+}
+
+// LoadConfigFileUnresolved is LoadConfigFile for reading what the file
+// says without the environment it names: a value with a ${VAR} that getenv
+// does not set stays as written and is not checked further, and that is
+// no mistake. `teamsbot manifest` reads the agents' prompts so, without
+// the servers' secrets. Every other mistake is reported as LoadConfigFile
+// reports it; the configuration it returns is not one to run.
+func LoadConfigFileUnresolved(data []byte, getenv func(string) string, others ...string) (Config, error) {
+	return loadFile(data, getenv, true, others, true)
 }
 
 // ConfigError is one mistake in the configuration file: where it is and
@@ -232,6 +312,8 @@ type ConfigError struct {
 	Path string
 	// Msg says what is wrong, naming the value.
 	Msg string
+	// unresolved marks a ${VAR} whose variable is not set.
+	unresolved bool
 }
 
 func (e *ConfigError) Error() string {

@@ -119,7 +119,7 @@ func TestLoadConfigRejectsUnknownKeys(t *testing.T) {
 		t.Errorf("err = %v", err)
 	}
 	_, err = agent.LoadConfig([]byte("agents:\n  - id: a\n    colour: blue\n"), nil)
-	if err == nil || err.Error() != "line 3, column 5: unknown key `colour` in agents[0] (known: id, name, model, servers, rules)" {
+	if err == nil || err.Error() != "line 3, column 5: unknown key `colour` in agents[0] (known: id, name, model, servers, rules, memory, prompts)" {
 		t.Errorf("err = %v", err)
 	}
 }
@@ -366,5 +366,17 @@ func TestLoadConfigAuthMistakes(t *testing.T) {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("mistakes lack %q:\n%s", want, err)
 		}
+	}
+}
+
+// Memory's bounds are checked with the rest of the file.
+func TestLoadConfigMemoryMistakes(t *testing.T) {
+	_, err := agent.LoadConfig([]byte("agents:\n  - id: a\n    memory:\n      turns: -5\n      tokens: -1\n"), nil)
+	if err == nil || !strings.Contains(err.Error(), "agents[0].memory.turns -5: use 1 to 1000 earlier turns, or -1 for no memory") ||
+		!strings.Contains(err.Error(), "agents[0].memory.tokens -1: use 1 to 1000000 tokens") {
+		t.Errorf("err = %v", err)
+	}
+	if _, err := agent.LoadConfig([]byte("agents:\n  - id: a\n    memory: {turns: -1}\n"), nil); err != nil {
+		t.Errorf("memory off: %v", err)
 	}
 }

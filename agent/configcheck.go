@@ -6,6 +6,7 @@ import (
 	"regexp"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"teamsbot/access"
 	"teamsbot/internal/netaddr"
@@ -20,49 +21,60 @@ import (
 // means no variables are set) and validates the configuration, reporting
 // every mistake together. Call it once: it changes the values in place.
 func (c *Config) Resolve(getenv func(string) string) error {
-	errs := append(c.resolve(getenv), c.validate(func(name string) bool { return name == BuiltinDemo })...)
+	errs := append(c.resolve(getenv, false), c.validate(func(name string) bool { return name == BuiltinDemo })...)
 	if err := configErrors(errs); err != nil {
 		return fmt.Errorf("agent: config: %w", err)
 	}
 	return nil
 }
 
-// resolve expands ${VAR} in url, headers and env values.
-func (c *Config) resolve(getenv func(string) string) []*ConfigError {
+// resolve expands ${VAR} in url, headers and env values. With keepUnset,
+// a value that names a variable getenv does not set stays as written, and
+// its mistake is marked unresolved (for LoadConfigFileUnresolved to pass
+// over); otherwise the value is emptied.
+func (c *Config) resolve(getenv func(string) string, keepUnset bool) []*ConfigError {
 	if getenv == nil {
 		getenv = func(string) string { return "" }
 	}
 	var errs []*ConfigError
+	expand := func(v, path string) string {
+		x, err := expandEnv(v, getenv)
+		if err == nil {
+			return x
+		}
+		unset := errors.Is(err, errUnsetVariable)
+		errs = append(errs, &ConfigError{Path: path, Msg: fmt.Sprintf("%s: %v", path, err), unresolved: unset})
+		if unset && keepUnset {
+			return v
+		}
+		return x
+	}
 	for i := range c.Agents {
 		a := &c.Agents[i]
 		for j := range a.Servers {
 			s := &a.Servers[j]
 			where := fmt.Sprintf("agents[%d].servers[%d]", i, j)
-			var err error
-			if s.URL, err = expandEnv(s.URL, getenv); err != nil {
-				errs = append(errs, &ConfigError{Path: where + ".url", Msg: fmt.Sprintf("%s.url: %v", where, err)})
-			}
-			s.Headers = expandMap(s.Headers, getenv, where+".headers", &errs)
-			s.Env = expandMap(s.Env, getenv, where+".env", &errs)
+			s.URL = expand(s.URL, where+".url")
+			s.Headers = expandMap(s.Headers, where+".headers", expand)
+			s.Env = expandMap(s.Env, where+".env", expand)
 		}
 	}
 	return errs
 }
 
-func expandMap(m map[string]string, getenv func(string) string, where string, errs *[]*ConfigError) map[string]string {
+func expandMap(m map[string]string, where string, expand func(v, path string) string) map[string]string {
 	if m == nil {
 		return nil
 	}
 	out := make(map[string]string, len(m))
 	for k, v := range m {
-		x, err := expandEnv(v, getenv)
-		if err != nil {
-			*errs = append(*errs, &ConfigError{Path: where + "." + k, Msg: fmt.Sprintf("%s.%s: %v", where, k, err)})
-		}
-		out[k] = x
+		out[k] = expand(v, where+"."+k)
 	}
 	return out
 }
+
+// errUnsetVariable is expandEnv's mistake for a variable that is not set.
+var errUnsetVariable = errors.New("not set")
 
 // expandEnv replaces ${NAME} with getenv(NAME). Only the braced form is
 // expanded, so a literal "$" in a header value stays as written.
@@ -88,7 +100,7 @@ func expandEnv(s string, getenv func(string) string) (string, error) {
 		}
 		v := getenv(name)
 		if v == "" {
-			return "", fmt.Errorf("uses ${%s}, which is not set", name)
+			return "", fmt.Errorf("uses ${%s}, which is %w", name, errUnsetVariable)
 		}
 		b.WriteString(v)
 		s = s[i+end+1:]
@@ -141,6 +153,12 @@ func (c Config) validate(known func(string) bool) []*ConfigError {
 			}
 		}
 		a.Model.validate(&p, where+".model")
+		if a.Memory.Turns < -1 || a.Memory.Turns > 1000 {
+			p.add(where+".memory.turns", "%s.memory.turns %d: use 1 to 1000 earlier turns, or -1 for no memory", where, a.Memory.Turns)
+		}
+		if a.Memory.Tokens < 0 || a.Memory.Tokens > 1_000_000 {
+			p.add(where+".memory.tokens", "%s.memory.tokens %d: use 1 to 1000000 tokens", where, a.Memory.Tokens)
+		}
 		servers := map[string]int{}
 		for j, s := range a.Servers {
 			path := fmt.Sprintf("%s.servers[%d]", where, j)
@@ -172,15 +190,51 @@ func (c Config) validate(known func(string) bool) []*ConfigError {
 				p.add(fmt.Sprintf("%s.rules.redact[%d]", where, k), "%s.rules.redact[%d] %q: %v", where, k, r, err)
 			}
 		}
+		validatePrompts(&p, where, a.Prompts)
 	}
 	return p
+}
+
+// validatePrompts checks an agent's suggested prompts against what Teams
+// takes of a bot command: a title and a text each on one line, within
+// MaxPromptTitle and MaxPromptText characters, at most MaxPrompts of
+// them, no title twice (Teams would show two alike).
+func validatePrompts(p *problems, where string, prompts []PromptConfig) {
+	if len(prompts) > MaxPrompts {
+		p.add(where+".prompts", "%s.prompts: %d prompts, at most %d (Teams lists at most 10 commands, and one of them is /tools)", where, len(prompts), MaxPrompts)
+	}
+	titles := map[string]int{}
+	for k, pr := range prompts {
+		path := fmt.Sprintf("%s.prompts[%d]", where, k)
+		check := func(key, value string, most int) {
+			switch n := utf8.RuneCountInString(value); {
+			case strings.TrimSpace(value) == "":
+				p.add(path+"."+key, "%s.%s: missing", path, key)
+			case n > most:
+				p.add(path+"."+key, "%s.%s has %d characters; Teams takes at most %d", path, key, n, most)
+			case strings.ContainsAny(value, "\r\n"):
+				p.add(path+"."+key, "%s.%s: write it on one line (Teams shows one line)", path, key)
+			}
+		}
+		check("title", pr.Title, MaxPromptTitle)
+		check("text", pr.Text, MaxPromptText)
+		title := strings.ToLower(strings.TrimSpace(pr.Title))
+		if title == "" {
+			continue
+		}
+		if j, dup := titles[title]; dup {
+			p.add(path+".title", "%s.title %q: already used by prompts[%d]", path, pr.Title, j)
+		} else {
+			titles[title] = k
+		}
+	}
 }
 
 func (m ModelConfig) validate(p *problems, where string) {
 	switch m.Kind {
 	case "", ModelBuiltin:
-		if m.BaseURL != "" || m.Model != "" || m.APIKeyEnv != "" || m.APIVersion != "" {
-			p.add(where, "%s: baseURL, model, apiKeyEnv and apiVersion are for kind openai", where)
+		if m.BaseURL != "" || m.Model != "" || m.APIKeyEnv != "" || m.APIVersion != "" || m.Entra {
+			p.add(where, "%s: baseURL, model, apiKeyEnv, apiVersion and entra are for kind openai", where)
 		}
 	case ModelOpenAI:
 		if m.Model == "" {
@@ -193,6 +247,9 @@ func (m ModelConfig) validate(p *problems, where string) {
 		}
 		if m.APIKeyEnv != "" && !envName.MatchString(m.APIKeyEnv) {
 			p.add(where+".apiKeyEnv", "%s.apiKeyEnv %q: not a variable name", where, m.APIKeyEnv)
+		}
+		if m.Entra && m.APIKeyEnv != "" {
+			p.add(where+".entra", "%s.entra: signs in with an Entra ID token instead of a key; remove apiKeyEnv (or entra)", where)
 		}
 	default:
 		p.add(where+".kind", "%s.kind %q: use builtin or openai", where, m.Kind)

@@ -22,7 +22,7 @@ import (
 // loadFile parses the file into nodes (which keep every value's place),
 // walks them beside the Go types they decode into, decodes, expands and
 // validates, and reports every mistake found on the way together.
-func loadFile(data []byte, getenv func(string) string, strictTop bool, others []string) (Config, error) {
+func loadFile(data []byte, getenv func(string) string, strictTop bool, others []string, keepUnset bool) (Config, error) {
 	var root yaml.Node
 	if err := yaml.Unmarshal(data, &root); err != nil {
 		return Config{}, syntaxError(data, err)
@@ -72,7 +72,18 @@ func loadFile(data []byte, getenv func(string) string, strictTop bool, others []
 	// The values are checked even when keys were wrong, so that one pass
 	// shows every mistake; a value whose own place was already found wrong
 	// is not reported again as missing or empty.
-	for _, e := range append(cfg.resolve(getenv), cfg.validate(func(name string) bool { return name == BuiltinDemo })...) {
+	resolved := cfg.resolve(getenv, keepUnset)
+	if keepUnset {
+		// A value left as written is nobody's mistake here: neither it nor
+		// what validate says of it is reported.
+		resolved = slices.DeleteFunc(resolved, func(e *ConfigError) bool {
+			if e.unresolved {
+				fc.bad = append(fc.bad, e.Path)
+			}
+			return e.unresolved
+		})
+	}
+	for _, e := range append(resolved, cfg.validate(func(name string) bool { return name == BuiltinDemo })...) {
 		if fc.covers(e.Path) {
 			continue
 		}

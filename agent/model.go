@@ -3,8 +3,8 @@ package agent
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
-	"net/http"
 )
 
 // Message roles.
@@ -22,6 +22,10 @@ type Message struct {
 	Text string
 	// ToolCalls are the calls an assistant message asks for.
 	ToolCalls []ToolCall
+	// From names who wrote a RoleUser message in a conversation several
+	// people share (a group chat, a channel): the model is told who said
+	// what. Empty in a personal chat.
+	From string
 	// ToolCallID and ToolName say which call a RoleTool message answers.
 	ToolCallID string
 	ToolName   string
@@ -58,10 +62,15 @@ type Turn struct {
 	// Final says the rounds of tool calls are used up: the model must
 	// answer now, without calling tools.
 	Final bool
+	// Stream, when set, hears the final answer's text as the model writes
+	// it: deltas, in order, on the run's goroutine, quickly. Never tool
+	// calls. Nil: the model answers in one piece.
+	Stream func(delta string)
 }
 
 // Model picks tools and writes the answer. Next returns either tool calls
-// or, with none, the final answer in Text.
+// or, with none, the final answer in Text; the Message carries the whole
+// Text whether or not Turn.Stream heard it in pieces.
 type Model interface {
 	Next(ctx context.Context, t Turn) (Message, error)
 }
@@ -77,18 +86,23 @@ func (s *Service) newModel(ac AgentConfig) (Model, int, error) {
 	case "", ModelBuiltin:
 		return NewBuiltinModel(), rounds, nil
 	case ModelOpenAI:
-		key := ""
-		if m.APIKeyEnv != "" {
-			key = s.getenv(m.APIKeyEnv)
-			if key == "" {
+		var o OpenAIOptions
+		switch {
+		case m.Entra:
+			if s.opts.ModelToken == nil {
+				return nil, 0, errors.New("the model is set to sign in with Entra ID (entra: true), but the service has no credential for it")
+			}
+			o.Token = s.opts.ModelToken
+		case m.APIKeyEnv != "":
+			o.Key = s.getenv(m.APIKeyEnv)
+			if o.Key == "" {
 				s.log.Warn("model key variable is empty; sending no key", "agent", ac.ID, "variable", m.APIKeyEnv)
 			}
 		}
-		var base http.RoundTripper
 		if s.opts.HTTPClient != nil {
-			base = s.opts.HTTPClient.Transport
+			o.Transport = s.opts.HTTPClient.Transport
 		}
-		om, err := NewOpenAIModel(m, key, base)
+		om, err := NewOpenAIModel(m, o)
 		if err != nil {
 			return nil, 0, err
 		}

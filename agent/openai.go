@@ -9,105 +9,132 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
+	"mime"
 	"net/http"
 	"net/url"
 	"regexp"
+	"slices"
+	"strconv"
 	"strings"
+	"time"
+
+	"github.com/openai/openai-go/v3"
+	"github.com/openai/openai-go/v3/option"
+	"github.com/openai/openai-go/v3/packages/param"
+	"github.com/openai/openai-go/v3/packages/ssestream"
+	"github.com/openai/openai-go/v3/shared"
+
 	"teamsbot/internal/netaddr"
 	"teamsbot/internal/textclip"
-	"time"
 )
 
 // OpenAIModel is a model behind an OpenAI-compatible Chat Completions API
-// with tool calling: OpenAI itself, Azure OpenAI, or a local server.
+// with tool calling: OpenAI itself, Azure OpenAI, or a compatible server,
+// reached through OpenAI's Go client (github.com/openai/openai-go/v3).
+//
+// The client retries a request that failed to connect or was answered 408,
+// 409, 429 or 5xx at most twice, after the wait the answer's Retry-After
+// (or Retry-After-Ms) asks for, else after half a second, then one; a wait
+// that would pass the run's deadline (its ctx) is not begun, and the answer
+// that asked for it is the error. Each attempt is bounded by
+// ModelConfig.Timeout, reading a streamed answer included.
+//
+// With Turn.Stream set the answer is asked for as a stream of server-sent
+// events, and each piece of text is handed to Stream as it arrives. The
+// Chat Completions API does not say ahead whether a reply will call tools:
+// text a model writes before the tool calls of the same reply is heard too
+// (the Message carries it in Text, beside the calls); nothing is heard once
+// a tool call has begun.
 type OpenAIModel struct {
-	endpoint string
-	model    string
-	key      string
-	azure    bool
-	client   *http.Client
+	chat    openai.ChatCompletionService
+	model   string
+	host    string // the endpoint's host, the only part of its URL an error names
+	timeout time.Duration
+	token   func(ctx context.Context, scope string) (string, error)
 }
 
-// NewOpenAIModel returns a model for cfg. key may be empty (local servers
-// need none); base is the HTTP transport, nil for the default one.
-func NewOpenAIModel(cfg ModelConfig, key string, base http.RoundTripper) (*OpenAIModel, error) {
+// OpenAIOptions are what an OpenAIModel is given besides its configuration.
+type OpenAIOptions struct {
+	// Key is the API key, sent as Authorization: Bearer, or in the api-key
+	// header for Azure OpenAI. Empty sends none (local servers need none).
+	Key string
+	// Token, when set, is asked for an Entra ID access token for
+	// CognitiveServicesScope before each request, which then carries it as
+	// Authorization: Bearer (and no key).
+	Token func(ctx context.Context, scope string) (string, error)
+	// Transport carries the requests; nil means http.DefaultTransport.
+	Transport http.RoundTripper
+}
+
+// CognitiveServicesScope is the scope of an Entra ID token for Azure
+// OpenAI, as Microsoft's "How to configure Azure OpenAI in Azure AI
+// Foundry Models with Microsoft Entra ID authentication" gives it.
+const CognitiveServicesScope = "https://cognitiveservices.azure.com/.default"
+
+// Bounds of what the model's server may send, so that it cannot exhaust
+// the service: a whole answer, one server-sent event of a streamed one, a
+// streamed answer in all, the tool calls of one streamed reply, and what is
+// kept of an error answer to quote.
+const (
+	maxModelResponseBytes = 8 << 20
+	maxModelEventBytes    = 1 << 20
+	maxModelStreamBytes   = 32 << 20
+	maxStreamedToolCalls  = 4 * MaxToolCallsPerRound
+	maxModelErrorBytes    = 64 << 10
+	// maxModelRetries is how many times the client tries a request again.
+	maxModelRetries = 2
+)
+
+// NewOpenAIModel returns a model for cfg.
+func NewOpenAIModel(cfg ModelConfig, o OpenAIOptions) (*OpenAIModel, error) {
 	root := cfg.BaseURL
 	if root == "" {
 		root = DefaultOpenAIBaseURL
 	}
-	u, err := url.Parse(strings.TrimRight(root, "/") + "/chat/completions")
-	if err != nil {
-		return nil, fmt.Errorf("model baseURL: %w", err)
-	}
-	if cfg.APIVersion != "" {
-		q := u.Query()
-		q.Set("api-version", cfg.APIVersion)
-		u.RawQuery = q.Encode()
+	root = strings.TrimRight(root, "/")
+	u, err := url.Parse(root)
+	if err != nil || u.Host == "" {
+		return nil, fmt.Errorf("model baseURL %s: not an absolute URL", netaddr.RedactURLCredentials(root))
 	}
 	timeout, err := parseTimeout(cfg.Timeout, DefaultModelTimeout)
 	if err != nil {
 		return nil, fmt.Errorf("model timeout: %w", err)
 	}
-	if base == nil {
-		base = http.DefaultTransport
+	transport := o.Transport
+	if transport == nil {
+		transport = http.DefaultTransport
 	}
-	return &OpenAIModel{
-		endpoint: u.String(),
-		model:    cfg.Model,
-		key:      key,
-		azure:    cfg.Azure || cfg.APIVersion != "",
+	opts := []option.RequestOption{
+		option.WithBaseURL(root),
 		// The key (api-key or Authorization) and the conversation are for
 		// the configured endpoint only: Go's client would copy api-key to
 		// any host a redirect names, and Authorization to another port.
-		client: &http.Client{Transport: base, Timeout: timeout, CheckRedirect: netaddr.SameOriginRedirects},
+		option.WithHTTPClient(&http.Client{Transport: transport, CheckRedirect: netaddr.SameOriginRedirects}),
+		option.WithMaxRetries(maxModelRetries),
+		option.WithRequestTimeout(timeout),
+	}
+	if cfg.APIVersion != "" {
+		opts = append(opts, option.WithQuery("api-version", cfg.APIVersion))
+	}
+	switch {
+	case o.Token != nil, o.Key == "":
+	case cfg.Azure || cfg.APIVersion != "":
+		opts = append(opts, option.WithHeader("api-key", o.Key))
+	default:
+		opts = append(opts, option.WithAPIKey(o.Key))
+	}
+	// NewChatCompletionService, unlike openai.NewClient, reads no OPENAI_*
+	// variable: the configuration alone says where the model is and which
+	// key it gets.
+	return &OpenAIModel{
+		chat:    openai.NewChatCompletionService(opts...),
+		model:   cfg.Model,
+		host:    u.Host,
+		timeout: timeout,
+		token:   o.Token,
 	}, nil
 }
-
-// Wire format of the Chat Completions API (the parts used here).
-type (
-	chatRequest struct {
-		Model      string     `json:"model"`
-		Messages   []chatMsg  `json:"messages"`
-		Tools      []chatTool `json:"tools,omitempty"`
-		ToolChoice string     `json:"tool_choice,omitempty"`
-	}
-	chatMsg struct {
-		Role       string         `json:"role"`
-		Content    *string        `json:"content"`
-		ToolCalls  []chatToolCall `json:"tool_calls,omitempty"`
-		ToolCallID string         `json:"tool_call_id,omitempty"`
-	}
-	chatTool struct {
-		Type     string       `json:"type"`
-		Function chatFunction `json:"function"`
-	}
-	chatFunction struct {
-		Name        string `json:"name"`
-		Description string `json:"description,omitempty"`
-		Parameters  any    `json:"parameters"`
-	}
-	chatToolCall struct {
-		ID       string `json:"id"`
-		Type     string `json:"type"`
-		Function struct {
-			Name      string `json:"name"`
-			Arguments string `json:"arguments"`
-		} `json:"function"`
-	}
-	chatResponse struct {
-		Choices []struct {
-			Message      chatMsg `json:"message"`
-			FinishReason string  `json:"finish_reason"`
-		} `json:"choices"`
-	}
-	chatError struct {
-		Error struct {
-			Message string `json:"message"`
-			Type    string `json:"type"`
-			Code    any    `json:"code"`
-		} `json:"error"`
-	}
-)
 
 var openAIName = regexp.MustCompile(`^[a-zA-Z0-9_-]{1,64}$`)
 
@@ -144,86 +171,236 @@ func sanitize(s string) string {
 	}, s)
 }
 
-func strPtr(s string) *string { return &s }
-
 // Next implements Model.
 func (m *OpenAIModel) Next(ctx context.Context, t Turn) (Message, error) {
 	to, from := toolNames(t.Tools)
-	req := chatRequest{Model: m.model}
-	req.Messages = append(req.Messages, chatMsg{Role: "system", Content: strPtr(systemPrompt(t.AgentName))})
+	params := m.params(t, to)
+
+	// x follows this request through the client's attempts; its context
+	// ends the attempts early when waiting for another would be in vain.
+	ctx, stop := context.WithCancelCause(ctx)
+	defer stop(nil)
+	x := &exchange{cancel: stop}
+	opts := []option.RequestOption{option.WithMiddleware(x.attempt)}
+	if m.token != nil {
+		tok, err := m.token(ctx, CognitiveServicesScope)
+		if err != nil {
+			return Message{}, fmt.Errorf("%w: no Entra ID token for the model: %w", ErrModel, err)
+		}
+		opts = append(opts, option.WithHeader("Authorization", "Bearer "+tok))
+	}
+	if t.Stream == nil {
+		resp, err := m.chat.New(ctx, params, opts...)
+		if err != nil {
+			return Message{}, m.failure(ctx, x, err)
+		}
+		return m.message(resp, from)
+	}
+	return m.stream(ctx, x, params, opts, from, t.Stream)
+}
+
+// params is the Chat Completions request of a turn; to maps the offered
+// tools' names to the API's.
+func (m *OpenAIModel) params(t Turn, to map[string]string) openai.ChatCompletionNewParams {
+	p := openai.ChatCompletionNewParams{Model: shared.ChatModel(m.model)}
+	p.Messages = make([]openai.ChatCompletionMessageParamUnion, 0, len(t.Messages)+1)
+	p.Messages = append(p.Messages, openai.SystemMessage(systemPrompt(t.AgentName)))
 	for _, msg := range t.Messages {
 		switch msg.Role {
 		case RoleUser:
-			req.Messages = append(req.Messages, chatMsg{Role: "user", Content: strPtr(msg.Text)})
+			text := msg.Text
+			if msg.From != "" {
+				// A conversation several people share: the model is told
+				// who said what (the API's own name field takes only
+				// [A-Za-z0-9_-], which most names are not).
+				text = msg.From + ": " + text
+			}
+			p.Messages = append(p.Messages, openai.UserMessage(text))
 		case RoleAssistant:
-			cm := chatMsg{Role: "assistant"}
+			am := &openai.ChatCompletionAssistantMessageParam{}
 			if msg.Text != "" || len(msg.ToolCalls) == 0 {
-				cm.Content = strPtr(msg.Text)
+				am.Content.OfString = param.NewOpt(msg.Text)
 			}
 			for _, c := range msg.ToolCalls {
-				var tc chatToolCall
-				tc.ID, tc.Type = c.ID, "function"
-				tc.Function.Name = to[c.Name]
-				if tc.Function.Name == "" {
-					tc.Function.Name = sanitize(c.Name)
+				name := to[c.Name]
+				if name == "" {
+					name = sanitize(c.Name)
 				}
-				tc.Function.Arguments = string(c.Arguments)
-				cm.ToolCalls = append(cm.ToolCalls, tc)
+				am.ToolCalls = append(am.ToolCalls, openai.ChatCompletionMessageToolCallUnionParam{
+					OfFunction: &openai.ChatCompletionMessageFunctionToolCallParam{
+						ID:       c.ID,
+						Function: openai.ChatCompletionMessageFunctionToolCallFunctionParam{Name: name, Arguments: string(c.Arguments)},
+					},
+				})
 			}
-			req.Messages = append(req.Messages, cm)
+			p.Messages = append(p.Messages, openai.ChatCompletionMessageParamUnion{OfAssistant: am})
 		case RoleTool:
 			text := msg.Text
 			if msg.IsError {
 				text = "Error: " + text
 			}
-			req.Messages = append(req.Messages, chatMsg{Role: "tool", Content: strPtr(text), ToolCallID: msg.ToolCallID})
+			p.Messages = append(p.Messages, openai.ToolMessage(text, msg.ToolCallID))
 		}
 	}
 	for _, s := range t.Tools {
-		params := s.InputSchema
-		if params == nil {
-			params = map[string]any{"type": "object", "properties": map[string]any{}}
-		}
 		desc := s.Description
 		if s.Title != "" && s.Title != s.Tool {
 			desc = s.Title + ". " + desc
 		}
-		req.Tools = append(req.Tools, chatTool{Type: "function", Function: chatFunction{Name: to[s.Name], Description: desc, Parameters: params}})
+		fn := shared.FunctionDefinitionParam{Name: to[s.Name], Parameters: schemaParams(s.InputSchema)}
+		if desc != "" {
+			fn.Description = param.NewOpt(desc)
+		}
+		p.Tools = append(p.Tools, openai.ChatCompletionFunctionTool(fn))
 	}
 	switch {
-	case len(req.Tools) == 0:
+	case len(p.Tools) == 0:
 	case t.Final:
 		// The tools stay described (the history names them), but none may
 		// be called now.
-		req.ToolChoice = "none"
+		p.ToolChoice.OfAuto = param.NewOpt("none")
 	default:
-		req.ToolChoice = "auto"
+		p.ToolChoice.OfAuto = param.NewOpt("auto")
 	}
+	return p
+}
 
-	resp, err := m.post(ctx, req)
-	if err != nil {
-		return Message{}, err
+// schemaParams is a tool's input schema as the API's parameters: an object
+// schema with no properties when the tool has none.
+func schemaParams(schema any) shared.FunctionParameters {
+	switch s := schema.(type) {
+	case nil:
+		return shared.FunctionParameters{"type": "object", "properties": map[string]any{}}
+	case map[string]any:
+		return s
 	}
+	var out shared.FunctionParameters
+	if b, err := json.Marshal(schema); err == nil && json.Unmarshal(b, &out) == nil && out != nil {
+		return out
+	}
+	return shared.FunctionParameters{"type": "object", "properties": map[string]any{}}
+}
+
+// message turns a whole answer into the assistant's message.
+func (m *OpenAIModel) message(resp *openai.ChatCompletion, from map[string]string) (Message, error) {
 	if len(resp.Choices) == 0 {
-		return Message{}, fmt.Errorf("%w: the response has no choices", ErrModel)
+		return Message{}, fmt.Errorf("%w: the answer from %s has no choices", ErrModel, m.host)
 	}
 	cm := resp.Choices[0].Message
-	out := Message{Role: RoleAssistant}
-	if cm.Content != nil {
-		out.Text = *cm.Content
-	}
+	out := Message{Role: RoleAssistant, Text: cm.Content}
 	for _, tc := range cm.ToolCalls {
-		name := from[tc.Function.Name]
-		if name == "" {
-			name = tc.Function.Name // not offered: the run refuses it
-		}
-		args := json.RawMessage(tc.Function.Arguments)
-		if strings.TrimSpace(tc.Function.Arguments) == "" {
-			args = json.RawMessage("{}")
-		}
-		out.ToolCalls = append(out.ToolCalls, ToolCall{ID: tc.ID, Name: name, Arguments: args})
+		out.ToolCalls = append(out.ToolCalls, modelToolCall(tc.ID, tc.Function.Name, tc.Function.Arguments, from))
 	}
 	return out, nil
+}
+
+// modelToolCall is one call the model asked for, named as offered.
+func modelToolCall(id, name, args string, from map[string]string) ToolCall {
+	offered := from[name]
+	if offered == "" {
+		offered = name // not offered: the run refuses it
+	}
+	raw := json.RawMessage(args)
+	if strings.TrimSpace(args) == "" {
+		raw = json.RawMessage("{}")
+	}
+	return ToolCall{ID: id, Name: offered, Arguments: raw}
+}
+
+// streamedCall is a tool call being assembled from a stream's deltas.
+type streamedCall struct {
+	id, name string
+	args     strings.Builder
+}
+
+// stream asks for the answer as server-sent events (the Chat Completions
+// API's stream: true), hands each piece of text to hear as it arrives,
+// and assembles the tool calls from their deltas by index, their
+// arguments concatenated. A stream that ends before a chunk gave a
+// finish_reason was cut, and is an error.
+func (m *OpenAIModel) stream(ctx context.Context, x *exchange, params openai.ChatCompletionNewParams, opts []option.RequestOption, from map[string]string, hear func(string)) (Message, error) {
+	var raw *http.Response
+	s := m.chat.NewStreaming(ctx, params, append(opts, option.WithResponseInto(&raw))...)
+	defer s.Close()
+	if err := s.Err(); err != nil {
+		return Message{}, m.failure(ctx, x, err)
+	}
+	if raw != nil && !isEventStream(raw.Header) {
+		// A server that does not stream answers in one piece: read it so.
+		return m.whole(ctx, x, raw.Body, from, hear)
+	}
+	var text strings.Builder
+	calls := map[int64]*streamedCall{}
+	finished := false
+	for s.Next() {
+		chunk := s.Current()
+		for _, c := range chunk.Choices {
+			if c.Index != 0 {
+				continue // n is 1: other choices are not asked for
+			}
+			if d := c.Delta.Content; d != "" {
+				text.WriteString(d)
+				if len(calls) == 0 {
+					hear(d)
+				}
+			}
+			for _, tc := range c.Delta.ToolCalls {
+				sc := calls[tc.Index]
+				if sc == nil {
+					if len(calls) == maxStreamedToolCalls {
+						return Message{}, fmt.Errorf("%w: the answer from %s asks for more than %d tool calls", ErrModel, m.host, maxStreamedToolCalls)
+					}
+					sc = &streamedCall{}
+					calls[tc.Index] = sc
+				}
+				if sc.id == "" {
+					sc.id = tc.ID
+				}
+				if sc.name == "" {
+					sc.name = tc.Function.Name
+				}
+				sc.args.WriteString(tc.Function.Arguments)
+			}
+			if c.FinishReason != "" {
+				finished = true
+			}
+		}
+	}
+	if err := s.Err(); err != nil {
+		return Message{}, m.failure(ctx, x, err)
+	}
+	if !finished {
+		return Message{}, fmt.Errorf("%w: the answer from %s ended before it was complete", ErrModel, m.host)
+	}
+	out := Message{Role: RoleAssistant, Text: text.String()}
+	indices := make([]int64, 0, len(calls))
+	for i := range calls {
+		indices = append(indices, i)
+	}
+	slices.Sort(indices)
+	for _, i := range indices {
+		sc := calls[i]
+		out.ToolCalls = append(out.ToolCalls, modelToolCall(sc.id, sc.name, sc.args.String(), from))
+	}
+	return out, nil
+}
+
+// whole reads an answer in one piece to a request for a stream, and hands
+// its text to hear at once.
+func (m *OpenAIModel) whole(ctx context.Context, x *exchange, body io.Reader, from map[string]string, hear func(string)) (Message, error) {
+	data, err := io.ReadAll(body)
+	if err != nil {
+		return Message{}, m.failure(ctx, x, err)
+	}
+	var resp openai.ChatCompletion
+	if err := json.Unmarshal(data, &resp); err != nil {
+		return Message{}, fmt.Errorf("%w: the answer from %s is neither a stream of events nor Chat Completions JSON", ErrModel, m.host)
+	}
+	msg, err := m.message(&resp, from)
+	if err == nil && msg.Text != "" && len(msg.ToolCalls) == 0 {
+		hear(msg.Text)
+	}
+	return msg, err
 }
 
 func systemPrompt(agent string) string {
@@ -234,56 +411,243 @@ func systemPrompt(agent string) string {
 		"Some tool results are also shown to the person as an interactive view; describe the result in words."
 }
 
-// post sends one request; HTTP errors become errors wrapping ErrModel with
-// the status and the API's own message (never the key).
-func (m *OpenAIModel) post(ctx context.Context, body chatRequest) (*chatResponse, error) {
-	b, err := json.Marshal(body)
-	if err != nil {
-		return nil, fmt.Errorf("%w: encoding the request: %w", ErrModel, err)
+// failure is the error of a request that failed: it wraps ErrModel and
+// says what happened in words an operator reads (the status and the API's
+// own message, the host), never the key, a token or the URL's path and
+// query.
+func (m *OpenAIModel) failure(ctx context.Context, x *exchange, err error) error {
+	if x.stopped != nil {
+		// The exchange ended the attempts itself: what made it is the error.
+		err = x.stopped
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, m.endpoint, bytes.NewReader(b))
-	if err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrModel, err)
+	var (
+		aerr *openai.Error
+		serr *ssestream.StreamError
+		size *sizeError
+		uerr *url.Error
+	)
+	switch {
+	case errors.As(err, &aerr) || (x.status >= 400 && !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded)):
+		status := x.status
+		if aerr != nil {
+			status = aerr.StatusCode
+		}
+		msg := errorText(x.body)
+		if x.tooLong > 0 {
+			msg += fmt.Sprintf(" (it asked to be tried again in %s, after the run's deadline)", x.tooLong.Round(time.Second))
+		}
+		return fmt.Errorf("%w: HTTP %d from %s: %s", ErrModel, status, m.host, msg)
+	case errors.As(err, &size):
+		return fmt.Errorf("%w: the answer from %s was cut: %w", ErrModel, m.host, size)
+	case errors.As(err, &serr):
+		return fmt.Errorf("%w: the stream from %s reported an error: %s", ErrModel, m.host, errorText(serr.Event.Data))
+	case errors.Is(err, context.DeadlineExceeded) && context.Cause(ctx) == nil:
+		return fmt.Errorf("%w: no complete answer from %s within %s", ErrModel, m.host, m.timeout)
+	case errors.As(err, &uerr):
+		// Keep the chain (a cancelled run's context.Canceled among it) but
+		// not the URL's path and query.
+		return fmt.Errorf("%w: %w", ErrModel, &url.Error{Op: uerr.Op, URL: netaddr.Redact(uerr.URL), Err: uerr.Err})
+	case errors.Is(err, io.ErrUnexpectedEOF):
+		return fmt.Errorf("%w: the answer from %s broke off: %w", ErrModel, m.host, err)
 	}
-	req.Header.Set("Content-Type", "application/json")
-	if m.key != "" {
-		if m.azure {
-			req.Header.Set("api-key", m.key)
-		} else {
-			req.Header.Set("Authorization", "Bearer "+m.key)
+	return fmt.Errorf("%w: %w", ErrModel, err)
+}
+
+// errorText is the API's own message in an error body, with its code, or
+// the body itself when it is not the API's error JSON; clipped.
+func errorText(body []byte) string {
+	var ce struct {
+		Error struct {
+			Message string `json:"message"`
+			Code    any    `json:"code"`
+		} `json:"error"`
+	}
+	msg := strings.TrimSpace(string(body))
+	if json.Unmarshal(body, &ce) == nil && ce.Error.Message != "" {
+		msg = ce.Error.Message
+		if code := fmt.Sprint(ce.Error.Code); ce.Error.Code != nil && code != "" {
+			msg += " (" + code + ")"
 		}
 	}
-	start := time.Now()
-	resp, err := m.client.Do(req)
+	if msg == "" {
+		msg = "no message"
+	}
+	return textclip.Clip(msg, 300)
+}
+
+// exchange follows one model request through the client's attempts: it
+// bounds what each answer may send, keeps the last error answer to quote,
+// and stops the retries that would wait past the deadline.
+type exchange struct {
+	cancel context.CancelCauseFunc
+	// stopped is the error on which the exchange ended the attempts.
+	stopped error
+	// status and body are the last attempt's HTTP status (0 when it had
+	// no answer) and, for an error status, the start of its body.
+	status int
+	body   []byte
+	// tooLong is the wait a retry asked for that the deadline cut short.
+	tooLong time.Duration
+}
+
+// stop ends the attempts on err: the client sees its context cancelled,
+// and failure reports err.
+func (x *exchange) stop(err error) {
+	x.stopped = err
+	x.cancel(err)
+}
+
+// attempt is a middleware of the client: it runs around each attempt,
+// retries included.
+func (x *exchange) attempt(req *http.Request, next option.MiddlewareNext) (*http.Response, error) {
+	x.status, x.body, x.tooLong = 0, nil, 0
+	res, err := next(req)
 	if err != nil {
-		var uerr *url.Error
-		if errors.As(err, &uerr) && uerr.Timeout() {
-			return nil, fmt.Errorf("%w: no answer from %s within %s", ErrModel, req.URL.Host, time.Since(start).Round(time.Millisecond))
+		// A redirect elsewhere, refused, comes back with its 3xx answer,
+		// which the client does not try again; a failure to connect it
+		// does, unless the wait would pass the deadline.
+		if d, ok := req.Context().Deadline(); ok && req.Context().Err() == nil && time.Now().Add(retryWait(nil, req)).After(d) {
+			x.stop(err)
 		}
-		return nil, fmt.Errorf("%w: %w", ErrModel, err)
+		return res, err
 	}
-	defer resp.Body.Close()
-	data, err := io.ReadAll(io.LimitReader(resp.Body, 8<<20))
-	if err != nil {
-		return nil, fmt.Errorf("%w: reading the response: %w", ErrModel, err)
+	if res == nil || res.Body == nil {
+		return res, err
 	}
-	if resp.StatusCode/100 != 2 {
-		msg := strings.TrimSpace(string(data))
-		var ce chatError
-		if json.Unmarshal(data, &ce) == nil && ce.Error.Message != "" {
-			msg = ce.Error.Message
-			if code := fmt.Sprint(ce.Error.Code); ce.Error.Code != nil && code != "" {
-				msg += " (" + code + ")"
+	x.status = res.StatusCode
+	if res.StatusCode >= 400 {
+		data, rerr := io.ReadAll(io.LimitReader(res.Body, maxModelErrorBytes))
+		_ = res.Body.Close()
+		if rerr != nil {
+			return nil, rerr
+		}
+		x.body = data
+		res.Body = io.NopCloser(bytes.NewReader(data))
+		if d, ok := req.Context().Deadline(); ok {
+			if wait := retryWait(res, req); time.Now().Add(wait).After(d) {
+				// The client honours x-should-retry over the status: the
+				// answer is the error now, rather than the deadline's.
+				res.Header.Set("X-Should-Retry", "false")
+				x.tooLong = wait
 			}
 		}
-		return nil, fmt.Errorf("%w: HTTP %d from %s: %s", ErrModel, resp.StatusCode, req.URL.Host, textclip.Clip(msg, 300))
+		return res, nil
 	}
-	var out chatResponse
-	if err := json.Unmarshal(data, &out); err != nil {
-		return nil, fmt.Errorf("%w: the response is not Chat Completions JSON: %w", ErrModel, err)
+	if isEventStream(res.Header) {
+		res.Body = &eventBound{rc: res.Body}
+	} else {
+		res.Body = &bodyBound{rc: res.Body, left: maxModelResponseBytes}
 	}
-	return &out, nil
+	return res, nil
 }
+
+// retryWait is how long the client waits before trying req again after
+// res (nil: no answer): what Retry-After-Ms or Retry-After ask for, else
+// its longest backoff for this retry (half a second, doubled each time).
+func retryWait(res *http.Response, req *http.Request) time.Duration {
+	if res != nil {
+		if v, err := strconv.ParseFloat(res.Header.Get("Retry-After-Ms"), 64); err == nil && v >= 0 {
+			return clampWait(v * float64(time.Millisecond))
+		}
+		if v := res.Header.Get("Retry-After"); v != "" {
+			if s, err := strconv.ParseFloat(v, 64); err == nil && s >= 0 {
+				return clampWait(s * float64(time.Second))
+			}
+			if at, err := http.ParseTime(v); err == nil {
+				return max(time.Until(at), 0)
+			}
+		}
+	}
+	n, _ := strconv.Atoi(req.Header.Get("X-Stainless-Retry-Count"))
+	return clampWait(0.5 * float64(time.Second) * math.Pow(2, float64(n)))
+}
+
+// clampWait keeps a wait in nanoseconds within a day, far past any
+// deadline, so that a huge Retry-After cannot overflow.
+func clampWait(ns float64) time.Duration {
+	if math.IsNaN(ns) || ns > float64(24*time.Hour) {
+		return 24 * time.Hour
+	}
+	return time.Duration(ns)
+}
+
+func isEventStream(h http.Header) bool {
+	mt, _, _ := mime.ParseMediaType(h.Get("Content-Type"))
+	return mt == "text/event-stream"
+}
+
+// sizeError is what reading an answer beyond its bound gives.
+type sizeError struct {
+	what  string
+	limit int
+}
+
+func (e *sizeError) Error() string {
+	return fmt.Sprintf("%s is larger than %d MiB", e.what, e.limit>>20)
+}
+
+// bodyBound reads a whole answer, and fails past maxModelResponseBytes.
+type bodyBound struct {
+	rc   io.ReadCloser
+	left int
+}
+
+func (b *bodyBound) Read(p []byte) (int, error) {
+	if b.left < 0 {
+		return 0, &sizeError{"the answer", maxModelResponseBytes}
+	}
+	if len(p) > b.left+1 {
+		p = p[:b.left+1]
+	}
+	n, err := b.rc.Read(p)
+	b.left -= n
+	if b.left < 0 {
+		return n, &sizeError{"the answer", maxModelResponseBytes}
+	}
+	return n, err
+}
+
+func (b *bodyBound) Close() error { return b.rc.Close() }
+
+// eventBound reads a stream of server-sent events, and fails once one
+// event (what lies between two blank lines) passes maxModelEventBytes or
+// the stream passes maxModelStreamBytes: the client's decoder would
+// otherwise gather an event's data lines without end.
+type eventBound struct {
+	rc    io.ReadCloser
+	total int
+	event int  // bytes of the current event, line ends left out
+	nl    bool // the last byte read ended a line
+}
+
+func (b *eventBound) Read(p []byte) (int, error) {
+	n, err := b.rc.Read(p)
+	b.total += n
+	for q := p[:n]; len(q) > 0; {
+		i := bytes.IndexByte(q, '\n')
+		if i < 0 {
+			b.event += len(q) - bytes.Count(q, []byte{'\r'})
+			b.nl = b.nl && len(bytes.Trim(q, "\r")) == 0
+			break
+		}
+		line := bytes.TrimRight(q[:i], "\r")
+		if len(line) == 0 && b.nl {
+			b.event = 0 // a blank line ends the event
+		}
+		b.event += len(line)
+		b.nl = true
+		q = q[i+1:]
+	}
+	switch {
+	case b.event > maxModelEventBytes:
+		return n, &sizeError{"one event of the stream", maxModelEventBytes}
+	case b.total > maxModelStreamBytes:
+		return n, &sizeError{"the stream", maxModelStreamBytes}
+	}
+	return n, err
+}
+
+func (b *eventBound) Close() error { return b.rc.Close() }
 
 var _ Model = (*OpenAIModel)(nil)
 var _ Model = (*BuiltinModel)(nil)

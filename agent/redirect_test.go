@@ -6,6 +6,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 
 	"teamsbot/agent"
@@ -97,26 +98,39 @@ func TestMCPHeadersNeverFollowARedirectToAnotherHost(t *testing.T) {
 	}
 }
 
-// The model's API key (Azure's api-key header, or a bearer token) is sent
-// to the configured endpoint only, never after a redirect to another host.
+// The model's API key (Azure's api-key header, or a bearer token) and its
+// Entra ID token are sent to the configured endpoint only, never after a
+// redirect to another host.
 func TestModelKeyNeverFollowsARedirectToAnotherHost(t *testing.T) {
-	for _, azure := range []bool{true, false} {
+	for _, auth := range []string{"api-key", "bearer", "entra"} {
 		for _, kind := range redirectTargets {
-			t.Run(map[bool]string{true: "api-key", false: "bearer"}[azure]+"/"+kind, func(t *testing.T) {
+			t.Run(auth+"/"+kind, func(t *testing.T) {
 				trap := newHeaderTrap(t)
-				from := redirector(t, trap.at(kind))
+				var asked atomic.Int32
+				from := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+					asked.Add(1)
+					http.Redirect(w, r, trap.at(kind)+r.URL.RequestURI(), http.StatusTemporaryRedirect)
+				}))
+				t.Cleanup(from.Close)
 				mc := agent.ModelConfig{APIKeyEnv: "MODEL_KEY"}
-				if azure {
+				switch auth {
+				case "api-key":
 					mc.APIVersion = "2024-10-21"
+				case "entra":
+					mc = agent.ModelConfig{APIVersion: "2024-10-21", Entra: true}
 				}
 				s := newService(t, openaiConfig(from.URL, mc), agent.Options{Store: openStore(t), AppsEnabled: true,
-					Getenv: getenv(map[string]string{"MODEL_KEY": "model-secret"})})
+					Getenv:     getenv(map[string]string{"MODEL_KEY": "model-secret"}),
+					ModelToken: func(context.Context, string) (string, error) { return "model-secret-token", nil }})
 				_, err := s.Run(context.Background(), agent.Request{Person: alice, Text: "hi"})
 				if got := trap.leaked("model-secret"); len(got) > 0 {
 					t.Errorf("the other host got the model's key: %q", got)
 				}
-				if err != nil && strings.Contains(err.Error(), "model-secret") {
-					t.Errorf("the error shows the key: %v", err)
+				if err == nil || strings.Contains(err.Error(), "model-secret") || !strings.Contains(err.Error(), "another origin") {
+					t.Errorf("the error shows the key, or does not say why: %v", err)
+				}
+				if n := asked.Load(); n != 1 {
+					t.Errorf("the endpoint was asked %d times: a redirect elsewhere is not tried again", n)
 				}
 			})
 		}

@@ -79,7 +79,13 @@ func (s *Service) Run(ctx context.Context, req Request) (Answer, error) {
 	r.answer.AgentID = a.cfg.ID
 	r.cat = a.catalogue(ctx, r)
 
-	msgs := []Message{{Role: RoleUser, Text: req.Text}}
+	asked := Message{Role: RoleUser, Text: req.Text}
+	if req.Shared {
+		asked.From = req.Person.Name
+	}
+	earlier := r.history(ctx, req.Conversation)
+	msgs := append(earlier, asked)
+	first := len(earlier) // this turn's messages start here
 	var runErr error
 	for round := 0; ; round++ {
 		if err := ctx.Err(); err != nil {
@@ -90,7 +96,7 @@ func (s *Service) Run(ctx context.Context, req Request) (Answer, error) {
 			r.answer.Text = "Sorry, the run was stopped before it finished."
 			break
 		}
-		turn := Turn{AgentName: a.cfg.DisplayName(), Tools: r.cat.specs, Messages: msgs}
+		turn := Turn{AgentName: a.cfg.DisplayName(), Tools: r.cat.specs, Messages: msgs, Stream: req.Stream}
 		last := round >= a.maxRounds
 		turn.Final = last
 		reply, err := a.model.Next(ctx, turn)
@@ -128,6 +134,13 @@ func (s *Service) Run(ctx context.Context, req Request) (Answer, error) {
 	// made happened, and the audit log must say so.
 	if err := s.save(context.WithoutCancel(ctx), r); err != nil {
 		return r.answer, errors.Join(runErr, err)
+	}
+	// A turn that failed is not remembered: the next question starts
+	// from what was answered.
+	if runErr == nil {
+		if err := r.remember(context.WithoutCancel(ctx), req.Conversation, msgs[first:]); err != nil {
+			s.log.Warn("turn not kept in the conversation's memory", "run", r.id, "err", err)
+		}
 	}
 	return r.answer, runErr
 }

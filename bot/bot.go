@@ -64,6 +64,12 @@ const (
 	// DefaultWorkingAfter is how long a run may take before the "working on
 	// it" card: "a couple of seconds", well inside Teams' patience.
 	DefaultWorkingAfter = 2 * time.Second
+	// DefaultStreamAfter is how long a run in a personal chat must have
+	// taken before the answer's first words open a streaming message: a
+	// real model's first words come later than that (the stream then opens
+	// at once), and an answer ready sooner goes out as one message, not a
+	// stream opened and closed in the same breath.
+	DefaultStreamAfter = 300 * time.Millisecond
 	// DefaultTypingAfter is how long a run may take before the typing
 	// indicator is sent. An answer quicker than this needs no sign that
 	// the bot heard, and the indicator would cost a connector call from
@@ -176,6 +182,8 @@ type Options struct {
 	// Auth answers the chat commands about connections (/connections,
 	// /disconnect); nil when no server is reached as each person.
 	Auth *mcpauth.Broker
+	// StreamAfter is DefaultStreamAfter's setting; zero means the default.
+	StreamAfter time.Duration
 	// ConnectWait is how long a turn may wait, besides TurnTimeout, for
 	// the person to connect a server (mcpauth's wait); zero when no
 	// server is reached as each person.
@@ -199,6 +207,9 @@ type Bot struct {
 	zones     zones     // the people's time zones, loaded once each
 	sem       chan struct{}
 	pending   atomic.Int64
+	// streamQuiet is the longest an open stream goes without an update
+	// (streamQuiet; shorter in tests).
+	streamQuiet time.Duration
 
 	// ctx lives as long as the service: turns run under it, not under the
 	// request that started them.
@@ -233,6 +244,9 @@ func New(opts Options) (*Bot, error) {
 	}
 	if opts.HTTPClient == nil {
 		opts.HTTPClient = newHTTPClient()
+	}
+	if opts.StreamAfter <= 0 {
+		opts.StreamAfter = DefaultStreamAfter
 	}
 	if opts.WorkingAfter <= 0 {
 		opts.WorkingAfter = DefaultWorkingAfter
@@ -277,6 +291,8 @@ func New(opts Options) (*Bot, error) {
 		metrics: m,
 		seen:    newSeenSet(dedupTTL, dedupMax),
 		sem:     make(chan struct{}, opts.MaxConcurrentTurns),
+
+		streamQuiet: streamQuiet,
 	}
 	b.agentID = opts.AgentID
 	if ids := opts.Agent.Agents(); opts.AgentID == "" && len(ids) > 0 {

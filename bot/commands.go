@@ -9,10 +9,12 @@ import (
 	"teamsbot/agent"
 	"teamsbot/cards"
 	"teamsbot/mcpauth"
+	"teamsbot/store"
 )
 
-// The chat commands about the person's connections, answered by the bot
-// itself, without a run:
+// The chat commands answered by the bot itself, without a run:
+//
+//	/new                  forget the conversation's earlier messages
 //
 //	/connections          the servers the person connected, and a link to manage them
 //	/disconnect <server>  end the person's connection to a server
@@ -20,11 +22,15 @@ import (
 // command answers a's text when it is one of the commands, and reports
 // whether it was.
 func (b *Bot) command(ctx context.Context, a *schema.Activity, p agent.Person) bool {
-	if b.opts.Auth == nil {
-		return false
-	}
 	fields := strings.Fields(a.Text)
 	if len(fields) == 0 {
+		return false
+	}
+	if strings.ToLower(fields[0]) == "/new" && len(fields) == 1 && b.opts.Store != nil {
+		b.forget(ctx, a, p)
+		return true
+	}
+	if b.opts.Auth == nil {
 		return false
 	}
 	switch strings.ToLower(fields[0]) {
@@ -60,4 +66,20 @@ func (b *Bot) command(ctx context.Context, a *schema.Activity, p agent.Person) b
 		return true
 	}
 	return false
+}
+
+// forget is /new: the agent no longer remembers this conversation's
+// earlier messages (in a channel, every thread of it is the thread's
+// own: only this one is forgotten), audited.
+func (b *Bot) forget(ctx context.Context, a *schema.Activity, p agent.Person) {
+	n, err := b.opts.Store.ClearHistory(ctx, p.TenantID, a.Conversation.ID, store.AuditRecord{
+		Time: b.now(), TenantID: p.TenantID, Action: "bot.history.cleared", Actor: p.UserID,
+		Fields: map[string]any{"conversation": a.Conversation.ID},
+	})
+	if err != nil {
+		b.logger.Error("conversation's memory not cleared", "conversation", a.Conversation.ID, "err", err)
+		b.sendCard(a, cards.RunFailed(""))
+		return
+	}
+	b.sendCard(a, cards.Forgotten(n > 0))
 }

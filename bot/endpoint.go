@@ -32,6 +32,7 @@ type inbound struct {
 
 type entity struct {
 	Type      string `json:"type"`
+	ID        string `json:"id,omitempty"`
 	Text      string `json:"text,omitempty"`
 	Mentioned struct {
 		ID   string `json:"id"`
@@ -105,6 +106,13 @@ func (b *Bot) serve(c echo.Context) error {
 			b.refuse(ae, req)
 			return authRefusal(ae)
 		}
+	}
+
+	if fromCopilot(in.Entities) {
+		// Microsoft 365 Copilot's chat with the agent is the person's
+		// own, whatever conversationType says (if anything): it is
+		// answered as a personal chat, streamed and unshared.
+		in.Activity.Conversation.ConversationType = "personal"
 	}
 
 	switch in.Type {
@@ -290,6 +298,21 @@ func stripMentions(text string, entities []entity, botID, botName string) string
 		text = b.String()
 	}
 	return strings.TrimSpace(text)
+}
+
+// fromCopilot reports whether an activity comes from Microsoft 365
+// Copilot's chat rather than from Teams' own. Both come on the msteams
+// channel; Copilot's carry an entity of type ProductInfo whose id is
+// COPILOT, the "sub-channel" of the Microsoft 365 Agents SDK
+// (Channels.M365CopilotSubChannel and its ProductInfo entity, in the
+// SDK's reference and its ProductInfo tests).
+func fromCopilot(entities []entity) bool {
+	for _, e := range entities {
+		if strings.EqualFold(e.Type, "ProductInfo") && strings.EqualFold(e.ID, "COPILOT") {
+			return true
+		}
+	}
+	return false
 }
 
 // channelTenant returns channelData.tenant.id.

@@ -53,6 +53,9 @@ type setup struct {
 	local        bool
 	publicBase   string
 	workingAfter time.Duration
+	// streamAfter is Options.StreamAfter; zero means a minute, so that
+	// only a test of streamed words sees them.
+	streamAfter time.Duration
 	// typingAfter is Options.TypingAfter; zero sends the typing indicator
 	// at once, so that tests of its order need no slow run.
 	typingAfter time.Duration
@@ -66,6 +69,7 @@ type setup struct {
 	quietLogs   bool
 	maxPending  int
 	model       *agent.ModelConfig // nil: the built-in model
+	memory      agent.MemoryConfig
 	// defaultClient leaves Options.HTTPClient nil, so the bot makes its
 	// own; otherwise it gets loopbackClient.
 	defaultClient bool
@@ -75,6 +79,8 @@ type setup struct {
 	cred string
 	// stageView is Options.StageView (TICKETIQ_TEAMS_TAB).
 	stageView bool
+	// streamQuiet is the bot's streamQuiet; zero keeps the service's.
+	streamQuiet time.Duration
 }
 
 // The credentials a harness can give the bot.
@@ -208,6 +214,7 @@ func newHarness(t testing.TB, s setup) *harness {
 	if s.model != nil {
 		cfg.Agents[0].Model = *s.model
 	}
+	cfg.Agents[0].Memory = s.memory
 	ag, err := agent.New(ctx, cfg, agent.Options{Store: st, AppsEnabled: true, Builtins: s.builtins, Logger: logger})
 	if err != nil {
 		t.Fatal(err)
@@ -243,6 +250,11 @@ func newHarness(t testing.TB, s setup) *harness {
 	if opts.WorkingAfter == 0 {
 		// Long enough that only the test that wants the working card sees it.
 		opts.WorkingAfter = time.Minute
+	}
+	opts.StreamAfter = s.streamAfter
+	if opts.StreamAfter == 0 {
+		// Long enough that only the test that wants a stream of words sees one.
+		opts.StreamAfter = time.Minute
 	}
 	if s.local {
 		h.conn = newFakeConnector(t, nil)
@@ -296,6 +308,9 @@ func newHarness(t testing.TB, s setup) *harness {
 	b, err := New(opts)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if s.streamQuiet > 0 {
+		b.streamQuiet = s.streamQuiet
 	}
 	h.bot = b
 	e := echo.New()

@@ -30,6 +30,12 @@ const (
 	// closes it itself, well inside Teams' two minutes; the answer then
 	// follows as a new message.
 	streamMax = 100 * time.Second
+	// streamQuiet is the longest a stream goes without an update: the
+	// current one is sent again after it. Microsoft 365 Copilot ends a
+	// stream after 45 seconds without one ("Implement asynchronous and
+	// proactive messaging in custom engine agents"), and a tool call may
+	// take longer.
+	streamQuiet = 30 * time.Second
 )
 
 // streamEntity is the streaminfo entity of a streaming activity.
@@ -45,7 +51,48 @@ type streamEntity struct {
 type progress struct {
 	mu   sync.Mutex
 	text string
-	wake chan struct{} // signalled, without blocking, on each change
+	// answer is the answer's text so far, as the model writes it.
+	answer string
+	wake   chan struct{} // signalled, without blocking, on each change
+	// first, when set, is called once, on the answer's first words: a
+	// personal chat opens its stream then, rather than wait.
+	first     func()
+	firstOnce sync.Once
+}
+
+// maxStreamText bounds the answer's text in one streaming update: the
+// final message carries the whole answer in its card.
+const maxStreamText = 4000
+
+// delta is the agent's Request.Stream: the answer's words as they come.
+func (p *progress) delta(d string) {
+	if d == "" {
+		return
+	}
+	p.mu.Lock()
+	if len(p.answer) < maxStreamText {
+		p.answer = textclip.Clip(p.answer+d, maxStreamText)
+	}
+	first := p.first
+	p.mu.Unlock()
+	if first != nil {
+		p.firstOnce.Do(first)
+	}
+	select {
+	case p.wake <- struct{}{}:
+	default:
+	}
+}
+
+// shown is what the stream shows now: the answer's words once there are
+// some, the run's progress until then, and which of the two.
+func (p *progress) shown() (text string, answering bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.answer != "" {
+		return p.answer, true
+	}
+	return p.text, false
 }
 
 func newProgress(question string) *progress {
@@ -95,8 +142,8 @@ type stream struct {
 // takes the ordinary path).
 func (b *Bot) startStream(ctx context.Context, a *schema.Activity, p *progress) *stream {
 	s := &stream{b: b, a: a, seq: 1, stopped: make(chan struct{}), done: make(chan struct{})}
-	last := p.now()
-	id, err := b.conn.Send(ctx, a.ServiceURL, a.Conversation.ID, "", s.update(last))
+	last, answering := p.shown()
+	id, err := b.conn.Send(ctx, a.ServiceURL, a.Conversation.ID, "", s.update(last, answering))
 	if err != nil || id == "" {
 		b.logger.Warn("streaming message not started; using the working card", "conversation", a.Conversation.ID, "err", err)
 		return nil
@@ -106,22 +153,32 @@ func (b *Bot) startStream(ctx context.Context, a *schema.Activity, p *progress) 
 	return s
 }
 
-// update is the next informative update carrying text.
-func (s *stream) update(text string) *outActivity {
+// update is the next update carrying text: informative while the run
+// works, streaming once the answer's words come (Teams shows those as
+// the message itself, each update the whole text so far).
+func (s *stream) update(text string, answering bool) *outActivity {
 	out := s.b.outgoing(s.a, schema.Typing)
 	out.Text = text
-	out.Entities = []any{streamEntity{Type: "streaminfo", StreamID: s.id, StreamType: "informative", StreamSequence: s.seq}}
+	kind := "informative"
+	if answering {
+		kind = "streaming"
+	}
+	out.Entities = []any{streamEntity{Type: "streaminfo", StreamID: s.id, StreamType: kind, StreamSequence: s.seq}}
 	return out
 }
 
-// run sends the run's progress as it changes, at most once a second, until
-// stop, and closes the stream itself when streamMax has passed.
+// run sends the run's progress as it changes, at most once a second, and
+// again when the stream has been quiet for the bot's streamQuiet, until
+// stop; it closes the stream itself when streamMax has passed.
 func (s *stream) run(ctx context.Context, p *progress, last string) {
 	defer close(s.done)
 	started, sent := time.Now(), time.Now()
 	limit := time.NewTimer(streamMax)
 	defer limit.Stop()
+	quiet := time.NewTimer(s.b.streamQuiet)
+	defer quiet.Stop()
 	for {
+		again := false
 		select {
 		case <-s.stopped:
 			return
@@ -136,6 +193,8 @@ func (s *stream) run(ctx context.Context, p *progress, last string) {
 				s.b.logger.Warn("closing the streaming message failed", "conversation", s.a.Conversation.ID, "err", err, "open_for", time.Since(started))
 			}
 			return
+		case <-quiet.C:
+			again = true
 		case <-p.wake:
 		}
 		if wait := streamEvery - time.Since(sent); wait > 0 {
@@ -147,12 +206,12 @@ func (s *stream) run(ctx context.Context, p *progress, last string) {
 				return
 			}
 		}
-		text := p.now()
-		if text == last {
+		text, answering := p.shown()
+		if text == last && !again {
 			continue
 		}
 		s.seq++
-		if _, err := s.b.conn.Send(ctx, s.a.ServiceURL, s.a.Conversation.ID, "", s.update(text)); err != nil {
+		if _, err := s.b.conn.Send(ctx, s.a.ServiceURL, s.a.Conversation.ID, "", s.update(text, answering)); err != nil {
 			// Teams refused the stream (its time ran out, or streaming
 			// is not allowed): the answer goes out the ordinary way.
 			s.b.logger.Warn("streaming update refused; the answer will be a new message", "conversation", s.a.Conversation.ID, "err", err)
@@ -160,6 +219,7 @@ func (s *stream) run(ctx context.Context, p *progress, last string) {
 			return
 		}
 		last, sent = text, time.Now()
+		quiet.Reset(s.b.streamQuiet)
 	}
 }
 

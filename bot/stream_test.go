@@ -130,3 +130,63 @@ func mustJSON(t *testing.T, v any) string {
 	}
 	return string(b)
 }
+
+// A stream that has nothing new to say repeats its update once it has been
+// quiet for streamQuiet (30 s; Microsoft 365 Copilot ends a stream after
+// 45 s without an update), numbered on, until the answer comes; a run that
+// says something new in the meantime is shown at once.
+func TestQuietStreamRepeatsItsUpdate(t *testing.T) {
+	release := make(chan struct{})
+	started := make(chan struct{}, 1)
+	h := newHarness(t, setup{workingAfter: time.Millisecond, streamQuiet: 1200 * time.Millisecond}.withTool("slow", "wait_for_release", held(started, release, "done waiting")))
+	if s, b := h.send(h.copilotMessage("", "a:quiet", "q-1", "/wait_for_release {}")); s != http.StatusAccepted {
+		t.Fatalf("%d %s", s, b)
+	}
+	<-started
+	calling := func(c []received) int {
+		n := 0
+		for _, x := range c {
+			if x.Activity.Type == "typing" && strings.Contains(x.Activity.Text, "Calling wait_for_release on slow") {
+				n++
+			}
+		}
+		return n
+	}
+	h.conn.waitFor(t, "the tool call's update, repeated", func(c []received) bool { return calling(c) >= 3 })
+	close(release)
+	h.conn.waitFor(t, "the final message", func(c []received) bool {
+		for _, x := range c {
+			if strings.Contains(string(x.Raw), `"streamType":"final"`) {
+				return true
+			}
+		}
+		return false
+	})
+	h.shutdown()
+	var seqs []int
+	var times []time.Time
+	for _, c := range h.conn.snapshot() {
+		var p streamParts
+		if json.Unmarshal(c.Raw, &p) != nil || p.Type != "typing" {
+			continue
+		}
+		for _, e := range p.Entities {
+			if e.Type == "streaminfo" && e.StreamSequence != nil {
+				seqs = append(seqs, *e.StreamSequence)
+				times = append(times, c.At)
+			}
+		}
+	}
+	for i, s := range seqs {
+		if s != i+1 {
+			t.Fatalf("updates numbered %v, want 1, 2, 3, …", seqs)
+		}
+	}
+	// The repeats come no sooner than the quiet time after the update
+	// before them.
+	for i := 2; i < len(times); i++ {
+		if gap := times[i].Sub(times[i-1]); gap < time.Second {
+			t.Errorf("update %d came %v after the one before, sooner than the quiet time", i+1, gap)
+		}
+	}
+}

@@ -99,7 +99,14 @@ func (b *Bot) RunTriggered(ctx context.Context, r TriggeredRun) (TriggeredResult
 	case <-ctx.Done():
 		return TriggeredResult{}, fmt.Errorf("bot: triggered run waiting for a slot: %w", ctx.Err())
 	}
-	ans, runErr := b.opts.Agent.Run(ctx, agent.Request{Person: agent.Person{TenantID: r.TenantID}, AgentID: r.AgentID, Text: r.Text})
+	req := agent.Request{Person: agent.Person{TenantID: r.TenantID}, AgentID: r.AgentID, Text: r.Text}
+	// A run without a person reads the conversation's memory, and adds
+	// its turn, only where the tenant's admin allowed it: what people
+	// said there was said to the agent, not to a script.
+	if ts, err := b.opts.Store.TenantSettings(ctx, r.TenantID); err == nil && ts.HistoryForTriggers {
+		req.Conversation, req.Shared = r.ConversationID, true
+	}
+	ans, runErr := b.opts.Agent.Run(ctx, req)
 	<-b.sem
 
 	res := TriggeredResult{RunID: ans.RunID}

@@ -192,8 +192,23 @@ func (b *Bot) runTurn(a *schema.Activity, p agent.Person) {
 		}
 		workingID = id
 	})
-	ans, runErr := b.opts.Agent.Run(ctx, agent.Request{Person: p, AgentID: b.opts.AgentID, Text: a.Text, Progress: prog.step,
-		Connect: &connectPrompter{b: b, a: a, p: p, o: b.personalOptions(a)}})
+	personal := a.Conversation.ConversationType == "personal"
+	req := agent.Request{Person: p, AgentID: b.opts.AgentID, Text: a.Text, Progress: prog.step,
+		Connect:      &connectPrompter{b: b, a: a, p: p, o: b.personalOptions(a)},
+		Conversation: a.Conversation.ID, Shared: !personal}
+	if personal {
+		// The answer's words open the stream at once, rather than after
+		// WorkingAfter: the person reads them as they come.
+		req.Stream = prog.delta
+		prog.first = func() {
+			// Only a timer that has not fired yet: firing one again would
+			// open a second stream.
+			if timer.Stop() {
+				timer.Reset(max(0, min(b.opts.StreamAfter, b.opts.WorkingAfter)-b.now().Sub(start)))
+			}
+		}
+	}
+	ans, runErr := b.opts.Agent.Run(ctx, req)
 	<-b.sem
 	if !timer.Stop() {
 		<-workingDone // workingID and st are read only after this

@@ -119,3 +119,13 @@ func AccessUnavailable() Card {
 		text(accessUnavailableText),
 	)
 }
+
+// Forgotten is the answer to /new: the agent no longer remembers the
+// conversation's earlier messages (found: there were some).
+func Forgotten(found bool) Card {
+	said := forgottenText
+	if !found {
+		said = forgottenNothing
+	}
+	return newCard(forgottenHeading, said, rich(bold(forgottenHeading)), text(said))
+}

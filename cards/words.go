@@ -588,3 +588,11 @@ func headed(heading string, sentences ...string) string {
 func cardDate(t time.Time) string {
 	return "{{DATE(" + t.UTC().Format("2006-01-02T15:04:05Z") + ", SHORT)}}"
 }
+
+// The answer to /new, which makes the agent forget the conversation's
+// earlier messages (Forgotten).
+const (
+	forgottenHeading = "Starting afresh"
+	forgottenText    = "I no longer remember what was said here before: the next question starts a new conversation."
+	forgottenNothing = "There was nothing to forget: the next question starts a new conversation."
+)

@@ -4,6 +4,11 @@
 // outline.png (32×32, white on transparent), following Microsoft's "Teams
 // app manifest schema reference" (v1.29) and "Create app icons".
 //
+// The bot's commands are its suggested prompts when it has any (Teams'
+// "Create prompt suggestions"), and the same bot may answer in Microsoft
+// 365 Copilot as a custom engine agent ("Convert your declarative agent to
+// a custom engine agent", Microsoft 365 Copilot extensibility docs).
+//
 // It only builds the package from what it is given; reading settings and
 // writing the file are the command line's.
 package manifest
@@ -34,13 +39,43 @@ const (
 // Command is one bot command Teams offers in its command menu.
 type Command struct {
 	Title, Description string
+	// Prompt, when set, makes the command a prompt (type prompt): Teams
+	// puts this text, rather than the title, in the compose box.
+	Prompt string
 }
 
-// DefaultCommands are the bot's commands when Options names none.
+// The command that lists the agent's tools; the bot keeps it in its list
+// beside the prompts.
+const (
+	ToolsTitle       = "/tools"
+	toolsDescription = "List the tools I can use"
+)
+
+// DefaultCommands are the bot's commands when Options names neither
+// commands nor prompts.
 var DefaultCommands = []Command{
-	{Title: "/tools", Description: "List the tools I can use"},
+	{Title: ToolsTitle, Description: toolsDescription},
 	{Title: "help", Description: "What I do and how to ask"},
 }
+
+// Prompt is one suggested prompt (a prompt starter): Teams shows the title
+// and, when the person picks it, puts the text in the compose box.
+type Prompt struct {
+	Title, Text string
+}
+
+// The limits of a command, hence of a prompt: Teams takes a title of at
+// most 32 characters and a description (a prompt's text) of at most 128
+// ("Create prompt suggestions": the command list holds up to 10 commands).
+// The 1.29 schema itself allows 12 commands, titles of 128 and texts of
+// 4000; Teams' own limits are the ones kept.
+const (
+	MaxCommands           = 10
+	MaxCommandTitle       = 32
+	MaxCommandDescription = 128
+	// MaxPrompts leaves the list's last place to the /tools command.
+	MaxPrompts = MaxCommands - 1
+)
 
 // Options are the package's inputs. Empty optional fields get defaults.
 type Options struct {
@@ -67,8 +102,18 @@ type Options struct {
 	// SignInClientID and SignInResource are webApplicationInfo's id and
 	// resource (for example api://host/<client id>); both or neither.
 	SignInClientID, SignInResource string
-	// Commands are the bot's commands; nil is DefaultCommands.
+	// Commands are the bot's commands; nil is the prompts and /tools
+	// when there are prompts, DefaultCommands otherwise.
 	Commands []Command
+	// Prompts are the agent's suggested prompts (at most MaxPrompts),
+	// offered in every scope of the bot: Teams shows them as prompt
+	// starters and in the command menu.
+	Prompts []Prompt
+	// Copilot makes the bot a custom engine agent of Microsoft 365
+	// Copilot too: copilotAgents.customEngineAgents names it (type bot,
+	// its id), and the bot and its personal command list gain the copilot
+	// scope. The bot has the personal scope that Copilot requires.
+	Copilot bool
 	// TeamsTab says the cards open views inside Teams (Stage View from an
 	// Adaptive Card, TICKETIQ_TEAMS_TAB): the page's domain must then be a
 	// valid domain (it always is here) and Teams single sign-on needs
@@ -100,7 +145,8 @@ func AppIDFor(botID string) string {
 // InputError is a missing or invalid input of Options.
 type InputError struct {
 	// Input is the field of Options: "Developer", "WebsiteURL"...; a
-	// command's title and description are "Commands".
+	// command's title and description are "Commands", a prompt's
+	// "Prompts".
 	Input string
 	Err   error
 }
@@ -183,15 +229,32 @@ func (o *Options) check() error {
 			bad("SignInResource", "sign-in resource %q: inside Teams it must be the application ID URI on the public host, %s<client id>", o.SignInResource, want)
 		}
 	}
-	if o.Commands == nil {
+	if len(o.Prompts) > MaxPrompts {
+		bad("Prompts", "%d prompts, at most %d (Teams lists at most %d commands, and one of them is %s)", len(o.Prompts), MaxPrompts, MaxCommands, ToolsTitle)
+	}
+	for i, p := range o.Prompts {
+		text("Prompts", fmt.Sprintf("prompt %d title", i+1), p.Title, MaxCommandTitle, true)
+		text("Prompts", fmt.Sprintf("prompt %d text", i+1), p.Text, MaxCommandDescription, true)
+	}
+	switch {
+	case o.Commands != nil:
+	case len(o.Prompts) > 0:
+		// A prompt's text is its description too: Teams shows it beside
+		// the title, and a client that knows no prompt type puts the
+		// title in the compose box.
+		for _, p := range o.Prompts {
+			o.Commands = append(o.Commands, Command{Title: p.Title, Description: p.Text, Prompt: p.Text})
+		}
+		o.Commands = append(o.Commands, Command{Title: ToolsTitle, Description: toolsDescription})
+	default:
 		o.Commands = DefaultCommands
 	}
-	if len(o.Commands) > 10 {
-		bad("Commands", "%d commands, at most 10", len(o.Commands))
+	if len(o.Commands) > MaxCommands {
+		bad("Commands", "%d commands, at most %d", len(o.Commands), MaxCommands)
 	}
 	for i, c := range o.Commands {
-		text("Commands", fmt.Sprintf("command %d title", i+1), c.Title, 32, true)
-		text("Commands", fmt.Sprintf("command %d description", i+1), c.Description, 128, true)
+		text("Commands", fmt.Sprintf("command %d title", i+1), c.Title, MaxCommandTitle, true)
+		text("Commands", fmt.Sprintf("command %d description", i+1), c.Description, MaxCommandDescription, true)
 	}
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("%w: %w", errLayout, err)
@@ -234,12 +297,26 @@ func JSON(opts Options) ([]byte, error) {
 func manifestJSON(o Options) ([]byte, error) {
 	cmds := make([]map[string]string, 0, len(o.Commands))
 	for _, c := range o.Commands {
-		cmds = append(cmds, map[string]string{"title": c.Title, "description": c.Description})
+		cmd := map[string]string{"title": c.Title, "description": c.Description}
+		if c.Prompt != "" {
+			cmd["type"], cmd["prompt"] = "prompt", c.Prompt
+		}
+		cmds = append(cmds, cmd)
 	}
 	scopes := []string{"personal", "team", "groupChat"}
 	var lists []map[string]any
 	for _, s := range scopes {
-		lists = append(lists, map[string]any{"scopes": []string{s}, "commands": cmds})
+		listScopes := []string{s}
+		if o.Copilot && s == "personal" {
+			// One list per scope, at most three lists: Copilot's chat
+			// is one person's, and shares the personal list.
+			listScopes = append(listScopes, "copilot")
+		}
+		lists = append(lists, map[string]any{"scopes": listScopes, "commands": cmds})
+	}
+	botScopes := scopes
+	if o.Copilot {
+		botScopes = append(slices.Clip(scopes), "copilot")
 	}
 	domains := []string{host(o.PublicBaseURL)}
 	if o.SandboxBaseURL != "" && !slices.Contains(domains, host(o.SandboxBaseURL)) {
@@ -258,9 +335,16 @@ func manifestJSON(o Options) ([]byte, error) {
 		"icons":       map[string]string{"color": "color.png", "outline": "outline.png"},
 		"accentColor": o.AccentColor,
 		"bots": []map[string]any{{
-			"botId": o.BotID, "scopes": scopes, "supportsFiles": false, "isNotificationOnly": false, "commandLists": lists,
+			"botId": o.BotID, "scopes": botScopes, "supportsFiles": false, "isNotificationOnly": false, "commandLists": lists,
 		}},
 		"validDomains": domains,
+	}
+	if o.Copilot {
+		// "Convert your declarative agent to a custom engine agent": the
+		// agent is the bot (type bot, the bot's id; manifest 1.21 or
+		// later), which must have the personal scope, and the app its
+		// short name and short description.
+		m["copilotAgents"] = map[string]any{"customEngineAgents": []map[string]string{{"type": "bot", "id": o.BotID}}}
 	}
 	if o.SignInClientID != "" {
 		m["webApplicationInfo"] = map[string]string{"id": o.SignInClientID, "resource": o.SignInResource}

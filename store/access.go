@@ -298,9 +298,14 @@ type TenantSettings struct {
 	// geolocation, clipboardWrite. The store checks only their number and
 	// size; access checks the names.
 	AppPermissions map[string][]string `json:"appPermissions,omitempty"`
-	UpdatedBy      string              `json:"updatedBy,omitempty"`
-	UpdatedAt      time.Time           `json:"updatedAt"`
-	Version        uint64              `json:"version"`
+	// HistoryForTriggers is the tenant's admin allowing the runs without
+	// a person (scheduled triggers, the runs API) to read the history of
+	// the conversation they post into. False, the default: they run
+	// without its earlier turns.
+	HistoryForTriggers bool      `json:"historyForTriggers"`
+	UpdatedBy          string    `json:"updatedBy,omitempty"`
+	UpdatedAt          time.Time `json:"updatedAt"`
+	Version            uint64    `json:"version"`
 }
 
 // Bounds of a tenant's own data rules.

@@ -365,9 +365,10 @@ func testTenantSettings(t *testing.T, bk backend) {
 	}
 
 	// Turning the default off is stored as such, not read back as the
-	// default.
+	// default; history for runs without a person, off by default, is
+	// stored on.
 	clk.Set(clk.Now().Add(time.Minute))
-	second := store.TenantSettings{TenantID: "tenant-1", DefaultRunner: false, AppsDisabled: true, UpdatedBy: "user-admin-2"}
+	second := store.TenantSettings{TenantID: "tenant-1", DefaultRunner: false, AppsDisabled: true, HistoryForTriggers: true, UpdatedBy: "user-admin-2"}
 	prev, err = s.PutTenantSettings(ctx, second, 1)
 	if err != nil {
 		t.Fatal(err)

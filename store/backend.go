@@ -91,6 +91,10 @@ type reader interface {
 	mcpServerUses(tenant string) ([]MCPServerUse, error)
 	mcpAuthRequest(id string) (MCPAuthRequest, error)
 	mcpAuthRequestByState(state string) (MCPAuthRequest, error)
+	// turns calls keep with the turns of a conversation of tenant made
+	// by agent, newest first, at most limit of them, until keep returns
+	// false. It reads no other conversation's or agent's turns.
+	turns(tenant, conversation, agent string, limit int, keep func(HistoryTurn) bool) error
 }
 
 // writer is a reader that also stores records. A put given the record it
@@ -134,6 +138,14 @@ type writer interface {
 	// putMCPAuthRequest stores a request and its index entries (by state,
 	// by expiry), dropping old's.
 	putMCPAuthRequest(r encoded[MCPAuthRequest], old *MCPAuthRequest) error
+	// appendTurn stores a turn (its JSON without a Seq), numbered by the
+	// history's one sequence, and tells numbered its Seq: at once on
+	// bbolt, once the statement is sent on PostgreSQL.
+	appendTurn(t encoded[HistoryTurn], numbered func(seq uint64)) error
+	// deleteTurns deletes tenant's turns of the conversation and of the
+	// conversations whose id starts with threads, and tells deleted how
+	// many: at once on bbolt, once the statement is sent on PostgreSQL.
+	deleteTurns(tenant, conversation, threads string, deleted func(n int)) error
 }
 
 // encoded is a record with its JSON.

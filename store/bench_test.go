@@ -511,3 +511,69 @@ func BenchmarkAuditMillion(b *testing.B) {
 		})
 	}
 }
+
+// historyTurn is a turn of about 2 KiB of messages: the person's
+// question, a tool call and its result, and the answer.
+func historyTurn(tenant, conv string, i int) store.HistoryTurn {
+	filler := strings.Repeat(fmt.Sprintf("row %d of the quarterly figures, ", i), 1700/(len("row  of the quarterly figures, ")+5))
+	msgs := fmt.Sprintf(`[{"role":"user","content":"What changed in turn %d?"},`+
+		`{"role":"assistant","toolCalls":[{"id":"call-%d","name":"crm_report","arguments":{"quarter":"Q%d"}}]},`+
+		`{"role":"tool","toolCallId":"call-%d","content":%q},{"role":"assistant","content":"Here is what changed in turn %d."}]`,
+		i, i, i%4+1, i, filler, i)
+	return store.HistoryTurn{TenantID: tenant, ConversationID: conv, AgentID: "default", RunID: fmt.Sprintf("run-%s-%d", conv, i),
+		UserID: "user-1", UserName: "Ada", Messages: json.RawMessage(msgs), Tokens: len(msgs) / 4}
+}
+
+// BenchmarkHistory reads the newest 50 turns (about 2 KiB each) of one
+// conversation whose turns were appended among those of 10,000 other
+// conversations (one turn each, of the same tenant and agent), on each
+// backend: what a run reads before it starts.
+func BenchmarkHistory(b *testing.B) {
+	for _, bk := range []backend{boltBackend(), postgresBackend()} {
+		b.Run(bk.name, func(b *testing.B) { benchHistory(b, bk) })
+	}
+}
+
+func benchHistory(b *testing.B, bk backend) {
+	ctx := context.Background()
+	s, _ := openTemp(b, bk, newClock())
+	const others, mine = 10_000, 50
+	const conv = "19:benchmark@thread.v2"
+	// Appended by 32 writers at once, as busy conversations would: the
+	// conversation's turns are spread among the others'.
+	jobs := make(chan store.HistoryTurn)
+	var wg sync.WaitGroup
+	var failed atomic.Value
+	for range 32 {
+		wg.Go(func() {
+			for tr := range jobs {
+				if _, err := s.AppendTurn(ctx, tr); err != nil {
+					failed.Store(err)
+				}
+			}
+		})
+	}
+	for i := range others {
+		if i%(others/mine) == 0 {
+			jobs <- historyTurn("tenant-1", conv, i/(others/mine))
+		}
+		jobs <- historyTurn("tenant-1", fmt.Sprintf("a:personal-chat-%05d", i), i)
+	}
+	close(jobs)
+	wg.Wait()
+	if err, _ := failed.Load().(error); err != nil {
+		b.Fatal(err)
+	}
+	var bytes int
+	for b.Loop() {
+		turns, err := s.History(ctx, "tenant-1", conv, "default", mine, 1<<30)
+		if err != nil || len(turns) != mine {
+			b.Fatalf("History = %d turns, %v; want %d", len(turns), err, mine)
+		}
+		bytes = 0
+		for _, tr := range turns {
+			bytes += len(tr.Messages)
+		}
+	}
+	b.ReportMetric(float64(bytes)/mine, "B/turn")
+}

@@ -666,11 +666,126 @@ func (t boltTx) putMCPAuthRequest(r encoded[MCPAuthRequest], old *MCPAuthRequest
 	return byExpiry.Put(timeIDKey(timeKey(r.rec.ExpiresAt), id), []byte(r.rec.State))
 }
 
+// Conversation history.
+
+// turnKey is a turn's key in history/: its conversation and agent, then
+// its Seq, so that a conversation's turns of an agent are one prefix in
+// the order they were appended.
+func turnKey(tenant, conversation, agent string, seq uint64) []byte {
+	return indexKey(u64(seq), tenant, conversation, agent)
+}
+
+// boltTurn decodes a turn of history/: its Seq from the key, the rest
+// from its value, T(at) | L | its record's JSON | its messages, where L
+// is the length of the JSON (4 bytes big-endian). The messages are
+// copied out of the transaction's memory.
+func boltTurn(k, v []byte) (HistoryTurn, error) {
+	record, messages, err := turnValueParts(v)
+	if err != nil || len(k) < 8 {
+		return HistoryTurn{}, fmt.Errorf("history %q: malformed", k)
+	}
+	tr, err := decodeTurn(record, binary.BigEndian.Uint64(k[len(k)-8:]), bytes.Clone(messages))
+	if err != nil {
+		return tr, fmt.Errorf("history %q: %w", k, err)
+	}
+	return tr, nil
+}
+
+// turnValue is a turn's value in history/.
+func turnValue(tr encoded[HistoryTurn]) []byte {
+	at := timeKey(tr.rec.At)
+	v := make([]byte, 0, 12+len(tr.json)+len(tr.rec.Messages))
+	v = binary.BigEndian.AppendUint32(append(v, at[:]...), uint32(len(tr.json)))
+	return append(append(v, tr.json...), tr.rec.Messages...)
+}
+
+// turnValueParts splits a turn's value after its T(at).
+func turnValueParts(v []byte) (record, messages []byte, err error) {
+	if len(v) < 12 {
+		return nil, nil, errors.New("short value")
+	}
+	n := int(binary.BigEndian.Uint32(v[8:12]))
+	if len(v) < 12+n {
+		return nil, nil, errors.New("short value")
+	}
+	return v[12 : 12+n], v[12+n:], nil
+}
+
+// turns reads the prefix of the conversation and agent backwards from
+// its end: the newest turns are read first, and no others.
+func (t boltTx) turns(tenant, conversation, agent string, limit int, keep func(HistoryTurn) bool) error {
+	prefix := indexKey(nil, tenant, conversation, agent)
+	c := t.bucket(bucketHistory).Cursor()
+	n := 0
+	for k, v := seekLastUnder(c, prefix, nil); k != nil && n < limit && bytes.HasPrefix(k, prefix); k, v = c.Prev() {
+		tr, err := boltTurn(k, v)
+		if err != nil {
+			return err
+		}
+		n++
+		if !keep(tr) {
+			return nil
+		}
+	}
+	return nil
+}
+
+// appendTurn numbers the turn from history/'s sequence and keeps its
+// entry in history_by_time beside it, for the sweep. The turn's value
+// starts with T(at), so that deleting the turn finds that entry without
+// decoding it.
+func (t boltTx) appendTurn(tr encoded[HistoryTurn], numbered func(uint64)) error {
+	history := t.bucket(bucketHistory)
+	seq, err := history.NextSequence()
+	if err != nil {
+		return err
+	}
+	r := tr.rec
+	key := turnKey(r.TenantID, r.ConversationID, r.AgentID, seq)
+	if err := history.Put(key, turnValue(tr)); err != nil {
+		return err
+	}
+	if err := t.bucket(bucketHistoryByTime).Put(timeIDKey(timeKey(r.At), u64(seq)), key); err != nil {
+		return err
+	}
+	numbered(seq)
+	return nil
+}
+
+// deleteTurns reads the conversation's prefix of history/ (every agent's)
+// and the prefix of its threads, then deletes what it read, with the
+// entries of history_by_time.
+func (t boltTx) deleteTurns(tenant, conversation, threads string, deleted func(int)) error {
+	history, byTime := t.bucket(bucketHistory), t.bucket(bucketHistoryByTime)
+	var keys, times [][]byte
+	c := history.Cursor()
+	for _, prefix := range [][]byte{indexKey(nil, tenant, conversation), append(indexKey(nil, tenant), threads...)} {
+		for k, v := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix); k, v = c.Next() {
+			if len(k) < 8 || len(v) < 8 {
+				return fmt.Errorf("history %q: malformed", k)
+			}
+			keys = append(keys, bytes.Clone(k))
+			times = append(times, timeIDKey([8]byte(v[:8]), k[len(k)-8:]))
+		}
+	}
+	for i, k := range keys {
+		if err := history.Delete(k); err != nil {
+			return err
+		}
+		if err := byTime.Delete(times[i]); err != nil {
+			return err
+		}
+	}
+	deleted(len(keys))
+	return nil
+}
+
 // each calls fn with every record of the file, kind by kind (first with
 // a nil record, as each kind begins), in an order that keeps references
 // whole: documents before views, runs before deliveries. A record is the
-// encoded[T] of its type, with the bytes it is stored as; a document is
-// an htmlDoc, an arrival an arrival. CopyToPostgres reads with it.
+// encoded[T] of its type, with the bytes it is stored as (a turn's
+// record's JSON, its Seq and messages in rec); a document is an htmlDoc,
+// an arrival an arrival. CopyToPostgres reads with it.
 func (t boltTx) each(ctx context.Context, fn func(kind string, rec any) error) error {
 	for _, k := range []struct {
 		kind, bucket string
@@ -695,6 +810,14 @@ func (t boltTx) each(ctx context.Context, fn func(kind string, rec any) error) e
 		{"triggers", bucketTriggers, eachJSON[Trigger]},
 		{"MCP connections", bucketMCPConnections, eachJSON[MCPConnection]},
 		{"MCP authorization requests", bucketMCPAuthRequests, eachJSON[MCPAuthRequest]},
+		{"history turns", bucketHistory, func(k, v []byte) (any, error) {
+			tr, err := boltTurn(k, v)
+			if err != nil {
+				return nil, err
+			}
+			record, _, _ := turnValueParts(v)
+			return encoded[HistoryTurn]{tr, bytes.Clone(record)}, nil
+		}},
 		{"activities", bucketActivities, func(k, v []byte) (any, error) {
 			if len(v) != 8 {
 				return nil, fmt.Errorf("expiry of %d bytes", len(v))

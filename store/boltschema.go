@@ -44,6 +44,8 @@ const (
 	bucketMCPAuthRequests     = "mcp_auth_requests"
 	bucketMCPAuthByState      = "mcp_auth_by_state"
 	bucketMCPAuthByExpiry     = "mcp_auth_by_expiry"
+	bucketHistory             = "history"
+	bucketHistoryByTime       = "history_by_time"
 
 	keySchemaVersion = "schema_version"
 	keyCursorKey     = "cursor_key"
@@ -84,6 +86,7 @@ func schema() []migration {
 		{version: 5, name: "API keys and triggers", apply: migrateV5},
 		{version: 6, name: "activities seen", apply: migrateV6},
 		{version: 7, name: "MCP connections and authorization requests", apply: migrateV7},
+		{version: 8, name: "conversation history", apply: migrateV8},
 	}
 }
 
@@ -174,6 +177,18 @@ func migrateV6(tx *bbolt.Tx) error {
 // reads as nobody connected, so nothing is rewritten.
 func migrateV7(tx *bbolt.Tx) error {
 	for _, name := range []string{bucketMCPConnections, bucketMCPConnsByServer, bucketMCPAuthRequests, bucketMCPAuthByState, bucketMCPAuthByExpiry} {
+		if _, err := tx.CreateBucketIfNotExists([]byte(name)); err != nil {
+			return fmt.Errorf("bucket %s: %w", name, err)
+		}
+	}
+	return nil
+}
+
+// migrateV8 adds the buckets of conversation history. Files of version 7
+// have none, which reads as conversations without earlier turns, so
+// nothing is rewritten.
+func migrateV8(tx *bbolt.Tx) error {
+	for _, name := range []string{bucketHistory, bucketHistoryByTime} {
 		if _, err := tx.CreateBucketIfNotExists([]byte(name)); err != nil {
 			return fmt.Errorf("bucket %s: %w", name, err)
 		}

@@ -36,6 +36,8 @@ func (s *boltStore) sweep(ctx context.Context, p sweepPlan) (SweepStats, error) 
 			step = sweepAPIKeys(p.auditUntil)
 		case sweepMCPAuth:
 			step = sweepMCPAuthRequests(p.authUntil)
+		case sweepOldHistory:
+			step = sweepHistory(p.runsUntil)
 		}
 		err := sweepBatches(ctx, &st, s.sweepBatch, func(batch int, after []byte) (did SweepStats, next []byte, err error) {
 			err = s.db.Update(func(tx *bbolt.Tx) error {
@@ -366,6 +368,35 @@ func sweepMCPAuthRequests(cutoff time.Time) sweepStep {
 				}
 			}
 			did.MCPAuthRequests++
+		}
+		return did, more(len(todo) == batch), nil
+	}
+}
+
+// sweepHistory deletes the turns of conversation history whose At is at
+// or before cutoff, oldest first: history_by_time names each turn's key.
+func sweepHistory(cutoff time.Time) sweepStep {
+	cut := timeKey(cutoff)
+	return func(tx *bbolt.Tx, batch int, _ []byte) (SweepStats, []byte, error) {
+		var did SweepStats
+		byTime, history := tx.Bucket([]byte(bucketHistoryByTime)), tx.Bucket([]byte(bucketHistory))
+		type entry struct{ key, turn []byte }
+		var todo []entry
+		c := byTime.Cursor()
+		for k, v := c.First(); k != nil && len(todo) < batch; k, v = c.Next() {
+			if len(k) != 16 || bytes.Compare(k[:8], cut[:]) > 0 {
+				break
+			}
+			todo = append(todo, entry{bytes.Clone(k), bytes.Clone(v)})
+		}
+		for _, e := range todo {
+			if err := history.Delete(e.turn); err != nil {
+				return did, nil, err
+			}
+			if err := byTime.Delete(e.key); err != nil {
+				return did, nil, err
+			}
+			did.HistoryTurns++
 		}
 		return did, more(len(todo) == batch), nil
 	}

@@ -92,6 +92,12 @@ func contract() []struct {
 		{"MCPAuthRequestRefusals", testMCPAuthRequestRefusals},
 		{"MCPAuthRequestConcurrency", testMCPAuthRequestConcurrency},
 		{"SweepMCPAuthRequests", testSweepMCPAuthRequests},
+		{"HistoryAppendAndRead", testHistoryAppendAndRead},
+		{"HistoryBudgets", testHistoryBudgets},
+		{"ClearHistory", testClearHistory},
+		{"SweepHistory", testSweepHistory},
+		{"HistoryRefusals", testHistoryRefusals},
+		{"HistoryConcurrentAppends", testHistoryConcurrentAppends},
 	}
 }
 

@@ -48,8 +48,9 @@ type arrival struct {
 // PostgreSQL store dst: runs, views and their HTML, the audit log (with
 // its sequence numbers), conversation references, deliveries, bindings,
 // tenant settings, policy sets, API keys, triggers, the activities seen,
-// people's MCP connections and the MCP authorization requests, each as
-// the bytes it was stored as. It is idempotent: a record
+// people's MCP connections, the MCP authorization requests and the turns
+// of conversation history (with their sequence numbers), each as the
+// bytes it was stored as. It is idempotent: a record
 // whose key is in dst already is left as it is, so running it again
 // copies nothing twice and reports what was there. dst must be a new
 // database, or one an earlier copy wrote into (ErrNotEmpty otherwise). src
@@ -140,9 +141,12 @@ func CopyToPostgres(ctx context.Context, src, dst *Store) ([]CopyCount, error) {
 	if err != nil {
 		return out, fmt.Errorf("store: copy: %w", err)
 	}
-	// The audit log's numbers go on from the largest copied.
-	if _, err := to.pool.Exec(ctx, `SELECT setval(pg_get_serial_sequence('audit', 'seq'), coalesce((SELECT max(seq) FROM audit), 0) + 1, false)`); err != nil {
-		return out, fmt.Errorf("store: copy: audit sequence: %w", err)
+	// The audit log's and the history's numbers go on from the largest
+	// copied.
+	for _, table := range []string{"audit", "history"} {
+		if _, err := to.pool.Exec(ctx, `SELECT setval(pg_get_serial_sequence('`+table+`', 'seq'), coalesce((SELECT max(seq) FROM `+table+`), 0) + 1, false)`); err != nil {
+			return out, fmt.Errorf("store: copy: %s sequence: %w", table, err)
+		}
 	}
 	return out, nil
 }
@@ -180,7 +184,7 @@ func (s *pgStore) claimCopy(ctx context.Context) error {
 	err := s.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM runs) OR EXISTS (SELECT 1 FROM views) OR EXISTS (SELECT 1 FROM audit)
 		OR EXISTS (SELECT 1 FROM conversations) OR EXISTS (SELECT 1 FROM bindings) OR EXISTS (SELECT 1 FROM triggers)
 		OR EXISTS (SELECT 1 FROM api_keys) OR EXISTS (SELECT 1 FROM tenant_settings) OR EXISTS (SELECT 1 FROM policy_sets)
-		OR EXISTS (SELECT 1 FROM mcp_connections) OR EXISTS (SELECT 1 FROM mcp_auth_requests)`).Scan(&used)
+		OR EXISTS (SELECT 1 FROM mcp_connections) OR EXISTS (SELECT 1 FROM mcp_auth_requests) OR EXISTS (SELECT 1 FROM history)`).Scan(&used)
 	if err != nil {
 		return fmt.Errorf("store: copy: %w", err)
 	}

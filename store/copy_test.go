@@ -2,7 +2,9 @@ package store_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -55,6 +57,16 @@ func TestCopyToPostgres(t *testing.T) {
 	}, nil)
 	must(err)
 
+	var turns []store.HistoryTurn
+	// More turns than a write is tried again for (a copy that left the
+	// history's numbers at 1 would fail the next append outright).
+	for i, conv := range []string{"conv-1", "conv-1;messageid=1", "conv-1", "conv-2", "conv-3", "conv-3", "conv-3", "conv-3", "conv-3", "conv-3", "conv-3", "conv-3"} {
+		tr, err := src.AppendTurn(ctx, store.HistoryTurn{TenantID: "tenant-1", ConversationID: conv, AgentID: "default", RunID: fmt.Sprintf("run-%d", i),
+			UserID: "user-1", UserName: "Ada", Messages: json.RawMessage(`[{"role":"user","content":"\u0000 <b>"}]`), Tokens: 10 + i})
+		must(err)
+		turns = append(turns, tr)
+	}
+
 	url := pgtest.Database(t)
 	dst := openAt(t, postgresBackend(), url, clk)
 	counts, err := store.CopyToPostgres(ctx, src, dst)
@@ -68,7 +80,7 @@ func TestCopyToPostgres(t *testing.T) {
 	}
 	want := map[string]int{"html": 1, "runs": 1, "views": 2, "audit records": 2, "conversations": 1, "deliveries": 1,
 		"bindings": 1, "tenant settings": 1, "policy sets": 1, "API keys": 1, "triggers": 1, "activities": 1,
-		"MCP connections": 1, "MCP authorization requests": 1}
+		"MCP connections": 1, "MCP authorization requests": 1, "history turns": 12}
 	if diff := cmp.Diff(want, inserted); diff != "" {
 		t.Errorf("inserted (-want +got):\n%s", diff)
 	}
@@ -102,6 +114,12 @@ func TestCopyToPostgres(t *testing.T) {
 	same("MCP server uses", func(s *store.Store) (any, error) { return s.MCPServerUses(ctx, "tenant-1") })
 	same("MCP authorization request", func(s *store.Store) (any, error) { return s.MCPAuthRequest(ctx, "req-1") })
 	same("MCP authorization request by state", func(s *store.Store) (any, error) { return s.MCPAuthRequestByState(ctx, "state-1") })
+	for _, conv := range []string{"conv-1", "conv-1;messageid=1", "conv-2", "conv-3"} {
+		same("history of "+conv, func(s *store.Store) (any, error) { return s.History(ctx, "tenant-1", conv, "default", 50, 1000) })
+	}
+	if got, _ := dst.History(ctx, "tenant-1", "conv-1", "default", 50, 1000); len(got) != 2 || got[1].Seq != turns[2].Seq {
+		t.Errorf("history after the copy: %+v, want the turns with their numbers", got)
+	}
 	if uses, _ := dst.MCPServerUses(ctx, "tenant-1"); len(uses) != 1 || !uses[0].LastUsedAt.Equal(clk.Now().Add(time.Minute)) {
 		t.Errorf("server uses after the copy: %+v", uses)
 	}
@@ -120,6 +138,11 @@ func TestCopyToPostgres(t *testing.T) {
 	}
 	if _, err := dst.ViewHTML(ctx, shaHex(html)); err != nil {
 		t.Errorf("HTML of the other view lost: %v", err)
+	}
+	// The history's numbers go on after the largest copied.
+	if tr, err := dst.AppendTurn(ctx, store.HistoryTurn{TenantID: "tenant-1", ConversationID: "conv-1", AgentID: "default", RunID: "run-after",
+		Messages: json.RawMessage(`[]`)}); err != nil || tr.Seq != turns[len(turns)-1].Seq+1 {
+		t.Errorf("the first turn after the copy: %+v, %v; want Seq %d", tr, err, turns[len(turns)-1].Seq+1)
 	}
 	recs, err := dst.Audit(ctx, store.AuditQuery{TenantID: "tenant-1"})
 	must(err)

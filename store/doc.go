@@ -7,15 +7,18 @@
 // API keys and scheduled triggers that start runs without a person, and
 // people's authorizations to MCP servers: each person's connection to a
 // server of an agent (its OAuth tokens sealed by the caller) and the
-// authorizations under way, which a run waits on.
+// authorizations under way, which a run waits on; and the history of
+// conversations, each turn as the model read it, which the next runs of
+// the conversation read.
 // It keeps them in one bbolt file (Open), the default, or in a PostgreSQL
 // database that several replicas of the service share (OpenPostgres). It
 // runs each one's schema migrations when it is opened, lists a tenant's
 // records for its admins (audit log pages and exports, active views,
 // recent runs, conversations, MCP connections), revokes views, and sweeps
-// away expired and revoked views, the runs, deliveries and audit records
-// past their retention, and MCP authorization requests a day after they
-// expired. CopyToPostgres copies a bbolt store into a new database.
+// away expired and revoked views, the runs, deliveries, turns of history
+// and audit records past their retention, and MCP authorization requests
+// a day after they expired. CopyToPostgres copies a bbolt store into a new
+// database.
 //
 // It is the only package that knows bbolt and PostgreSQL. Its exported
 // methods take and return plain values, never transactions or cursors.
@@ -60,6 +63,10 @@
 //	  back), authorization requests (id
 //	  and state unique, who and what kept,
 //	  versions, sizes, statuses)
+//	conversation history: turns numbered,  history.go
+//	  their checks, History's budgets
+//	  (whole turns, the newest first),
+//	  ClearHistory of a channel's threads
 //	retention: what a sweep deletes, a run  sweep.go (sweepPlan)
 //	  kept while a view of it is open
 //
@@ -139,6 +146,11 @@
 //	  <state>                     -> <request id>: the callback knows a request by its state
 //	mcp_auth_by_expiry/           (since schema version 7)
 //	  T(expiresAt) | <request id> -> <state>, for the sweep
+//	history/                      (since schema version 8)
+//	  <tenant> 0x00 <conversation id> 0x00 <agent> 0x00 | N(seq)
+//	                              -> T(at) | L | HistoryTurn as JSON | its messages
+//	history_by_time/              (since schema version 8)
+//	  T(at) | N(seq)              -> the turn's key in history/, for the sweep
 //
 // A view's end is when it stops being served: its ExpiresAt, or when it
 // was revoked (RevokeView moves both index entries to that time).
@@ -189,9 +201,10 @@
 // API keys and triggers are keyed by their tenant first, like the access
 // records. A trigger's claim of a due time (UpdateTrigger moving LastDue)
 // is committed before its run starts, so a restart never runs a due time
-// twice. RemoveConversation deletes a conversation reference and pauses
-// the triggers of triggers_by_conversation under it in one commit, with
-// their audit record. Revoked API keys are swept once their revocation is
+// twice. RemoveConversation deletes a conversation reference, clears its
+// history (its threads' too) and pauses the triggers of
+// triggers_by_conversation under it in one commit, with their audit
+// record. Revoked API keys are swept once their revocation is
 // older than the audit retention; triggers are deleted only by an admin.
 //
 // A person's MCP connection is keyed by tenant, user, agent and server,
@@ -204,6 +217,21 @@
 // mcp_auth_by_state, which refuses a second request with the same state;
 // the sweep reads mcp_auth_by_expiry up to T(now - 24h), whose value
 // names the state entry to delete with the request.
+//
+// A turn of history is keyed by its tenant, conversation and agent, then
+// its Seq, which the history bucket's own sequence numbers, so that a
+// later turn has a larger one and the turns of one conversation and agent
+// are one prefix in the order they were appended: History reads that
+// prefix backwards from its end, the newest turn first, and stops at the
+// turn count or the token budget, never reading another conversation's.
+// Its value is T(at), then L (the length of the record's JSON, 4 bytes
+// big-endian), the record's JSON without its messages, and the messages
+// as the agent gave them: a read decodes the small record and copies the
+// messages, never parsing them. ClearHistory reads the prefix of the
+// conversation (every agent's turns) and that of its threads, <tenant>
+// 0x00 followed by the conversation id and ";messageid=", and deletes
+// each turn with its history_by_time entry, whose key the value's T(at)
+// gives. The sweep reads history_by_time up to T(now - RunRetention).
 //
 // A delivery is keyed by its run's id and is written only for a stored
 // run (PutDelivery's rule), so it lives exactly as long as that run: the
@@ -245,7 +273,16 @@
 //	mcp_auth_       id, state, expires_ns             the key; state (unique); by
 //	  requests                                          expiry (the sweep)
 //	  (version 3)
+//	history         seq (identity), tenant,           by tenant, conversation, agent
+//	  (version 4)     conversation_id, agent, at_ns,    and seq (History, ClearHistory);
+//	                  messages                          by at_ns (the sweep)
 //	meta            key                               the cursor key, a copy's mark
+//
+// A turn's row holds its record's JSON in data and its messages, as given,
+// in messages. History is one query, ORDER BY seq DESC LIMIT on the index
+// by tenant, conversation, agent and seq, read backwards
+// (TestHistoryPlanUsesAnIndex); ClearHistory two, the conversation's and
+// its threads' ranges of the same index, sent together.
 //
 // A page of the audit log is one query: the tenant's index with the most
 // selective filter given (person, tool, action, result, in that order),

@@ -405,7 +405,8 @@ func checkFixture(t *testing.T, s *store.Store, now *time.Time, want *fixtureDum
 
 // checkNewRecords keeps and reads back, in a store migrated from the
 // fixture, the records that came after it: MCP connections and
-// authorization requests, and sweeps the requests.
+// authorization requests, turns of conversation history, and sweeps the
+// requests and the turns.
 func checkNewRecords(t *testing.T, s *store.Store, now time.Time) {
 	t.Helper()
 	ctx := context.Background()
@@ -426,8 +427,24 @@ func checkNewRecords(t *testing.T, s *store.Store, now time.Time) {
 	if got, err := s.MCPAuthRequestByState(ctx, "state-1"); err != nil || got.ID != "req-1" {
 		t.Errorf("MCPAuthRequestByState on the migrated fixture: %+v %v", got, err)
 	}
-	if st, err := s.Sweep(ctx); err != nil || st.MCPAuthRequests != 1 {
-		t.Errorf("a sweep of the migrated fixture: %+v %v, want the expired request", st, err)
+	// Turns of conversation history: two of a channel's thread, one
+	// past the run retention (30 days by default), which the sweep
+	// deletes; then the channel's history cleared.
+	conv := "19:fixture@thread.tacv2;messageid=1"
+	for _, at := range []time.Time{now.Add(-31 * 24 * time.Hour), now.Add(-time.Hour)} {
+		if _, err := s.AppendTurn(ctx, store.HistoryTurn{TenantID: c.TenantID, ConversationID: conv, AgentID: "default", RunID: "run-" + at.Format(time.RFC3339),
+			UserID: c.UserID, At: at, Messages: json.RawMessage(`[{"role":"user","content":"Grüß Gott"}]`), Tokens: 7}); err != nil {
+			t.Fatalf("AppendTurn on the migrated fixture: %v", err)
+		}
+	}
+	if got, err := s.History(ctx, c.TenantID, conv, "default", 10, 100); err != nil || len(got) != 2 || got[0].Seq >= got[1].Seq {
+		t.Errorf("History on the migrated fixture: %+v %v", got, err)
+	}
+	if st, err := s.Sweep(ctx); err != nil || st.MCPAuthRequests != 1 || st.HistoryTurns != 1 {
+		t.Errorf("a sweep of the migrated fixture: %+v %v, want the expired request and the old turn", st, err)
+	}
+	if n, err := s.ClearHistory(ctx, c.TenantID, "19:fixture@thread.tacv2"); err != nil || n != 1 {
+		t.Errorf("ClearHistory on the migrated fixture = %d, %v; want the turn the sweep kept", n, err)
 	}
 }
 

@@ -89,10 +89,10 @@ func TestMigrationV7AddsMCPBuckets(t *testing.T) {
 		}
 	}
 	old.Close()
-	s := mustOpen(t, path, schema())
+	s := mustOpen(t, path, schema()[:7])
 	defer s.Close()
-	if v := versionOf(t, s); v != 7 || len(schema()) != 7 {
-		t.Fatalf("version %d of %d, want 7", v, len(schema()))
+	if v := versionOf(t, s); v != 7 {
+		t.Fatalf("version %d, want 7", v)
 	}
 	for _, b := range mcpBuckets {
 		if !hasBucket(t, s, b) {

@@ -262,9 +262,9 @@ type pgTx struct {
 	// BEGIN (committed by itself), or the one holding COMMIT.
 	commitSent, implicit bool
 	batch                pgx.Batch // a write's statements not sent yet
-	// checks are the queued statements' checks of what they did (nil:
-	// none), such as ErrConflict for a claim that inserted nothing.
-	checks []func(pgconn.CommandTag) error
+	// checks are the queued statements' checks of what they did, such
+	// as ErrConflict for a claim that inserted nothing.
+	checks []pgCheck
 	// after are statements run after the queued ones and before the
 	// commit, each on its own (see pgDropHTMLIfUnused).
 	after []func(ctx context.Context, conn *pgxpool.Conn) error
@@ -276,10 +276,25 @@ type notSent struct{ err error }
 func (e notSent) Error() string { return e.err.Error() }
 func (e notSent) Unwrap() error { return e.err }
 
+// pgCheck is a queued statement's check of what it did: of its command
+// tag (nil: none), or, for a statement that returns a row (an INSERT …
+// RETURNING), of that row.
+type pgCheck struct {
+	tag func(pgconn.CommandTag) error
+	row func(pgx.Row) error
+}
+
 // queue adds a write, and its check of what it did.
 func (t *pgTx) queue(check func(pgconn.CommandTag) error, sql string, args ...any) {
 	t.batch.Queue(sql, args...)
-	t.checks = append(t.checks, check)
+	t.checks = append(t.checks, pgCheck{tag: check})
+}
+
+// queueRow adds a write that returns one row, and scan, which reads it
+// once the write is sent.
+func (t *pgTx) queueRow(scan func(pgx.Row) error, sql string, args ...any) {
+	t.batch.Queue(sql, args...)
+	t.checks = append(t.checks, pgCheck{row: scan})
 }
 
 // put queues the insert of a row, or, when the write read and locked the
@@ -382,12 +397,18 @@ func (t *pgTx) results(br pgx.BatchResults) error {
 	checks := t.checks
 	t.checks = nil
 	for _, check := range checks {
+		if check.row != nil {
+			if err := check.row(br.QueryRow()); err != nil {
+				return err
+			}
+			continue
+		}
 		tag, err := br.Exec()
 		if err != nil {
 			return err
 		}
-		if check != nil {
-			if err := check(tag); err != nil {
+		if check.tag != nil {
+			if err := check.tag(tag); err != nil {
 				return err
 			}
 		}

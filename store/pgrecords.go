@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -463,6 +464,69 @@ func (t *pgTx) putMCPAuthRequest(r encoded[MCPAuthRequest], old *MCPAuthRequest)
 	return nil
 }
 
+// Conversation history.
+
+// errEnough stops a read whose caller has what it wanted.
+var errEnough = errors.New("enough rows read")
+
+// turns reads history_by_conversation backwards from the newest turn of
+// the conversation and agent, and stops reading once keep refuses one.
+func (t *pgTx) turns(tenant, conversation, agent string, limit int, keep func(HistoryTurn) bool) error {
+	err := t.query(`SELECT seq, data, messages FROM history WHERE tenant = $1 AND conversation_id = $2 AND agent = $3
+		ORDER BY seq DESC LIMIT $4`, []any{tenant, conversation, agent, limit}, func(rows pgx.Rows) error {
+		var seq int64
+		var data, messages []byte
+		if err := rows.Scan(&seq, &data, &messages); err != nil {
+			return err
+		}
+		tr, err := decodeTurn(data, uint64(seq), messages)
+		if err != nil {
+			return fmt.Errorf("history turn %d: %w", seq, err)
+		}
+		if !keep(tr) {
+			return errEnough
+		}
+		return nil
+	})
+	if errors.Is(err, errEnough) {
+		return nil
+	}
+	return err
+}
+
+// appendTurn inserts the turn, numbered by the identity column, which
+// the insert returns.
+func (t *pgTx) appendTurn(tr encoded[HistoryTurn], numbered func(uint64)) error {
+	r := tr.rec
+	t.queueRow(func(row pgx.Row) error {
+		var seq int64
+		if err := row.Scan(&seq); err != nil {
+			return err
+		}
+		numbered(uint64(seq))
+		return nil
+	}, `INSERT INTO history (tenant, conversation_id, agent, at_ns, data, messages) VALUES ($1, $2, $3, $4, $5, $6) RETURNING seq`,
+		r.TenantID, r.ConversationID, r.AgentID, ns(r.At), tr.json, []byte(r.Messages))
+	return nil
+}
+
+// deleteTurns deletes the conversation's turns and its threads', each a
+// range of history_by_conversation: two statements sent together.
+func (t *pgTx) deleteTurns(tenant, conversation, threads string, deleted func(int)) error {
+	n := 0
+	t.queue(func(tag pgconn.CommandTag) error {
+		n = int(tag.RowsAffected())
+		return nil
+	}, `DELETE FROM history WHERE tenant = $1 AND conversation_id = $2`, tenant, conversation)
+	t.queue(func(tag pgconn.CommandTag) error {
+		n += int(tag.RowsAffected())
+		deleted(n)
+		return nil
+	}, `DELETE FROM history WHERE tenant = $1 AND conversation_id >= $2 AND conversation_id < $3`,
+		tenant, threads, string(prefixEnd([]byte(threads))))
+	return nil
+}
+
 // load queues the insert of a record as each yields it, leaving a stored
 // row as it is, and tells inserted, once the write commits, whether it
 // inserted it. A delivery whose run is not stored inserts nothing.
@@ -505,6 +569,10 @@ func (t *pgTx) load(rec any, inserted func(bool)) error {
 		t.queue(check, mcpConnInsert+ifAbsent, mcpConnRow(r)...)
 	case encoded[MCPAuthRequest]:
 		t.queue(check, mcpAuthInsert+ifAbsent, mcpAuthRow(r)...)
+	case encoded[HistoryTurn]:
+		t.queue(check, `INSERT INTO history (seq, tenant, conversation_id, agent, at_ns, data, messages) OVERRIDING SYSTEM VALUE
+			VALUES ($1, $2, $3, $4, $5, $6, $7)`+ifAbsent, int64(r.rec.Seq), r.rec.TenantID, r.rec.ConversationID, r.rec.AgentID,
+			ns(r.rec.At), r.json, []byte(r.rec.Messages))
 	case arrival:
 		t.queue(check, arrivalInsert+ifAbsent, []byte(r.key), ns(r.until))
 	default:

@@ -172,6 +172,18 @@ CREATE TABLE mcp_auth_requests (
 CREATE UNIQUE INDEX mcp_auth_requests_by_state ON mcp_auth_requests (state);
 CREATE INDEX mcp_auth_requests_by_expiry ON mcp_auth_requests (expires_ns);
 `},
+		{version: 4, name: "conversation history", sql: `
+CREATE TABLE history (
+	seq bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+	tenant text COLLATE "C" NOT NULL,
+	conversation_id text COLLATE "C" NOT NULL,
+	agent text COLLATE "C" NOT NULL,
+	at_ns bigint NOT NULL,
+	data bytea NOT NULL,
+	messages bytea NOT NULL);
+CREATE INDEX history_by_conversation ON history (tenant, conversation_id, agent, seq);
+CREATE INDEX history_by_time ON history (at_ns);
+`},
 	}
 }
 

@@ -63,6 +63,9 @@ func (s *pgStore) sweep(ctx context.Context, p sweepPlan) (SweepStats, error) {
 		case sweepRevokedKeys:
 			steps = []pgSweepStep{pgDeleteBatch(`DELETE FROM api_keys WHERE id IN (
 				SELECT id FROM api_keys WHERE revoked_ns <= $1 ORDER BY revoked_ns LIMIT $2 FOR UPDATE SKIP LOCKED)`, p.auditUntil, func(st *SweepStats) *int { return &st.APIKeys })}
+		case sweepOldHistory:
+			steps = []pgSweepStep{pgDeleteBatch(`DELETE FROM history WHERE seq IN (
+				SELECT seq FROM history WHERE at_ns <= $1 ORDER BY at_ns LIMIT $2 FOR UPDATE SKIP LOCKED)`, p.runsUntil, func(st *SweepStats) *int { return &st.HistoryTurns })}
 		case sweepMCPAuth:
 			steps = []pgSweepStep{pgDeleteBatch(`DELETE FROM mcp_auth_requests WHERE id IN (
 				SELECT id FROM mcp_auth_requests WHERE expires_ns <= $1 ORDER BY expires_ns LIMIT $2 FOR UPDATE SKIP LOCKED)`, p.authUntil, func(st *SweepStats) *int { return &st.MCPAuthRequests })}

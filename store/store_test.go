@@ -752,6 +752,11 @@ func TestBackupIsAWorkingStore(t *testing.T) {
 		AgentID: "default", Server: "crm", AuthURL: "https://as.example/authorize", ExpiresAt: clk.Now().Add(time.Hour)}); err != nil {
 		t.Fatal(err)
 	}
+	turn, err := s.AppendTurn(ctx, store.HistoryTurn{TenantID: "tenant-1", ConversationID: "conv-1", AgentID: "default", RunID: "run-1",
+		Messages: json.RawMessage(`[{"role":"user","content":"hi"}]`), Tokens: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
 	path := filepath.Join(t.TempDir(), "backup.db")
 	f, err := os.Create(path)
 	if err != nil {
@@ -781,5 +786,12 @@ func TestBackupIsAWorkingStore(t *testing.T) {
 	}
 	if r, err := b.MCPAuthRequestByState(ctx, "state-1"); err != nil || r.ID != "req-1" {
 		t.Errorf("MCP authorization request in the backup = %+v, %v", r, err)
+	}
+	if h, err := b.History(ctx, "tenant-1", "conv-1", "default", 10, 10); err != nil || len(h) != 1 || !cmp.Equal(h[0], turn) {
+		t.Errorf("history in the backup = %+v, %v; want %+v", h, err, turn)
+	}
+	if next, err := b.AppendTurn(ctx, store.HistoryTurn{TenantID: "tenant-1", ConversationID: "conv-1", AgentID: "default", RunID: "run-2",
+		Messages: json.RawMessage(`[]`)}); err != nil || next.Seq != turn.Seq+1 {
+		t.Errorf("a turn after the backup's: %+v, %v; want Seq %d", next, err, turn.Seq+1)
 	}
 }

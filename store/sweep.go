@@ -21,6 +21,9 @@ type SweepStats struct {
 	// MCPAuthRequests are the MCP authorization requests that expired
 	// more than a day ago, whatever their status.
 	MCPAuthRequests int
+	// HistoryTurns are the turns of conversation history older than
+	// Options.RunRetention.
+	HistoryTurns int
 	// RunsHeld counts the runs past their retention kept because a view
 	// of theirs can still be opened.
 	RunsHeld int
@@ -39,19 +42,22 @@ func (st *SweepStats) add(o SweepStats) {
 	st.APIKeys += o.APIKeys
 	st.Activities += o.Activities
 	st.MCPAuthRequests += o.MCPAuthRequests
+	st.HistoryTurns += o.HistoryTurns
 }
 
 func (st SweepStats) removed() bool {
-	return st.Views > 0 || st.HTML > 0 || st.Runs > 0 || st.Deliveries > 0 || st.Audit > 0 || st.APIKeys > 0 || st.Activities > 0 || st.MCPAuthRequests > 0
+	return st.Views > 0 || st.HTML > 0 || st.Runs > 0 || st.Deliveries > 0 || st.Audit > 0 || st.APIKeys > 0 || st.Activities > 0 || st.MCPAuthRequests > 0 ||
+		st.HistoryTurns > 0
 }
 
 // sweepPlan is what a sweep deletes, the rules of retention written once
 // for both backends: the views that ended at or before now (expired, or
 // revoked) and the documents no view uses any more, the arrivals whose
 // window ended at or before now, the runs made at or before runsUntil
-// (with their deliveries) unless keepRun holds them, the audit records of
-// a time at or before auditUntil and the API keys revoked at or before it,
-// and the MCP authorization requests that expired at or before
+// (with their deliveries) unless keepRun holds them, the turns of
+// conversation history of a time at or before runsUntil too, the audit
+// records of a time at or before auditUntil and the API keys revoked at or
+// before it, and the MCP authorization requests that expired at or before
 // authUntil. A zero runsUntil or auditUntil keeps those records forever.
 type sweepPlan struct {
 	now                   time.Time
@@ -69,13 +75,14 @@ const (
 	sweepOldAudit                     // audit records past their retention
 	sweepRevokedKeys                  // API keys revoked as long ago
 	sweepMCPAuth                      // MCP authorization requests a day after they expired
+	sweepOldHistory                   // turns of conversation history past the run retention
 )
 
 // parts are the parts of a sweep, in the order they run.
 func (p sweepPlan) parts() []sweepPart {
 	parts := []sweepPart{sweepEndedViews, sweepArrivals, sweepMCPAuth}
 	if !p.runsUntil.IsZero() {
-		parts = append(parts, sweepOldRuns)
+		parts = append(parts, sweepOldRuns, sweepOldHistory)
 	}
 	if !p.auditUntil.IsZero() {
 		parts = append(parts, sweepOldAudit, sweepRevokedKeys)
@@ -146,7 +153,8 @@ func nextBatch(batch int, took time.Duration) int {
 
 // Sweep deletes what has outlived its time, in short transactions: expired
 // and revoked views and unreferenced HTML, then runs and their deliveries
-// past Options.RunRetention, then audit records past
+// past Options.RunRetention and the turns of conversation history as old
+// (by their At), then audit records past
 // Options.AuditRetention (their index entries with them), revoked API
 // keys as old, the arrivals of activities whose window is over, and the
 // MCP authorization requests a day after they expired.
@@ -187,7 +195,7 @@ func (s *Store) RunSweeper(ctx context.Context, interval time.Duration) {
 		start := time.Now()
 		st, err := s.Sweep(ctx)
 		attrs := []any{"views", st.Views, "html", st.HTML, "runs", st.Runs, "deliveries", st.Deliveries,
-			"audit", st.Audit, "api_keys", st.APIKeys, "mcp_auth_requests", st.MCPAuthRequests, "runs_held", st.RunsHeld, "transactions", st.Transactions,
+			"audit", st.Audit, "api_keys", st.APIKeys, "mcp_auth_requests", st.MCPAuthRequests, "history_turns", st.HistoryTurns, "runs_held", st.RunsHeld, "transactions", st.Transactions,
 			"longest", st.Longest, "took", time.Since(start)}
 		switch {
 		case errors.Is(err, ErrClosed):

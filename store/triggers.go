@@ -436,10 +436,11 @@ func (s *Store) DeleteTrigger(ctx context.Context, tenant, id string, audit func
 }
 
 // RemoveConversation forgets that the app is in a conversation of tenant
-// (the reference under key) and pauses, with reason, every active trigger
-// that posts into it, in one commit with the audit records audit makes of
-// the triggers it paused (given before and after each). It returns the
-// triggers paused. The app was uninstalled there, or the Bot Connector
+// (the reference under key), clears its history as ClearHistory does
+// (its threads' too, for a channel), and pauses, with reason, every
+// active trigger that posts into it, in one commit with the audit records
+// audit makes of the triggers it paused (given before and after each). It
+// returns the triggers paused. The app was uninstalled there, or the Bot Connector
 // refused a send: retrying would fail the same way.
 //
 // A removal happens once: when no reference is stored under key (it was
@@ -472,6 +473,9 @@ func (s *Store) RemoveConversation(ctx context.Context, key, tenant, conversatio
 			return err
 		}
 		if err := w.deleteConversation(key); err != nil {
+			return err
+		}
+		if err := w.deleteTurns(tenant, conversationID, threadPrefix(conversationID), func(int) {}); err != nil {
 			return err
 		}
 		stored, err := w.triggers(tenant, conversationID)

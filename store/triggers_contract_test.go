@@ -111,11 +111,19 @@ func testTriggersAndRemovedConversation(t *testing.T, bk backend) {
 		t.Fatalf("second claim of the same due time: %v", err)
 	}
 
-	// The app is removed from conv-1: its reference goes, and its two
-	// triggers are paused with the reason, in one commit with the audit.
+	// The app is removed from conv-1: its reference goes, its history
+	// and its threads' with it, and its two triggers are paused with the
+	// reason, in one commit with the audit.
 	if err := s.PutConversation(ctx, store.ConversationRef{Key: "tenant-a/conv-1", TenantID: "tenant-a", ConversationID: "conv-1"}); err != nil {
 		t.Fatal(err)
 	}
+	for _, conv := range []string{"conv-1", "conv-1;messageid=7", "conv-10", "conv-2"} {
+		for _, agent := range []string{"default", "sales"} {
+			appendTurns(t, s, store.HistoryTurn{TenantID: "tenant-a", ConversationID: conv, AgentID: agent, RunID: "r", Messages: []byte(`[]`), Tokens: 1})
+		}
+	}
+	other := store.HistoryTurn{TenantID: "tenant-b", ConversationID: "conv-1", AgentID: "default", RunID: "r", Messages: []byte(`[]`)}
+	appendTurns(t, s, other)
 	paused, err := s.RemoveConversation(ctx, "tenant-a/conv-1", "tenant-a", "conv-1", "the app was removed", func(p [][2]store.Trigger) []store.AuditRecord {
 		return []store.AuditRecord{{Action: "bot.conversation.removed", Fields: map[string]any{"paused": len(p)}}}
 	})
@@ -124,6 +132,22 @@ func testTriggersAndRemovedConversation(t *testing.T, bk backend) {
 	}
 	if _, err := s.Conversation(ctx, "tenant-a/conv-1"); !errors.Is(err, store.ErrNotFound) {
 		t.Errorf("reference kept: %v", err)
+	}
+	for _, c := range []struct {
+		tenant, conv string
+		want         int
+	}{
+		{"tenant-a", "conv-1", 0}, {"tenant-a", "conv-1;messageid=7", 0},
+		{"tenant-a", "conv-10", 1}, {"tenant-a", "conv-2", 1}, {"tenant-b", "conv-1", 1},
+	} {
+		for _, agent := range []string{"default", "sales"} {
+			if c.tenant == "tenant-b" && agent == "sales" {
+				continue
+			}
+			if got := history(t, s, c.tenant, c.conv, agent, 50, 1000); len(got) != c.want {
+				t.Errorf("history of %s of %s (%s) after the removal: %d turns, want %d", c.conv, c.tenant, agent, len(got), c.want)
+			}
+		}
 	}
 	// Teams announces one uninstall twice: the second removal finds the
 	// reference gone and writes nothing, its audit record included.

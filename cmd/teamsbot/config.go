@@ -256,20 +256,25 @@ func (c *config) check(env environment, now time.Time) []error {
 	} else if data, err := os.ReadFile(c.ConfigPath); err != nil {
 		errs = append(errs, fmt.Errorf("TICKETIQ_CONFIG: %w", err))
 	} else if c.Agents, err = loadConfigFile(data, env); err != nil {
-		// Each mistake of the file on a line of its own, named by its
-		// place in the file.
-		var list interface{ Unwrap() []error }
-		var one *agent.ConfigError
-		switch {
-		case errors.As(err, &one) && one == err:
-			errs = append(errs, fmt.Errorf("TICKETIQ_CONFIG %s, %w", c.ConfigPath, err))
-		case !errors.As(err, &list):
-			errs = append(errs, fmt.Errorf("TICKETIQ_CONFIG %s: %w", c.ConfigPath, err))
-		default:
-			for _, e := range list.Unwrap() {
-				errs = append(errs, fmt.Errorf("TICKETIQ_CONFIG %s, %w", c.ConfigPath, e))
-			}
-		}
+		errs = append(errs, configFileMistakes(c.ConfigPath, err)...)
+	}
+	return errs
+}
+
+// configFileMistakes puts each mistake of the configuration file on a line
+// of its own, named by the file and its place in it.
+func configFileMistakes(path string, err error) []error {
+	var list interface{ Unwrap() []error }
+	var one *agent.ConfigError
+	switch {
+	case errors.As(err, &one) && one == err:
+		return []error{fmt.Errorf("TICKETIQ_CONFIG %s, %w", path, err)}
+	case !errors.As(err, &list):
+		return []error{fmt.Errorf("TICKETIQ_CONFIG %s: %w", path, err)}
+	}
+	var errs []error
+	for _, e := range list.Unwrap() {
+		errs = append(errs, fmt.Errorf("TICKETIQ_CONFIG %s, %w", path, e))
 	}
 	return errs
 }
@@ -371,6 +376,14 @@ func (c *config) loadBotCredential(env environment, now time.Time) []error {
 // another key adds it here.
 func loadConfigFile(data []byte, env environment) (agent.Config, error) {
 	return agent.LoadConfigFile(data, env.get)
+}
+
+// readConfigFile is loadConfigFile for reading what the file says, for
+// `teamsbot manifest`: a ${VAR} that is not set is left as written, since
+// the package holds none of the servers' secrets. Its top-level keys are
+// loadConfigFile's.
+func readConfigFile(data []byte, env environment) (agent.Config, error) {
+	return agent.LoadConfigFileUnresolved(data, env.get)
 }
 
 // tenantList splits a comma-separated list of tenant ids, lower-cased,

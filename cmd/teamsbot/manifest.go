@@ -22,6 +22,7 @@ type manifestFlags struct {
 	botID, publicBaseURL, sandboxBaseURL string
 	signInClientID                       string
 	teamsTab                             string
+	configPath                           string
 	o                                    manifest.Options
 }
 
@@ -29,7 +30,7 @@ type manifestFlags struct {
 // manifest` reads these alone, so that neither the bot's credential nor
 // its tenants (which a package does not hold) are needed to write one.
 func manifestSettings() []string {
-	return []string{"TICKETIQ_BOT_APP_ID", "TICKETIQ_PUBLIC_BASE_URL", "TICKETIQ_SANDBOX_BASE_URL", "TICKETIQ_OIDC_CLIENT_ID", "TICKETIQ_TEAMS_TAB"}
+	return []string{"TICKETIQ_BOT_APP_ID", "TICKETIQ_PUBLIC_BASE_URL", "TICKETIQ_SANDBOX_BASE_URL", "TICKETIQ_OIDC_CLIENT_ID", "TICKETIQ_TEAMS_TAB", "TICKETIQ_CONFIG"}
 }
 
 // exampleGUID stands for an id in the examples of mistakes.
@@ -54,6 +55,7 @@ func manifestFixes() map[string]string {
 		"ShortDescription": `pass --description "Answers with your organisation's tools"`,
 		"FullDescription":  `pass --full-description "..."`,
 		"AccentColor":      "pass --accent '#3A5BA0'",
+		"Prompts":          "edit the prompts of the first agent in TICKETIQ_CONFIG",
 	}
 }
 
@@ -63,8 +65,11 @@ func manifestCommand() command {
 manifest.json (schema 1.29), color.png and outline.png. It needs only what the
 package holds: the bot's app id, the public base URL (https), the developer's
 name and pages, and with TICKETIQ_TEAMS_TAB=true the sign-in's client id. The
-bot's credential and tenants are not needed. Every missing or wrong input is
-named, with the flag or variable that gives it, and nothing is written then.
+bot's credential and tenants are not needed. With TICKETIQ_CONFIG (or
+--config), the first agent's prompts become the bot's suggested prompts, with
+/tools after them. With --copilot the bot answers in Microsoft 365 Copilot
+chat too, as a custom engine agent. Every missing or wrong input is named,
+with the flag or variable that gives it, and nothing is written then.
 
 Example:
   TICKETIQ_BOT_APP_ID=` + exampleGUID + ` TICKETIQ_PUBLIC_BASE_URL=https://bot.contoso.example \
@@ -79,6 +84,8 @@ Example:
 			fs.StringVar(&f.sandboxBaseURL, "sandbox-base-url", "", "the separate sandbox origin, if any (`URL`; default TICKETIQ_SANDBOX_BASE_URL)")
 			fs.StringVar(&f.signInClientID, "sign-in-client-id", "", "the sign-in's app registration, for webApplicationInfo (`GUID`; default TICKETIQ_OIDC_CLIENT_ID)")
 			fs.StringVar(&f.teamsTab, "teams-tab", "", "views open inside Teams: `true` or false (default TICKETIQ_TEAMS_TAB)")
+			fs.StringVar(&f.configPath, "config", "", "the configuration file whose first agent's prompts the bot suggests (`FILE`; default TICKETIQ_CONFIG)")
+			fs.BoolVar(&f.o.Copilot, "copilot", false, "the bot answers in Microsoft 365 Copilot chat too, as a custom engine agent")
 			fs.StringVar(&f.o.AppID, "app-id", "", "the Teams app's own `GUID` (default: derived from the bot's app id, the same for every build)")
 			fs.StringVar(&f.o.Version, "version", "1.0.0", "the app's semantic `VERSION`; raise it for every upload")
 			fs.StringVar(&f.o.Developer, "developer", "", "who publishes the app (`NAME`, at most 32 characters)")
@@ -106,7 +113,7 @@ func writeManifest(f *manifestFlags, env environment, stdout io.Writer) error {
 	// flags in their place.
 	env = envWith(env, map[string]string{
 		"TICKETIQ_BOT_APP_ID": f.botID, "TICKETIQ_PUBLIC_BASE_URL": f.publicBaseURL, "TICKETIQ_SANDBOX_BASE_URL": f.sandboxBaseURL,
-		"TICKETIQ_OIDC_CLIENT_ID": f.signInClientID, "TICKETIQ_TEAMS_TAB": f.teamsTab,
+		"TICKETIQ_OIDC_CLIENT_ID": f.signInClientID, "TICKETIQ_TEAMS_TAB": f.teamsTab, "TICKETIQ_CONFIG": f.configPath,
 	})
 	cfg, errs := loadSettings(env, manifestSettings()...)
 	o := f.o
@@ -120,6 +127,18 @@ func writeManifest(f *manifestFlags, env environment, stdout io.Writer) error {
 		// "Enable SSO for tab app": api://{host}/{client id}, the same
 		// the service takes Teams tokens for.
 		o.SignInResource = signin.ApplicationIDURI(cfg.PublicBaseURL.Hostname(), cfg.OIDCClientID)
+	}
+	if cfg.ConfigPath != "" {
+		// The bot serves the first agent: its prompts are the bot's.
+		if data, err := os.ReadFile(cfg.ConfigPath); err != nil {
+			errs = append(errs, fmt.Errorf("TICKETIQ_CONFIG: %w", err))
+		} else if agents, err := readConfigFile(data, env); err != nil {
+			errs = append(errs, configFileMistakes(cfg.ConfigPath, err)...)
+		} else {
+			for _, p := range agents.Agents[0].Prompts {
+				o.Prompts = append(o.Prompts, manifest.Prompt{Title: p.Title, Text: p.Text})
+			}
+		}
 	}
 	if f.out == "" {
 		errs = append(errs, errors.New("the file to write is missing: pass -o teamsbot.zip (or -o - for standard output)"))
@@ -146,7 +165,22 @@ func writeManifest(f *manifestFlags, env environment, stdout io.Writer) error {
 	if err := os.WriteFile(f.out, pkg, 0o644); err != nil {
 		return fmt.Errorf("the package could not be written: %w", err)
 	}
-	_, err = fmt.Fprintf(stdout, "wrote %s (app id %s, version %s, bot %s, for %s)\n", f.out, manifestID(o), o.Version, o.BotID, netaddr.Redact(o.PublicBaseURL))
+	var reach []string
+	switch n := len(o.Prompts); n {
+	case 0:
+	case 1:
+		reach = append(reach, "1 suggested prompt")
+	default:
+		reach = append(reach, fmt.Sprintf("%d suggested prompts", n))
+	}
+	if o.Copilot {
+		reach = append(reach, "in Microsoft 365 Copilot too")
+	}
+	more := ""
+	if len(reach) > 0 {
+		more = "; " + strings.Join(reach, ", ")
+	}
+	_, err = fmt.Fprintf(stdout, "wrote %s (app id %s, version %s, bot %s, for %s%s)\n", f.out, manifestID(o), o.Version, o.BotID, netaddr.Redact(o.PublicBaseURL), more)
 	return err
 }
 

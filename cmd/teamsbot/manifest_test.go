@@ -154,3 +154,89 @@ func zipFile(t *testing.T, path, name string) []byte {
 	}
 	return b
 }
+
+// The first agent of the configuration file (TICKETIQ_CONFIG or --config)
+// gives the bot's suggested prompts, read without the variables its
+// servers name (the package holds no secret); --copilot makes the bot a
+// custom engine agent of Microsoft 365 Copilot too. The package passes
+// Microsoft's validator, and the command says what it holds.
+func TestManifestPromptsAndCopilot(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "agents.yaml")
+	if err := os.WriteFile(file, []byte(`agents:
+  - id: default
+    servers:
+      - name: crm
+        url: https://crm.example.com/mcp
+        headers: {Authorization: "Bearer ${CRM_TOKEN}"}
+    prompts:
+      - title: Sales report
+        text: Show me this quarter's sales report
+      - title: Open tickets
+        text: Which of my tickets are still open?
+  - id: other
+    prompts:
+      - title: Not the bot's
+        text: The bot serves the first agent
+`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(dir, "teamsbot.zip")
+	stdout, _, err := runText(t, map[string]string{"TICKETIQ_BOT_APP_ID": "00000000-0000-4000-8000-0000000000b0", "TICKETIQ_PUBLIC_BASE_URL": "https://bot.contoso.example", "TICKETIQ_CONFIG": file},
+		"manifest", "-o", out, "--copilot", "--developer", "Contoso IT", "--website", "https://www.contoso.example",
+		"--privacy", "https://www.contoso.example/privacy", "--terms", "https://www.contoso.example/terms")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(stdout, "; 2 suggested prompts, in Microsoft 365 Copilot too)") {
+		t.Errorf("said %q", stdout)
+	}
+	mj := zipFile(t, out, "manifest.json")
+	var m struct {
+		Bots []struct {
+			Scopes       []string
+			CommandLists []struct {
+				Scopes   []string
+				Commands []struct{ Title, Type, Prompt string }
+			}
+		}
+		CopilotAgents struct {
+			CustomEngineAgents []struct{ ID, Type string }
+		}
+	}
+	if err := json.Unmarshal(mj, &m); err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range m.Bots[0].CommandLists {
+		var titles []string
+		for _, c := range l.Commands {
+			titles = append(titles, c.Title)
+		}
+		if strings.Join(titles, "|") != "Sales report|Open tickets|/tools" || l.Commands[1].Type != "prompt" || l.Commands[1].Prompt != "Which of my tickets are still open?" {
+			t.Errorf("scope %v: commands %+v", l.Scopes, l.Commands)
+		}
+	}
+	if cea := m.CopilotAgents.CustomEngineAgents; len(cea) != 1 || cea[0].ID != "00000000-0000-4000-8000-0000000000b0" || cea[0].Type != "bot" {
+		t.Errorf("custom engine agents %+v", cea)
+	}
+	if errs := testenv.ValidateTeamsManifest(t, mj); len(errs) != 0 {
+		t.Errorf("Microsoft's validator refuses the package:\n%s", strings.Join(errs, "\n"))
+	}
+
+	// A prompt beyond Teams' limits is named at its place in the file,
+	// with the file, and nothing is written; --config stands for the
+	// variable.
+	bad := filepath.Join(dir, "bad.yaml")
+	os.WriteFile(bad, []byte("agents:\n  - id: default\n    prompts:\n      - title: "+strings.Repeat("t", 40)+"\n        text: fine\n"), 0o600)
+	out2 := filepath.Join(dir, "bad.zip")
+	_, _, err = runText(t, map[string]string{"TICKETIQ_BOT_APP_ID": "00000000-0000-4000-8000-0000000000b0", "TICKETIQ_PUBLIC_BASE_URL": "https://bot.contoso.example"},
+		"manifest", "-o", out2, "--config", bad, "--developer", "Contoso IT", "--website", "https://www.contoso.example",
+		"--privacy", "https://www.contoso.example/privacy", "--terms", "https://www.contoso.example/terms")
+	want := "  - TICKETIQ_CONFIG " + bad + ", line 4, column 16: agents[0].prompts[0].title has 40 characters; Teams takes at most 32"
+	if err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("a prompt too long: %v\nwant a line %q", err, want)
+	}
+	if _, serr := os.Stat(out2); !errors.Is(serr, os.ErrNotExist) {
+		t.Error("a file was written despite the mistake")
+	}
+}

@@ -27,6 +27,7 @@ import (
 	"teamsbot/admin"
 	"teamsbot/agent"
 	"teamsbot/bot"
+	"teamsbot/internal/clientcred"
 	"teamsbot/internal/netaddr"
 	"teamsbot/internal/web"
 	"teamsbot/internal/web/csp"
@@ -121,6 +122,7 @@ func serve(ctx context.Context, cfg config, env environment, stdout io.Writer, l
 	}
 	agents, err := agent.New(ctx, cfg.Agents, agent.Options{
 		Auth:        broker,
+		ModelToken:  modelToken(ctx, cfg, logger),
 		Store:       st,
 		Access:      decide,
 		Logger:      logger.With("part", "agent"),
@@ -590,4 +592,42 @@ func apiScopes(cfg config) []string {
 		}
 	}
 	return nil
+}
+
+// modelToken gives a model configured with entra: true (Azure OpenAI) a
+// token of the bot's app registration for the scope it asks, through the
+// one client-credentials token source (cached, renewed early, fetched
+// once for concurrent runs); nil without an app registration.
+func modelToken(ctx context.Context, cfg config, logger *slog.Logger) func(context.Context, string) (string, error) {
+	if cfg.BotAppID == "" || cfg.BotCredential.IsZero() {
+		return nil
+	}
+	tokenURL := cfg.BotTokenURL
+	if tokenURL == "" {
+		tokenURL = cfg.BotCloud.TokenURL(cfg.BotTenantID)
+	}
+	var mu sync.Mutex
+	sources := map[string]*clientcred.Source{}
+	return func(rctx context.Context, scope string) (string, error) {
+		mu.Lock()
+		src := sources[scope]
+		if src == nil {
+			var err error
+			src, err = clientcred.NewSource(clientcred.SourceOptions{
+				TokenURL: tokenURL, ClientID: cfg.BotAppID, Credential: cfg.BotCredential, Scope: scope,
+				Life: context.WithoutCancel(ctx), Logger: logger.With("part", "model-token"),
+			})
+			if err != nil {
+				mu.Unlock()
+				return "", err
+			}
+			sources[scope] = src
+		}
+		mu.Unlock()
+		tok, err := src.TokenContext(rctx)
+		if err != nil {
+			return "", err
+		}
+		return tok.AccessToken, nil
+	}
 }

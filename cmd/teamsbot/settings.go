@@ -107,10 +107,10 @@ func settings() []setting {
 		boolSetting("TICKETIQ_TEAMS_TAB", "false", "open views inside Teams (Stage View, Teams single sign-on)", func(c *config) *bool { return &c.TeamsTab }),
 		urlSetting("TICKETIQ_GRAPH_BASE_URL", "Microsoft Graph, for group membership", true, func(c *config) *string { return &c.GraphBaseURL }),
 		urlSetting("TICKETIQ_GRAPH_TOKEN_URL", "the token endpoint for Graph, {tenant} standing for each tenant's id", true, func(c *config) *string { return &c.GraphTokenURL }),
-		{name: "TICKETIQ_CONFIG", kind: "file", unset: "the built-in demo agent", help: "a YAML (or JSON) file: agents, their MCP servers, model and data rules",
+		{name: "TICKETIQ_CONFIG", kind: "file", unset: "the built-in demo agent", help: "a YAML (or JSON) file: agents, their MCP servers, model, data rules and suggested prompts",
 			parse: func(c *config, v string) error { c.ConfigPath = v; return nil }},
 		retentionSetting("TICKETIQ_AUDIT_RETENTION", "90d", "how long audit records are kept", func(c *config) *time.Duration { return &c.AuditRetention }),
-		retentionSetting("TICKETIQ_RUN_RETENTION", "30d", "how long runs and their deliveries are kept", func(c *config) *time.Duration { return &c.RunRetention }),
+		retentionSetting("TICKETIQ_RUN_RETENTION", "30d", "how long runs, their deliveries and the turns of conversation history are kept", func(c *config) *time.Duration { return &c.RunRetention }),
 		{name: "TICKETIQ_LOG_LEVEL", kind: "debug, info, warn or error", def: "info", help: "what the JSON log lines on standard error hold",
 			parse: func(c *config, v string) error {
 				c.LogLevel = strings.ToLower(v)

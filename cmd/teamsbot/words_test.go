@@ -135,6 +135,8 @@ func TestEveryRefusalInWords(t *testing.T) {
 			body: `{"defaultGroup":"sales"}`, status: 400, says: []string{"defaultGroup", "GUID"}},
 		{name: "admin API: settings, a switch", c: adminC, method: "PUT", url: "/api/admin/settings", ctype: js,
 			body: `{"appsEnabled":"yes"}`, status: 400, says: []string{"`appsEnabled` must be true or false, not a string"}},
+		{name: "admin API: settings, the memory switch", c: adminC, method: "PUT", url: "/api/admin/settings", ctype: js,
+			body: `{"historyForTriggers":"on"}`, status: 400, says: []string{"`historyForTriggers` must be true or false, not a string"}},
 		{name: "admin API: settings, a server", c: adminC, method: "PUT", url: "/api/admin/settings", ctype: js,
 			body: `{"appPermissions":{"crm":[]}}`, status: 400, says: []string{"crm", "demo"}},
 		{name: "admin API: settings, a permission", c: adminC, method: "PUT", url: "/api/admin/settings", ctype: js,

@@ -134,6 +134,11 @@ func typeWords(te *json.UnmarshalTypeError, t reflect.Type, shape any) string {
 		return "The body must be a JSON object" + withFields(shape) + ", not " + got + "."
 	}
 	name, declared := fieldPath(t, te.Field)
+	// A pointer field (one a call may leave out) takes what it points to:
+	// encoding/json reports the type it points to.
+	for declared != nil && declared.Kind() == reflect.Pointer {
+		declared = declared.Elem()
+	}
 	switch {
 	case declared == nil || declared == te.Type:
 		return fmt.Sprintf("`%s` must be %s, not %s.", name, kindWords(te.Type), got)

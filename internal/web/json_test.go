@@ -28,6 +28,7 @@ type ruleBody struct {
 	Count     int                 `json:"count"`
 	Ratio     float64             `json:"ratio"`
 	On        bool                `json:"on"`
+	Maybe     *bool               `json:"maybe"`
 	At        time.Time           `json:"at"`
 	Sub       struct {
 		Name string `json:"name"`
@@ -96,6 +97,7 @@ func TestJSONWords(t *testing.T) {
 		{`{"count":"x"}`, &ruleBody{}, "`count` must be a whole number, not a string."},
 		{`{"ratio":"x"}`, &ruleBody{}, "`ratio` must be a number, not a string."},
 		{`{"on":"yes"}`, &ruleBody{}, "`on` must be true or false, not a string."},
+		{`{"maybe":"yes"}`, &ruleBody{}, "`maybe` must be true or false, not a string."},
 		{`{"sub":{"name":5}}`, &ruleBody{}, "`sub.name` must be a string, not a number."},
 		{`{"sub":[]}`, &ruleBody{}, "`sub` must be an object, not a list."},
 		{`{"extra":"x"}`, &ruleBody{}, "`extra` must be an object, not a string."},
