@@ -355,16 +355,14 @@ func BenchmarkSlowStreams(b *testing.B) {
 		}
 		mu.Unlock()
 	}
-	// Warm up: each chat's first turn stores its reference; then forget
-	// those calls, which are not the load's.
+	// Warm up: each chat's first turn, all at once (each takes the
+	// model's 10 s), stores its reference; then forget those calls, which
+	// are not the load's.
 	var warm sync.WaitGroup
-	var seq atomic.Int64
-	for range 50 {
+	for n := range chats {
 		warm.Go(func() {
-			for n := int(seq.Add(1)); n <= chats; n = int(seq.Add(1)) {
-				if _, _, done := sb.send(b, 1_000_000_000+n); done != nil {
-					<-done
-				}
+			if _, _, done := sb.send(b, 1_000_000_000+n); done != nil {
+				<-done
 			}
 		})
 	}
