@@ -8,7 +8,8 @@
 #
 #   bench/run.sh               every package that has benchmarks
 #   BENCH_PKGS=./store bench/run.sh
-#   BENCHTIME=1x bench/run.sh  each benchmark once
+#   BENCHTIME=1x bench/run.sh  each benchmark once (bot.BenchmarkSlowStreams
+#                              then holds 100 slow turns, about 25 s)
 #
 # The store's PostgreSQL benchmarks need TEAMSBOT_TEST_DATABASE_URL (a
 # server where they may create databases); bench/replicas.sh starts one and

@@ -333,6 +333,9 @@ type fakeConnector struct {
 	changed   chan struct{}
 	waiters   map[string]chan struct{} // reply-to id → closed on the first non-typing reply
 	recordAll bool
+	// observe, when set, sees every call the connector accepted, as it
+	// arrives (for the benchmarks, which keep no record).
+	observe func(received)
 }
 
 func newFakeConnector(t testing.TB, tokens *fakeTokenEndpoint) *fakeConnector {
@@ -454,7 +457,11 @@ func (f *fakeConnector) serve(w http.ResponseWriter, r *http.Request) {
 	}
 	close(f.changed)
 	f.changed = make(chan struct{})
+	observe := f.observe
 	f.mu.Unlock()
+	if observe != nil {
+		observe(rc)
+	}
 	if r.Method == http.MethodPut {
 		writeJSON(w, http.StatusOK, map[string]any{"id": id})
 		return

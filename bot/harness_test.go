@@ -68,6 +68,11 @@ type setup struct {
 	realClock   bool
 	quietLogs   bool
 	maxPending  int
+	// maxConcurrent is Options.MaxConcurrentTurns; zero: the default.
+	maxConcurrent int
+	// modelClient is agent.Options.HTTPClient, how the agent reaches an
+	// OpenAI-compatible model; nil: Go's default transport.
+	modelClient *http.Client
 	model       *agent.ModelConfig // nil: the built-in model
 	memory      agent.MemoryConfig
 	// defaultClient leaves Options.HTTPClient nil, so the bot makes its
@@ -215,7 +220,7 @@ func newHarness(t testing.TB, s setup) *harness {
 		cfg.Agents[0].Model = *s.model
 	}
 	cfg.Agents[0].Memory = s.memory
-	ag, err := agent.New(ctx, cfg, agent.Options{Store: st, AppsEnabled: true, Builtins: s.builtins, Logger: logger})
+	ag, err := agent.New(ctx, cfg, agent.Options{Store: st, AppsEnabled: true, Builtins: s.builtins, Logger: logger, HTTPClient: s.modelClient})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -232,7 +237,8 @@ func newHarness(t testing.TB, s setup) *harness {
 		WorkingAfter: s.workingAfter,
 		TypingAfter:  cmp.Or(s.typingAfter, -1),
 		// MaxPendingTurns zero means the default.
-		MaxPendingTurns: s.maxPending,
+		MaxPendingTurns:    s.maxPending,
+		MaxConcurrentTurns: s.maxConcurrent,
 	}
 	if !s.defaultClient {
 		opts.HTTPClient = loopbackClient()

@@ -211,6 +211,15 @@ var elsewhere = map[string]struct{ why, instead string }{
 	"go test ./bench/...": {
 		"it is part of the suite itself",
 		"./test.sh's go test ./... runs it"},
+	"go test ./bot -run '^$' -bench FirstWord -benchtime=200x": {
+		"200 streamed turns of a paced model, a minute and more",
+		"./test.sh runs the same benchmark once (BENCHTIME=1x bench/run.sh)"},
+	"go test ./bot -run '^$' -bench SlowStreams -benchtime=100x": {
+		"10,000 turns of 10 seconds each, minutes and most of the machine's memory",
+		"./test.sh runs the same benchmark with 100 turns (BENCHTIME=1x bench/run.sh)"},
+	"go test ./agent -run '^$' -bench MemoryCost -benchtime=2000x": {
+		"2,000 pairs of runs, minutes on two cores",
+		"./test.sh runs the same benchmark once (BENCHTIME=1x bench/run.sh)"},
 	"go test ./store -run '^$' -bench BenchmarkAudit -benchtime=2x": {
 		"it fills an audit log of 1,000,000 records, minutes on two cores",
 		"./test.sh runs the same benchmarks once (BENCHTIME=1x bench/run.sh)"},
