@@ -38,16 +38,18 @@ type personHandler struct {
 // connected, so that the request goes without a token and its 401 starts
 // the authorization.
 func (h *personHandler) TokenSource(ctx context.Context) (oauth2.TokenSource, error) {
-	if _, err := h.b.opts.Store.MCPConnection(ctx, h.p.TenantID, h.p.UserID, h.s.AgentID, h.s.Name); err != nil {
-		if errors.Is(err, store.ErrNotFound) {
-			return nil, nil
-		}
+	// One read of the store per request: the connection as it stands.
+	c, g, err := h.b.load(ctx, h.p, h.s)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, nil
+	}
+	if err != nil {
 		return nil, err
 	}
 	return tokenSourceFunc(func() (*oauth2.Token, error) {
-		tok, err := h.b.tokenFor(ctx, h.p, h.s)
+		tok, err := h.b.tokenFor(ctx, h.p, h.s, c, g)
 		if errors.Is(err, store.ErrNotFound) {
-			// Gone between the two reads: go on without a token.
+			// Gone before its refresh: go on without a token.
 			return nil, &oauth2.RetrieveError{ErrorCode: "invalid_grant", ErrorDescription: "not connected"}
 		}
 		return tok, err

@@ -2,7 +2,6 @@ package mcpauth
 
 import (
 	"context"
-	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -13,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/golang-jwt/jwt/v4"
 	"golang.org/x/oauth2"
 
 	"teamsbot/store"
@@ -101,16 +101,12 @@ func (b *Broker) drop(ctx context.Context, p Person, s Server, action, why strin
 	}
 }
 
-// tokenFor returns a fresh token of the person's connection to s,
-// refreshing it when it expires. A refresh the authorization server
+// tokenFor returns a fresh token of the person's connection c to s (its
+// grant g, as load read them), refreshing it when it expires. A refresh the authorization server
 // refuses drops the connection and returns an invalid_grant
 // *oauth2.RetrieveError: go-sdk's transport then sends the request
 // without a token, and the server's 401 starts a new authorization.
-func (b *Broker) tokenFor(ctx context.Context, p Person, s Server) (*oauth2.Token, error) {
-	c, g, err := b.load(ctx, p, s)
-	if err != nil {
-		return nil, err
-	}
+func (b *Broker) tokenFor(ctx context.Context, p Person, s Server, c store.MCPConnection, g grant) (*oauth2.Token, error) {
 	now := b.now()
 	if !g.fresh(now) {
 		v, err, _ := b.refreshes.Do(key(p, s), func() (any, error) { return b.refresh(ctx, p, s) })
@@ -243,37 +239,20 @@ func (b *Broker) tokenRequest(ctx context.Context, g grant, form url.Values) (*o
 // server's URL nor its configured audience is a token the server would
 // refuse, or worse, one meant for another server (RFC 8707 section 2).
 func checkAudience(token string, s Server, resource string) error {
-	parts := strings.Split(token, ".")
-	if len(parts) != 3 {
-		return nil
-	}
-	raw, err := base64.RawURLEncoding.DecodeString(parts[1])
-	if err != nil {
-		return nil
-	}
-	var claims struct {
-		Aud json.RawMessage `json:"aud"`
-	}
-	if json.Unmarshal(raw, &claims) != nil || len(claims.Aud) == 0 {
-		return nil
-	}
-	var auds []string
-	var one string
-	if json.Unmarshal(claims.Aud, &one) == nil {
-		auds = []string{one}
-	} else if json.Unmarshal(claims.Aud, &auds) != nil {
-		return errors.New("the access token's audience is malformed")
+	var claims jwt.RegisteredClaims
+	if _, _, err := jwt.NewParser().ParseUnverified(token, &claims); err != nil || len(claims.Audience) == 0 {
+		return nil // opaque to its client, or no audience to check
 	}
 	want := []string{canonical(s.URL), canonical(resource)}
 	if s.Audience != "" {
 		want = append(want, canonical(s.Audience))
 	}
-	for _, a := range auds {
+	for _, a := range claims.Audience {
 		if a != "" && slices.Contains(want, canonical(a)) {
 			return nil
 		}
 	}
-	return fmt.Errorf("the access token is for another resource (%.200q), not for %s", strings.Join(auds, " "), s.Name)
+	return fmt.Errorf("the access token is for another resource (%.200q), not for %s", strings.Join(claims.Audience, " "), s.Name)
 }
 
 // canonical drops what does not change which resource a URL names: a

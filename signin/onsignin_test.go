@@ -98,7 +98,8 @@ func TestOnlyTokensForThisServiceAreHandedOn(t *testing.T) {
 	e := newOIDCEnv(t, m, true, nil)
 	jwtWith := func(aud any) string {
 		b, _ := json.Marshal(map[string]any{"aud": aud})
-		return "e30." + base64.RawURLEncoding.EncodeToString(b) + ".c2ln"
+		// A real token's header names its algorithm.
+		return base64.RawURLEncoding.EncodeToString([]byte(`{"alg":"RS256","typ":"JWT"}`)) + "." + base64.RawURLEncoding.EncodeToString(b) + ".c2ln"
 	}
 	id := m.Config().ClientID
 	for tok, want := range map[string]bool{

@@ -44,7 +44,6 @@ package signin
 
 import (
 	"context"
-	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -59,6 +58,7 @@ import (
 	"teamsbot/internal/web"
 	"time"
 
+	"github.com/golang-jwt/jwt/v4"
 	"github.com/labstack/echo/v4"
 )
 
@@ -546,31 +546,9 @@ func (p sessionPayload) session() Session {
 // the provider's token endpoint over TLS; its audience is read, not
 // trusted further.
 func (s *Service) forThisService(token string) bool {
-	parts := strings.Split(token, ".")
-	if len(parts) != 3 {
+	var claims jwt.RegisteredClaims
+	if _, _, err := jwt.NewParser().ParseUnverified(token, &claims); err != nil {
 		return false
 	}
-	raw, err := base64.RawURLEncoding.DecodeString(parts[1])
-	if err != nil {
-		return false
-	}
-	var claims struct {
-		Aud json.RawMessage `json:"aud"`
-	}
-	if json.Unmarshal(raw, &claims) != nil {
-		return false
-	}
-	var auds []string
-	var one string
-	if json.Unmarshal(claims.Aud, &one) == nil {
-		auds = []string{one}
-	} else if json.Unmarshal(claims.Aud, &auds) != nil {
-		return false
-	}
-	for _, a := range auds {
-		if slices.Contains(s.audiences, a) {
-			return true
-		}
-	}
-	return false
+	return slices.ContainsFunc(claims.Audience, func(a string) bool { return slices.Contains(s.audiences, a) })
 }
