@@ -271,10 +271,13 @@ func ParseListen(s string) (Listen, error) {
 	if err != nil {
 		return Listen{}, fmt.Errorf("%w: %q is not host:port", ErrInvalid, s)
 	}
-	if n, err := strconv.Atoi(port); err != nil || n < 0 || n > 65535 {
+	n, err := strconv.Atoi(port)
+	if err != nil || n < 0 || n > 65535 {
 		return Listen{}, fmt.Errorf("%w: %q: the port must be a number from 0 to 65535", ErrInvalid, s)
 	}
-	return Listen{host: host, port: port}, nil
+	// The port as a number writes it: ":0080" listens on 80, and every
+	// address made of it (the default public base URL) parses.
+	return Listen{host: host, port: strconv.Itoa(n)}, nil
 }
 
 // IsZero reports an address that was never set.

@@ -150,6 +150,8 @@ func TestParseListen(t *testing.T) {
 		{"localhost:0", true, true, "localhost:0"},
 		{"[::1]:3978", true, true, "[::1]:3978"},
 		{"10.0.0.1:80", true, false, "10.0.0.1:80"},
+		{"127.0.0.1:0080", true, true, "127.0.0.1:80"},
+		{":00", true, false, ":0"},
 		{"3978", false, false, ""},
 		{"localhost:http", false, false, ""},
 		{"localhost:70000", false, false, ""},
