@@ -254,6 +254,8 @@ type Service struct {
 	conns   []*serverConn
 	metrics *metrics
 	ready   readiness
+	// decoded keeps the decoded messages of conversations' earlier turns.
+	decoded *decodedTurns
 
 	// startOnce guards Start; stopStart ends the first attempts, which
 	// started waits for, when the service closes first.
@@ -288,7 +290,7 @@ type agentRuntime struct {
 // logged and tried again on later use; it does not stop the service, but
 // Ready reports it. Configuration mistakes are errors.
 func New(ctx context.Context, cfg Config, opts Options) (*Service, error) {
-	s := &Service{opts: opts, log: opts.Logger, now: opts.Now, getenv: opts.Getenv}
+	s := &Service{opts: opts, log: opts.Logger, now: opts.Now, getenv: opts.Getenv, decoded: newDecodedTurns(decodedTurnsMax)}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
 	}

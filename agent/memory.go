@@ -1,11 +1,14 @@
 package agent
 
 import (
+	"container/list"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
+	"sync"
 
 	"teamsbot/store"
 )
@@ -55,27 +58,113 @@ func (r *runState) history(ctx context.Context, conversation string) []Message {
 		r.noteProblem(err, "the earlier messages of this conversation could not be read, so this answer does not know them")
 		return nil
 	}
-	var out []Message
-	for _, h := range hs {
-		var ms []historyMessage
-		if err := json.Unmarshal(h.Messages, &ms); err != nil {
+	turnsMsgs := make([][]Message, len(hs))
+	n := 0
+	for i, h := range hs {
+		ms, err := s.decoded.get(h)
+		if err != nil {
 			s.log.Warn("a kept turn does not decode; left out", "run", r.id, "turn", h.Seq, "err", err)
 			continue
 		}
-		prefix := fmt.Sprintf("h%d_", h.Seq)
-		for _, m := range ms {
-			msg := Message{Role: m.Role, Text: m.Text, From: m.From, ToolName: m.ToolName, IsError: m.IsError}
-			if m.ToolCallID != "" {
-				msg.ToolCallID = prefix + m.ToolCallID
-			}
-			for _, c := range m.ToolCalls {
-				c.ID = prefix + c.ID
-				msg.ToolCalls = append(msg.ToolCalls, c)
-			}
-			out = append(out, msg)
-		}
+		turnsMsgs[i] = ms
+		n += len(ms)
+	}
+	// A slice of the run's own: the run appends to it, and the cached
+	// messages are shared with other runs (read only).
+	out := make([]Message, 0, n+8)
+	for _, ms := range turnsMsgs {
+		out = append(out, ms...)
 	}
 	return out
+}
+
+// decodeTurnMessages decodes a kept turn's messages for the model, its
+// tool call ids made unique by the turn's Seq.
+func decodeTurnMessages(h store.HistoryTurn) ([]Message, error) {
+	var ms []historyMessage
+	if err := json.Unmarshal(h.Messages, &ms); err != nil {
+		return nil, err
+	}
+	prefix := "h" + strconv.FormatUint(h.Seq, 10) + "_"
+	out := make([]Message, 0, len(ms))
+	for _, m := range ms {
+		msg := Message{Role: m.Role, Text: m.Text, From: m.From, ToolName: m.ToolName, IsError: m.IsError}
+		if m.ToolCallID != "" {
+			msg.ToolCallID = prefix + m.ToolCallID
+		}
+		for _, c := range m.ToolCalls {
+			c.ID = prefix + c.ID
+			msg.ToolCalls = append(msg.ToolCalls, c)
+		}
+		out = append(out, msg)
+	}
+	return out, nil
+}
+
+// decodedTurns keeps the decoded messages of the turns read lately, the
+// least recently read dropped first once their JSON passes max bytes. A
+// kept turn never changes (its Seq, from the store's one sequence, and its
+// run id name it), and every run of a conversation reads the same earlier
+// turns again: a conversation's next run decodes only its newest turn,
+// which keeps memory from costing a run its speed (agent.BenchmarkMemoryCost).
+// A turn the store no longer returns (cleared, swept) is simply not asked
+// for again, and ages out.
+type decodedTurns struct {
+	max int
+
+	mu    sync.Mutex
+	size  int
+	order *list.List // of *decodedTurn, most recently read first
+	byKey map[decodedKey]*list.Element
+}
+
+type decodedKey struct {
+	seq uint64
+	run string
+}
+
+type decodedTurn struct {
+	key  decodedKey
+	size int
+	msgs []Message // shared by every run that reads the turn: read only
+}
+
+// decodedTurnsMax is the JSON of the turns kept decoded: 32 MiB, the
+// last 20 turns of some 800 busy conversations at 2 KB a turn.
+const decodedTurnsMax = 32 << 20
+
+func newDecodedTurns(max int) *decodedTurns {
+	return &decodedTurns{max: max, order: list.New(), byKey: map[decodedKey]*list.Element{}}
+}
+
+// get returns h's messages, decoded now or earlier.
+func (d *decodedTurns) get(h store.HistoryTurn) ([]Message, error) {
+	k := decodedKey{h.Seq, h.RunID}
+	d.mu.Lock()
+	if e, ok := d.byKey[k]; ok {
+		d.order.MoveToFront(e)
+		msgs := e.Value.(*decodedTurn).msgs
+		d.mu.Unlock()
+		return msgs, nil
+	}
+	d.mu.Unlock()
+	msgs, err := decodeTurnMessages(h)
+	if err != nil || len(h.Messages) > d.max {
+		return msgs, err
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if _, ok := d.byKey[k]; ok { // another run decoded it meanwhile
+		return msgs, nil
+	}
+	d.byKey[k] = d.order.PushFront(&decodedTurn{key: k, size: len(h.Messages), msgs: msgs})
+	d.size += len(h.Messages)
+	for d.size > d.max {
+		old := d.order.Remove(d.order.Back()).(*decodedTurn)
+		delete(d.byKey, old.key)
+		d.size -= old.size
+	}
+	return msgs, nil
 }
 
 // remember keeps the run's turn (its messages from the person's on) in

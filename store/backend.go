@@ -93,8 +93,11 @@ type reader interface {
 	mcpAuthRequestByState(state string) (MCPAuthRequest, error)
 	// turns calls keep with the turns of a conversation of tenant made
 	// by agent, newest first, at most limit of them, until keep returns
-	// false. It reads no other conversation's or agent's turns.
-	turns(tenant, conversation, agent string, limit int, keep func(HistoryTurn) bool) error
+	// false or an error: each turn's Seq, its record's JSON and its
+	// messages, which are the backend's and valid only during the call.
+	// The store decodes them (Store.History), remembering the records it
+	// decoded. It reads no other conversation's or agent's turns.
+	turns(tenant, conversation, agent string, limit int, keep func(seq uint64, record, messages []byte) (bool, error)) error
 }
 
 // writer is a reader that also stores records. A put given the record it

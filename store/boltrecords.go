@@ -713,18 +713,18 @@ func turnValueParts(v []byte) (record, messages []byte, err error) {
 
 // turns reads the prefix of the conversation and agent backwards from
 // its end: the newest turns are read first, and no others.
-func (t boltTx) turns(tenant, conversation, agent string, limit int, keep func(HistoryTurn) bool) error {
+func (t boltTx) turns(tenant, conversation, agent string, limit int, keep func(seq uint64, record, messages []byte) (bool, error)) error {
 	prefix := indexKey(nil, tenant, conversation, agent)
 	c := t.bucket(bucketHistory).Cursor()
 	n := 0
 	for k, v := seekLastUnder(c, prefix, nil); k != nil && n < limit && bytes.HasPrefix(k, prefix); k, v = c.Prev() {
-		tr, err := boltTurn(k, v)
-		if err != nil {
-			return err
+		record, messages, err := turnValueParts(v)
+		if err != nil || len(k) < 8 {
+			return fmt.Errorf("history %q: malformed", k)
 		}
 		n++
-		if !keep(tr) {
-			return nil
+		if more, err := keep(binary.BigEndian.Uint64(k[len(k)-8:]), record, messages); err != nil || !more {
+			return err
 		}
 	}
 	return nil

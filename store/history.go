@@ -1,10 +1,12 @@
 package store
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 	"slices"
+	"sync"
 	"time"
 )
 
@@ -100,6 +102,61 @@ func decodeTurn(record []byte, seq uint64, messages []byte) (HistoryTurn, error)
 	return t, nil
 }
 
+// turnMemo remembers the turns' records it decoded, by Seq, with the
+// bytes they were decoded from: a conversation's every run reads its
+// earlier turns again, and decoding their records was most of what
+// reading them cost. A record is taken from it only when its bytes are
+// the same, so that it is decoding remembered, never a record that might
+// have changed; the oldest entries go first past max.
+type turnMemo struct {
+	max int
+
+	mu    sync.Mutex
+	bySeq map[uint64]memoTurn
+	order []uint64 // ring of the Seqs in bySeq, oldest at next
+	next  int
+}
+
+type memoTurn struct {
+	record []byte
+	turn   HistoryTurn // without its messages
+}
+
+// turnMemoMax is how many turns' records the memo keeps: some 5 MB.
+const turnMemoMax = 20_000
+
+func newTurnMemo(max int) *turnMemo {
+	return &turnMemo{max: max, bySeq: make(map[uint64]memoTurn)}
+}
+
+// decode decodes a stored turn's record (its messages left out), or
+// returns what decoding the same bytes gave before.
+func (m *turnMemo) decode(seq uint64, record []byte) (HistoryTurn, error) {
+	m.mu.Lock()
+	e, ok := m.bySeq[seq]
+	m.mu.Unlock()
+	if ok && bytes.Equal(e.record, record) {
+		return e.turn, nil
+	}
+	t, err := decodeTurn(record, seq, nil)
+	if err != nil {
+		return t, err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if _, ok := m.bySeq[seq]; !ok {
+		if len(m.order) < m.max {
+			m.order = append(m.order, seq)
+		} else {
+			delete(m.bySeq, m.order[m.next])
+			m.order[m.next] = seq
+			m.next = (m.next + 1) % m.max
+		}
+	}
+	m.bySeq[seq] = memoTurn{record: bytes.Clone(record), turn: t}
+	return t, nil
+}
+
 // name names a turn in errors.
 func (t HistoryTurn) name() string {
 	return fmt.Sprintf("turn of run %.128s in conversation %.128s of tenant %.128s", t.RunID, t.ConversationID, t.TenantID)
@@ -166,13 +223,18 @@ func (s *Store) History(ctx context.Context, tenant, conversationID, agentID str
 	err := s.be.read(ctx, func(r reader) error {
 		out = out[:0]
 		used := 0
-		err := r.turns(tenant, conversationID, agentID, maxTurns, func(t HistoryTurn) bool {
+		err := r.turns(tenant, conversationID, agentID, maxTurns, func(seq uint64, record, messages []byte) (bool, error) {
+			t, err := s.turnRecords.decode(seq, record)
+			if err != nil {
+				return false, fmt.Errorf("history turn %d: %w", seq, err)
+			}
 			if t.Tokens > maxTokens-used {
-				return false
+				return false, nil
 			}
 			used += t.Tokens
+			t.Messages = bytes.Clone(messages)
 			out = append(out, t)
-			return true
+			return true, nil
 		})
 		slices.Reverse(out)
 		return err

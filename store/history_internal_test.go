@@ -206,3 +206,42 @@ func TestPostgresMigrationV4AddsHistory(t *testing.T) {
 		t.Fatalf("AppendTurn = %+v, %v; want Seq 1", tr, err)
 	}
 }
+
+// The memo of decoded turn records gives what decoding gives: the same
+// bytes again are served remembered, other bytes under the same Seq are
+// decoded anew, and it keeps no more than its bound.
+func TestTurnMemo(t *testing.T) {
+	m := newTurnMemo(3)
+	record := func(run string) []byte {
+		enc, err := encodeTurn(HistoryTurn{TenantID: "t", ConversationID: "c", AgentID: "a", RunID: run, Tokens: 7,
+			At: time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC), Messages: json.RawMessage(`[]`)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return enc.json
+	}
+	for range 2 {
+		got, err := m.decode(1, record("run-1"))
+		if err != nil || got.RunID != "run-1" || got.Seq != 1 || got.Tokens != 7 || got.Messages != nil {
+			t.Fatalf("decode = %+v, %v; want run-1, Seq 1, 7 tokens, no messages", got, err)
+		}
+	}
+	if got, _ := m.decode(1, record("run-other")); got.RunID != "run-other" {
+		t.Fatalf("other bytes under Seq 1 decoded as %q, want run-other", got.RunID)
+	}
+	for seq := uint64(2); seq < 10; seq++ {
+		m.decode(seq, record(fmt.Sprint("run-", seq)))
+	}
+	if len(m.bySeq) != 3 || len(m.order) != 3 {
+		t.Fatalf("the memo keeps %d records (%d in its ring), want its bound of 3", len(m.bySeq), len(m.order))
+	}
+	if _, ok := m.bySeq[9]; !ok {
+		t.Error("the newest record is not kept")
+	}
+	if _, err := m.decode(20, []byte(`{"runId":`)); err == nil {
+		t.Error("a malformed record decoded without an error")
+	}
+	if _, ok := m.bySeq[20]; ok {
+		t.Error("a malformed record was kept")
+	}
+}

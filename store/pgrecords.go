@@ -1,6 +1,7 @@
 package store
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -471,7 +472,7 @@ var errEnough = errors.New("enough rows read")
 
 // turns reads history_by_conversation backwards from the newest turn of
 // the conversation and agent, and stops reading once keep refuses one.
-func (t *pgTx) turns(tenant, conversation, agent string, limit int, keep func(HistoryTurn) bool) error {
+func (t *pgTx) turns(tenant, conversation, agent string, limit int, keep func(seq uint64, record, messages []byte) (bool, error)) error {
 	err := t.query(`SELECT seq, data, messages FROM history WHERE tenant = $1 AND conversation_id = $2 AND agent = $3
 		ORDER BY seq DESC LIMIT $4`, []any{tenant, conversation, agent, limit}, func(rows pgx.Rows) error {
 		var seq int64
@@ -479,12 +480,8 @@ func (t *pgTx) turns(tenant, conversation, agent string, limit int, keep func(Hi
 		if err := rows.Scan(&seq, &data, &messages); err != nil {
 			return err
 		}
-		tr, err := decodeTurn(data, uint64(seq), messages)
-		if err != nil {
-			return fmt.Errorf("history turn %d: %w", seq, err)
-		}
-		if !keep(tr) {
-			return errEnough
+		if more, err := keep(uint64(seq), data, messages); err != nil || !more {
+			return cmp.Or(err, errEnough)
 		}
 		return nil
 	})

@@ -136,6 +136,8 @@ type Store struct {
 	cursorKey []byte
 	// writes counts the writes committed.
 	writes atomic.Uint64
+	// turnRecords remembers the history turns' records History decoded.
+	turnRecords *turnMemo
 	// stopped is closed by Close, which ends RunSweeper.
 	stopped   chan struct{}
 	closeOnce sync.Once
@@ -173,6 +175,7 @@ func newStore(be backend, cursorKey []byte, opts Options) *Store {
 		runRetention:   retention(opts.RunRetention, DefaultRunRetention),
 		cursorKey:      cursorKey,
 		stopped:        make(chan struct{}),
+		turnRecords:    newTurnMemo(turnMemoMax),
 	}
 	if s.now == nil {
 		s.now = time.Now
