@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"bytes"
 	"container/list"
 	"context"
 	"encoding/json"
@@ -108,7 +109,9 @@ func decodeTurnMessages(h store.HistoryTurn) ([]Message, error) {
 // turns again: a conversation's next run decodes only its newest turn,
 // which keeps memory from costing a run its speed (agent.BenchmarkMemoryCost).
 // A turn the store no longer returns (cleared, swept) is simply not asked
-// for again, and ages out.
+// for again, and ages out; one is served decoded only when its JSON is the
+// same bytes, so that it is decoding remembered, never a turn that might
+// have changed.
 type decodedTurns struct {
 	max int
 
@@ -125,7 +128,7 @@ type decodedKey struct {
 
 type decodedTurn struct {
 	key  decodedKey
-	size int
+	json []byte    // what msgs were decoded from
 	msgs []Message // shared by every run that reads the turn: read only
 }
 
@@ -141,7 +144,7 @@ func newDecodedTurns(max int) *decodedTurns {
 func (d *decodedTurns) get(h store.HistoryTurn) ([]Message, error) {
 	k := decodedKey{h.Seq, h.RunID}
 	d.mu.Lock()
-	if e, ok := d.byKey[k]; ok {
+	if e, ok := d.byKey[k]; ok && bytes.Equal(e.Value.(*decodedTurn).json, h.Messages) {
 		d.order.MoveToFront(e)
 		msgs := e.Value.(*decodedTurn).msgs
 		d.mu.Unlock()
@@ -154,15 +157,16 @@ func (d *decodedTurns) get(h store.HistoryTurn) ([]Message, error) {
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if _, ok := d.byKey[k]; ok { // another run decoded it meanwhile
-		return msgs, nil
+	if e, ok := d.byKey[k]; ok { // decoded meanwhile, or from other bytes
+		d.order.Remove(e)
+		d.size -= len(e.Value.(*decodedTurn).json)
 	}
-	d.byKey[k] = d.order.PushFront(&decodedTurn{key: k, size: len(h.Messages), msgs: msgs})
+	d.byKey[k] = d.order.PushFront(&decodedTurn{key: k, json: bytes.Clone(h.Messages), msgs: msgs})
 	d.size += len(h.Messages)
 	for d.size > d.max {
 		old := d.order.Remove(d.order.Back()).(*decodedTurn)
 		delete(d.byKey, old.key)
-		d.size -= old.size
+		d.size -= len(old.json)
 	}
 	return msgs, nil
 }

@@ -45,6 +45,15 @@ func TestDecodedTurns(t *testing.T) {
 	if len(d.byKey) != 1 || d.size != len(h.Messages) {
 		t.Fatalf("kept %d turns of %d bytes; want 1 of %d", len(d.byKey), d.size, len(h.Messages))
 	}
+	// The same turn with other bytes is decoded anew.
+	changed := keptTurn(t, 7, "run-7", historyMessage{Role: RoleUser, Text: "changed"})
+	if got, _ := d.get(changed); len(got) != 1 || got[0].Text != "changed" {
+		t.Fatalf("a turn whose bytes changed read as %+v", got)
+	}
+	if len(d.byKey) != 1 || d.size != len(changed.Messages) {
+		t.Fatalf("kept %d turns of %d bytes; want the changed one alone, %d bytes", len(d.byKey), d.size, len(changed.Messages))
+	}
+	h = changed
 	// Another run's turn with the same Seq (a store restored from a
 	// backup) is another turn.
 	other := keptTurn(t, 7, "run-other", historyMessage{Role: RoleUser, Text: "bye"})
