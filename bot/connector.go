@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/httptrace"
 	"net/url"
 	"strconv"
 	"strings"
@@ -282,7 +283,17 @@ func (c *connector) do(ctx context.Context, conv, method, target string, body an
 				return fmt.Errorf("%w: %s %s: waiting for the conversation's send rate: %w", ErrConnector, method, redactPath(target), err)
 			}
 		}
-		req, err := http.NewRequestWithContext(ctx, method, target, bytes.NewReader(payload))
+		reqCtx := ctx
+		if c.pacer != nil {
+			// The send's time is checked once more as it is about to be
+			// written (pacer.sending); should ctx end meanwhile, the
+			// request fails with it.
+			tenant := tenantOf(ctx)
+			reqCtx = httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{GotConn: func(httptrace.GotConnInfo) {
+				_ = c.pacer.sending(ctx, tenant, conv)
+			}})
+		}
+		req, err := http.NewRequestWithContext(reqCtx, method, target, bytes.NewReader(payload))
 		if err != nil {
 			return fmt.Errorf("%w: %w", ErrConnector, err)
 		}

@@ -100,6 +100,43 @@ func (p *pacer) turn(ctx context.Context, key string, ws []window, kind string) 
 	return err
 }
 
+// sending holds a send, as its request gets its connection and just
+// before it is written, until the times at which sends were written to
+// conversation (and tenant) keep every window, and then records its own.
+// wait gave the send its time, but it may have been held since (waiting
+// for a connection, or for a core when thousands of turns share two), and
+// sends held together would reach Teams together: 10,000 streamed turns
+// at once (BenchmarkSlowStreams) counted thousands of calls over a
+// tenant's limit at the connector without this second look. Sends that
+// kept their times pass at once.
+func (p *pacer) sending(ctx context.Context, tenant, conversation string) error {
+	for {
+		p.mu.Lock()
+		now := p.now()
+		cq := p.queue("wc\x00"+conversation, p.conversation, now)
+		at := cq.next(now)
+		var tq *paceQueue
+		if tenant != "" {
+			tq = p.queue("wt\x00"+tenant, p.tenantLimits, now)
+			if t := tq.next(now); t.After(at) {
+				at = t
+			}
+		}
+		if !at.After(now) {
+			cq.take(now)
+			if tq != nil {
+				tq.take(now)
+			}
+			p.mu.Unlock()
+			return nil
+		}
+		p.mu.Unlock()
+		if err := p.sleep(ctx, at.Sub(now)); err != nil {
+			return err
+		}
+	}
+}
+
 // queue returns key's queue, forgetting idle ones when there are too many.
 func (p *pacer) queue(key string, ws []window, now time.Time) *paceQueue {
 	q := p.queues[key]

@@ -131,3 +131,46 @@ func TestBurstIntoOneConversationIsPacedOnTheWire(t *testing.T) {
 		t.Errorf("teamsbot_bot_sends_paced_total = %v, want the held sends counted", got)
 	}
 }
+
+// Sends that were given their times but held up on the way (waiting for a
+// connection, or for a core) and then written all at once are spaced
+// again as they are written: 40 sends to 40 conversations of one tenant,
+// all about to be written in the same instant, go out within the
+// tenant's 30 a second, and each conversation's under its own limits.
+func TestPacerSpacesSendsHeldOnTheWay(t *testing.T) {
+	clk := testenv.NewClock(time.Date(2026, 12, 3, 9, 0, 0, 0, time.UTC))
+	p := newPacer(clk.Now, func(_ context.Context, d time.Duration) error {
+		clk.Advance(d)
+		return nil
+	}, func(int, string) {})
+	ctx := context.Background()
+	for i := range 40 {
+		if err := p.wait(ctx, "tenant-1", fmt.Sprint("conversation-", i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Held: the 40 all reach the wire together, now.
+	var written []time.Time
+	perConversation := map[string][]time.Time{}
+	for i := range 40 {
+		conv := fmt.Sprint("conversation-", i%3) // three conversations share them
+		if err := p.sending(ctx, "tenant-1", conv); err != nil {
+			t.Fatal(err)
+		}
+		written = append(written, clk.Now())
+		perConversation[conv] = append(perConversation[conv], clk.Now())
+	}
+	if w, over := overLimit(written, []window{{time.Second, 30}}); over {
+		t.Errorf("40 held sends written %d in %v: over the tenant's limit", w.n, w.d)
+	}
+	for conv, ts := range perConversation {
+		if w, over := overLimit(ts, documentedLimits); over {
+			t.Errorf("%s: held sends written over the limit of %d in %v", conv, w.n, w.d)
+		}
+	}
+	// A send that kept its time passes at once.
+	before := clk.Now()
+	if err := p.sending(ctx, "tenant-2", "elsewhere"); err != nil || !clk.Now().Equal(before) {
+		t.Errorf("a send on time was held %v (%v)", clk.Now().Sub(before), err)
+	}
+}
