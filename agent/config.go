@@ -102,9 +102,9 @@ type PromptConfig struct {
 // its description, which carries the text, 128 ("Create prompt
 // suggestions" and the app manifest schema reference); a command list
 // holds at most 10 commands ("The command property supports up to 10
-// commands"), of which the bot keeps one for /tools.
+// commands"), of which the bot keeps two, for /new and /tools.
 const (
-	MaxPrompts     = 9
+	MaxPrompts     = 8
 	MaxPromptTitle = 32
 	MaxPromptText  = 128
 )

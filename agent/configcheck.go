@@ -201,7 +201,7 @@ func (c Config) validate(known func(string) bool) []*ConfigError {
 // them, no title twice (Teams would show two alike).
 func validatePrompts(p *problems, where string, prompts []PromptConfig) {
 	if len(prompts) > MaxPrompts {
-		p.add(where+".prompts", "%s.prompts: %d prompts, at most %d (Teams lists at most 10 commands, and one of them is /tools)", where, len(prompts), MaxPrompts)
+		p.add(where+".prompts", "%s.prompts: %d prompts, at most %d (Teams lists at most 10 commands, and two of them are /new and /tools)", where, len(prompts), MaxPrompts)
 	}
 	titles := map[string]int{}
 	for k, pr := range prompts {

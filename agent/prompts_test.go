@@ -76,7 +76,7 @@ func TestLoadConfigPromptMistakes(t *testing.T) {
 		"line 11, column 9: unknown key `titel` in agents[0].prompts[4]; did you mean `title`?",
 		"line 11, column 9: agents[0].prompts[4].title: missing",
 		"line 13, column 16: agents[0].prompts[5].title: want text, not a list",
-		"line 16, column 14: agents[1].prompts: 10 prompts, at most 9 (Teams lists at most 10 commands, and one of them is /tools)",
+		"line 16, column 14: agents[1].prompts: 9 prompts, at most 8 (Teams lists at most 10 commands, and two of them are /new and /tools)",
 	}, "\n")
 	if got := err.Error(); got != want {
 		t.Errorf("mistakes:\n%s\nwant:\n%s", got, want)

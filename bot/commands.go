@@ -2,6 +2,7 @@ package bot
 
 import (
 	"context"
+	"slices"
 	"strings"
 
 	"github.com/infracloudio/msbotbuilder-go/schema"
@@ -15,6 +16,8 @@ import (
 // The chat commands answered by the bot itself, without a run:
 //
 //	/new                  forget the conversation's earlier messages
+//	                      (also "start over", "start again", "new
+//	                      conversation", "new chat", alone in a message)
 //
 //	/connections          the servers the person connected, and a link to manage them
 //	/disconnect <server>  end the person's connection to a server
@@ -26,7 +29,7 @@ func (b *Bot) command(ctx context.Context, a *schema.Activity, p agent.Person) b
 	if len(fields) == 0 {
 		return false
 	}
-	if strings.ToLower(fields[0]) == "/new" && len(fields) == 1 && b.opts.Store != nil {
+	if (strings.ToLower(fields[0]) == "/new" && len(fields) == 1 || startsOver(a.Text)) && b.opts.Store != nil {
 		b.forget(ctx, a, p)
 		return true
 	}
@@ -66,6 +69,22 @@ func (b *Bot) command(ctx context.Context, a *schema.Activity, p agent.Person) b
 		return true
 	}
 	return false
+}
+
+// startOverWords are the messages that mean /new as people say it. A chat
+// with a bot in Teams is one thread for ever, with no gesture of its own
+// that starts a new conversation (Microsoft's guidance for agents in Teams,
+// "Deploy agents to Teams" in the Copilot Studio guidance, notes that the
+// conversation persists and resets it on the person's word, as its "Start
+// over" topic does); the manifest offers /new in the command menu, and
+// these words alone in a message do the same.
+var startOverWords = []string{"start over", "start again", "new conversation", "new chat", "start a new conversation", "start a new chat"}
+
+// startsOver reports whether text, alone in its message, asks for a new
+// conversation: its words, in any case, with trailing punctuation.
+func startsOver(text string) bool {
+	t := strings.Join(strings.Fields(strings.ToLower(strings.TrimRight(strings.TrimSpace(text), ".!?"))), " ")
+	return slices.Contains(startOverWords, t)
 }
 
 // forget is /new: the agent no longer remembers this conversation's

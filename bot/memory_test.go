@@ -160,3 +160,27 @@ func TestRemovedAppErasesTheMemory(t *testing.T) {
 		t.Errorf("%d turns left after the app was removed", n)
 	}
 }
+
+// "Start over" and the like, alone in a message, start a new conversation
+// as /new does (Teams has no gesture of its own for it); the same words
+// inside a question are a question.
+func TestStartOverInWordsForgets(t *testing.T) {
+	h := newHarness(t, setup{})
+	conv := "a:personal-start-over"
+	ask(t, h, "personal", conv, "1700000000601", "/sales_report {}", nil)
+	r := ask(t, h, "personal", conv, "1700000000602", "how do I start over with the sales report?", nil)
+	if n := len(turnsOf(t, h, conv)); n != 2 {
+		t.Fatalf("a question with the words in it: %d turns kept, want 2 (it ran): %s", n, r.Raw)
+	}
+	for i, words := range []string{"Start over!", "  new   CONVERSATION. ", "start a new chat?"} {
+		ask(t, h, "personal", conv, fmt.Sprint("17000000006", 10+i), "/sales_report {}", nil)
+		r := ask(t, h, "personal", conv, fmt.Sprint("17000000006", 20+i), words, nil)
+		if n := len(turnsOf(t, h, conv)); n != 0 || !strings.Contains(string(r.Raw), "no longer remember") {
+			t.Errorf("%q: %d turns left, want none; answered %s", words, n, r.Raw)
+		}
+	}
+	recs, err := h.store.Audit(context.Background(), store.AuditQuery{TenantID: testTenant, Action: "bot.history.cleared"})
+	if err != nil || len(recs) != 3 {
+		t.Errorf("the three starts over audited %d times, %v", len(recs), err)
+	}
+}

@@ -44,17 +44,23 @@ type Command struct {
 	Prompt string
 }
 
-// The command that lists the agent's tools; the bot keeps it in its list
-// beside the prompts.
+// The commands the bot keeps in its list beside the prompts: the one that
+// lists the agent's tools, and the one that starts the conversation
+// afresh. A chat with a bot is one thread for ever in Teams, with no
+// gesture of its own for a new conversation, so /new is offered in the
+// command menu where people look for one.
 const (
 	ToolsTitle       = "/tools"
 	toolsDescription = "List the tools I can use"
+	NewTitle         = "/new"
+	newDescription   = "Start a new conversation: I forget the earlier messages"
 )
 
 // DefaultCommands are the bot's commands when Options names neither
 // commands nor prompts.
 var DefaultCommands = []Command{
 	{Title: ToolsTitle, Description: toolsDescription},
+	{Title: NewTitle, Description: newDescription},
 	{Title: "help", Description: "What I do and how to ask"},
 }
 
@@ -73,8 +79,8 @@ const (
 	MaxCommands           = 10
 	MaxCommandTitle       = 32
 	MaxCommandDescription = 128
-	// MaxPrompts leaves the list's last place to the /tools command.
-	MaxPrompts = MaxCommands - 1
+	// MaxPrompts leaves the list's last two places to /new and /tools.
+	MaxPrompts = MaxCommands - 2
 )
 
 // Options are the package's inputs. Empty optional fields get defaults.
@@ -230,7 +236,7 @@ func (o *Options) check() error {
 		}
 	}
 	if len(o.Prompts) > MaxPrompts {
-		bad("Prompts", "%d prompts, at most %d (Teams lists at most %d commands, and one of them is %s)", len(o.Prompts), MaxPrompts, MaxCommands, ToolsTitle)
+		bad("Prompts", "%d prompts, at most %d (Teams lists at most %d commands, and two of them are %s and %s)", len(o.Prompts), MaxPrompts, MaxCommands, NewTitle, ToolsTitle)
 	}
 	for i, p := range o.Prompts {
 		text("Prompts", fmt.Sprintf("prompt %d title", i+1), p.Title, MaxCommandTitle, true)
@@ -245,7 +251,7 @@ func (o *Options) check() error {
 		for _, p := range o.Prompts {
 			o.Commands = append(o.Commands, Command{Title: p.Title, Description: p.Text, Prompt: p.Text})
 		}
-		o.Commands = append(o.Commands, Command{Title: ToolsTitle, Description: toolsDescription})
+		o.Commands = append(o.Commands, Command{Title: NewTitle, Description: newDescription}, Command{Title: ToolsTitle, Description: toolsDescription})
 	default:
 		o.Commands = DefaultCommands
 	}

@@ -62,7 +62,8 @@ func checkOfficially(t *testing.T, o manifest.Options) ([]byte, manifestDoc) {
 
 // With prompts, the bot's command list in every scope is the prompts in
 // their order, each a prompt command whose text Teams puts in the compose
-// box, then /tools, so that the tool list stays one pick away; help goes
+// box, then /new and /tools, so that a new conversation and the tool list
+// stay one pick away; help goes
 // (the prompts say what to ask). The package passes the schema and
 // Microsoft's validator with the most prompts there is room for.
 func TestPromptsAreTheBotsCommands(t *testing.T) {
@@ -90,8 +91,8 @@ func TestPromptsAreTheBotsCommands(t *testing.T) {
 				t.Errorf("scope %v, command %d: %+v, want the prompt %+v", l.Scopes, i, c, p)
 			}
 		}
-		if last := l.Commands[len(l.Commands)-1]; last.Title != "/tools" || last.Type != "" {
-			t.Errorf("scope %v: the last command is %+v, want /tools", l.Scopes, last)
+		if last := l.Commands[len(l.Commands)-2:]; last[0].Title != "/new" || last[1].Title != "/tools" || last[0].Type != "" || last[1].Type != "" {
+			t.Errorf("scope %v: the last commands are %+v, want /new and /tools", l.Scopes, last)
 		}
 	}
 	slices.Sort(scopes)
@@ -99,10 +100,10 @@ func TestPromptsAreTheBotsCommands(t *testing.T) {
 		t.Errorf("command lists for %v", scopes)
 	}
 
-	// Without prompts, the commands are today's: /tools and help.
+	// Without prompts, the commands are /tools, /new and help.
 	_, m = checkOfficially(t, options())
 	for _, l := range m.Bots[0].CommandLists {
-		if len(l.Commands) != 2 || l.Commands[0].Title != "/tools" || l.Commands[1].Title != "help" || l.Commands[0].Type != "" {
+		if len(l.Commands) != 3 || l.Commands[0].Title != "/tools" || l.Commands[1].Title != "/new" || l.Commands[2].Title != "help" || l.Commands[0].Type != "" {
 			t.Errorf("without prompts, scope %v has %+v", l.Scopes, l.Commands)
 		}
 	}
@@ -121,7 +122,7 @@ func TestPromptMistakes(t *testing.T) {
 	if err == nil {
 		t.Fatal("accepted")
 	}
-	for _, want := range []string{"11 prompts, at most 9", "prompt 1 title has 33 characters, at most 32", "prompt 1 text has 129 characters, at most 128", "prompt 2 title is required"} {
+	for _, want := range []string{"10 prompts, at most 8", "prompt 1 title has 33 characters, at most 32", "prompt 1 text has 129 characters, at most 128", "prompt 2 title is required"} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("error does not name %q:\n%v", want, err)
 		}

@@ -212,7 +212,7 @@ func TestManifestPromptsAndCopilot(t *testing.T) {
 		for _, c := range l.Commands {
 			titles = append(titles, c.Title)
 		}
-		if strings.Join(titles, "|") != "Sales report|Open tickets|/tools" || l.Commands[1].Type != "prompt" || l.Commands[1].Prompt != "Which of my tickets are still open?" {
+		if strings.Join(titles, "|") != "Sales report|Open tickets|/new|/tools" || l.Commands[1].Type != "prompt" || l.Commands[1].Prompt != "Which of my tickets are still open?" {
 			t.Errorf("scope %v: commands %+v", l.Scopes, l.Commands)
 		}
 	}
