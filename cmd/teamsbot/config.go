@@ -84,6 +84,10 @@ type config struct {
 	// with their deliveries, are kept.
 	AuditRetention, RunRetention time.Duration
 
+	// MaxConcurrentTurns and MaxPendingTurns are the bot's bounds of
+	// turns running and turns taken but not answered.
+	MaxConcurrentTurns, MaxPendingTurns int
+
 	// Playground serves /playground and its Bot Connector; only ever true
 	// in local mode.
 	Playground bool
@@ -178,6 +182,9 @@ func loadSettings(env environment, names ...string) (config, mistakes) {
 // and reads the configuration file.
 func (c *config) check(env environment, now time.Time) []error {
 	var errs []error
+	if c.MaxPendingTurns < c.MaxConcurrentTurns {
+		errs = append(errs, fmt.Errorf("TICKETIQ_MAX_PENDING_TURNS: %d is below TICKETIQ_MAX_CONCURRENT_TURNS (%d): the turns waiting include those running", c.MaxPendingTurns, c.MaxConcurrentTurns))
+	}
 	// Each URL the operator left unset is the cloud's.
 	for _, d := range []struct {
 		value *string

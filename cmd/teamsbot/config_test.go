@@ -325,6 +325,30 @@ func TestConfigRetention(t *testing.T) {
 	}
 }
 
+// The bot's bounds of turns: the defaults, values set, and mistakes named
+// with what is wanted, the pending bound never below the running one.
+func TestConfigTurnBounds(t *testing.T) {
+	cfg, err := loadConfig(envOf(nil))
+	if err != nil || cfg.MaxConcurrentTurns != 64 || cfg.MaxPendingTurns != 2048 {
+		t.Fatalf("defaults: %d running, %d pending, %v", cfg.MaxConcurrentTurns, cfg.MaxPendingTurns, err)
+	}
+	cfg, err = loadConfig(envOf(map[string]string{"TICKETIQ_MAX_CONCURRENT_TURNS": "12000", "TICKETIQ_MAX_PENDING_TURNS": " 20000 "}))
+	if err != nil || cfg.MaxConcurrentTurns != 12000 || cfg.MaxPendingTurns != 20000 {
+		t.Errorf("set: %d running, %d pending, %v", cfg.MaxConcurrentTurns, cfg.MaxPendingTurns, err)
+	}
+	for env, want := range map[[2]string]string{
+		{"TICKETIQ_MAX_CONCURRENT_TURNS", "0"}:       "TICKETIQ_MAX_CONCURRENT_TURNS: \"0\": want a whole number from 1 to 100000",
+		{"TICKETIQ_MAX_CONCURRENT_TURNS", "lots"}:    "want a whole number from 1 to 100000",
+		{"TICKETIQ_MAX_PENDING_TURNS", "2000000"}:    "want a whole number from 1 to 1000000",
+		{"TICKETIQ_MAX_PENDING_TURNS", "10"}:         "TICKETIQ_MAX_PENDING_TURNS: 10 is below TICKETIQ_MAX_CONCURRENT_TURNS (64)",
+		{"TICKETIQ_MAX_CONCURRENT_TURNS", "99999.5"}: "want a whole number",
+	} {
+		if _, err := loadConfig(envOf(map[string]string{env[0]: env[1]})); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s=%q: %v, want %q", env[0], env[1], err, want)
+		}
+	}
+}
+
 // TICKETIQ_BOT_CLOUD sets the bot's inbound metadata and the Graph
 // endpoints together; a variable set by hand still wins; an unknown cloud
 // is named with the choices.

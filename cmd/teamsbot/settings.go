@@ -90,6 +90,8 @@ func settings() []setting {
 			parse: func(c *config, v string) (err error) { c.BotCloud, err = bot.CloudNamed(v); return err }},
 		urlSetting("TICKETIQ_BOT_OPENID_METADATA_URL", "Bot Framework OpenID metadata, for inbound tokens", true, func(c *config) *string { return &c.BotOpenIDMetadataURL }),
 		urlSetting("TICKETIQ_BOT_TOKEN_URL", "the token endpoint for replies", false, func(c *config) *string { return &c.BotTokenURL }),
+		countSetting("TICKETIQ_MAX_CONCURRENT_TURNS", bot.DefaultMaxConcurrentTurns, 100_000, "agent runs at once; more messages wait for a slot", func(c *config) *int { return &c.MaxConcurrentTurns }),
+		countSetting("TICKETIQ_MAX_PENDING_TURNS", bot.DefaultMaxPendingTurns, 1_000_000, "messages taken but not yet answered; past it Teams is asked to send again later (503 with Retry-After)", func(c *config) *int { return &c.MaxPendingTurns }),
 		urlSetting("TICKETIQ_OIDC_ISSUER", "sign-in with Entra ID: https://login.microsoftonline.com/<tenant>/v2.0", false, func(c *config) *string { return &c.OIDCIssuer }),
 		{name: "TICKETIQ_OIDC_CLIENT_ID", kind: "GUID", help: "the sign-in's app registration",
 			parse: func(c *config, v string) error { c.OIDCClientID = v; return nil }},
@@ -178,6 +180,19 @@ func urlSetting(name, help string, fromCloud bool, field func(*config) *string) 
 		s.unset = "the cloud's login host"
 	}
 	return s
+}
+
+// countSetting is a whole number from 1 to most.
+func countSetting(name string, def, most int, help string, field func(*config) *int) setting {
+	return setting{name: name, kind: "a whole number", def: strconv.Itoa(def), help: help,
+		parse: func(c *config, v string) error {
+			n, err := strconv.Atoi(strings.TrimSpace(v))
+			if err != nil || n < 1 || n > most {
+				return fmt.Errorf("%q: want a whole number from 1 to %d", textclip.Clip(v, 32), most)
+			}
+			*field(c) = n
+			return nil
+		}}
 }
 
 func retentionSetting(name, def, help string, field func(*config) *time.Duration) setting {
