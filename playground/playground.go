@@ -27,7 +27,9 @@
 // id, and every route refuses callers that are not on this machine (a
 // loopback connection addressed by a loopback name, with no proxy headers).
 // It owns neither the bot's behaviour (package bot) nor card layout (package
-// cards): it only plays Teams' part.
+// cards): it only plays Teams' part, and lays cards out with Microsoft's
+// Adaptive Cards renderer and Teams' host configuration
+// (internal/adaptivecards).
 //
 // Routes added by Register:
 //
@@ -58,6 +60,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"teamsbot/bot"
+	"teamsbot/internal/adaptivecards"
 	"teamsbot/internal/netaddr"
 	"teamsbot/internal/web"
 	"teamsbot/internal/web/csp"
@@ -73,8 +76,6 @@ var (
 	pageCSS string
 	//go:embed assets/playground.js
 	pageJS string
-	//go:embed assets/cards.js
-	cardsJS string
 	//go:embed assets/home.html
 	homeHTML string
 	//go:embed assets/home.css
@@ -248,7 +249,7 @@ type pageData struct {
 // fixes its CSP, that of a page showing views inline
 // (viewpage.HostPagePolicy): its own scripts and style by hash, its own
 // API, frames only from the sandbox origin, framed by nobody, no string
-// into an HTML sink.
+// into an HTML sink but through the card renderer's policies.
 func (h *Handler) buildPage(views *viewpage.Handler) error {
 	t, err := template.New("playground").Parse(pageHTML)
 	if err != nil {
@@ -263,7 +264,7 @@ func (h *Handler) buildPage(views *viewpage.Handler) error {
 		BotName: h.botName, HostName: viewpage.HostName, HostVersion: h.hostVersion, SignIn: signIn,
 		People: signin.LocalPeople(), Tenant: signin.LocalTenant, DefaultRoles: signin.LocalDefaultRoles, Admin: signin.LocalAdmin(),
 		CSS:    template.CSS(pageCSS),
-		Bridge: template.JS(viewpage.BridgeScript()), Cards: template.JS(cardsJS), Script: template.JS(pageJS),
+		Bridge: template.JS(viewpage.BridgeScript()), Cards: template.JS(adaptivecards.Script()), Script: template.JS(pageJS),
 	})
 	if err != nil {
 		return fmt.Errorf("playground: page template: %w", err)
@@ -280,7 +281,16 @@ func (h *Handler) buildPage(views *viewpage.Handler) error {
 	// No script at all; one style; links only.
 	h.homeCSP = csp.New().Add("default-src").Add("style-src", csp.Hash(homeCSS)).
 		Add("base-uri").Add("form-action").Add("frame-ancestors").String()
-	h.pageCSP = views.HostPagePolicy([]string{csp.Hash(cardsJS), csp.Hash(pageJS)}, csp.Hash(pageCSS))
+	host, err := csp.Parse(views.HostPagePolicy([]string{adaptivecards.Hash(), csp.Hash(pageJS)}, csp.Hash(pageCSS)))
+	if err != nil {
+		return fmt.Errorf("playground: the view page's host policy: %w", err)
+	}
+	// The one change to the host page policy: the Adaptive Cards renderer
+	// writes card text (markdown.js's escaped HTML) through Trusted Types
+	// policies of its own, which it creates when it loads. They are the
+	// only ones allowed; a directive given first wins over the host
+	// policy's trusted-types 'none', which Append leaves out.
+	h.pageCSP = csp.New().Add("trusted-types", adaptivecards.Policies()...).Append(host).String()
 	return nil
 }
 

@@ -2,7 +2,9 @@
 // tenant and in which kind of conversation; it asks the playground's server
 // side to send their message (or an install) to the bot as Teams would, and
 // reads the conversation back by long polling: the bot's cards, laid out by
-// cards.js, updated in place when the bot replaces them, and each view an
+// Microsoft's Adaptive Cards renderer with Teams' host configuration
+// (TeamsbotCards, in the page's light or dark theme), updated in place when
+// the bot replaces them, and each view an
 // answer names, shown inline by the shared host bridge (bridge.js) after the
 // person is signed in through the local development sign-in.
 (function () {
@@ -45,7 +47,9 @@
   var shownConversation = null;
   var since = null; // the seq of the state shown; null before the first read
   var poller = null; // AbortController of the poll in flight
-  var nodes = {}; // activity id → {el, content, views, rev, mounted}
+  var nodes = {}; // activity id → {el, content, views, rev, mounted, item}
+  // The cards follow the person's light or dark theme, as Teams' do.
+  var dark = window.matchMedia("(prefers-color-scheme: dark)");
   var typingTimer = null;
 
   function el(tag, cls, text) {
@@ -262,6 +266,7 @@
   }
 
   function renderContent(n, it) {
+    n.item = it;
     n.el.setAttribute("data-revision", String(it.revision));
     var c = n.content;
     while (c.firstChild) {
@@ -281,6 +286,7 @@
     for (var i = 0; i < atts.length; i++) {
       if (atts[i].contentType === "application/vnd.microsoft.card.adaptive") {
         c.appendChild(window.TeamsbotCards.render(atts[i].content, {
+          theme: dark.matches ? "dark" : "light",
           onAction: function (a) {
             showError("Teams would send “" + (a.title || a.type) + "” to the bot; the playground does not.");
           }
@@ -479,6 +485,13 @@
       send(e.currentTarget.getAttribute("data-text"));
     });
   }
+  dark.addEventListener("change", function () {
+    for (var id in nodes) {
+      if (Object.prototype.hasOwnProperty.call(nodes, id) && nodes[id].item) {
+        renderContent(nodes[id], nodes[id].item);
+      }
+    }
+  });
   $("install").addEventListener("click", function () { installAction("add"); });
   $("uninstall").addEventListener("click", function () { installAction("remove"); });
 
