@@ -136,6 +136,15 @@ func TestPageCSP(t *testing.T) {
 			t.Errorf("a script of the page is not allowed by hash: %.60q", s[1])
 		}
 	}
+	styles := regexp.MustCompile(`(?s)<style>(.*?)</style>`).FindAllStringSubmatch(r.body, -1)
+	if len(styles) != 2 {
+		t.Fatalf("%d style elements on the page, want 2 (Fluent, page)", len(styles))
+	}
+	for _, s := range styles {
+		if !strings.Contains(csp, web.CSPHash(s[1])) {
+			t.Errorf("a style of the page is not allowed by hash: %.60q", s[1])
+		}
+	}
 	if regexp.MustCompile(`(?i)(src|href)="(https?:)?//`).MatchString(r.body) || regexp.MustCompile(`(?i)\son[a-z]+=`).MatchString(r.body) {
 		t.Errorf("the page loads something from elsewhere or has an inline handler")
 	}

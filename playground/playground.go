@@ -61,6 +61,7 @@ import (
 
 	"teamsbot/bot"
 	"teamsbot/internal/adaptivecards"
+	"teamsbot/internal/fluent"
 	"teamsbot/internal/netaddr"
 	"teamsbot/internal/web"
 	"teamsbot/internal/web/csp"
@@ -241,7 +242,7 @@ type pageData struct {
 	People                []signin.LocalPerson
 	Tenant, DefaultRoles  string
 	Admin                 signin.LocalPerson
-	CSS                   template.CSS
+	FluentCSS, CSS        template.CSS
 	Bridge, Cards, Script template.JS
 }
 
@@ -249,7 +250,8 @@ type pageData struct {
 // fixes its CSP, that of a page showing views inline
 // (viewpage.HostPagePolicy): its own scripts and style by hash, its own
 // API, frames only from the sandbox origin, framed by nobody, no string
-// into an HTML sink but through the card renderer's policies.
+// into an HTML sink but through the card renderer's policies; its look is
+// Fluent 2's (internal/fluent's stylesheet).
 func (h *Handler) buildPage(views *viewpage.Handler) error {
 	t, err := template.New("playground").Parse(pageHTML)
 	if err != nil {
@@ -263,7 +265,7 @@ func (h *Handler) buildPage(views *viewpage.Handler) error {
 	err = t.Execute(&b, pageData{
 		BotName: h.botName, HostName: viewpage.HostName, HostVersion: h.hostVersion, SignIn: signIn,
 		People: signin.LocalPeople(), Tenant: signin.LocalTenant, DefaultRoles: signin.LocalDefaultRoles, Admin: signin.LocalAdmin(),
-		CSS:    template.CSS(pageCSS),
+		FluentCSS: template.CSS(fluent.CSS()), CSS: template.CSS(pageCSS),
 		Bridge: template.JS(viewpage.BridgeScript()), Cards: template.JS(adaptivecards.Script()), Script: template.JS(pageJS),
 	})
 	if err != nil {
@@ -285,12 +287,16 @@ func (h *Handler) buildPage(views *viewpage.Handler) error {
 	if err != nil {
 		return fmt.Errorf("playground: the view page's host policy: %w", err)
 	}
-	// The one change to the host page policy: the Adaptive Cards renderer
-	// writes card text (markdown.js's escaped HTML) through Trusted Types
-	// policies of its own, which it creates when it loads. They are the
-	// only ones allowed; a directive given first wins over the host
-	// policy's trusted-types 'none', which Append leaves out.
-	h.pageCSP = csp.New().Add("trusted-types", adaptivecards.Policies()...).Append(host).String()
+	// Two changes to the host page policy, given first so that Append
+	// leaves the host policy's own out: the Adaptive Cards renderer writes
+	// card text (markdown.js's escaped HTML) through Trusted Types policies
+	// of its own, which it creates when it loads, and which are the only
+	// ones allowed (not 'none'); Fluent's tokens and native elements are a
+	// second style element.
+	h.pageCSP = csp.New().
+		Add("trusted-types", adaptivecards.Policies()...).
+		Add("style-src", fluent.CSSHash(), csp.Hash(pageCSS)).
+		Append(host).String()
 	return nil
 }
 

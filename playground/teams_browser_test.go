@@ -2,11 +2,14 @@ package playground_test
 
 import (
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 
 	"github.com/chromedp/chromedp"
 	"github.com/chromedp/chromedp/kb"
+
+	"teamsbot/internal/testenv"
 )
 
 // press sends a key to the element that has the focus, as a person at the
@@ -122,5 +125,46 @@ func TestBrowserAnswerAsTeamsShowsIt(t *testing.T) {
 	tb.Wait(mainFrame, `(() => { const w = `+welcome+`.getBoundingClientRect(); const t = document.getElementById("transcript").getBoundingClientRect(); return w.top >= t.top - 1 && w.top < t.bottom - 40; })()`, "the welcome card in view")
 	if n := tb.Must(mainFrame, `document.getElementById("transcript").scrollTop`); n == float64(0) {
 		t.Errorf("the transcript did not scroll to the welcome card")
+	}
+}
+
+// TestBrowserPlaygroundAccessible opens the playground with an answer, its
+// citation's pop-up and the activity inspector, in each theme (light,
+// dark, high contrast) and both window sizes (1400×1000 and 390×844), and
+// runs axe-core on it: no serious or critical violation, and the page
+// never scrolls sideways.
+func TestBrowserPlaygroundAccessible(t *testing.T) {
+	en := newEnv(t)
+	tb := newTab(t)
+	answered := false
+	for _, w := range testenv.WindowSizes {
+		for _, th := range testenv.Themes {
+			what := fmt.Sprintf("the playground, %s, %s", th, w.Name)
+			tb.Emulate(w, th)
+			tb.Navigate(en.base + "/playground")
+			tb.Wait(mainFrame, `document.getElementById("conversation-id").textContent.startsWith("a:")`, "the personal chat")
+			if !answered {
+				tb.send("/sales_report {}")
+				answered = true
+			}
+			tb.Wait(mainFrame, `document.querySelector(".msg.bot .ac-card") !== null && document.querySelector(".msg.bot .cite") !== null`, "the answer")
+			wantTheme := map[testenv.Theme]string{testenv.Light: "default", testenv.Dark: "dark", testenv.HighContrast: "dark"}[th]
+			if got := tb.Str(mainFrame, `document.documentElement.dataset.theme`); got != wantTheme {
+				t.Errorf("%s: html data-theme %q, want %q", what, got, wantTheme)
+			}
+			tb.CheckAxe(what)
+			tb.CheckNoSidewaysScroll(what)
+
+			tb.Must(mainFrame, `document.querySelector(".msg.bot .cite").click(), true`)
+			tb.Wait(mainFrame, `document.querySelector(".cite-pop:popover-open") !== null`, "the citation's pop-up")
+			tb.CheckAxe(what + ", the citation's pop-up open")
+			tb.Must(mainFrame, `document.querySelector(".cite-pop:popover-open").hidePopover(), true`)
+
+			tb.Must(mainFrame, `document.getElementById("inspector-toggle").click(), true`)
+			tb.Wait(mainFrame, `document.querySelectorAll("#activities li").length > 2`, "the inspector's list")
+			tb.Must(mainFrame, `document.querySelector("#activities li button").click(), true`)
+			tb.CheckAxe(what + ", the inspector open")
+			tb.CheckNoSidewaysScroll(what + ", the inspector open")
+		}
 	}
 }

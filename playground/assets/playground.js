@@ -61,6 +61,11 @@
   var lastActivity = 0; // the N of the last activity listed
   // The cards follow the person's light or dark theme, as Teams' do.
   var dark = window.matchMedia("(prefers-color-scheme: dark)");
+  // Teams' Fluent theme (internal/fluent's html data-theme), light or dark.
+  function useTheme() {
+    document.documentElement.setAttribute("data-theme", dark.matches ? "dark" : "default");
+  }
+  useTheme();
   var typingTimer = null;
 
   function el(tag, cls, text) {
@@ -683,6 +688,7 @@
     });
   }
   dark.addEventListener("change", function () {
+    useTheme();
     for (var id in nodes) {
       if (Object.prototype.hasOwnProperty.call(nodes, id) && nodes[id].item) {
         renderContent(nodes[id], nodes[id].item);
