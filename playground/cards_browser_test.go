@@ -183,3 +183,55 @@ func alnum(s string) string {
 	}
 	return b.String()
 }
+
+// TestBrowserCardActionsAndHostileText: Action.Submit and Action.Execute
+// reach the page's handler with their title and data (the playground says
+// Teams would send them), and a card's text never becomes markup: tags,
+// event handlers and javascript: links in a TextBlock are shown as text,
+// only https links are links, and no Trusted Types violation is logged.
+func TestBrowserCardActionsAndHostileText(t *testing.T) {
+	en := newEnv(t)
+	tb := newTab(t)
+	tb.Navigate(en.base + "/playground")
+	tb.Wait(mainFrame, `typeof TeamsbotCards === "object"`, "the renderer")
+	logged := len(tb.Log())
+	got := tb.Must(mainFrame, `(() => {
+		const seen = [];
+		const card = {type: "AdaptiveCard", version: "1.5", body: [
+			{type: "TextBlock", wrap: true, text: "<img src=x onerror=alert(1)> **bold** [bad](javascript:alert(1)) [good](https://example.com/a?b=1&c=\"2\") <script>alert(2)</script>"},
+		], actions: [
+			{type: "Action.Submit", title: "Send it", data: {answer: 42}},
+			{type: "Action.Execute", title: "Do it", verb: "go", data: {n: 1}},
+		]};
+		const e = TeamsbotCards.render(card, {onAction: (a) => seen.push(a)});
+		document.getElementById("transcript").replaceChildren(e);
+		for (const b of e.querySelectorAll("button.ac-pushButton")) b.click();
+		const text = e.querySelector(".ac-textBlock");
+		return {
+			seen: seen,
+			tags: [...text.querySelectorAll("*")].map(n => n.tagName.toLowerCase()).sort().join(" "),
+			links: [...text.querySelectorAll("a")].map(a => a.href),
+			text: text.textContent,
+		};
+	})()`).(map[string]any)
+	seen, _ := json.Marshal(got["seen"])
+	if string(seen) != `[{"data":{"answer":42},"title":"Send it","type":"Action.Submit"},{"data":{"n":1},"title":"Do it","type":"Action.Execute"}]` {
+		t.Errorf("the page's handler got %s", seen)
+	}
+	if got["tags"] != "a p strong" {
+		t.Errorf("the text became the elements %q, want only p, strong and one a", got["tags"])
+	}
+	if links, _ := got["links"].([]any); len(links) != 1 || links[0] != `https://example.com/a?b=1&c=%222%22` {
+		t.Errorf("links %v, want only the https one", got["links"])
+	}
+	for _, want := range []string{"<img src=x onerror=alert(1)>", "<script>alert(2)</script>", "bad"} {
+		if !strings.Contains(got["text"].(string), want) {
+			t.Errorf("the text %q does not show %q as written", got["text"], want)
+		}
+	}
+	for _, l := range tb.Log()[logged:] {
+		if !strings.Contains(l, "/favicon.ico") {
+			t.Errorf("the browser logged: %s", l)
+		}
+	}
+}
