@@ -13,6 +13,7 @@ import (
 const (
 	maxChats     = 64
 	maxItems     = 200
+	maxLog       = 200
 	typingFor    = 3 * time.Second
 	maxLongPoll  = 25 * time.Second
 	maxBodyBytes = 1 << 20
@@ -44,6 +45,11 @@ type item struct {
 	Streaming bool      `json:"streaming,omitempty"`
 	Views     []viewRef `json:"views,omitempty"`
 	Time      time.Time `json:"time"`
+	// AI and Citations are what the bot's root message entity says, as
+	// Teams shows it: the "AI generated" label, and the citations whose
+	// positions the text's [n] markers name.
+	AI        bool          `json:"ai,omitempty"`
+	Citations []citationRef `json:"citations,omitempty"`
 
 	resolving bool // a lookup of the views this card names is under way
 }
@@ -52,6 +58,25 @@ type item struct {
 type attachment struct {
 	ContentType string          `json:"contentType"`
 	Content     json.RawMessage `json:"content,omitempty"`
+}
+
+// citationRef is one citation of a bot message, as Teams' pop-up shows it.
+type citationRef struct {
+	Position int      `json:"position"`
+	Name     string   `json:"name"`
+	URL      string   `json:"url,omitempty"`
+	Abstract string   `json:"abstract,omitempty"`
+	Keywords []string `json:"keywords,omitempty"`
+}
+
+// logEntry is one activity that went to the bot or came from it, as the
+// page's activity inspector lists it: N counts a chat's entries from 1.
+type logEntry struct {
+	N        uint64          `json:"n"`
+	Dir      string          `json:"dir"`  // "to-bot" or "from-bot"
+	Call     string          `json:"call"` // the HTTP method and path
+	Activity json.RawMessage `json:"activity,omitempty"`
+	Time     time.Time       `json:"time"`
 }
 
 // viewRef is a view an answer card names, as the page frames it.
@@ -70,6 +95,8 @@ type chat struct {
 	typingUntil      time.Time
 	seq              uint64 // the chats' seq at this chat's last change
 	used             time.Time
+	log              []*logEntry
+	logged           uint64 // the N of the last entry
 }
 
 func (c *chat) find(id string) *item {
@@ -160,6 +187,21 @@ func (cs *chats) addLocked(c *chat, it *item) {
 	cs.touchLocked(c)
 }
 
+// logLocked adds an activity to the inspector's list of c, dropping the
+// oldest beyond maxLog.
+func (cs *chats) logLocked(c *chat, dir, call string, activity []byte) {
+	c.logged++
+	e := &logEntry{N: c.logged, Dir: dir, Call: call, Time: cs.now()}
+	if json.Valid(activity) {
+		e.Activity = append(json.RawMessage(nil), activity...)
+	}
+	c.log = append(c.log, e)
+	if len(c.log) > maxLog {
+		c.log = append([]*logEntry(nil), c.log[len(c.log)-maxLog:]...)
+	}
+	cs.touchLocked(c)
+}
+
 // note adds an event line to a conversation.
 func (cs *chats) note(conversationID, kind, tenant, text string) {
 	cs.mu.Lock()
@@ -173,12 +215,23 @@ type snapshot struct {
 	Seq      uint64 `json:"seq"`
 	TypingMS int64  `json:"typingMs,omitempty"`
 	Items    []item `json:"items"`
+	// Activities are the inspector's entries after the page's last one.
+	Activities []logEntry `json:"activities"`
 }
 
-// snapshotLocked copies c's items, so the page's answer is written after
-// the lock is released.
-func (cs *chats) snapshotLocked(c *chat) snapshot {
-	s := snapshot{Seq: c.seq, Items: make([]item, 0, len(c.items))}
+// snapshotLocked copies c's items and its inspector's entries after N
+// after (all of them when after is past the last, as after a restart), so
+// the page's answer is written after the lock is released.
+func (cs *chats) snapshotLocked(c *chat, after uint64) snapshot {
+	s := snapshot{Seq: c.seq, Items: make([]item, 0, len(c.items)), Activities: []logEntry{}}
+	if after > c.logged {
+		after = 0
+	}
+	for _, e := range c.log {
+		if e.N > after {
+			s.Activities = append(s.Activities, *e)
+		}
+	}
 	if d := c.typingUntil.Sub(cs.now()); d > 0 {
 		s.TypingMS = d.Milliseconds()
 	}

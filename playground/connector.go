@@ -1,10 +1,12 @@
 package playground
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"net/url"
 	"slices"
@@ -55,11 +57,43 @@ type botActivity struct {
 }
 
 // entityInfo is the part of an activity's entity the connector reads: a
-// streaminfo entity's stream.
+// streaminfo entity's stream, or the root message entity of an AI answer
+// ("Bot messages with AI-generated content", Teams platform): its
+// AIGeneratedContent label and its citations.
 type entityInfo struct {
-	Type       string `json:"type"`
-	StreamID   string `json:"streamId"`
-	StreamType string `json:"streamType"`
+	Type           string         `json:"type"`
+	StreamID       string         `json:"streamId"`
+	StreamType     string         `json:"streamType"`
+	AtType         string         `json:"@type"`
+	AdditionalType []string       `json:"additionalType"`
+	Citation       []citationInfo `json:"citation"`
+}
+
+// citationInfo is a citation (a Claim) as the bot sends it.
+type citationInfo struct {
+	Position   int `json:"position"`
+	Appearance struct {
+		Name     string   `json:"name"`
+		URL      string   `json:"url"`
+		Abstract string   `json:"abstract"`
+		Keywords []string `json:"keywords"`
+	} `json:"appearance"`
+}
+
+// marks returns what the activity's root message entity says: whether
+// Teams labels it "AI generated", and its citations.
+func (a botActivity) marks() (ai bool, citations []citationRef) {
+	for _, e := range a.Entities {
+		if e.Type != "https://schema.org/Message" || e.AtType != "Message" {
+			continue
+		}
+		ai = ai || slices.Contains(e.AdditionalType, "AIGeneratedContent")
+		for _, c := range e.Citation {
+			citations = append(citations, citationRef{Position: c.Position, Name: c.Appearance.Name, URL: c.Appearance.URL,
+				Abstract: c.Appearance.Abstract, Keywords: c.Appearance.Keywords})
+		}
+	}
+	return ai, citations
 }
 
 // stream returns the activity's streaminfo entity, if any.
@@ -100,19 +134,29 @@ func connectorIDs(c echo.Context) (conversation, activity string, err error) {
 	return conversation, activity, nil
 }
 
-// readActivity reads the bot's activity from a connector call.
-func readActivity(c echo.Context) (botActivity, error) {
+// readActivity reads the bot's activity from a connector call, and its
+// bytes as they came, for the inspector.
+func readActivity(c echo.Context) (botActivity, []byte, error) {
 	var a botActivity
+	raw, err := io.ReadAll(http.MaxBytesReader(c.Response(), c.Request().Body, maxBodyBytes))
+	if err != nil {
+		return a, nil, web.JSONError(err, &a).Wrap(fmt.Errorf("%w: %w", ErrBadRequest, err))
+	}
 	// Fields this connector does not read are the Bot Framework's, and
 	// welcome: only what it reads is checked.
-	dec := json.NewDecoder(http.MaxBytesReader(c.Response(), c.Request().Body, maxBodyBytes))
+	dec := json.NewDecoder(bytes.NewReader(raw))
 	if err := dec.Decode(&a); err != nil {
-		return a, web.JSONError(err, &a).Wrap(fmt.Errorf("%w: %w", ErrBadRequest, err))
+		return a, nil, web.JSONError(err, &a).Wrap(fmt.Errorf("%w: %w", ErrBadRequest, err))
 	}
 	if a.Type == "" {
-		return a, web.NewError(http.StatusBadRequest, "The activity has no type.").Wrap(ErrBadRequest)
+		return a, nil, web.NewError(http.StatusBadRequest, "The activity has no type.").Wrap(ErrBadRequest)
 	}
-	return a, nil
+	return a, raw, nil
+}
+
+// call is how the inspector names a connector call: its method and path.
+func call(c echo.Context) string {
+	return c.Request().Method + " " + c.Request().URL.Path
 }
 
 // connectorPost serves Send to Conversation and Reply to Activity.
@@ -124,13 +168,14 @@ func (h *Handler) connectorPost(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	a, err := readActivity(c)
+	a, raw, err := readActivity(c)
 	if err != nil {
 		return err
 	}
 	cs := h.chats
 	cs.mu.Lock()
 	ch := cs.chatLocked(convID, "", "")
+	cs.logLocked(ch, "from-bot", call(c), raw)
 	if info, ok := a.stream(); ok {
 		defer cs.mu.Unlock()
 		return h.streamLocked(c, ch, a, info)
@@ -146,6 +191,7 @@ func (h *Handler) connectorPost(c echo.Context) error {
 		a.ReplyToID = replyTo
 	}
 	it := &item{ID: id, From: "bot", Name: h.botName, Text: a.Text, Summary: a.Summary, Attachments: a.Attachments, ReplyToID: a.ReplyToID}
+	it.AI, it.Citations = a.marks()
 	// The person sees the message, and the typing indicator ends.
 	ch.typingUntil = time.Time{}
 	cs.addLocked(ch, it)
@@ -163,7 +209,7 @@ func (h *Handler) connectorPut(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	a, err := readActivity(c)
+	a, raw, err := readActivity(c)
 	if err != nil {
 		return err
 	}
@@ -171,11 +217,13 @@ func (h *Handler) connectorPut(c echo.Context) error {
 	cs.mu.Lock()
 	defer cs.mu.Unlock()
 	ch := cs.chatLocked(convID, "", "")
+	cs.logLocked(ch, "from-bot", call(c), raw)
 	it := ch.find(id)
 	if it == nil || it.From != "bot" || it.Deleted {
 		return web.NewError(http.StatusNotFound, "No such activity of the bot in this conversation.").Wrap(fmt.Errorf("%w: activity %.64s", ErrNotFound, id))
 	}
 	it.Text, it.Summary, it.Attachments = a.Text, a.Summary, a.Attachments
+	it.AI, it.Citations = a.marks()
 	it.Revision++
 	it.Views = nil
 	cs.touchLocked(ch)
@@ -197,6 +245,7 @@ func (h *Handler) connectorDelete(c echo.Context) error {
 	cs.mu.Lock()
 	defer cs.mu.Unlock()
 	ch := cs.chatLocked(convID, "", "")
+	cs.logLocked(ch, "from-bot", call(c), nil)
 	it := ch.find(id)
 	if it == nil || it.From != "bot" {
 		return web.NewError(http.StatusNotFound, "No such activity of the bot in this conversation.").Wrap(fmt.Errorf("%w: activity %.64s", ErrNotFound, id))
@@ -312,6 +361,7 @@ func (h *Handler) streamLocked(c echo.Context, ch *chat, a botActivity, info ent
 	if info.StreamType == "final" {
 		it.Streaming = false
 		it.Summary, it.Attachments = a.Summary, a.Attachments
+		it.AI, it.Citations = a.marks()
 	}
 	it.Revision++
 	cs.touchLocked(ch)

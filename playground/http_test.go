@@ -17,6 +17,7 @@ import (
 
 	"teamsbot/agent"
 	"teamsbot/bot"
+	"teamsbot/internal/adaptivecards"
 	"teamsbot/internal/clientcred"
 	"teamsbot/internal/netaddr"
 	"teamsbot/internal/testenv"
@@ -107,7 +108,9 @@ func botSaid(items []map[string]any, part string) bool {
 
 // TestPageCSP checks the page's headers and that everything it runs is
 // its own: each script allowed by its hash, no inline handler, nothing
-// loaded from elsewhere, frames only from the service's own origin.
+// loaded from elsewhere, frames only from the service's own origin, and
+// HTML written only through the card renderer's own Trusted Types
+// policies.
 func TestPageCSP(t *testing.T) {
 	en := newEnv(t)
 	r := do(t, http.MethodGet, en.base+"/playground", nil, "")
@@ -116,12 +119,12 @@ func TestPageCSP(t *testing.T) {
 	}
 	csp := r.header.Get("Content-Security-Policy")
 	for _, want := range []string{"default-src 'none'", "frame-src 'self'", "frame-ancestors 'none'", "connect-src 'self'",
-		"require-trusted-types-for 'script'", "trusted-types 'none'", "base-uri 'none'", "form-action 'none'", "object-src 'none'"} {
+		"require-trusted-types-for 'script'", "trusted-types " + strings.Join(adaptivecards.Policies(), " "), "base-uri 'none'", "form-action 'none'", "object-src 'none'"} {
 		if !strings.Contains(csp, want) {
 			t.Errorf("CSP lacks %q: %s", want, csp)
 		}
 	}
-	if strings.Contains(csp, "unsafe") || strings.Contains(csp, "http") {
+	if strings.Contains(csp, "unsafe") || strings.Contains(csp, "http") || strings.Count(csp, "trusted-types ") != 1 {
 		t.Errorf("CSP allows more than the page's own scripts: %s", csp)
 	}
 	scripts := regexp.MustCompile(`(?s)<script>(.*?)</script>`).FindAllStringSubmatch(r.body, -1)
@@ -131,6 +134,15 @@ func TestPageCSP(t *testing.T) {
 	for _, s := range scripts {
 		if !strings.Contains(csp, web.CSPHash(s[1])) {
 			t.Errorf("a script of the page is not allowed by hash: %.60q", s[1])
+		}
+	}
+	styles := regexp.MustCompile(`(?s)<style>(.*?)</style>`).FindAllStringSubmatch(r.body, -1)
+	if len(styles) != 2 {
+		t.Fatalf("%d style elements on the page, want 2 (Fluent, page)", len(styles))
+	}
+	for _, s := range styles {
+		if !strings.Contains(csp, web.CSPHash(s[1])) {
+			t.Errorf("a style of the page is not allowed by hash: %.60q", s[1])
 		}
 	}
 	if regexp.MustCompile(`(?i)(src|href)="(https?:)?//`).MatchString(r.body) || regexp.MustCompile(`(?i)\son[a-z]+=`).MatchString(r.body) {

@@ -27,7 +27,9 @@
 // id, and every route refuses callers that are not on this machine (a
 // loopback connection addressed by a loopback name, with no proxy headers).
 // It owns neither the bot's behaviour (package bot) nor card layout (package
-// cards): it only plays Teams' part.
+// cards): it only plays Teams' part, and lays cards out with Microsoft's
+// Adaptive Cards renderer and Teams' host configuration
+// (internal/adaptivecards).
 //
 // Routes added by Register:
 //
@@ -58,6 +60,8 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"teamsbot/bot"
+	"teamsbot/internal/adaptivecards"
+	"teamsbot/internal/fluent"
 	"teamsbot/internal/netaddr"
 	"teamsbot/internal/web"
 	"teamsbot/internal/web/csp"
@@ -73,8 +77,6 @@ var (
 	pageCSS string
 	//go:embed assets/playground.js
 	pageJS string
-	//go:embed assets/cards.js
-	cardsJS string
 	//go:embed assets/home.html
 	homeHTML string
 	//go:embed assets/home.css
@@ -240,7 +242,7 @@ type pageData struct {
 	People                []signin.LocalPerson
 	Tenant, DefaultRoles  string
 	Admin                 signin.LocalPerson
-	CSS                   template.CSS
+	FluentCSS, CSS        template.CSS
 	Bridge, Cards, Script template.JS
 }
 
@@ -248,7 +250,8 @@ type pageData struct {
 // fixes its CSP, that of a page showing views inline
 // (viewpage.HostPagePolicy): its own scripts and style by hash, its own
 // API, frames only from the sandbox origin, framed by nobody, no string
-// into an HTML sink.
+// into an HTML sink but through the card renderer's policies; its look is
+// Fluent 2's (internal/fluent's stylesheet).
 func (h *Handler) buildPage(views *viewpage.Handler) error {
 	t, err := template.New("playground").Parse(pageHTML)
 	if err != nil {
@@ -262,8 +265,8 @@ func (h *Handler) buildPage(views *viewpage.Handler) error {
 	err = t.Execute(&b, pageData{
 		BotName: h.botName, HostName: viewpage.HostName, HostVersion: h.hostVersion, SignIn: signIn,
 		People: signin.LocalPeople(), Tenant: signin.LocalTenant, DefaultRoles: signin.LocalDefaultRoles, Admin: signin.LocalAdmin(),
-		CSS:    template.CSS(pageCSS),
-		Bridge: template.JS(viewpage.BridgeScript()), Cards: template.JS(cardsJS), Script: template.JS(pageJS),
+		FluentCSS: template.CSS(fluent.CSS()), CSS: template.CSS(pageCSS),
+		Bridge: template.JS(viewpage.BridgeScript()), Cards: template.JS(adaptivecards.Script()), Script: template.JS(pageJS),
 	})
 	if err != nil {
 		return fmt.Errorf("playground: page template: %w", err)
@@ -280,7 +283,20 @@ func (h *Handler) buildPage(views *viewpage.Handler) error {
 	// No script at all; one style; links only.
 	h.homeCSP = csp.New().Add("default-src").Add("style-src", csp.Hash(homeCSS)).
 		Add("base-uri").Add("form-action").Add("frame-ancestors").String()
-	h.pageCSP = views.HostPagePolicy([]string{csp.Hash(cardsJS), csp.Hash(pageJS)}, csp.Hash(pageCSS))
+	host, err := csp.Parse(views.HostPagePolicy([]string{adaptivecards.Hash(), csp.Hash(pageJS)}, csp.Hash(pageCSS)))
+	if err != nil {
+		return fmt.Errorf("playground: the view page's host policy: %w", err)
+	}
+	// Two changes to the host page policy, given first so that Append
+	// leaves the host policy's own out: the Adaptive Cards renderer writes
+	// card text (markdown.js's escaped HTML) through Trusted Types policies
+	// of its own, which it creates when it loads, and which are the only
+	// ones allowed (not 'none'); Fluent's tokens and native elements are a
+	// second style element.
+	h.pageCSP = csp.New().
+		Add("trusted-types", adaptivecards.Policies()...).
+		Add("style-src", fluent.CSSHash(), csp.Hash(pageCSS)).
+		Append(host).String()
 	return nil
 }
 

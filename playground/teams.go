@@ -306,12 +306,18 @@ func (h *Handler) install(c echo.Context) error {
 }
 
 // post sends an activity to the service's own /api/messages over loopback
-// HTTP, as the Bot Connector would, and returns the status.
+// HTTP, as the Bot Connector would, and returns the status. The activity
+// is in the conversation's inspector list before the bot answers it: its
+// replies come while it is being answered.
 func (h *Handler) post(ctx context.Context, a activity) (int, error) {
 	body, err := json.Marshal(a)
 	if err != nil {
 		return 0, fmt.Errorf("%w: encoding the activity: %w", ErrBot, err)
 	}
+	cs := h.chats
+	cs.mu.Lock()
+	cs.logLocked(cs.chatLocked(a.Conversation.ID, a.Conversation.ConversationType, a.Conversation.TenantID), "to-bot", "POST "+bot.Path, body)
+	cs.mu.Unlock()
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, h.self.URL(bot.Path), bytes.NewReader(body))
 	if err != nil {
 		return 0, fmt.Errorf("%w: %w", ErrBot, err)
@@ -369,8 +375,9 @@ type stateResponse struct {
 	Installed bool `json:"installed"`
 }
 
-// state serves GET /playground/api/state?tenant=&user=&name=&kind=&since=:
-// the chosen conversation, once it has changed since seq "since"; it waits
+// state serves GET /playground/api/state?tenant=&user=&name=&kind=&since=&after=:
+// the chosen conversation, with the inspector's entries after N "after",
+// once it has changed since seq "since"; it waits
 // for a change up to maxLongPoll. Without since (the page's first read) it
 // answers at once; since=0 waits for the first change of an empty
 // conversation, whose seq is 0.
@@ -382,6 +389,7 @@ func (h *Handler) state(c echo.Context) error {
 	}
 	first := !q.Has("since")
 	since, _ := strconv.ParseUint(q.Get("since"), 10, 64)
+	after, _ := strconv.ParseUint(q.Get("after"), 10, 64)
 	id := w.conversationID()
 	ctx := c.Request().Context()
 	timer := time.NewTimer(maxLongPoll)
@@ -393,7 +401,7 @@ func (h *Handler) state(c echo.Context) error {
 		// A first read, a change, or a page that knew a later state (the
 		// service restarted) is answered at once.
 		if first || ch.seq > since || since > h.chats.seq {
-			snap = h.chats.snapshotLocked(ch)
+			snap = h.chats.snapshotLocked(ch, after)
 			h.chats.mu.Unlock()
 			break
 		}
@@ -412,7 +420,7 @@ func (h *Handler) state(c echo.Context) error {
 			return nil
 		}
 		h.chats.mu.Lock()
-		snap = h.chats.snapshotLocked(h.chats.chatLocked(id, w.Kind, w.Tenant))
+		snap = h.chats.snapshotLocked(h.chats.chatLocked(id, w.Kind, w.Tenant), after)
 		h.chats.mu.Unlock()
 		break
 	}

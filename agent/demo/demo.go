@@ -68,7 +68,9 @@
 //	#total       the total as currency (locale from hostContext.locale, else the
 //	             browser's); data-value holds the raw number
 //	#top         the best-selling product
-//	#revision    the revision shown (0 for the tool's own result); also body data-revision
+//	#subtitle    "Demo data", or "Refreshed " and a <time> of refreshedAt written in
+//	             the locale and time zone of hostContext (else the browser's)
+//	body data-revision  the revision shown (0 for the tool's own result)
 //	#chart       the inline SVG bar chart (role="img", with <title> and <desc>);
 //	             one rect.bar per product with data-product and data-value
 //	#summary     the text content of the result; the only thing shown when the

@@ -218,7 +218,7 @@ func TestViewsSpeakMCPApps(t *testing.T) {
 	}
 	views := map[string][]string{
 		demo.SalesReportURI: {`"refresh_sales"`, `id="total"`, `id="chart"`, `id="refresh"`, `id="top"`,
-			`id="revision"`, `id="summary"`, `<svg`, `role="img"`, `"data-value"`},
+			`id="subtitle"`, `Intl.DateTimeFormat`, `id="summary"`, `<svg`, `role="img"`, `"data-value"`},
 		demo.FeedbackFormURI: {`"submit_feedback"`, `"ui/message"`, `"ui/open-link"`, `"` + demo.OpenLinkURL + `"`,
 			`<form id="feedback"`, `<textarea id="comment"`, `id="rating-1"`, `id="rating-5"`, `id="submit"`,
 			`id="result"`, `id="thanks"`, `id="open-link"`, `id="topic"`},

@@ -52,7 +52,7 @@ window.addEventListener("message", async (ev) => {
   case "ui/initialize":
     reply({protocolVersion: "2026-01-26", hostInfo: {name: "test-host", version: "1.0.0"},
       hostCapabilities: {openLinks: {}, serverTools: {}},
-      hostContext: {theme: cfg.theme, locale: "en-US", displayMode: "inline", platform: "web"}});
+      hostContext: {theme: cfg.theme, locale: "en-US", timeZone: cfg.timeZone, displayMode: "inline", platform: "web"}});
     break;
   case "ui/notifications/initialized":
     send({jsonrpc: "2.0", method: "ui/notifications/tool-input", params: {arguments: cfg.arguments}});
@@ -83,6 +83,7 @@ type hostConfig struct {
 	View      string          `json:"view"`
 	Sandbox   string          `json:"sandbox"`
 	Theme     string          `json:"theme"`
+	TimeZone  string          `json:"timeZone,omitempty"`
 	Arguments map[string]any  `json:"arguments"`
 	Result    json.RawMessage `json:"result"`
 }
@@ -252,7 +253,7 @@ func testSalesView(t *testing.T, b *browser) {
 	want := structured[demo.SalesReport](t, first)
 
 	view := b.open(t, srv, hostConfig{
-		View: "/view?uri=" + demo.SalesReportURI, Sandbox: "allow-scripts", Theme: "dark",
+		View: "/view?uri=" + demo.SalesReportURI, Sandbox: "allow-scripts", Theme: "dark", TimeZone: "Asia/Tokyo",
 		Arguments: args, Result: resultJSON(t, first),
 	})
 	state := func() any { return view(`document.body.dataset.state`) }
@@ -321,6 +322,23 @@ func testSalesView(t *testing.T, b *browser) {
 	if got := view(`document.getElementById("total").dataset.value`); got != fmt.Sprint(refreshed.Total) {
 		t.Errorf("after Refresh the total is %v, want %d", got, refreshed.Total)
 	}
+	// The time of the figures, in the host's locale and time zone (10:00
+	// UTC is 19:00 in Tokyo), and no revision tile.
+	subtitle := func() string {
+		return strings.ReplaceAll(view(`document.getElementById("subtitle").textContent`).(string), "\u202f", " ")
+	}
+	if got := subtitle(); got != "Refreshed Dec 2, 2026, 7:00 PM" {
+		t.Errorf("the refreshed figures say %q, want Refreshed Dec 2, 2026, 7:00 PM", got)
+	}
+	if got := view(`document.querySelector("#subtitle time").getAttribute("datetime")`); got != refreshed.RefreshedAt {
+		t.Errorf("the time element says %v, want %s", got, refreshed.RefreshedAt)
+	}
+	if got := view(`document.getElementById("revision") === null && !document.querySelector(".kpis").innerText.includes("Revision")`); got != true {
+		t.Errorf("the view still shows a revision tile")
+	}
+	b.host(t, `hostSend({jsonrpc: "2.0", method: "ui/notifications/host-context-changed", params: {locale: "de-DE"}}); true`)
+	b.waitFor(t, "the time in German", func() bool { return subtitle() == "Refreshed 02.12.2026, 19:00" })
+
 	callLog := b.host(t, `JSON.stringify(hostLog.find(m => m.method === "tools/call").params)`).(string)
 	if callLog != `{"name":"refresh_sales","arguments":{"revision":1,"region":"EMEA","quarter":"2026-Q2"}}` {
 		t.Errorf("tools/call params = %s", callLog)

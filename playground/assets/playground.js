@@ -2,9 +2,13 @@
 // tenant and in which kind of conversation; it asks the playground's server
 // side to send their message (or an install) to the bot as Teams would, and
 // reads the conversation back by long polling: the bot's cards, laid out by
-// cards.js, updated in place when the bot replaces them, and each view an
-// answer names, shown inline by the shared host bridge (bridge.js) after the
-// person is signed in through the local development sign-in.
+// Microsoft's Adaptive Cards renderer with Teams' host configuration
+// (TeamsbotCards, in the page's light or dark theme), updated in place when
+// the bot replaces them, an AI answer's label and citations as Teams shows
+// them, and each view an answer names, shown inline by the shared host
+// bridge (bridge.js) after the person is signed in through the local
+// development sign-in. The activity inspector lists every activity sent to
+// the bot and every one the bot sent back, as JSON.
 (function () {
   "use strict";
 
@@ -45,7 +49,23 @@
   var shownConversation = null;
   var since = null; // the seq of the state shown; null before the first read
   var poller = null; // AbortController of the poll in flight
-  var nodes = {}; // activity id → {el, content, views, rev, mounted}
+  var nodes = {}; // activity id → {el, who, content, views, rev, mounted, item}
+  // follow is set when the person has just done something the bot answers
+  // (a message, an install): its answer is scrolled into view wherever
+  // the transcript was.
+  var follow = false;
+  var inspector = $("inspector");
+  var inspectorToggle = $("inspector-toggle");
+  var activitiesEl = $("activities");
+  var activityCount = $("activity-count");
+  var lastActivity = 0; // the N of the last activity listed
+  // The cards follow the person's light or dark theme, as Teams' do.
+  var dark = window.matchMedia("(prefers-color-scheme: dark)");
+  // Teams' Fluent theme (internal/fluent's html data-theme), light or dark.
+  function useTheme() {
+    document.documentElement.setAttribute("data-theme", dark.matches ? "dark" : "default");
+  }
+  useTheme();
   var typingTimer = null;
 
   function el(tag, cls, text) {
@@ -124,6 +144,7 @@
     q.set("kind", current.kind);
     if (since !== null) {
       q.set("since", String(since));
+      q.set("after", String(lastActivity));
     }
     return "/playground/api/state?" + q.toString();
   }
@@ -169,6 +190,7 @@
     $("roles").textContent = current.roles;
     mentionBox.hidden = current.kind === "personal";
     since = null;
+    clearActivities();
     if (poller) {
       poller.abort();
     }
@@ -258,10 +280,11 @@
     var views = el("div", "views");
     b.appendChild(views);
     row.appendChild(b);
-    return { el: row, content: content, views: views, rev: 0, mounted: {} };
+    return { el: row, who: who, content: content, views: views, rev: 0, mounted: {} };
   }
 
   function renderContent(n, it) {
+    n.item = it;
     n.el.setAttribute("data-revision", String(it.revision));
     var c = n.content;
     while (c.firstChild) {
@@ -271,16 +294,30 @@
       c.appendChild(el("div", "bubble deleted", "This message has been deleted."));
       return;
     }
+    // Teams labels an AI answer beside the bot's name.
+    var label = n.who.querySelector(".ai-label");
+    if (it.ai && !label) {
+      label = el("span", "ai-label", "AI generated");
+      label.title = "AI-generated content may be incorrect";
+      n.who.insertBefore(label, n.who.childNodes[1]);
+    } else if (!it.ai && label) {
+      n.who.removeChild(label);
+    }
     if (it.text) {
       // An open stream shows the bot's informative update, as Teams does.
       var bubble = el("div", it.streaming ? "bubble streaming" : "bubble");
-      withMentions(bubble, it.text);
+      if (it.citations && it.citations.length) {
+        withCitations(bubble, c, it);
+      } else {
+        withMentions(bubble, it.text);
+      }
       c.appendChild(bubble);
     }
     var atts = it.attachments || [];
     for (var i = 0; i < atts.length; i++) {
       if (atts[i].contentType === "application/vnd.microsoft.card.adaptive") {
         c.appendChild(window.TeamsbotCards.render(atts[i].content, {
+          theme: dark.matches ? "dark" : "light",
           onAction: function (a) {
             showError("Teams would send “" + (a.title || a.type) + "” to the bot; the playground does not.");
           }
@@ -288,6 +325,163 @@
       } else {
         c.appendChild(el("div", "bubble deleted", "[" + atts[i].contentType + "]"));
       }
+    }
+  }
+
+  // withCitations shows the text of an AI answer as Teams does: each [n]
+  // that names one of its citations is a marker, a button whose pop-up
+  // (popovers, kept in c beside the bubble) says what the citation is and
+  // links to it.
+  function withCitations(bubble, c, it) {
+    var byPosition = {};
+    for (var i = 0; i < it.citations.length; i++) {
+      byPosition[it.citations[i].position] = it.citations[i];
+    }
+    var re = /\[(\d{1,2})\]/g;
+    var last = 0;
+    var m;
+    while ((m = re.exec(it.text)) !== null) {
+      var cite = byPosition[Number(m[1])];
+      if (!cite) {
+        continue;
+      }
+      bubble.appendChild(document.createTextNode(it.text.slice(last, m.index)));
+      bubble.appendChild(citationMarker(c, it.id, cite));
+      last = m.index + m[0].length;
+    }
+    bubble.appendChild(document.createTextNode(it.text.slice(last)));
+  }
+
+  function citationMarker(c, key, cite) {
+    var pop = el("div", "cite-pop");
+    pop.id = "cite-" + key + "-" + cite.position;
+    pop.popover = "auto";
+    pop.setAttribute("role", "dialog");
+    pop.setAttribute("aria-label", "Citation " + cite.position);
+    var title = el("p", "cite-title");
+    title.appendChild(el("span", "cite-n", String(cite.position)));
+    var href = safeURL(cite.url);
+    if (href) {
+      var a = el("a", "", cite.name);
+      a.href = href;
+      a.target = "_blank";
+      a.rel = "noopener noreferrer";
+      title.appendChild(a);
+    } else {
+      title.appendChild(document.createTextNode(cite.name));
+    }
+    pop.appendChild(title);
+    if (cite.abstract) {
+      pop.appendChild(el("p", "cite-abstract", cite.abstract));
+    }
+    if (cite.keywords && cite.keywords.length) {
+      var kw = el("p", "cite-keywords");
+      for (var i = 0; i < cite.keywords.length; i++) {
+        kw.appendChild(el("span", "", cite.keywords[i]));
+      }
+      pop.appendChild(kw);
+    }
+    c.appendChild(pop);
+    var b = el("button", "cite", String(cite.position));
+    b.type = "button";
+    b.setAttribute("aria-label", "Citation " + cite.position + ": " + cite.name);
+    b.popoverTargetElement = pop;
+    // The pop-up opens under its marker, kept inside the window.
+    pop.addEventListener("toggle", function (e) {
+      if (e.newState !== "open") {
+        return;
+      }
+      var r = b.getBoundingClientRect();
+      var left = Math.max(8, Math.min(r.left, window.innerWidth - pop.offsetWidth - 8));
+      var top = r.bottom + 4;
+      if (top + pop.offsetHeight > window.innerHeight - 8) {
+        top = Math.max(8, r.top - pop.offsetHeight - 4);
+      }
+      pop.style.left = left + "px";
+      pop.style.top = top + "px";
+    });
+    return b;
+  }
+
+  function safeURL(u) {
+    try {
+      var url = new URL(String(u || ""), window.location.href);
+      if (url.protocol === "https:" || url.protocol === "http:") {
+        return url.href;
+      }
+    } catch (e) {}
+    return "";
+  }
+
+  // The activity inspector: one entry per activity, a button that opens
+  // its JSON.
+  function clearActivities() {
+    while (activitiesEl.firstChild) {
+      activitiesEl.removeChild(activitiesEl.firstChild);
+    }
+    lastActivity = 0;
+    activityCount.textContent = "0";
+  }
+
+  function activityTime(iso) {
+    var d = new Date(iso);
+    return isNaN(d.getTime()) ? "" : d.toLocaleTimeString(undefined, { hour: "2-digit", minute: "2-digit", second: "2-digit" });
+  }
+
+  function addActivity(e) {
+    lastActivity = e.n;
+    var a = e.activity || null;
+    var li = el("li", "activity " + e.dir);
+    li.setAttribute("data-n", String(e.n));
+    var b = el("button", "activity-head");
+    b.type = "button";
+    b.setAttribute("aria-expanded", "false");
+    b.appendChild(el("span", "activity-dir", e.dir === "to-bot" ? "To the bot" : "From the bot"));
+    var kind = a && typeof a.type === "string" ? a.type : "no body";
+    var entities = a && Array.isArray(a.entities) ? a.entities : [];
+    for (var i = 0; i < entities.length; i++) {
+      if (entities[i] && String(entities[i].type).toLowerCase() === "streaminfo") {
+        kind += " (stream" + (entities[i].streamType ? " " + entities[i].streamType : "") + ")";
+      }
+    }
+    b.appendChild(el("span", "activity-kind", kind));
+    b.appendChild(el("span", "activity-call", e.call));
+    b.appendChild(el("span", "activity-time", activityTime(e.time)));
+    var pre = el("pre", "activity-json", a ? JSON.stringify(a, null, 2) : "(no body)");
+    pre.id = "activity-" + e.n;
+    pre.hidden = true;
+    pre.tabIndex = 0;
+    pre.setAttribute("aria-label", "JSON of activity " + e.n);
+    b.setAttribute("aria-controls", pre.id);
+    b.addEventListener("click", function () {
+      var open = pre.hidden;
+      pre.hidden = !open;
+      b.setAttribute("aria-expanded", open ? "true" : "false");
+    });
+    li.appendChild(b);
+    li.appendChild(pre);
+    activitiesEl.appendChild(li);
+  }
+
+  function showActivities(list) {
+    var atEnd = inspector.scrollHeight - inspector.scrollTop - inspector.clientHeight < 40;
+    for (var i = 0; i < list.length; i++) {
+      if (list[i].n > lastActivity) {
+        addActivity(list[i]);
+      }
+    }
+    activityCount.textContent = String(activitiesEl.children.length);
+    if (atEnd) {
+      inspector.scrollTop = inspector.scrollHeight;
+    }
+  }
+
+  function showInspector(open) {
+    inspector.hidden = !open;
+    inspectorToggle.setAttribute("aria-expanded", open ? "true" : "false");
+    document.body.classList.toggle("inspecting", open);
+    if (open) {
+      inspector.scrollTop = inspector.scrollHeight;
     }
   }
 
@@ -347,8 +541,10 @@
   function apply(s) {
     if (s.conversation !== shownConversation) {
       clearTranscript();
+      clearActivities();
       shownConversation = s.conversation;
     }
+    showActivities(s.activities || []);
     since = s.seq;
     conversationEl.textContent = s.conversation;
     installedEl.textContent = s.installed
@@ -358,7 +554,8 @@
 
     var nearBottom = transcript.scrollHeight - transcript.scrollTop - transcript.clientHeight < 80;
     var seen = {};
-    var added = false;
+    var added = null; // the last message added
+    var botAdded = false;
     var items = s.items || [];
     for (var i = 0; i < items.length; i++) {
       var it = items[i];
@@ -368,7 +565,8 @@
         n = newNode(it);
         nodes[it.id] = n;
         transcript.appendChild(n.el);
-        added = true;
+        added = n;
+        botAdded = botAdded || it.from === "bot";
       }
       if (n.content && n.rev !== it.revision) {
         renderContent(n, it);
@@ -387,8 +585,16 @@
         delete nodes[id];
       }
     }
-    if (added && nearBottom) {
+    if (added && (nearBottom || follow)) {
+      // To the end, unless that hides the new message's top (a card
+      // taller than the transcript): then from its top.
       transcript.scrollTop = transcript.scrollHeight;
+      if (added.el.getBoundingClientRect().top < transcript.getBoundingClientRect().top) {
+        added.el.scrollIntoView({ block: "start" });
+      }
+    }
+    if (botAdded) {
+      follow = false;
     }
     clearTimeout(typingTimer);
     typing.hidden = !(s.typingMs > 0);
@@ -420,6 +626,7 @@
   function send(text) {
     restart();
     showError("");
+    follow = true;
     var p = who();
     p.text = text;
     p.mention = current.kind !== "personal" && mention.checked;
@@ -434,6 +641,7 @@
   function installAction(action) {
     restart();
     showError("");
+    follow = true;
     var p = who();
     p.action = action;
     postJSON("/playground/api/install", p).catch(function (e) {
@@ -479,6 +687,21 @@
       send(e.currentTarget.getAttribute("data-text"));
     });
   }
+  dark.addEventListener("change", function () {
+    useTheme();
+    for (var id in nodes) {
+      if (Object.prototype.hasOwnProperty.call(nodes, id) && nodes[id].item) {
+        renderContent(nodes[id], nodes[id].item);
+      }
+    }
+  });
+  inspectorToggle.addEventListener("click", function () {
+    showInspector(inspector.hidden);
+  });
+  $("inspector-close").addEventListener("click", function () {
+    showInspector(false);
+    inspectorToggle.focus();
+  });
   $("install").addEventListener("click", function () { installAction("add"); });
   $("uninstall").addEventListener("click", function () { installAction("remove"); });
 
