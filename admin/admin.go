@@ -71,6 +71,10 @@ type Options struct {
 	SignIn *signin.Service // required
 	// Groups looks group names up; nil shows a group by its id only.
 	Groups GroupNamer
+	// People looks people's display names up; nil shows people by the
+	// names their records kept, the local people by theirs, and the
+	// others by their ids.
+	People PersonNamer
 	// Agents are the agent ids bindings and the tester may name.
 	Agents []string
 	// Rules are the configured data rules of each agent.
@@ -138,7 +142,7 @@ func New(opts Options) (*Handler, error) {
 	// this origin; nobody may frame the console.
 	h.csp = csp.New().Add("default-src").Add("style-src", csp.Hash(h.css)).
 		Add("form-action", csp.Self).Add("base-uri").Add("frame-ancestors").String()
-	funcs := template.FuncMap{"fields": fieldsText, "when": when, "triggersOn": func() bool { return opts.Triggers != nil },
+	funcs := template.FuncMap{"fields": fieldsText, "when": when, "person": person, "conv": conversationHTML, "convName": conversationName, "triggersOn": func() bool { return opts.Triggers != nil },
 		"connectionsOn": func() bool { return opts.Connections != nil }}
 	for _, name := range pageNames {
 		t, err := template.New(name).Funcs(funcs).ParseFS(assets, "assets/layout.html", "assets/"+name+".html")
@@ -277,6 +281,11 @@ type pageData struct {
 	Title, Page, Tenant, Admin string
 	Notice, Problem            string
 	CSS                        template.CSS
+	// Names are the display names of the people the page shows, by id
+	// (see names); Convs the tenant's conversations, by id, for the
+	// pages that show conversations.
+	Names map[string]string
+	Convs map[string]store.ConversationRef
 }
 
 func (d *pageData) base() *pageData { return d }
@@ -329,8 +338,9 @@ func (h *Handler) renderNotice(c echo.Context, status int, name, title string, p
 	if who == "" {
 		who = p.UserID
 	}
-	*d.base() = pageData{Title: title, Page: name, Tenant: p.TenantID, Admin: who, CSS: template.CSS(h.css),
-		Notice: notice, Problem: problem}
+	base := d.base()
+	*base = pageData{Title: title, Page: name, Tenant: p.TenantID, Admin: who, CSS: template.CSS(h.css),
+		Notice: notice, Problem: problem, Names: base.Names, Convs: base.Convs}
 	var b bytes.Buffer
 	if err := h.pages[name].ExecuteTemplate(&b, "layout", d); err != nil {
 		return fmt.Errorf("admin: render %s: %w", name, err)

@@ -423,7 +423,13 @@ func (h *Handler) viewsPage(c echo.Context, p access.Person) error {
 	if err != nil {
 		return err
 	}
-	return h.render(c, http.StatusOK, "views", "Active views", p, &viewsPage{Views: views, Next: next}, "")
+	d := &viewsPage{Views: views, Next: next}
+	known, ids := map[string]string{}, []string{}
+	for _, v := range views {
+		known[v.UserID], ids = v.UserName, append(ids, v.UserID)
+	}
+	d.Names = h.names(c.Request().Context(), p, known, ids...)
+	return h.render(c, http.StatusOK, "views", "Active views", p, d, "")
 }
 
 func (h *Handler) revokeView(c echo.Context, p access.Person) error {
@@ -457,7 +463,13 @@ func (h *Handler) runsPage(c echo.Context, p access.Person) error {
 	if err != nil {
 		return err
 	}
-	return h.render(c, http.StatusOK, "runs", "Recent runs", p, &runsPage{Runs: runs}, "")
+	d := &runsPage{Runs: runs}
+	known, ids := map[string]string{}, []string{}
+	for _, r := range runs {
+		known[r.UserID], ids = r.UserName, append(ids, r.UserID)
+	}
+	d.Names = h.names(c.Request().Context(), p, known, ids...)
+	return h.render(c, http.StatusOK, "runs", "Recent runs", p, d, "")
 }
 
 // conversationsPage is /admin/conversations.
