@@ -109,7 +109,7 @@ type Handler struct {
 }
 
 // pageNames are the console's pages, each a template of its own.
-var pageNames = []string{"access", "policies", "views", "runs", "conversations", "keys", "triggers", "connections", "audit"}
+var pageNames = []string{"overview", "access", "policies", "views", "runs", "conversations", "keys", "triggers", "connections", "audit"}
 
 // New builds the Handler.
 func New(opts Options) (*Handler, error) {
@@ -160,6 +160,7 @@ func (h *Handler) Register(e *echo.Echo) {
 	api := func(f func(echo.Context, access.Person) error) echo.HandlerFunc { return h.withAdmin(f, true) }
 
 	e.GET("/admin", page(h.accessPage))
+	e.GET("/admin/overview", page(h.overviewPage))
 	e.POST("/admin/bindings", page(h.addBinding))
 	e.POST("/admin/bindings/remove", page(h.removeBinding))
 	e.POST("/admin/default", page(h.setDefault))

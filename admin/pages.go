@@ -502,6 +502,7 @@ var (
 	errBadCursor = web.NewError(http.StatusBadRequest, "This page link is not valid any more. Start again from the first page.")
 	errBadFilter = web.NewError(http.StatusBadRequest, "The time range is not valid: give dates and times as the form shows them.")
 	errNoView    = web.NewError(http.StatusNotFound, "There is no such view in your tenant.")
+	errBadPeriod = web.NewError(http.StatusBadRequest, "The period is not one the overview shows: choose 7, 30 or 90 days.")
 )
 
 // badFilter answers a filter or cursor the store refused: a cursor, when
