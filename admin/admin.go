@@ -106,6 +106,15 @@ type Handler struct {
 	pages map[string]*template.Template
 	csp   string
 	css   string
+	// scripts are the pages with a script of their own, and their
+	// policies, which allow that script alone.
+	scripts map[string]pageScript
+}
+
+// pageScript is a page's own script and the policy that allows it.
+type pageScript struct {
+	js  template.JS
+	csp string
 }
 
 // pageNames are the console's pages, each a template of its own.
@@ -142,7 +151,15 @@ func New(opts Options) (*Handler, error) {
 	// this origin; nobody may frame the console.
 	h.csp = csp.New().Add("default-src").Add("style-src", csp.Hash(h.css)).
 		Add("form-action", csp.Self).Add("base-uri").Add("frame-ancestors").String()
-	funcs := template.FuncMap{"fields": fieldsText, "when": when, "person": person, "conv": conversationHTML, "convName": conversationName, "triggersOn": func() bool { return opts.Triggers != nil },
+	// The audit log's script shows times in the browser's zone; the
+	// overview's draws its charts. Each page allows its own script by
+	// hash, and nothing else.
+	h.scripts = map[string]pageScript{}
+	for name, js := range map[string]string{"audit": localTimeScript, "overview": overviewScript()} {
+		h.scripts[name] = pageScript{js: template.JS(js), csp: csp.New().Add("default-src").Add("script-src", csp.Hash(js)).
+			Add("style-src", csp.Hash(h.css)).Add("form-action", csp.Self).Add("base-uri").Add("frame-ancestors").String()}
+	}
+	funcs := template.FuncMap{"fields": fieldsText, "when": when, "person": person, "auditTime": auditTime, "conv": conversationHTML, "convName": conversationName, "triggersOn": func() bool { return opts.Triggers != nil },
 		"connectionsOn": func() bool { return opts.Connections != nil }}
 	for _, name := range pageNames {
 		t, err := template.New(name).Funcs(funcs).ParseFS(assets, "assets/layout.html", "assets/"+name+".html")
@@ -287,6 +304,8 @@ type pageData struct {
 	// pages that show conversations.
 	Names map[string]string
 	Convs map[string]store.ConversationRef
+	// Script is the page's own script, if it has one.
+	Script template.JS
 }
 
 func (d *pageData) base() *pageData { return d }
@@ -341,11 +360,15 @@ func (h *Handler) renderNotice(c echo.Context, status int, name, title string, p
 	}
 	base := d.base()
 	*base = pageData{Title: title, Page: name, Tenant: p.TenantID, Admin: who, CSS: template.CSS(h.css),
-		Notice: notice, Problem: problem, Names: base.Names, Convs: base.Convs}
+		Notice: notice, Problem: problem, Names: base.Names, Convs: base.Convs, Script: h.scripts[name].js}
 	var b bytes.Buffer
 	if err := h.pages[name].ExecuteTemplate(&b, "layout", d); err != nil {
 		return fmt.Errorf("admin: render %s: %w", name, err)
 	}
-	c.Response().Header().Set("Content-Security-Policy", h.csp)
+	policy := h.csp
+	if ps, ok := h.scripts[name]; ok {
+		policy = ps.csp
+	}
+	c.Response().Header().Set("Content-Security-Policy", policy)
 	return c.HTMLBlob(status, b.Bytes())
 }

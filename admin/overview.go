@@ -9,6 +9,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"teamsbot/access"
+	"teamsbot/internal/chartjs"
 	"teamsbot/store"
 )
 
@@ -78,3 +79,7 @@ func (h *Handler) overviewPage(c echo.Context, p access.Person) error {
 	}
 	return h.render(c, http.StatusOK, "overview", "Overview", p, d, "")
 }
+
+// overviewScript is the overview page's script: Chart.js, bundled by
+// internal/chartjs, drawing each chart from its table.
+func overviewScript() string { return chartjs.Script() }
