@@ -68,7 +68,7 @@ func (h *Handler) overviewPage(c echo.Context, p access.Person) error {
 		days = n
 	}
 	// Whole UTC days, today included.
-	to := h.now().UTC().Truncate(24 * time.Hour).AddDate(0, 0, 1)
+	to := h.now().UTC().Truncate(24*time.Hour).AddDate(0, 0, 1)
 	o, err := h.opts.Store.Overview(c.Request().Context(), p.TenantID, to.AddDate(0, 0, -days), to)
 	if err != nil {
 		return err

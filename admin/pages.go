@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"html/template"
 	"net/http"
 	"net/url"
 	"slices"
@@ -500,7 +501,9 @@ type auditPage struct {
 	Records []store.AuditRecord
 	Rows    []auditRow
 	Next    string
-	Query   string // the filter as a query string, for the next page and the exports
+	// Query is the filter as a query string, for the next page and the
+	// exports: url.Values' encoding, kept as it is in the links.
+	Query template.URL
 }
 
 // The console's errors of bad input.
@@ -586,7 +589,7 @@ func (h *Handler) auditPage(c echo.Context, p access.Person) error {
 		return err
 	}
 	d := &auditPage{Filter: f, From: from, To: to, Range: c.QueryParam("range"), Ranges: auditRanges, Results: []string{"ok", "error", "refused"},
-		Records: recs, Next: next, Query: filterQuery(f, from, to)}
+		Records: recs, Next: next, Query: template.URL(filterQuery(f, from, to))}
 	if d.Range != "" {
 		d.From = "" // the preset, not a custom range
 	}

@@ -613,7 +613,7 @@ func benchOverview(b *testing.B, bk backend) {
 		}
 	}
 	from := start.Truncate(24 * time.Hour)
-	to := clk.Now().Truncate(24 * time.Hour).AddDate(0, 0, 1)
+	to := clk.Now().Truncate(24*time.Hour).AddDate(0, 0, 1)
 	var o store.Overview
 	for b.Loop() {
 		var err error

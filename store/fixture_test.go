@@ -399,7 +399,7 @@ func checkFixture(t *testing.T, s *store.Store, now *time.Time, want *fixtureDum
 		}
 	}
 	from := first.UTC().Truncate(24 * time.Hour)
-	to := want.Clock.UTC().Truncate(24 * time.Hour).AddDate(0, 0, 1)
+	to := want.Clock.UTC().Truncate(24*time.Hour).AddDate(0, 0, 1)
 	for _, tenant := range want.Tenants {
 		checkOverview(t, s, tenant, from, to)
 	}
