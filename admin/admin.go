@@ -71,6 +71,10 @@ type Options struct {
 	SignIn *signin.Service // required
 	// Groups looks group names up; nil shows a group by its id only.
 	Groups GroupNamer
+	// People looks people's display names up; nil shows people by the
+	// names their records kept, the local people by theirs, and the
+	// others by their ids.
+	People PersonNamer
 	// Agents are the agent ids bindings and the tester may name.
 	Agents []string
 	// Rules are the configured data rules of each agent.
@@ -102,10 +106,19 @@ type Handler struct {
 	pages map[string]*template.Template
 	csp   string
 	css   string
+	// scripts are the pages with a script of their own, and their
+	// policies, which allow that script alone.
+	scripts map[string]pageScript
+}
+
+// pageScript is a page's own script and the policy that allows it.
+type pageScript struct {
+	js  template.JS
+	csp string
 }
 
 // pageNames are the console's pages, each a template of its own.
-var pageNames = []string{"access", "policies", "views", "runs", "conversations", "keys", "triggers", "connections", "audit"}
+var pageNames = []string{"overview", "access", "policies", "views", "runs", "conversations", "keys", "triggers", "connections", "audit"}
 
 // New builds the Handler.
 func New(opts Options) (*Handler, error) {
@@ -138,7 +151,15 @@ func New(opts Options) (*Handler, error) {
 	// this origin; nobody may frame the console.
 	h.csp = csp.New().Add("default-src").Add("style-src", csp.Hash(h.css)).
 		Add("form-action", csp.Self).Add("base-uri").Add("frame-ancestors").String()
-	funcs := template.FuncMap{"fields": fieldsText, "when": when, "triggersOn": func() bool { return opts.Triggers != nil },
+	// The audit log's script shows times in the browser's zone; the
+	// overview's draws its charts. Each page allows its own script by
+	// hash, and nothing else.
+	h.scripts = map[string]pageScript{}
+	for name, js := range map[string]string{"audit": localTimeScript, "overview": overviewScript()} {
+		h.scripts[name] = pageScript{js: template.JS(js), csp: csp.New().Add("default-src").Add("script-src", csp.Hash(js)).
+			Add("style-src", csp.Hash(h.css)).Add("form-action", csp.Self).Add("base-uri").Add("frame-ancestors").String()}
+	}
+	funcs := template.FuncMap{"fields": fieldsText, "when": when, "person": person, "auditTime": auditTime, "conv": conversationHTML, "convName": conversationName, "triggersOn": func() bool { return opts.Triggers != nil },
 		"connectionsOn": func() bool { return opts.Connections != nil }}
 	for _, name := range pageNames {
 		t, err := template.New(name).Funcs(funcs).ParseFS(assets, "assets/layout.html", "assets/"+name+".html")
@@ -156,6 +177,7 @@ func (h *Handler) Register(e *echo.Echo) {
 	api := func(f func(echo.Context, access.Person) error) echo.HandlerFunc { return h.withAdmin(f, true) }
 
 	e.GET("/admin", page(h.accessPage))
+	e.GET("/admin/overview", page(h.overviewPage))
 	e.POST("/admin/bindings", page(h.addBinding))
 	e.POST("/admin/bindings/remove", page(h.removeBinding))
 	e.POST("/admin/default", page(h.setDefault))
@@ -277,6 +299,13 @@ type pageData struct {
 	Title, Page, Tenant, Admin string
 	Notice, Problem            string
 	CSS                        template.CSS
+	// Names are the display names of the people the page shows, by id
+	// (see names); Convs the tenant's conversations, by id, for the
+	// pages that show conversations.
+	Names map[string]string
+	Convs map[string]store.ConversationRef
+	// Script is the page's own script, if it has one.
+	Script template.JS
 }
 
 func (d *pageData) base() *pageData { return d }
@@ -329,12 +358,17 @@ func (h *Handler) renderNotice(c echo.Context, status int, name, title string, p
 	if who == "" {
 		who = p.UserID
 	}
-	*d.base() = pageData{Title: title, Page: name, Tenant: p.TenantID, Admin: who, CSS: template.CSS(h.css),
-		Notice: notice, Problem: problem}
+	base := d.base()
+	*base = pageData{Title: title, Page: name, Tenant: p.TenantID, Admin: who, CSS: template.CSS(h.css),
+		Notice: notice, Problem: problem, Names: base.Names, Convs: base.Convs, Script: h.scripts[name].js}
 	var b bytes.Buffer
 	if err := h.pages[name].ExecuteTemplate(&b, "layout", d); err != nil {
 		return fmt.Errorf("admin: render %s: %w", name, err)
 	}
-	c.Response().Header().Set("Content-Security-Policy", h.csp)
+	policy := h.csp
+	if ps, ok := h.scripts[name]; ok {
+		policy = ps.csp
+	}
+	c.Response().Header().Set("Content-Security-Policy", policy)
 	return c.HTMLBlob(status, b.Bytes())
 }

@@ -413,7 +413,7 @@ func csvSafe(s string) string {
 // writer's encoder as the store reads them. An error after the first byte
 // cannot change the status any more: it is logged and the body ends.
 func (h *Handler) export(c echo.Context, p access.Person, contentType, name string, encoder func(*bufio.Writer) func(store.AuditRecord) error) error {
-	f, _, _, err := filterFrom(c, p)
+	f, _, _, err := filterFrom(c, p, h.now())
 	if err != nil {
 		return err
 	}

@@ -44,8 +44,13 @@ func (h *Handler) renderConnections(c echo.Context, status int, p access.Person,
 	if err != nil {
 		return err
 	}
-	return h.renderNotice(c, status, "connections", "People's connections to MCP servers", p,
-		&connectionsPage{Servers: servers, Connections: conns}, notice, problem)
+	d := &connectionsPage{Servers: servers, Connections: conns}
+	known, ids := map[string]string{}, []string{}
+	for _, cn := range conns {
+		known[cn.UserID], ids = cn.UserName, append(ids, cn.UserID)
+	}
+	d.Names = h.names(c.Request().Context(), p, known, ids...)
+	return h.renderNotice(c, status, "connections", "People's connections to MCP servers", p, d, notice, problem)
 }
 
 // connections reads the admin's tenant's server uses and connections.

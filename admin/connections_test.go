@@ -117,7 +117,7 @@ func TestConsoleConnectionsListAndRevoke(t *testing.T) {
 	for _, want := range []string{
 		"<td>default</td><td>crm</td><td>3</td><td>30 Nov 2026 09:15 UTC</td>",
 		"<td>default</td><td>files</td><td>1</td><td>never</td>",
-		"Alice <code>" + userA.OID + "</code>", "Bob <code>" + bobID + "</code>", "Carol <code>" + carolID + "</code>",
+		`<abbr class="id" title="` + userA.OID + `">Alice</abbr>`, `<abbr class="id" title="` + bobID + `">Bob</abbr>`, `<abbr class="id" title="` + carolID + `">Carol</abbr>`,
 		"<code>crm.read</code> <code>crm.write</code>",
 		"Revoke all of crm", "Revoke crm for Bob",
 	} {
@@ -221,7 +221,7 @@ func TestConsoleConnectionsOthersRefused(t *testing.T) {
 
 	other := e.client(adminB)
 	code, body := e.do(other, http.MethodGet, "/admin/connections", "", "")
-	if code != http.StatusOK || !strings.Contains(body, "Dora <code>"+beaUser+"</code>") || strings.Contains(body, userA.OID) || strings.Contains(body, "Alice") ||
+	if code != http.StatusOK || !strings.Contains(body, `<abbr class="id" title="`+beaUser+`">Dora</abbr>`) || strings.Contains(body, userA.OID) || strings.Contains(body, "Alice") ||
 		strings.Contains(body, "files") || !strings.Contains(body, "<td>default</td><td>crm</td><td>1</td>") {
 		t.Errorf("tenant B's page: %d\n%s", code, body)
 	}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"html/template"
 	"net/http"
 	"net/url"
 	"slices"
@@ -423,7 +424,13 @@ func (h *Handler) viewsPage(c echo.Context, p access.Person) error {
 	if err != nil {
 		return err
 	}
-	return h.render(c, http.StatusOK, "views", "Active views", p, &viewsPage{Views: views, Next: next}, "")
+	d := &viewsPage{Views: views, Next: next}
+	known, ids := map[string]string{}, []string{}
+	for _, v := range views {
+		known[v.UserID], ids = v.UserName, append(ids, v.UserID)
+	}
+	d.Names = h.names(c.Request().Context(), p, known, ids...)
+	return h.render(c, http.StatusOK, "views", "Active views", p, d, "")
 }
 
 func (h *Handler) revokeView(c echo.Context, p access.Person) error {
@@ -457,7 +464,13 @@ func (h *Handler) runsPage(c echo.Context, p access.Person) error {
 	if err != nil {
 		return err
 	}
-	return h.render(c, http.StatusOK, "runs", "Recent runs", p, &runsPage{Runs: runs}, "")
+	d := &runsPage{Runs: runs}
+	known, ids := map[string]string{}, []string{}
+	for _, r := range runs {
+		known[r.UserID], ids = r.UserName, append(ids, r.UserID)
+	}
+	d.Names = h.names(c.Request().Context(), p, known, ids...)
+	return h.render(c, http.StatusOK, "runs", "Recent runs", p, d, "")
 }
 
 // conversationsPage is /admin/conversations.
@@ -479,10 +492,18 @@ type auditPage struct {
 	pageData
 	Filter   store.AuditFilter
 	From, To string // as the form shows them
-	Results  []string
-	Records  []store.AuditRecord
-	Next     string
-	Query    string // the filter as a query string, for the next page and the exports
+	Range    string // the time preset chosen, "" for any time or custom
+	Ranges   []struct {
+		Value, Label string
+		d            time.Duration
+	}
+	Results []string
+	Records []store.AuditRecord
+	Rows    []auditRow
+	Next    string
+	// Query is the filter as a query string, for the next page and the
+	// exports: url.Values' encoding, kept as it is in the links.
+	Query template.URL
 }
 
 // The console's errors of bad input.
@@ -490,6 +511,7 @@ var (
 	errBadCursor = web.NewError(http.StatusBadRequest, "This page link is not valid any more. Start again from the first page.")
 	errBadFilter = web.NewError(http.StatusBadRequest, "The time range is not valid: give dates and times as the form shows them.")
 	errNoView    = web.NewError(http.StatusNotFound, "There is no such view in your tenant.")
+	errBadPeriod = web.NewError(http.StatusBadRequest, "The period is not one the overview shows: choose 7, 30 or 90 days.")
 )
 
 // badFilter answers a filter or cursor the store refused: a cursor, when
@@ -507,10 +529,18 @@ const localTime = "2006-01-02T15:04"
 
 // filterFrom reads the audit filter of a request; the tenant is always the
 // admin's own.
-func filterFrom(c echo.Context, p access.Person) (store.AuditFilter, string, string, error) {
+func filterFrom(c echo.Context, p access.Person, now time.Time) (store.AuditFilter, string, string, error) {
 	q := c.Request().URL.Query()
 	f := store.AuditFilter{TenantID: p.TenantID, Action: q.Get("action"), Actor: q.Get("actor"), Tool: q.Get("tool"), Result: q.Get("result")}
 	from, to := q.Get("from"), q.Get("to")
+	// A time preset is made a range from now on, written into the
+	// page's links, so that the next page and the exports read the same
+	// records as the page.
+	for _, r := range auditRanges {
+		if q.Get("range") == r.Value {
+			from, to = now.Add(-r.d).UTC().Format(time.RFC3339), ""
+		}
+	}
 	for _, x := range []struct {
 		s string
 		t *time.Time
@@ -543,7 +573,7 @@ func filterQuery(f store.AuditFilter, from, to string) string {
 // auditRecords reads the page of audit records a request asks for: the
 // console's and the API's alike.
 func (h *Handler) auditRecords(c echo.Context, p access.Person) (f store.AuditFilter, from, to string, recs []store.AuditRecord, next string, err error) {
-	if f, from, to, err = filterFrom(c, p); err != nil {
+	if f, from, to, err = filterFrom(c, p, h.now()); err != nil {
 		return
 	}
 	recs, next, err = h.opts.Store.AuditPage(c.Request().Context(), f, c.QueryParam("cursor"), auditPerPage)
@@ -558,7 +588,23 @@ func (h *Handler) auditPage(c echo.Context, p access.Person) error {
 	if err != nil {
 		return err
 	}
-	d := &auditPage{Filter: f, From: from, To: to, Results: []string{"ok", "error", "refused"}, Records: recs, Next: next, Query: filterQuery(f, from, to)}
+	d := &auditPage{Filter: f, From: from, To: to, Range: c.QueryParam("range"), Ranges: auditRanges, Results: []string{"ok", "error", "refused"},
+		Records: recs, Next: next, Query: template.URL(filterQuery(f, from, to))}
+	if d.Range != "" {
+		d.From = "" // the preset, not a custom range
+	}
+	known, ids := map[string]string{p.UserID: p.Name}, []string{}
+	for _, r := range recs {
+		ids = append(ids, r.Actor)
+	}
+	ctx := c.Request().Context()
+	d.Names = h.names(ctx, p, known, ids...)
+	if d.Convs, err = h.conversations(ctx, p.TenantID); err != nil {
+		return err
+	}
+	for _, r := range recs {
+		d.Rows = append(d.Rows, rowOf(r, d.Names, d.Convs))
+	}
 	return h.render(c, http.StatusOK, "audit", "Audit log", p, d, "")
 }
 

@@ -62,7 +62,13 @@ func (h *Handler) renderKeys(c echo.Context, status int, p access.Person, nk *tr
 	if err != nil {
 		return err
 	}
-	return h.render(c, status, "keys", "API keys", p, &keysPage{Keys: keys, Agents: h.opts.Triggers.Agents(), New: nk}, problem)
+	d := &keysPage{Keys: keys, Agents: h.opts.Triggers.Agents(), New: nk}
+	var ids []string
+	for _, k := range keys {
+		ids = append(ids, k.CreatedBy, k.RevokedBy)
+	}
+	d.Names = h.names(c.Request().Context(), p, map[string]string{p.UserID: p.Name}, ids...)
+	return h.render(c, status, "keys", "API keys", p, d, problem)
 }
 
 func (h *Handler) createKey(c echo.Context, p access.Person) error {
@@ -129,6 +135,15 @@ func (h *Handler) renderTriggers(c echo.Context, status int, p access.Person, fo
 		return err
 	}
 	d := &triggersPage{Triggers: list, Notices: notices, Agents: h.opts.Triggers.Agents(), Conversations: convs, Form: form, Now: h.now()}
+	d.Convs = map[string]store.ConversationRef{}
+	for _, c := range convs {
+		d.Convs[c.ConversationID] = c
+	}
+	var ids []string
+	for _, t := range list {
+		ids = append(ids, t.CreatedBy)
+	}
+	d.Names = h.names(ctx, p, map[string]string{p.UserID: p.Name}, ids...)
 	return h.render(c, status, "triggers", "Scheduled triggers", p, d, problem)
 }
 

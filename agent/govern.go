@@ -29,6 +29,8 @@ const (
 	// AuditBlocked is a way out of its sandbox that a view tried and the
 	// browser or the view's guard closed (RecordBlocked).
 	AuditBlocked = "agent.mcp_app.blocked"
+	// AuditOpened is a view opened by a person (RecordOpened).
+	AuditOpened = "agent.mcp_app.open"
 )
 
 // Results of a tool call in audit records and metrics.

@@ -148,3 +148,16 @@ func (s *Service) RecordBlocked(ctx context.Context, v store.View, viewer Person
 		},
 	})
 }
+
+// RecordOpened records that viewer opened view v (the view page asked for
+// it), in the viewer's tenant: who saw which tool's data, and the
+// overview's count of views opened.
+func (s *Service) RecordOpened(ctx context.Context, v store.View, viewer Person) error {
+	return s.appendAudit(context.WithoutCancel(ctx), store.AuditRecord{
+		Time:     s.now(),
+		TenantID: viewer.TenantID,
+		Action:   AuditOpened,
+		Actor:    viewer.UserID,
+		Fields:   map[string]any{"view": v.ID, "server": v.Server, "tool": v.Tool, "agent": v.AgentID, "run": v.RunID},
+	})
+}

@@ -61,15 +61,22 @@ func (b *Bot) refreshReference(ctx context.Context, a *schema.Activity) {
 		return
 	}
 	key := referenceKey(a)
-	if b.refs.current(key, a.ServiceURL) {
+	inTeam := key != ConversationKey(tenant, a.Conversation.ID)
+	seen := namesSeen(a, inTeam)
+	// What is known of the reference: its service URL and the names.
+	known := a.ServiceURL + "\x00" + seen.Kind + "\x00" + seen.Title + "\x00" + seen.TeamName + "\x00" + seen.ChannelName
+	if b.refs.current(key, known) {
 		return
 	}
-	inTeam := key != ConversationKey(tenant, a.Conversation.ID)
 	ref, err := b.opts.Store.Conversation(ctx, key)
 	switch {
-	case err == nil && ref.ServiceURL == a.ServiceURL:
-		b.refs.remember(key, a.ServiceURL)
+	case err == nil && ref.ServiceURL == a.ServiceURL && !seen.renames(ref):
+		b.refs.remember(key, known)
 		return
+	case err == nil && ref.ServiceURL == a.ServiceURL:
+		seen.apply(&ref)
+		ref.UpdatedAt = b.now()
+		b.logger.Info("conversation's names changed; reference updated", "tenant", tenant, "conversation", ref.ConversationID)
 	case err == nil:
 		var cr schema.ConversationReference
 		if json.Unmarshal(ref.Reference, &cr) == nil {
@@ -80,6 +87,7 @@ func (b *Bot) refreshReference(ctx context.Context, a *schema.Activity) {
 		}
 		b.logger.Info("conversation's service URL changed; reference updated", "tenant", tenant, "conversation", ref.ConversationID)
 		ref.ServiceURL, ref.UpdatedAt = a.ServiceURL, b.now()
+		seen.apply(&ref)
 	case errors.Is(err, store.ErrNotFound) && !inTeam:
 		raw, err := json.Marshal(activity.GetCoversationReference(*a))
 		if err != nil {
@@ -87,6 +95,7 @@ func (b *Bot) refreshReference(ctx context.Context, a *schema.Activity) {
 		}
 		ref = store.ConversationRef{Key: key, TenantID: tenant, ConversationID: a.Conversation.ID, ServiceURL: a.ServiceURL,
 			ChannelID: a.ChannelID, BotID: a.Recipient.ID, Reference: raw}
+		seen.apply(&ref)
 		b.logger.Info("conversation reference taken from a message", "tenant", tenant, "conversation", a.Conversation.ID)
 	case errors.Is(err, store.ErrNotFound):
 		return
@@ -98,5 +107,53 @@ func (b *Bot) refreshReference(ctx context.Context, a *schema.Activity) {
 		b.logger.Warn("conversation reference not stored", "tenant", tenant, "conversation", ref.ConversationID, "err", err)
 		return
 	}
-	b.refs.remember(key, a.ServiceURL)
+	b.refs.remember(key, known)
+}
+
+// conversationNames are the kind and names of a conversation that Teams
+// sends with its activities (see "Conversation events in your Teams bot"
+// in the Teams platform documentation: conversation.conversationType,
+// conversation.name of a group chat, channelData.team.name and
+// channelData.channel.name), which the console shows.
+type conversationNames struct {
+	Kind, Title, TeamName, ChannelName string
+}
+
+// namesSeen reads the names of a's conversation. A message in a
+// channel's thread (inTeam) is kept under its team's reference: only
+// the team's name is that reference's, not the channel the message was
+// in.
+func namesSeen(a *schema.Activity, inTeam bool) conversationNames {
+	var n conversationNames
+	n.Kind = a.Conversation.ConversationType
+	if n.Kind == "groupChat" {
+		n.Title = a.Conversation.Name
+	}
+	if team, _ := a.ChannelData["team"].(map[string]interface{}); team != nil {
+		n.TeamName, _ = team["name"].(string)
+	}
+	if ch, _ := a.ChannelData["channel"].(map[string]interface{}); ch != nil && !inTeam {
+		n.ChannelName, _ = ch["name"].(string)
+	}
+	return n
+}
+
+// renames reports whether n says something ref does not: names that
+// Teams did not send leave the stored ones as they are.
+func (n conversationNames) renames(ref store.ConversationRef) bool {
+	c := ref
+	n.apply(&c)
+	return c.Kind != ref.Kind || c.Title != ref.Title || c.TeamName != ref.TeamName || c.ChannelName != ref.ChannelName
+}
+
+// apply puts the names n has into ref.
+func (n conversationNames) apply(ref *store.ConversationRef) {
+	for _, f := range []struct {
+		to   *string
+		from string
+	}{{&ref.Kind, n.Kind}, {&ref.Title, n.Title}, {&ref.TeamName, n.TeamName}, {&ref.ChannelName, n.ChannelName}} {
+		if f.from != "" {
+			*f.to = f.from
+		}
+	}
 }

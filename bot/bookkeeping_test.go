@@ -113,3 +113,59 @@ func TestTeamDeletedArchivedAndRestored(t *testing.T) {
 		t.Errorf("%d welcome cards, want 1", welcomes)
 	}
 }
+
+// The reference keeps the kind and names Teams sends with the
+// conversation's activities (conversation.conversationType and name,
+// channelData.team.name and channel.name), so that the console shows
+// conversations by name: given at install, kept up to date by messages,
+// and never cleared by an activity that does not carry them.
+func TestTheReferenceKeepsTheConversationsNames(t *testing.T) {
+	h := newHarness(t, setup{})
+	ctx := context.Background()
+	const team = "19:team@thread.tacv2"
+	teamKey := ConversationKey(testTenant, team)
+
+	add := h.message("channel", team, "names-1", "")
+	delete(add, "text")
+	delete(add, "entities")
+	add["type"] = "conversationUpdate"
+	add["membersAdded"] = []any{map[string]any{"id": testBotMRI}}
+	cd := add["channelData"].(map[string]any)
+	cd["team"] = map[string]any{"id": team, "name": "Sales"}
+	cd["channel"] = map[string]any{"id": team, "name": "General"}
+	if s, b := h.send(add); s != http.StatusOK {
+		t.Fatalf("install: %d %s", s, b)
+	}
+	ref, err := h.store.Conversation(ctx, teamKey)
+	if err != nil || ref.Kind != "channel" || ref.TeamName != "Sales" || ref.ChannelName != "General" {
+		t.Fatalf("the team's reference after install: %+v, %v", ref, err)
+	}
+
+	// A message in a thread of another channel, after the team was
+	// renamed: the team's name changes, not its channel's.
+	m := h.message("channel", "19:channel@thread.tacv2;messageid=7", "names-2", "/tools")
+	cd = m["channelData"].(map[string]any)
+	cd["team"] = map[string]any{"id": team, "name": "Sales EMEA"}
+	cd["channel"] = map[string]any{"id": "19:channel@thread.tacv2", "name": "Forecasts"}
+	h.send(m)
+	h.conn.waitFor(t, "the answer", hasReplyTo("names-2"))
+	if ref, err = h.store.Conversation(ctx, teamKey); err != nil || ref.TeamName != "Sales EMEA" || ref.ChannelName != "General" {
+		t.Errorf("the team's reference after a message of the renamed team: %+v, %v", ref, err)
+	}
+
+	// A group chat's name is its conversation's; a message without one
+	// keeps the name.
+	g := h.message("groupChat", "19:chat@thread.v2", "names-3", "/tools")
+	g["conversation"].(map[string]any)["name"] = "Q4 planning"
+	h.send(g)
+	h.conn.waitFor(t, "the answer", hasReplyTo("names-3"))
+	chatKey := ConversationKey(testTenant, "19:chat@thread.v2")
+	if ref, err = h.store.Conversation(ctx, chatKey); err != nil || ref.Kind != "groupChat" || ref.Title != "Q4 planning" {
+		t.Fatalf("the group chat's reference: %+v, %v", ref, err)
+	}
+	h.send(h.message("groupChat", "19:chat@thread.v2", "names-4", "/tools"))
+	h.conn.waitFor(t, "the answer", hasReplyTo("names-4"))
+	if ref, err = h.store.Conversation(ctx, chatKey); err != nil || ref.Title != "Q4 planning" {
+		t.Errorf("a message without the chat's name cleared it: %+v, %v", ref, err)
+	}
+}

@@ -102,7 +102,7 @@ func (b *Bot) installed(ctx context.Context, a *schema.Activity, welcome bool) e
 		if err != nil {
 			return fmt.Errorf("bot: conversation reference: %w", err)
 		}
-		err = b.opts.Store.PutConversation(ctx, store.ConversationRef{
+		conv := store.ConversationRef{
 			Key:            ConversationKey(tenant, a.Conversation.ID),
 			TenantID:       tenant,
 			ConversationID: a.Conversation.ID,
@@ -110,7 +110,9 @@ func (b *Bot) installed(ctx context.Context, a *schema.Activity, welcome bool) e
 			ChannelID:      a.ChannelID,
 			BotID:          a.Recipient.ID,
 			Reference:      ref,
-		})
+		}
+		namesSeen(a, false).apply(&conv)
+		err = b.opts.Store.PutConversation(ctx, conv)
 		if err != nil {
 			return fmt.Errorf("bot: storing conversation %s: %w", a.Conversation.ID, err)
 		}

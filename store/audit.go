@@ -44,6 +44,9 @@ type preparedAudit struct {
 	action string
 	match  auditMatch
 	value  []byte
+	// usage are the counters of the usage rollup the record adds to
+	// (usageOfAudit), added in the same commit.
+	usage []usageCount
 }
 
 // prepareAudit checks and encodes records. A record without a time gets
@@ -70,7 +73,8 @@ func (s *Store) prepareAudit(recs []AuditRecord) ([]preparedAudit, error) {
 		if err != nil {
 			return nil, fmt.Errorf("audit record %d (%s): %w", i, r.Action, err)
 		}
-		out = append(out, preparedAudit{at: r.Time, tenant: r.TenantID, action: r.Action, match: m, value: value})
+		out = append(out, preparedAudit{at: r.Time, tenant: r.TenantID, action: r.Action, match: m, value: value,
+			usage: keyableUsage(usageOfAudit(r))})
 	}
 	return out, nil
 }

@@ -97,6 +97,8 @@ type reader interface {
 	// messages, which are the backend's and valid only during the call.
 	// The store decodes them (Store.History), remembering the records it
 	// decoded. It reads no other conversation's or agent's turns.
+	// usage returns tenant's usage counters of the days [first, end).
+	usage(tenant string, first, end int32) ([]usageRow, error)
 	turns(tenant, conversation, agent string, limit int, keep func(seq uint64, record, messages []byte) (bool, error)) error
 }
 
@@ -112,8 +114,11 @@ type writer interface {
 	// same one), releasing old's document when v has another.
 	putView(v encoded[View], html []byte, old *View) error
 	// appendAudit appends the records in order, each numbered by the
-	// log (its Seq).
+	// log (its Seq), and adds their usage counts (addUsage).
 	appendAudit(recs []preparedAudit) error
+	// addUsage adds counts to the usage rollup's counters, creating
+	// those missing; counts come merged and ordered (mergeUsage).
+	addUsage(cs []usageCount) error
 	// putConversation stores or replaces a reference.
 	putConversation(c encoded[ConversationRef]) error
 	// deleteConversation deletes a reference if there is one.

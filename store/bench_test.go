@@ -577,3 +577,53 @@ func benchHistory(b *testing.B, bk backend) {
 	}
 	b.ReportMetric(float64(bytes)/mine, "B/turn")
 }
+
+// overviewRecords is how many audit records BenchmarkOverview stores.
+const overviewRecords = 1_000_000
+
+// BenchmarkOverview is the console's overview of a tenant over 90 days on
+// a bbolt store holding 1,000,000 audit records of 90 days (5 tenants,
+// 200 people, 40 tools of 4 servers): ns/op is one Overview.
+func BenchmarkOverview(b *testing.B) { benchOverview(b, boltBackend()) }
+
+// BenchmarkOverviewPostgres is BenchmarkOverview on PostgreSQL.
+func BenchmarkOverviewPostgres(b *testing.B) { benchOverview(b, postgresBackend()) }
+
+func benchOverview(b *testing.B, bk backend) {
+	ctx := context.Background()
+	clk := newClock()
+	s, _ := openTemp(b, bk, clk)
+	start := clk.Now().AddDate(0, 0, -90)
+	step := 90 * 24 * time.Hour / overviewRecords
+	const batch = 10_000
+	for n := 0; n < overviewRecords; n += batch {
+		recs := make([]store.AuditRecord, 0, batch)
+		for i := n; i < n+batch; i++ {
+			action := []string{"agent.tool.call", "agent.tool.call", "agent.mcp_app.call", "agent.mcp_app.view", "agent.mcp_app.open", "bot.refused", "admin.binding.add"}[i%7]
+			recs = append(recs, store.AuditRecord{
+				Time: start.Add(time.Duration(i) * step), TenantID: fmt.Sprintf("tenant-%d", i%5), Action: action,
+				Actor: fmt.Sprintf("user-%03d", i/5%200),
+				Fields: map[string]any{"server": fmt.Sprintf("server-%d", i%4), "tool": fmt.Sprintf("tool_%02d", i/3%40),
+					"result": []string{"ok", "ok", "ok", "ok", "ok", "ok", "ok", "ok", "error", "refused"}[i/2%10], "reason": "permission",
+					"decision": "deny", "agent": "default", "run": fmt.Sprintf("run-%d", i)},
+			})
+		}
+		if err := store.BulkAppend(ctx, s, recs); err != nil {
+			b.Fatal(err)
+		}
+	}
+	from := start.Truncate(24 * time.Hour)
+	to := clk.Now().Truncate(24*time.Hour).AddDate(0, 0, 1)
+	var o store.Overview
+	for b.Loop() {
+		var err error
+		if o, err = s.Overview(ctx, "tenant-0", from, to); err != nil {
+			b.Fatal(err)
+		}
+	}
+	total := o.Totals.CallsOK + o.Totals.CallsError + o.Totals.CallsRefused
+	if total < overviewRecords/5/7*3-10 || o.People != 200 {
+		b.Fatalf("the overview counted %d calls and %d people", total, o.People)
+	}
+	b.ReportMetric(float64(len(o.Days)), "days")
+}

@@ -22,7 +22,9 @@ func (t boltTx) appendAudit(recs []preparedAudit) error {
 	byTenant := t.bucket(bucketAuditByTenant)
 	byAction := t.bucket(bucketAuditByAction)
 	byBoth := t.bucket(bucketAuditByTenantAction)
+	var usage []usageCount
 	for _, r := range recs {
+		usage = append(usage, r.usage...)
 		seq, err := main.NextSequence()
 		if err != nil {
 			return err
@@ -42,7 +44,7 @@ func (t boltTx) appendAudit(recs []preparedAudit) error {
 			return err
 		}
 	}
-	return nil
+	return t.addUsage(mergeUsage(usage))
 }
 
 // auditRange is the range of one index that a query reads: entries

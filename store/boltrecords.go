@@ -824,6 +824,18 @@ func (t boltTx) each(ctx context.Context, fn func(kind string, rec any) error) e
 			}
 			return arrival{string(k), nsTime(keyNS([8]byte(v)))}, nil
 		}},
+		{"usage counters", bucketUsage, func(k, v []byte) (any, error) {
+			tenant, rest, ok := bytes.Cut(k, []byte{0})
+			if !ok || len(rest) < 5 || len(v) != 8 {
+				return nil, fmt.Errorf("usage counter of %d and %d bytes", len(k), len(v))
+			}
+			metric, label, ok := bytes.Cut(rest[4:], []byte{0})
+			if !ok {
+				return nil, errors.New("usage counter without a metric")
+			}
+			return usageCount{tenant: string(tenant), day: int32(binary.BigEndian.Uint32(rest[:4]) ^ (1 << 31)),
+				metric: string(metric), label: string(label), n: int64(binary.BigEndian.Uint64(v))}, nil
+		}},
 	} {
 		if err := fn(k.kind, nil); err != nil {
 			return err

@@ -46,6 +46,7 @@ const (
 	bucketMCPAuthByExpiry     = "mcp_auth_by_expiry"
 	bucketHistory             = "history"
 	bucketHistoryByTime       = "history_by_time"
+	bucketUsage               = "usage"
 
 	keySchemaVersion = "schema_version"
 	keyCursorKey     = "cursor_key"
@@ -87,6 +88,7 @@ func schema() []migration {
 		{version: 6, name: "activities seen", apply: migrateV6},
 		{version: 7, name: "MCP connections and authorization requests", apply: migrateV7},
 		{version: 8, name: "conversation history", apply: migrateV8},
+		{version: 9, name: "usage rollup", apply: migrateV9, backfill: backfillV9},
 	}
 }
 

@@ -55,6 +55,7 @@ func contract() []struct {
 		{"ConcurrentSaveRunsAllLand", testConcurrentSaveRunsAllLand},
 		{"CancelledContextWritesNothing", testCancelledContextWritesNothing},
 		{"Conversations", testConversations},
+		{"OverviewCountsTheRecords", testOverviewCountsTheRecords},
 		{"RunSweeperSweepsLogsAndStops", testRunSweeperSweepsLogsAndStops},
 		{"RunSweeperStopsWhenStoreCloses", testRunSweeperStopsWhenStoreCloses},
 		{"Ping", testPing},

@@ -16,7 +16,21 @@ type ConversationRef struct {
 	BotID          string    `json:"botId"`
 	Reference      []byte    `json:"reference"` // the Bot Framework ConversationReference JSON
 	UpdatedAt      time.Time `json:"updatedAt"`
+	// Kind is Teams' conversation.conversationType: "personal",
+	// "groupChat" or "channel" ("" in references of earlier versions).
+	Kind string `json:"kind,omitempty"`
+	// Title is a group chat's name (conversation.name), TeamName and
+	// ChannelName a channel's team and channel (channelData.team.name,
+	// channelData.channel.name), as the bot last saw them: for the
+	// console, which shows conversations by name. Each is "" when Teams
+	// did not say.
+	Title       string `json:"title,omitempty"`
+	TeamName    string `json:"teamName,omitempty"`
+	ChannelName string `json:"channelName,omitempty"`
 }
+
+// maxConversationName bounds the names kept with a reference.
+const maxConversationName = 256
 
 // PutConversation stores or replaces a conversation reference. A zero
 // UpdatedAt is set from the store's clock. Its TenantID, by which the
@@ -34,6 +48,9 @@ func (s *Store) PutConversation(ctx context.Context, ref ConversationRef) error 
 	if ref.UpdatedAt.IsZero() {
 		ref.UpdatedAt = s.now()
 	}
+	// Names come from the activities of Teams: kept fitting, never refused.
+	ref.Kind = cutText(ref.Kind, 32)
+	ref.Title, ref.TeamName, ref.ChannelName = cutText(ref.Title, maxConversationName), cutText(ref.TeamName, maxConversationName), cutText(ref.ChannelName, maxConversationName)
 	enc, err := encode(ref)
 	if err != nil {
 		return fmt.Errorf("conversation %s: %w", ref.Key, err)

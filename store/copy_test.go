@@ -80,7 +80,7 @@ func TestCopyToPostgres(t *testing.T) {
 	}
 	want := map[string]int{"html": 1, "runs": 1, "views": 2, "audit records": 2, "conversations": 1, "deliveries": 1,
 		"bindings": 1, "tenant settings": 1, "policy sets": 1, "API keys": 1, "triggers": 1, "activities": 1,
-		"MCP connections": 1, "MCP authorization requests": 1, "history turns": 12}
+		"MCP connections": 1, "MCP authorization requests": 1, "history turns": 12, "usage counters": 2}
 	if diff := cmp.Diff(want, inserted); diff != "" {
 		t.Errorf("inserted (-want +got):\n%s", diff)
 	}
@@ -110,6 +110,9 @@ func TestCopyToPostgres(t *testing.T) {
 	same("seen", func(s *store.Store) (any, error) { return s.Seen(ctx, "conv-1\x00act-1") })
 	same("MCP connections", func(s *store.Store) (any, error) {
 		return s.MCPConnections(ctx, store.MCPConnectionFilter{TenantID: "tenant-1"})
+	})
+	same("overview", func(s *store.Store) (any, error) {
+		return s.Overview(ctx, "tenant-1", clk.Now().AddDate(0, 0, -30), clk.Now().AddDate(0, 0, 1))
 	})
 	same("MCP server uses", func(s *store.Store) (any, error) { return s.MCPServerUses(ctx, "tenant-1") })
 	same("MCP authorization request", func(s *store.Store) (any, error) { return s.MCPAuthRequest(ctx, "req-1") })

@@ -67,6 +67,8 @@
 //	  their checks, History's budgets
 //	  (whole turns, the newest first),
 //	  ClearHistory of a channel's threads
+//	the usage rollup: what a run or an      usage.go (usageOfAudit, usageOfRun,
+//	  audit record counts for, Overview       Overview)
 //	retention: what a sweep deletes, a run  sweep.go (sweepPlan)
 //	  kept while a view of it is open
 //
@@ -151,6 +153,9 @@
 //	                              -> T(at) | L | HistoryTurn as JSON | its messages
 //	history_by_time/              (since schema version 8)
 //	  T(at) | N(seq)              -> the turn's key in history/, for the sweep
+//	usage/                        (since schema version 9)
+//	  <tenant> 0x00 | D(day) | <metric> 0x00 <label> -> N: the count
+//	                                 (D: UTC days since 1970, 4 bytes, sign flipped)
 //
 // A view's end is when it stops being served: its ExpiresAt, or when it
 // was revoked (RevokeView moves both index entries to that time).
@@ -276,6 +281,8 @@
 //	history         seq (identity), tenant,           by tenant, conversation, agent
 //	  (version 4)     conversation_id, agent, at_ns,    and seq (History, ClearHistory);
 //	                  messages                          by at_ns (the sweep)
+//	usage           tenant, day, metric, label, n     the key (the overview's range)
+//	  (version 5)
 //	meta            key                               the cursor key, a copy's mark
 //
 // A turn's row holds its record's JSON in data and its messages, as given,

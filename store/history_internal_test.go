@@ -162,8 +162,8 @@ func TestMigrationV8AddsHistoryBuckets(t *testing.T) {
 	old.Close()
 	s := mustOpen(t, path, schema())
 	defer s.Close()
-	if v := versionOf(t, s); v != 8 || len(schema()) != 8 {
-		t.Fatalf("version %d of %d, want 8", v, len(schema()))
+	if v := versionOf(t, s); v != uint64(len(schema())) || len(schema()) < 8 {
+		t.Fatalf("version %d of %d, want the last", v, len(schema()))
 	}
 	if _, err := s.Conversation(ctx, "t/c"); err != nil {
 		t.Fatalf("conversation lost: %v", err)
@@ -196,8 +196,8 @@ func TestPostgresMigrationV4AddsHistory(t *testing.T) {
 	}
 	defer s.Close()
 	var v int
-	if err := s.be.(*pgStore).pool.QueryRow(ctx, `SELECT max(version) FROM schema_migrations`).Scan(&v); err != nil || v != 4 || len(pgSchema()) != 4 {
-		t.Fatalf("version %d of %d (%v), want 4", v, len(pgSchema()), err)
+	if err := s.be.(*pgStore).pool.QueryRow(ctx, `SELECT max(version) FROM schema_migrations`).Scan(&v); err != nil || v != len(pgSchema()) || len(pgSchema()) < 4 {
+		t.Fatalf("version %d of %d (%v), want the last", v, len(pgSchema()), err)
 	}
 	if _, err := s.Conversation(ctx, "t/c"); err != nil {
 		t.Fatalf("conversation lost: %v", err)

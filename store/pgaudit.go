@@ -37,7 +37,11 @@ func (t *pgTx) appendAudit(recs []preparedAudit) error {
 		sql, args := auditInsert(recs)
 		t.queue(nil, sql, args...)
 	}
-	return nil
+	var usage []usageCount
+	for _, r := range recs {
+		usage = append(usage, r.usage...)
+	}
+	return t.addUsage(mergeUsage(usage))
 }
 
 // sqlWhere builds a WHERE clause, numbering its arguments.

@@ -116,3 +116,36 @@ func explain(t *testing.T, pg *pgStore, mode, sql string, args []any) string {
 	}
 	return strings.Join(lines, "\n")
 }
+
+// The overview's query reads a range of the usage table's primary key,
+// never the whole table, whichever plan PostgreSQL caches.
+func TestOverviewPlanUsesAnIndex(t *testing.T) {
+	ctx := context.Background()
+	url := pgtest.Database(t)
+	s, err := openPostgres(ctx, url, Options{}, pgSchema())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	pg := s.be.(*pgStore)
+	t0 := time.Date(2026, 8, 1, 0, 0, 0, 0, time.UTC)
+	var recs []AuditRecord
+	for i := range 50_000 {
+		recs = append(recs, AuditRecord{Time: t0.Add(time.Duration(i) * 3 * time.Minute), TenantID: fmt.Sprintf("tenant-%c", 'a'+i%20),
+			Action: actionToolCall, Actor: fmt.Sprintf("user-%02d", i%50),
+			Fields: map[string]any{"server": "demo", "tool": fmt.Sprintf("tool_%02d", i/7%20), "result": "ok"}})
+	}
+	if err := BulkAppend(ctx, s, recs); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pg.pool.Exec(ctx, `VACUUM ANALYZE usage`); err != nil {
+		t.Fatal(err)
+	}
+	index := regexp.MustCompile(`(Index Scan|Index Only Scan|Bitmap Index Scan)( Backward)?( using| on) usage_pkey`)
+	for _, mode := range []string{"force_custom_plan", "force_generic_plan"} {
+		plan := explain(t, pg, mode, overviewQuery, []any{[]byte("tenant-a"), usageDay(t0), usageDay(t0) + 30})
+		if !index.MatchString(plan) || strings.Contains(plan, "Seq Scan") {
+			t.Errorf("the overview (%s) is not read from the usage table's key:\n%s", mode, plan)
+		}
+	}
+}

@@ -572,6 +572,9 @@ func (t *pgTx) load(rec any, inserted func(bool)) error {
 			ns(r.rec.At), r.json, []byte(r.rec.Messages))
 	case arrival:
 		t.queue(check, arrivalInsert+ifAbsent, []byte(r.key), ns(r.until))
+	case usageCount:
+		t.queue(check, `INSERT INTO usage (tenant, day, metric, label, n) VALUES ($1, $2, $3, $4, $5)`+ifAbsent,
+			[]byte(r.tenant), r.day, r.metric, []byte(r.label), r.n)
 	default:
 		return fmt.Errorf("no PostgreSQL row for a %T", rec)
 	}

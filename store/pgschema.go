@@ -184,6 +184,7 @@ CREATE TABLE history (
 CREATE INDEX history_by_conversation ON history (tenant, conversation_id, agent, seq);
 CREATE INDEX history_by_time ON history (at_ns);
 `},
+		{version: 5, name: "usage rollup", sql: pgUsageTable, backfill: backfillUsage, final: `ANALYZE usage;`},
 	}
 }
 

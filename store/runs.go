@@ -195,6 +195,12 @@ func (op *preparedRun) apply(w writer) error {
 	if err := w.putRun(run, prev); err != nil {
 		return err
 	}
+	if prev == nil {
+		// A run counts once in the usage rollup: when it is first saved.
+		if err := w.addUsage(mergeUsage(keyableUsage(usageOfRun(run.rec)))); err != nil {
+			return err
+		}
+	}
 	return w.appendAudit(op.audit)
 }
 

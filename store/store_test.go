@@ -210,7 +210,8 @@ func testReopenKeepsEverything(t *testing.T, bk backend) {
 	html := []byte("<p>kept</p>")
 	ref := store.ConversationRef{Key: "tenant-1/conv-1", TenantID: "tenant-1", ConversationID: "conv-1",
 		ServiceURL: "https://smba.trafficmanager.net/amer/", ChannelID: "msteams", BotID: "28:bot",
-		Reference: []byte(`{"conversation":{"id":"conv-1"}}`), UpdatedAt: clk.Now()}
+		Reference: []byte(`{"conversation":{"id":"conv-1"}}`), UpdatedAt: clk.Now(),
+		Kind: "channel", TeamName: "Sales", ChannelName: "Forecasts"}
 
 	s := openAt(t, bk, path, clk)
 	if err := s.SaveRun(ctx, store.Run{ID: "run-1", TenantID: "tenant-1", Text: "hi"},

@@ -86,6 +86,11 @@ func (h *Handler) viewAPI(c echo.Context) error {
 	if err := h.access.CanRead(r.Context(), personOf(s), accessView(v)); err != nil {
 		return refusal(err)
 	}
+	// An opening is audited; its record failing does not keep the view
+	// from the person.
+	if err := h.agent.RecordOpened(r.Context(), v, agentPersonOf(s)); err != nil {
+		h.logger.ErrorContext(r.Context(), "audit of an opened view failed", "view", v.ID, "err", err)
+	}
 	now := h.now()
 	info := ViewInfo{
 		ID:          v.ID,

@@ -189,7 +189,7 @@ func keyboardWalk(t *testing.T, tb *tab, page string) {
 			order = append(order, at)
 		}
 	}
-	nav := []string{"A:/admin", "A:/admin/policies", "A:/admin/views", "A:/admin/runs", "A:/admin/conversations", "A:/admin/keys", "A:/admin/triggers", "A:/admin/audit"}
+	nav := []string{"A:/admin/overview", "A:/admin", "A:/admin/policies", "A:/admin/views", "A:/admin/runs", "A:/admin/conversations", "A:/admin/keys", "A:/admin/triggers", "A:/admin/audit"}
 	if len(order) < len(nav) || strings.Join(order[:len(nav)], " ") != strings.Join(nav, " ") {
 		t.Errorf("%s: focus order starts %v, want the section links %v", page, order, nav)
 	}

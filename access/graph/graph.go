@@ -115,6 +115,9 @@ type Client struct {
 
 	answers *answerCache
 	lookups singleflight.Group // of lookup, by tenant, user and set of groups
+	// names keeps people's display names (a one-element answer; none
+	// for a user Graph does not know), for the admin console.
+	names *answerCache
 }
 
 // New returns a client for the app registration in opts. It makes no
@@ -191,6 +194,7 @@ func New(opts Options) (*Client, error) {
 		hosts:   authentication.NewAllowedHostsValidator([]string{base.Hostname()}),
 		log:     opts.Logger,
 		answers: newAnswerCache(opts.CacheTTL, opts.CacheEntries, opts.Now),
+		names:   newAnswerCache(nameTTL, opts.CacheEntries, opts.Now),
 		retry:   graphRetry(),
 	}
 	// One token per tenant, kept until five minutes (at most half its
@@ -369,6 +373,79 @@ func (c *Client) GroupName(ctx context.Context, tenantID, groupID string) (strin
 	})
 	if err != nil {
 		return "", fmt.Errorf("graph: group %s of tenant %s: %w", group, tenant, err)
+	}
+	return name, nil
+}
+
+// nameTTL is how long a person's display name is reused: names change
+// rarely, and a console page names up to a few dozen people.
+const nameTTL = time.Hour
+
+// UserName returns the displayName of user userID of tenant tenantID
+// (Graph GET /users/{id}?$select=displayName, which needs the
+// User.Read.All application permission), for the admin console, which
+// shows people by name. Answers are cached for an hour, the names of
+// unknown users too (as ErrNotFound), at most Options.CacheEntries of
+// them, the oldest going first; concurrent lookups of one person are
+// made once.
+func (c *Client) UserName(ctx context.Context, tenantID, userID string) (string, error) {
+	if err := checkIDs(tenantID, userID, nil); err != nil {
+		return "", err
+	}
+	tenant, user := strings.ToLower(tenantID), strings.ToLower(userID)
+	key := "name\x00" + tenant + "\x00" + user
+	answer, ok := c.names.get(key)
+	if !ok {
+		var err error
+		answer, err = c.shared(ctx, key, func(ctx context.Context) ([]string, error) {
+			name, err := c.userName(ctx, tenant, user)
+			switch {
+			case errors.Is(err, ErrNotFound):
+				c.names.put(key, []string{})
+				return []string{}, nil
+			case err != nil:
+				return nil, err
+			}
+			c.names.put(key, []string{name})
+			return []string{name}, nil
+		})
+		if err != nil {
+			return "", err
+		}
+	}
+	if len(answer) == 0 {
+		return "", fmt.Errorf("graph: user %s of tenant %s: %w", user, tenant, ErrNotFound)
+	}
+	return answer[0], nil
+}
+
+// userName asks Graph for a user's displayName.
+func (c *Client) userName(ctx context.Context, tenant, user string) (string, error) {
+	a, err := c.adapter(tenant)
+	if err != nil {
+		return "", err
+	}
+	var name string
+	err = c.withRetries(ctx, tenant, "getUser", func(ctx context.Context) error {
+		// What the SDK's users.UserItemRequestBuilder.Get builds.
+		ri := abs.NewRequestInformationWithMethodAndUrlTemplateAndPathParameters(abs.GET,
+			"{+baseurl}/users/{user%2Did}{?%24select}",
+			map[string]string{"baseurl": a.GetBaseUrl(), "user%2Did": user})
+		ri.AddQueryParameters(groupQuery{Select: []string{"displayName"}})
+		ri.Headers.TryAdd("Accept", "application/json")
+		res, err := a.Send(ctx, ri, models.CreateUserFromDiscriminatorValue, errorMapping)
+		if err != nil {
+			return err
+		}
+		u, ok := res.(models.Userable)
+		if !ok || u.GetDisplayName() == nil {
+			return errors.New("graph answered no displayName")
+		}
+		name = *u.GetDisplayName()
+		return nil
+	})
+	if err != nil {
+		return "", fmt.Errorf("graph: user %s of tenant %s: %w", user, tenant, err)
 	}
 	return name, nil
 }

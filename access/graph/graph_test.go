@@ -553,3 +553,42 @@ func TestNewValidates(t *testing.T) {
 		}
 	}
 }
+
+// A person's display name comes from Graph once, then from the cache
+// until it expires; a person Graph does not know is ErrNotFound, cached
+// too; another tenant's person is not found in this one.
+func TestUserName(t *testing.T) {
+	e := newEnv(t, nil)
+	e.fake.AddPerson(tenantA, alice, "Alice Wilber")
+	ctx := ctxFor(t, 10*time.Second)
+	for range 3 {
+		got, err := e.client.UserName(ctx, tenantA, strings.ToUpper(alice))
+		if err != nil || got != "Alice Wilber" {
+			t.Fatalf("UserName = %q, %v; want Alice Wilber", got, err)
+		}
+	}
+	if n := e.fake.Counts().GetUser; n != 1 {
+		t.Errorf("Graph was asked %d times for one name, want once", n)
+	}
+	for range 2 {
+		if _, err := e.client.UserName(ctx, tenantA, "dddddddd-0000-4000-8000-000000000009"); !errors.Is(err, graph.ErrNotFound) {
+			t.Errorf("UserName of nobody = %v, want ErrNotFound", err)
+		}
+	}
+	if _, err := e.client.UserName(ctx, tenantB, alice); !errors.Is(err, graph.ErrNotFound) {
+		t.Errorf("UserName in another tenant = %v, want ErrNotFound", err)
+	}
+	if n := e.fake.Counts().GetUser; n != 3 {
+		t.Errorf("Graph was asked %d times, want 3 (an unknown person is remembered)", n)
+	}
+	e.clock.Advance(61 * time.Minute)
+	if _, err := e.client.UserName(ctx, tenantA, alice); err != nil {
+		t.Fatal(err)
+	}
+	if n := e.fake.Counts().GetUser; n != 4 {
+		t.Errorf("after an hour the name was not asked again: %d requests", n)
+	}
+	if _, err := e.client.UserName(ctx, tenantA, "alice@contoso.com"); err == nil {
+		t.Error("UserName of a name that is not an object id: no error")
+	}
+}

@@ -91,6 +91,7 @@ func serve(ctx context.Context, cfg config, env environment, stdout io.Writer, l
 	// fails closed.
 	var groups access.Groups
 	var groupNames admin.GroupNamer
+	var personNames admin.PersonNamer
 	if cfg.BotAppID != "" {
 		gc, err := graph.New(graph.Options{
 			BaseURL: cfg.GraphBaseURL, TokenURL: cfg.GraphTokenURL,
@@ -100,7 +101,7 @@ func serve(ctx context.Context, cfg config, env environment, stdout io.Writer, l
 		if err != nil {
 			return fmt.Errorf("graph: %w", err)
 		}
-		groups, groupNames = gc, gc
+		groups, groupNames, personNames = gc, gc, gc
 	}
 	decide, err := access.New(access.Options{Store: st, Groups: groups, Logger: logger.With("part", "access")})
 	if err != nil {
@@ -262,7 +263,7 @@ func serve(ctx context.Context, cfg config, env environment, stdout io.Writer, l
 	views.Register(e)
 	runs.Register(e)
 	console, err := admin.New(admin.Options{
-		Store: st, Access: decide, SignIn: signIn, Groups: groupNames, Triggers: runs, Connections: broker,
+		Store: st, Access: decide, SignIn: signIn, Groups: groupNames, People: personNames, Triggers: runs, Connections: broker,
 		Agents: agents.Agents(), Rules: consoleRules(cfg), Servers: consoleServers(cfg), AppsEnabled: cfg.AppsEnabled,
 		Logger: logger.With("part", "admin"),
 	})

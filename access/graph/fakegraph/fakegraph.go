@@ -14,6 +14,9 @@
 //     GET /v1.0/groups/{id} with the OData query option $select (see
 //     "Use query parameters to customize responses") answers 200 with the
 //     group's selected properties, here id and displayName.
+//   - Microsoft Graph API reference v1.0, "Get user":
+//     GET /v1.0/users/{id} with $select answers 200 with the user's
+//     selected properties, here id and displayName (User.Read.All).
 //   - "Microsoft identity platform and the OAuth 2.0 client credentials
 //     flow":
 //     POST /{tenant}/oauth2/v2.0/token with the form fields
@@ -108,6 +111,8 @@ type Counts struct {
 	CheckMemberGroups int
 	// GetGroup counts GET /groups/{id}.
 	GetGroup int
+	// GetUser counts GET /users/{id}.
+	GetUser int
 }
 
 // Server is a running fake. Its methods are safe for concurrent use.
@@ -143,6 +148,7 @@ const FederatedAudience = testenv.FederatedAudience
 
 type tenant struct {
 	users  map[string]bool
+	names  map[string]string // user id -> displayName
 	groups map[string]*group
 }
 
@@ -172,6 +178,7 @@ func New(tb testing.TB) *Server {
 	mux.HandleFunc("POST /{tenant}/oauth2/v2.0/token", s.token)
 	mux.HandleFunc("POST /v1.0/users/{id}/checkMemberGroups", s.graph(s.checkMemberGroups))
 	mux.HandleFunc("GET /v1.0/groups/{id}", s.graph(s.getGroup))
+	mux.HandleFunc("GET /v1.0/users/{id}", s.graph(s.getUser))
 	s.srv = httptest.NewTLSServer(mux)
 	tb.Cleanup(s.srv.Close)
 	return s
@@ -248,6 +255,15 @@ func (s *Server) AddUser(tenantID, userID string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.tenant(tenantID).users[strings.ToLower(userID)] = true
+}
+
+// AddPerson adds a user named displayName to tenant tenantID.
+func (s *Server) AddPerson(tenantID, userID, displayName string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	t := s.tenant(tenantID)
+	t.users[strings.ToLower(userID)] = true
+	t.names[strings.ToLower(userID)] = displayName
 }
 
 // AddGroup adds a group named displayName to tenant tenantID.
@@ -338,7 +354,7 @@ func (s *Server) tenant(id string) *tenant {
 	id = strings.ToLower(id)
 	t, ok := s.tenants[id]
 	if !ok {
-		t = &tenant{users: map[string]bool{}, groups: map[string]*group{}}
+		t = &tenant{users: map[string]bool{}, names: map[string]string{}, groups: map[string]*group{}}
 		s.tenants[id] = t
 	}
 	return t
@@ -452,6 +468,8 @@ func (s *Server) graph(h func(w http.ResponseWriter, r *http.Request, tenantID s
 			s.counts.CheckMemberGroups++
 		case strings.HasPrefix(r.URL.Path, "/v1.0/groups/"):
 			s.counts.GetGroup++
+		case strings.HasPrefix(r.URL.Path, "/v1.0/users/"):
+			s.counts.GetUser++
 		}
 		down := s.down
 		throttled := false
@@ -594,6 +612,44 @@ func (s *Server) getGroup(w http.ResponseWriter, r *http.Request, tenantID strin
 		return
 	}
 	out := map[string]any{"@odata.context": s.BaseURL() + "/$metadata#groups(" + strings.Join(props, ",") + ")/$entity"}
+	for _, p := range props {
+		switch p {
+		case "id":
+			out["id"] = id
+		case "displayName":
+			out["displayName"] = name
+		}
+	}
+	writeJSON(w, out)
+}
+
+// getUser answers GET /users/{id}?$select=displayName as Graph does: a
+// user of the tenant, with the properties selected; 404 for any other.
+func (s *Server) getUser(w http.ResponseWriter, r *http.Request, tenantID string) {
+	id := strings.ToLower(r.PathValue("id"))
+	props := []string{"id", "displayName"}
+	if sel := r.URL.Query().Get("$select"); sel != "" {
+		props = strings.Split(sel, ",")
+		for _, p := range props {
+			if p != "id" && p != "displayName" {
+				graphError(w, r, http.StatusBadRequest, "BadRequest", "Could not find a property named '"+p+"' on type 'microsoft.graph.user'.")
+				return
+			}
+		}
+	}
+	if !guid.Valid(id) {
+		graphError(w, r, http.StatusBadRequest, "Request_BadRequest", "Invalid object identifier '"+r.PathValue("id")+"'.")
+		return
+	}
+	s.mu.Lock()
+	t := s.tenant(tenantID)
+	ok, name := t.users[id], t.names[id]
+	s.mu.Unlock()
+	if !ok {
+		graphError(w, r, http.StatusNotFound, "Request_ResourceNotFound", "Resource '"+r.PathValue("id")+"' does not exist or one of its queried reference-property objects are not present.")
+		return
+	}
+	out := map[string]any{"@odata.context": s.BaseURL() + "/$metadata#users(" + strings.Join(props, ",") + ")/$entity"}
 	for _, p := range props {
 		switch p {
 		case "id":
