@@ -71,20 +71,13 @@ func (b *Bot) command(ctx context.Context, a *schema.Activity, p agent.Person) b
 	return false
 }
 
-// startOverWords are the messages that mean /new as people say it. A chat
-// with a bot in Teams is one thread for ever, with no gesture of its own
-// that starts a new conversation (Microsoft's guidance for agents in Teams,
-// "Deploy agents to Teams" in the Copilot Studio guidance, notes that the
-// conversation persists and resets it on the person's word, as its "Start
-// over" topic does); the manifest offers /new in the command menu, and
-// these words alone in a message do the same.
-var startOverWords = []string{"start over", "start again", "new conversation", "new chat", "start a new conversation", "start a new chat"}
-
 // startsOver reports whether text, alone in its message, asks for a new
-// conversation: its words, in any case, with trailing punctuation.
+// conversation (cards.StartOverWords): its words, in any case, with
+// trailing punctuation. The manifest offers /new in the command menu; these
+// words are how people say it.
 func startsOver(text string) bool {
 	t := strings.Join(strings.Fields(strings.ToLower(strings.TrimRight(strings.TrimSpace(text), ".!?"))), " ")
-	return slices.Contains(startOverWords, t)
+	return slices.Contains(cards.StartOverWords, t)
 }
 
 // forget is /new: the agent no longer remembers this conversation's

@@ -74,6 +74,14 @@ func welcomeFallback(name, viewsPlain string) string {
 		viewsPlain + " " + welcomeViewsOwner + " " + welcomeToolsPlain
 }
 
+// StartOverWords are the messages, alone in a message, that start a new
+// conversation as /new does (in lower case, single spaces, without
+// trailing punctuation). A chat with a bot in Teams is one thread for
+// ever, with no gesture of its own for a new conversation (Microsoft's
+// guidance "Deploy agents to Teams" for Copilot Studio resets on the
+// person's word, as its "Start over" topic does).
+var StartOverWords = []string{"start over", "start again", "new conversation", "new chat", "start a new conversation", "start a new chat"}
+
 // Words of a run at work: the working card (Working) in group chats and
 // channels, the streaming message in personal chats.
 const (
