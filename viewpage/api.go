@@ -86,10 +86,17 @@ func (h *Handler) viewAPI(c echo.Context) error {
 	if err := h.access.CanRead(r.Context(), personOf(s), accessView(v)); err != nil {
 		return refusal(err)
 	}
-	// An opening is audited; its record failing does not keep the view
-	// from the person.
-	if err := h.agent.RecordOpened(r.Context(), v, agentPersonOf(s)); err != nil {
-		h.logger.ErrorContext(r.Context(), "audit of an opened view failed", "view", v.ID, "err", err)
+	// An opening is audited, once a person per view within openedWindow:
+	// the page asks again on a reload or a reconnect, which is not
+	// another opening, and a commit on every ask would cost the view API
+	// most of its speed (BenchmarkViewAPI). Its record failing does not
+	// keep the view from the person.
+	p := agentPersonOf(s)
+	if h.opened.first(v.ID, p.TenantID, p.UserID, h.now()) {
+		if err := h.agent.RecordOpened(r.Context(), v, p); err != nil {
+			h.opened.forget(v.ID, p.TenantID, p.UserID)
+			h.logger.ErrorContext(r.Context(), "audit of an opened view failed", "view", v.ID, "err", err)
+		}
 	}
 	now := h.now()
 	info := ViewInfo{

@@ -67,6 +67,53 @@ const (
 	sourceProxy = "proxy"
 )
 
+// openedWindow is how long a person's opening of a view counts as one: a
+// reload or a reconnect within it is the same opening.
+const openedWindow = 30 * time.Minute
+
+// maxOpenedViews bounds the openings remembered; past it the oldest
+// window's are forgotten first, and at worst an opening is audited twice.
+const maxOpenedViews = 100_000
+
+// openedViews remembers when each person last had an opening of a view
+// audited.
+type openedViews struct {
+	mu   sync.Mutex
+	seen map[string]time.Time
+}
+
+func openedKey(view, tenant, user string) string { return view + "\x00" + tenant + "\x00" + user }
+
+// first reports whether this is a new opening of view by the person, and
+// remembers it when it is.
+func (o *openedViews) first(view, tenant, user string, now time.Time) bool {
+	k := openedKey(view, tenant, user)
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if at, ok := o.seen[k]; ok && now.Sub(at) < openedWindow {
+		return false
+	}
+	if o.seen == nil || len(o.seen) >= maxOpenedViews {
+		kept := make(map[string]time.Time, len(o.seen)/2)
+		for key, at := range o.seen {
+			if now.Sub(at) < openedWindow/2 {
+				kept[key] = at
+			}
+		}
+		o.seen = kept
+	}
+	o.seen[k] = now
+	return true
+}
+
+// forget undoes first, for an opening whose record failed: the next ask
+// tries again.
+func (o *openedViews) forget(view, tenant, user string) {
+	o.mu.Lock()
+	delete(o.seen, openedKey(view, tenant, user))
+	o.mu.Unlock()
+}
+
 // blockedLimiter counts the records of each view per window.
 type blockedLimiter struct {
 	mu    sync.Mutex

@@ -782,3 +782,31 @@ forbid (principal, action == Action::"invoke", resource) when { context.caller =
 		t.Errorf("after the policy change: %d %s", r.status, r.body)
 	}
 }
+
+// Opening a view is audited once a person within half an hour: a reload
+// is the same opening, another person's is another, and an opening after
+// the window is a new one.
+func TestOpeningAViewIsAuditedOnce(t *testing.T) {
+	e := newEnv(t, envOptions{})
+	v := e.run(nil, "/sales_report {}") // a run without a person: every agent reader may open it
+	openings := func() []store.AuditRecord {
+		t.Helper()
+		recs, err := e.store.Audit(context.Background(), store.AuditQuery{TenantID: tenantA, Action: agent.AuditOpened})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return recs
+	}
+	a, b := e.client(alice()), e.client(bob())
+	e.viewInfo(a, v.ID)
+	e.viewInfo(a, v.ID) // a reload
+	if got := openings(); len(got) != 1 || got[0].Actor != alice().OID || got[0].Fields["view"] != v.ID {
+		t.Fatalf("after an opening and a reload: %+v, want one record of Alice's opening", got)
+	}
+	e.viewInfo(b, v.ID)
+	e.clock.Advance(31 * time.Minute)
+	e.viewInfo(a, v.ID)
+	if got := openings(); len(got) != 3 {
+		t.Errorf("Bob's opening and Alice's after half an hour: %d records, want 3", len(got))
+	}
+}

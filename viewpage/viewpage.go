@@ -206,6 +206,9 @@ type Handler struct {
 	// the CSP sandbox directive, Sec-Fetch-Dest and its token instead.
 	viewAncestors []netaddr.Origin
 
+	// opened remembers who opened which view lately, so that an opening
+	// is audited once, not at every reload.
+	opened openedViews
 	// blockedLimit bounds how often each view's closed channels are
 	// recorded (blocked.go).
 	blockedLimit blockedLimiter
