@@ -72,6 +72,35 @@ func TestTypingIndicatorOnlyForSlowRuns(t *testing.T) {
 	}
 }
 
+// A typing indicator that would wait past its patience for a place under
+// the tenant's rate limit is not sent: with seventy answers queued for the
+// tenant, a slow run's indicator would come seconds late and take a place
+// an answer needs. The run's answer still comes.
+func TestTypingIndicatorSkippedWhenTheTenantIsBusy(t *testing.T) {
+	release := make(chan struct{})
+	started := make(chan struct{}, 1)
+	h := newHarness(t, setup{realClock: true, typingAfter: 150 * time.Millisecond}.withTool("slow", "wait_for_release", held(started, release, "done waiting")))
+	for i := range 70 {
+		if s, b := h.send(h.message("personal", fmt.Sprintf("a:busy-%d", i), fmt.Sprintf("b-%d", i), "/sales_report {}")); s != http.StatusAccepted {
+			t.Fatalf("%d %s", s, b)
+		}
+	}
+	h.conn.waitFor(t, "the first answers", hasReplyTo("b-0"))
+	if s, b := h.send(h.message("personal", "a:slow-busy", "s-1", "/wait_for_release {}")); s != http.StatusAccepted {
+		t.Fatalf("%d %s", s, b)
+	}
+	<-started
+	time.Sleep(typingPatience + 500*time.Millisecond) // past TypingAfter and the patience
+	close(release)
+	h.conn.waitFor(t, "the slow answer", hasReplyTo("s-1"))
+	for _, c := range h.conn.snapshot() {
+		if c.Activity.Type == "typing" && c.ConversationID == "a:slow-busy" {
+			t.Errorf("a typing indicator went out %v into a busy tenant's queue", c.At)
+		}
+	}
+	h.conn.waitFor(t, "the last busy answer", hasReplyTo("b-69"))
+}
+
 // A person writes "/sales_report {}" in each kind of Teams conversation; the
 // built-in model calls the demo server's tool, which makes a view; the
 // answer card reaches the Bot Connector as a reply to the message, with an
