@@ -144,9 +144,11 @@ func summaryOf(r store.AuditRecord, str func(string) string, names map[string]st
 
 // localTimeScript turns the audit page's UTC times into the browser's
 // time zone and locale; without it the times stay in UTC, as written.
+// The parts are named one by one: Intl refuses dateStyle or timeStyle
+// together with timeZoneName.
 const localTimeScript = `for (const t of document.querySelectorAll("time[data-local]")) {
   const d = new Date(t.dateTime);
-  if (!isNaN(d)) { t.textContent = d.toLocaleString(undefined, {dateStyle: "medium", timeStyle: "medium", timeZoneName: "short"}); }
+  if (!isNaN(d)) { t.textContent = d.toLocaleString(undefined, {year: "numeric", month: "short", day: "numeric", hour: "numeric", minute: "2-digit", second: "2-digit", timeZoneName: "short"}); }
 }
 for (const e of document.querySelectorAll("[data-zone]")) { e.textContent = Intl.DateTimeFormat().resolvedOptions().timeZone; }`
 

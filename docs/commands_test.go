@@ -202,9 +202,9 @@ func program(text string) []string {
 // is neither run here nor listed fails the test, and so does a listed one
 // that no document shows any more.
 var elsewhere = map[string]struct{ why, instead string }{
-	"TEAMSBOT_UPDATE_SCREENSHOT=1 go test ./playground -run TestScreenshot": {
-		"it rewrites the committed docs/playground.png",
-		"./test.sh's go test ./... runs playground.TestScreenshot, the same page, view and screenshot, all but the write"},
+	"TEAMSBOT_UPDATE_SCREENSHOTS=1 go test ./cmd/teamsbot -run TestScreenshots": {
+		"it rewrites the committed pictures in docs/screenshots/",
+		"./test.sh's go test ./... runs cmd/teamsbot.TestScreenshots, the same service, pages and pictures, all but the write"},
 	"go run ./bench/load store -dir /tmp/store1m -views 1000000": {
 		"it writes 2.5 GB for half a minute",
 		"./test.sh runs the same measurement (bench/load's benchStore) through bench/side-by-side.sh with VIEWS=2000"},

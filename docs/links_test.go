@@ -155,7 +155,7 @@ func TestAnchorsAsGitHubMakesThem(t *testing.T) {
 }
 
 // TestReadmeIsALandingPage keeps README short: what the service is, the
-// picture, the two commands first, and a link to every page of docs/.
+// pictures, the two commands first, and a link to every page of docs/.
 func TestReadmeIsALandingPage(t *testing.T) {
 	raw, err := os.ReadFile(filepath.Join("..", "README.md"))
 	if err != nil {
@@ -165,8 +165,14 @@ func TestReadmeIsALandingPage(t *testing.T) {
 	if n := strings.Count(readme, "\n"); n > 150 {
 		t.Errorf("README has %d lines; what is not for a first look belongs in docs/", n)
 	}
-	if !strings.Contains(readme, "](docs/playground.png)") {
-		t.Error("README does not show docs/playground.png")
+	shots, _ := filepath.Glob(filepath.Join("screenshots", "*.png"))
+	if len(shots) < 4 {
+		t.Errorf("docs/screenshots has %d pictures, want the playground, a view, the overview and the audit log", len(shots))
+	}
+	for _, s := range shots {
+		if !strings.Contains(readme, "](docs/"+filepath.ToSlash(s)+")") {
+			t.Errorf("README does not show docs/%s", filepath.ToSlash(s))
+		}
 	}
 	var first []string
 	for _, c := range fencedCommands(t, "README.md", readme) {

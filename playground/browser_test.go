@@ -3,14 +3,10 @@ package playground_test
 import (
 	"context"
 	"errors"
-	"os"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
 	"testing"
-
-	"github.com/chromedp/chromedp"
 
 	"teamsbot/bot"
 	"teamsbot/signin"
@@ -173,44 +169,4 @@ func TestBrowserViewLinkInAFreshBrowser(t *testing.T) {
 	fresh.Must(mainFrame, `document.querySelector('form[action="/signin/local"] button[type="submit"]').click()`)
 	fresh.Wait(mainFrame, `location.href === `+strconv.Quote(link), "the view page after signing in")
 	fresh.Wait(viewFrame, `document.body.dataset.state === "ready"`, "the view in the fresh browser")
-}
-
-// screenshotFile is the playground's picture in README.
-const screenshotFile = "../docs/playground.png"
-
-// TestScreenshot takes the picture of the playground that README shows: a
-// personal chat with the answer to /sales_report {} and its view inline.
-// With TEAMSBOT_UPDATE_SCREENSHOT=1 it writes docs/playground.png:
-//
-//	TEAMSBOT_UPDATE_SCREENSHOT=1 go test ./playground -run TestScreenshot
-func TestScreenshot(t *testing.T) {
-	en := newEnv(t)
-	tb := newTab(t)
-	if err := chromedp.Do(tb.Ctx, chromedp.EmulateViewport(1280, 1000)); err != nil {
-		t.Fatalf("viewport: %v", err)
-	}
-	tb.Navigate(en.base + "/playground")
-	tb.Wait(mainFrame, `document.getElementById("conversation-id").textContent.startsWith("a:")`, "the personal chat")
-	tb.send("/sales_report {}")
-	tb.Wait(viewFrame, `document.body.dataset.state === "ready"`, "the sales view")
-	// The frame has its height from the view's size-changed.
-	tb.Wait(mainFrame, `document.querySelector(".inline-view iframe.proxy").style.height !== ""`, "the view's height")
-	tb.Must(mainFrame, `(() => { document.activeElement.blur(); const t = document.getElementById("transcript"); t.scrollTop = 0; return true; })()`)
-	png, err := chromedp.Run(tb.Ctx, chromedp.CaptureScreenshot())
-	if err != nil {
-		t.Fatalf("screenshot: %v", err)
-	}
-	if len(png) < 10_000 || string(png[1:4]) != "PNG" {
-		t.Fatalf("the screenshot is not a PNG of the page (%d bytes)", len(png))
-	}
-	if os.Getenv("TEAMSBOT_UPDATE_SCREENSHOT") == "" {
-		if _, err := os.Stat(screenshotFile); err != nil {
-			t.Errorf("%s is missing: run TEAMSBOT_UPDATE_SCREENSHOT=1 go test ./playground -run TestScreenshot", filepath.Base(screenshotFile))
-		}
-		return
-	}
-	if err := os.WriteFile(screenshotFile, png, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	t.Logf("wrote %s", screenshotFile)
 }
