@@ -111,11 +111,12 @@ func ModuleRoot() (string, error) {
 
 // axeRun runs axe-core on the document, once its animations and
 // transitions (a dialog fading in, its buttons' colours) are over, those
-// of components' shadow trees included, and keeps the serious and
+// of components' shadow trees included; the page's own document, not the
+// documents of its frames (a view, checked on its own); and keeps the serious and
 // critical violations, each element by its selector and axe's summary.
 const axeRun = `Promise.all([document, ...[...document.querySelectorAll("*")].filter(e => e.shadowRoot).map(e => e.shadowRoot)]
     .flatMap(r => r.getAnimations()).map(a => a.finished.catch(() => 0)))
-  .then(() => axe.run(document, {resultTypes: ["violations"]}).then(r => r.violations
+  .then(() => axe.run(document, {resultTypes: ["violations"], iframes: false}).then(r => r.violations
   .filter(v => v.impact === "serious" || v.impact === "critical")
   .map(v => ({id: v.id, impact: v.impact, help: v.help,
     nodes: v.nodes.map(n => n.target.join(" ") + ": " + (n.failureSummary || "").replace(/\s+/g, " "))}))))`
