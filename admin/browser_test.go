@@ -336,3 +336,62 @@ func (e *fullEnv) state(t *testing.T, path string) string {
 	_, body := e.do(e.client(adminA), http.MethodGet, path, "", "")
 	return body
 }
+
+// The server does no destructive change without confirm=yes, whatever
+// sends the post: each answers the unconfirmed post with the page that
+// asks (saying what will stop working, and posting the same fields with
+// confirm=yes) and changes nothing; confirmed, it is done.
+func TestDestructivePostsNeedConfirmation(t *testing.T) {
+	e := newFullEnv(t)
+	h := e.client(adminA)
+	state := func(path string) string { _, body := e.do(h, http.MethodGet, path, "", ""); return body }
+	for _, c := range []struct {
+		name, path string
+		form       url.Values
+		says       string
+		done       func() bool
+	}{
+		{"revoke a key", "/admin/keys/" + e.key + "/revoke", url.Values{}, "will get 401 Unauthorized",
+			func() bool { return strings.Contains(state("/api/admin/keys"), `"revoked":true`) }},
+		{"delete a trigger", "/admin/triggers/" + e.trigger + "/delete", url.Values{}, "It will not run again",
+			func() bool { return !strings.Contains(state("/api/admin/triggers"), e.trigger) }},
+		{"remove a binding", "/admin/bindings/remove", url.Values{"agent": {"default"}, "kind": {"user"}, "subject": {userA.OID}, "role": {"runner"}},
+			"will no longer ask the agent in Teams", func() bool { return !strings.Contains(state("/api/admin/bindings"), userA.OID) }},
+		{"revoke a connection", "/admin/connections/revoke", url.Values{"agent": {"default"}, "server": {"crm"}, "user": {bobID}},
+			"The agent can no longer act as Bob on crm", func() bool { return !strings.Contains(state("/api/admin/mcp-connections"), bobID) }},
+		{"revoke every connection to a server", "/admin/connections/revoke", url.Values{"agent": {"default"}, "server": {"crm"}},
+			"as any of the 1 person", func() bool { return !strings.Contains(state("/api/admin/mcp-connections"), `"crm"`) }},
+		{"revoke a view", "/admin/views/" + e.view + "/revoke", url.Values{}, "Nobody can open this view",
+			func() bool { return !strings.Contains(state("/api/admin/views"), e.view) }},
+	} {
+		for _, unconfirmed := range []string{"", "no", "YES"} {
+			f := url.Values{}
+			for k, v := range c.form {
+				f[k] = v
+			}
+			if unconfirmed != "" {
+				f.Set("confirm", unconfirmed)
+			}
+			code, body := e.form(h, c.path, f)
+			if code != http.StatusOK || !strings.Contains(body, c.says) || !strings.Contains(body, `<input type="hidden" name="confirm" value="yes">`) ||
+				!strings.Contains(body, `action="`+c.path+`"`) {
+				t.Errorf("%s, confirm=%q: %d, not the page that asks:\n%.600s", c.name, unconfirmed, code, body)
+			}
+			for k := range c.form {
+				if !strings.Contains(body, `name="`+k+`" value="`+c.form.Get(k)+`"`) {
+					t.Errorf("%s: the page that asks does not post %s again", c.name, k)
+				}
+			}
+			if c.done() {
+				t.Fatalf("%s, confirm=%q: done without the confirmation", c.name, unconfirmed)
+			}
+		}
+		f := url.Values{"confirm": {"yes"}}
+		for k, v := range c.form {
+			f[k] = v
+		}
+		if code, body := e.form(h, c.path, f); code != http.StatusOK || !c.done() {
+			t.Errorf("%s, confirmed: %d, done %v\n%.600s", c.name, code, c.done(), body)
+		}
+	}
+}
