@@ -13,8 +13,11 @@
 // every change goes through access, store, triggers or mcpauth, which
 // audit it. It only
 // ever shows the admin's own tenant. The pages are server-rendered HTML
-// with no script and no external asset, usable with the keyboard alone,
-// under a strict CSP; state-changing requests are refused across origins.
+// in Fluent 2 (internal/fluent), with no external asset and no script of
+// its own, usable with the keyboard alone and with JavaScript off, under a
+// strict CSP; state-changing requests are refused across origins, and a
+// destructive one is done only once the admin confirmed it, told what
+// will stop working.
 package admin
 
 import (
@@ -32,6 +35,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"teamsbot/access"
+	"teamsbot/internal/fluent"
 	"teamsbot/internal/web"
 	"teamsbot/internal/web/csp"
 	"teamsbot/mcpauth"
@@ -118,7 +122,7 @@ type pageScript struct {
 }
 
 // pageNames are the console's pages, each a template of its own.
-var pageNames = []string{"overview", "access", "policies", "views", "runs", "conversations", "keys", "triggers", "connections", "audit"}
+var pageNames = []string{"overview", "access", "policies", "views", "runs", "conversations", "keys", "triggers", "connections", "audit", "confirm"}
 
 // New builds the Handler.
 func New(opts Options) (*Handler, error) {
@@ -147,20 +151,28 @@ func New(opts Options) (*Handler, error) {
 		return nil, fmt.Errorf("admin: %w", err)
 	}
 	h.css = string(css)
-	// No script at all; the one inline style, by hash; forms post only to
-	// this origin; nobody may frame the console.
-	h.csp = csp.New().Add("default-src").Add("style-src", csp.Hash(h.css)).
-		Add("form-action", csp.Self).Add("base-uri").Add("frame-ancestors").String()
-	// The audit log's script shows times in the browser's zone; the
-	// overview's draws its charts. Each page allows its own script by
-	// hash, and nothing else.
+	// Fluent's script and the two stylesheets, each by its hash; Trusted
+	// Types for the script's templates; forms post only to this origin;
+	// nobody may frame the console. The audit log's script shows times in
+	// the browser's zone and the overview's draws its charts: each of
+	// those pages allows its own script by hash beside Fluent's, and
+	// nothing else.
+	policy := func(scripts ...string) string {
+		return csp.New().Add("default-src").Add("script-src", scripts...).Add("style-src", fluent.CSSHash(), csp.Hash(h.css)).
+			Add("form-action", csp.Self).Add("base-uri").Add("object-src").
+			Add("require-trusted-types-for", csp.Script).Add("trusted-types", fluent.TrustedTypesPolicy).
+			Add("frame-ancestors").String()
+	}
+	h.csp = policy(fluent.ScriptHash())
 	h.scripts = map[string]pageScript{}
 	for name, js := range map[string]string{"audit": localTimeScript, "overview": overviewScript()} {
-		h.scripts[name] = pageScript{js: template.JS(js), csp: csp.New().Add("default-src").Add("script-src", csp.Hash(js)).
-			Add("style-src", csp.Hash(h.css)).Add("form-action", csp.Self).Add("base-uri").Add("frame-ancestors").String()}
+		h.scripts[name] = pageScript{js: template.JS(js), csp: policy(fluent.ScriptHash(), csp.Hash(js))}
 	}
-	funcs := template.FuncMap{"fields": fieldsText, "when": when, "person": person, "auditTime": auditTime, "conv": conversationHTML, "convName": conversationName, "triggersOn": func() bool { return opts.Triggers != nil },
-		"connectionsOn": func() bool { return opts.Connections != nil }}
+	funcs := template.FuncMap{"fields": fieldsText, "when": when, "person": person, "auditTime": auditTime, "conv": conversationHTML, "convName": conversationName,
+		"triggersOn":    func() bool { return opts.Triggers != nil },
+		"connectionsOn": func() bool { return opts.Connections != nil },
+		"confirmKey":    keyConfirmation, "confirmTrigger": triggerConfirmation, "confirmBinding": bindingConfirmation,
+		"confirmConnection": connectionConfirmation, "confirmServer": serverConfirmation, "confirmView": viewConfirmation}
 	for _, name := range pageNames {
 		t, err := template.New(name).Funcs(funcs).ParseFS(assets, "assets/layout.html", "assets/"+name+".html")
 		if err != nil {
@@ -199,7 +211,7 @@ func (h *Handler) Register(e *echo.Echo) {
 	e.POST("/admin/triggers", page(h.createTrigger))
 	e.POST("/admin/triggers/:id/pause", page(h.triggerAction("trigger-paused", pauseTrigger)))
 	e.POST("/admin/triggers/:id/resume", page(h.triggerAction("trigger-resumed", resumeTrigger)))
-	e.POST("/admin/triggers/:id/delete", page(h.triggerAction("trigger-deleted", deleteTrigger)))
+	e.POST("/admin/triggers/:id/delete", page(h.deleteTriggerForm))
 	e.GET("/admin/connections", page(h.connectionsPage))
 	e.POST("/admin/connections/revoke", page(h.revokeForm))
 	e.GET("/admin/audit", page(h.auditPage))
@@ -296,9 +308,13 @@ func (h *Handler) localNotAdmin(r *http.Request, s signin.Session) *web.Error {
 
 // pageData is what every page shows; each page's data embeds it.
 type pageData struct {
-	Title, Page, Tenant, Admin string
-	Notice, Problem            string
-	CSS                        template.CSS
+	Title, Tenant, Admin string
+	// Page is the section of the navigation the page is in.
+	Page            string
+	Notice, Problem string
+	FluentCSS, CSS  template.CSS
+	// Fluent is Fluent's script, on every page.
+	Fluent template.JS
 	// Names are the display names of the people the page shows, by id
 	// (see names); Convs the tenant's conversations, by id, for the
 	// pages that show conversations.
@@ -312,6 +328,12 @@ func (d *pageData) base() *pageData { return d }
 
 // page is a page's data.
 type page interface{ base() *pageData }
+
+// sectioned is a page that is in another section than its own name: the
+// confirmation of a change is in the section of the change.
+type sectioned interface{ sectionOf() string }
+
+func (d *confirmPage) sectionOf() string { return d.section }
 
 // notices are the words shown after a change, by the code the redirect
 // carries: a link cannot make the console say anything else.
@@ -358,8 +380,13 @@ func (h *Handler) renderNotice(c echo.Context, status int, name, title string, p
 	if who == "" {
 		who = p.UserID
 	}
+	section := name
+	if s, ok := d.(sectioned); ok {
+		section = s.sectionOf()
+	}
 	base := d.base()
-	*base = pageData{Title: title, Page: name, Tenant: p.TenantID, Admin: who, CSS: template.CSS(h.css),
+	*base = pageData{Title: title, Page: section, Tenant: p.TenantID, Admin: who,
+		FluentCSS: template.CSS(fluent.CSS()), CSS: template.CSS(h.css), Fluent: template.JS(fluent.Script()),
 		Notice: notice, Problem: problem, Names: base.Names, Convs: base.Convs, Script: h.scripts[name].js}
 	var b bytes.Buffer
 	if err := h.pages[name].ExecuteTemplate(&b, "layout", d); err != nil {

@@ -131,6 +131,13 @@ func (h *Handler) revokeForm(c echo.Context, p access.Person) error {
 		return h.renderConnections(c, http.StatusBadRequest, p, "", nothingSelected)
 	}
 	ctx := c.Request().Context()
+	q, err := h.connectionQuestion(ctx, p, t)
+	if err != nil {
+		return err
+	}
+	if !confirmed(c, q) {
+		return h.ask(c, p, "connections", q)
+	}
 	who, err := h.personName(ctx, p, t)
 	if err != nil {
 		return err
@@ -146,6 +153,32 @@ func (h *Handler) revokeForm(c echo.Context, p access.Person) error {
 		return h.renderConnections(c, http.StatusNotFound, p, "", nothingRevoked(t))
 	}
 	return h.renderConnections(c, http.StatusOK, p, revokedWords(t, who, n), "")
+}
+
+// connectionQuestion is the confirmation a revoke of t needs: nil when
+// nobody has such a connection.
+func (h *Handler) connectionQuestion(ctx context.Context, p access.Person, t revokeTarget) (*confirmation, error) {
+	if h.opts.Connections == nil {
+		return nil, nil
+	}
+	servers, conns, err := h.connections(ctx, p)
+	if err != nil {
+		return nil, err
+	}
+	if t.User != "" {
+		for _, cn := range conns {
+			if cn.AgentID == t.Agent && cn.Server == t.Server && cn.UserID == t.User {
+				return new(connectionConfirmation(cn)), nil
+			}
+		}
+		return nil, nil
+	}
+	for _, s := range servers {
+		if s.AgentID == t.Agent && s.Server == t.Server && s.People > 0 {
+			return new(serverConfirmation(s)), nil
+		}
+	}
+	return nil, nil
 }
 
 // personName is how the page names the person of a one-person revoke:

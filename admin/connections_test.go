@@ -109,7 +109,7 @@ func TestConsoleConnectionsListAndRevoke(t *testing.T) {
 	e := newConnectionsEnv(t)
 	adm := e.client(adminA)
 	code, body := e.do(adm, http.MethodGet, "/admin/connections", "", "")
-	if code != http.StatusOK || !strings.Contains(body, `aria-current="page">Connections`) || strings.Contains(body, "<script") {
+	if code != http.StatusOK || !strings.Contains(body, `aria-current="page">Connections`) || !onlyFluentScript(body) {
 		t.Fatalf("connections page: %d\n%s", code, body)
 	}
 	labelled(t, "connections", body)
@@ -129,8 +129,16 @@ func TestConsoleConnectionsListAndRevoke(t *testing.T) {
 		t.Error("tenant A's page shows tenant B's connection")
 	}
 
-	// One person's connection to one server.
+	// One person's connection to one server: asked first.
 	code, body = e.form(adm, "/admin/connections/revoke", url.Values{"agent": {"default"}, "server": {"crm"}, "user": {userA.OID}})
+	if code != http.StatusOK || !strings.Contains(body, "Revoke the connection of Alice to crm?") ||
+		!strings.Contains(body, "The agent can no longer act as Alice on crm") || !strings.Contains(body, `name="confirm" value="yes"`) {
+		t.Fatalf("an unconfirmed revoke of Alice's crm: %d\n%s", code, body)
+	}
+	if got := e.connected(tenantA); len(got) != 4 {
+		t.Fatalf("an unconfirmed revoke changed the connections: %v", got)
+	}
+	code, body = e.form(adm, "/admin/connections/revoke", url.Values{"agent": {"default"}, "server": {"crm"}, "user": {userA.OID}, "confirm": {"yes"}})
 	if code != http.StatusOK || !strings.Contains(body, html.EscapeString("The connection of Alice ("+userA.OID+") to crm was revoked")) {
 		t.Fatalf("revoke Alice's crm: %d\n%s", code, body)
 	}
@@ -143,8 +151,15 @@ func TestConsoleConnectionsListAndRevoke(t *testing.T) {
 		t.Errorf("after revoking Alice's crm, tenant A has %v, want %v", got, want)
 	}
 
-	// Every connection to a server.
+	// Every connection to a server: asked first.
 	code, body = e.form(adm, "/admin/connections/revoke", url.Values{"agent": {"default"}, "server": {"crm"}})
+	if code != http.StatusOK || !strings.Contains(body, "Revoke every connection to crm?") || !strings.Contains(body, "any of the 2 people") {
+		t.Fatalf("an unconfirmed revoke of all of crm: %d\n%s", code, body)
+	}
+	if got := e.connected(tenantA); len(got) != 3 {
+		t.Fatalf("an unconfirmed revoke changed the connections: %v", got)
+	}
+	code, body = e.form(adm, "/admin/connections/revoke", url.Values{"agent": {"default"}, "server": {"crm"}, "confirm": {"yes"}})
 	if code != http.StatusOK || !strings.Contains(body, "2 connections to crm were revoked") || strings.Contains(body, "Revoke all of crm") {
 		t.Fatalf("revoke all of crm: %d\n%s", code, body)
 	}

@@ -238,7 +238,20 @@ func (h *Handler) bindingFrom(ctx context.Context, p access.Person, agent, kind,
 }
 
 func (h *Handler) removeBinding(c echo.Context, p access.Person) error {
-	err := h.opts.Access.RemoveBinding(c.Request().Context(), p, c.FormValue("agent"), c.FormValue("kind"), c.FormValue("subject"), c.FormValue("role"))
+	bindings, err := h.opts.Access.Bindings(c.Request().Context(), p)
+	if err != nil {
+		return err
+	}
+	var q *confirmation
+	for _, b := range bindings {
+		if b.AgentID == c.FormValue("agent") && b.Kind == c.FormValue("kind") && b.Subject == c.FormValue("subject") && b.Role == c.FormValue("role") {
+			q = new(bindingConfirmation(b))
+		}
+	}
+	if !confirmed(c, q) {
+		return h.ask(c, p, "access", q)
+	}
+	err = h.opts.Access.RemoveBinding(c.Request().Context(), p, c.FormValue("agent"), c.FormValue("kind"), c.FormValue("subject"), c.FormValue("role"))
 	if err != nil {
 		if msg, ok := problemOf(err); ok {
 			return h.renderAccess(c, http.StatusBadRequest, p, msg)
@@ -434,6 +447,15 @@ func (h *Handler) viewsPage(c echo.Context, p access.Person) error {
 }
 
 func (h *Handler) revokeView(c echo.Context, p access.Person) error {
+	var q *confirmation
+	// View answers an expired or revoked view with an error: the revoke
+	// then says so itself.
+	if v, err := h.opts.Store.View(c.Request().Context(), c.Param("id")); err == nil && v.TenantID == p.TenantID {
+		q = new(viewConfirmation(v))
+	}
+	if !confirmed(c, q) {
+		return h.ask(c, p, "views", q)
+	}
 	if err := h.revoke(c.Request().Context(), p, c.Param("id")); err != nil {
 		if errors.Is(err, store.ErrNotFound) {
 			return errNoView

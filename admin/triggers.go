@@ -91,6 +91,13 @@ func (h *Handler) revokeKey(c echo.Context, p access.Person) error {
 	if h.opts.Triggers == nil {
 		return errNoTriggers
 	}
+	q, err := h.keyQuestion(c, p)
+	if err != nil {
+		return err
+	}
+	if !confirmed(c, q) {
+		return h.ask(c, p, "keys", q)
+	}
 	if err := h.opts.Triggers.RevokeKey(c.Request().Context(), p, c.Param("id")); err != nil {
 		if msg, status, ok := triggerProblem(err); ok {
 			return h.renderKeys(c, status, p, nil, msg)
@@ -98,6 +105,22 @@ func (h *Handler) revokeKey(c echo.Context, p access.Person) error {
 		return err
 	}
 	return done(c, "/admin/keys", "key-revoked")
+}
+
+// keyQuestion is the confirmation a revoke of the key the request names
+// needs: nil when there is no such active key.
+func (h *Handler) keyQuestion(c echo.Context, p access.Person) (*confirmation, error) {
+	keys, err := h.opts.Triggers.Keys(c.Request().Context(), p)
+	if err != nil {
+		return nil, err
+	}
+	for _, k := range keys {
+		if k.ID == c.Param("id") && !k.Revoked() {
+			q := keyConfirmation(k)
+			return &q, nil
+		}
+	}
+	return nil, nil
 }
 
 // triggersPage is /admin/triggers: the scheduled triggers, the
@@ -160,6 +183,27 @@ func (h *Handler) createTrigger(c echo.Context, p access.Person) error {
 		return err
 	}
 	return done(c, "/admin/triggers", "trigger-created")
+}
+
+// deleteTriggerForm deletes a trigger once the admin confirmed it.
+func (h *Handler) deleteTriggerForm(c echo.Context, p access.Person) error {
+	if h.opts.Triggers == nil {
+		return errNoTriggers
+	}
+	list, err := h.opts.Triggers.Triggers(c.Request().Context(), p)
+	if err != nil {
+		return err
+	}
+	var q *confirmation
+	for _, t := range list {
+		if t.ID == c.Param("id") {
+			q = new(triggerConfirmation(t))
+		}
+	}
+	if !confirmed(c, q) {
+		return h.ask(c, p, "triggers", q)
+	}
+	return h.triggerAction("trigger-deleted", deleteTrigger)(c, p)
 }
 
 // triggerAction runs one of the buttons of a trigger's row.

@@ -23,7 +23,13 @@ const convA = "19:general@thread.tacv2"
 // agent and bot (local mode; nothing is run here) on the console's store,
 // and the app installed in one conversation of tenant A.
 func newTriggersEnv(t *testing.T) *env {
-	return newEnvWith(t, func(st *store.Store, ax *access.Service) *triggers.Service {
+	return newEnvWith(t, func(st *store.Store, ax *access.Service) *triggers.Service { return triggersOn(t, st, ax) })
+}
+
+// triggersOn is the triggers service of newTriggersEnv on st and ax.
+func triggersOn(t *testing.T, st *store.Store, ax *access.Service) *triggers.Service {
+	t.Helper()
+	{
 		ctx := context.Background()
 		ag, err := agent.New(ctx, agent.DefaultConfig(), agent.Options{Store: st, Access: ax, AppsEnabled: true})
 		if err != nil {
@@ -43,7 +49,7 @@ func newTriggersEnv(t *testing.T) *env {
 			t.Fatal(err)
 		}
 		return tr
-	})
+	}
 }
 
 // labelled checks that every form control of a page has a label.
@@ -65,7 +71,7 @@ func TestConsoleAPIKeys(t *testing.T) {
 	e := newTriggersEnv(t)
 	admin := e.client(adminA)
 	code, body := e.do(admin, http.MethodGet, "/admin/keys", "", "")
-	if code != http.StatusOK || !strings.Contains(body, `aria-current="page">API keys`) || strings.Contains(body, "<script") {
+	if code != http.StatusOK || !strings.Contains(body, `aria-current="page">API keys`) || !onlyFluentScript(body) {
 		t.Fatalf("keys page: %d", code)
 	}
 	labelled(t, "keys", body)
@@ -86,7 +92,15 @@ func TestConsoleAPIKeys(t *testing.T) {
 	if id == nil {
 		t.Fatal("no revoke button")
 	}
-	if code, body = e.form(admin, "/admin/keys/"+id[1]+"/revoke", nil); code != http.StatusOK || !strings.Contains(body, "The API key was revoked") || !strings.Contains(body, "revoked ") {
+	// Asked first: what stops working, and the key stays active.
+	if code, body = e.form(admin, "/admin/keys/"+id[1]+"/revoke", nil); code != http.StatusOK || !strings.Contains(body, "Revoke the API key “Nightly CI”?") ||
+		!strings.Contains(body, "will get 401 Unauthorized") || !strings.Contains(body, `name="confirm" value="yes"`) {
+		t.Errorf("an unconfirmed revoke: %d %s", code, body)
+	}
+	if _, raw := e.do(admin, http.MethodGet, "/api/admin/keys", "", ""); strings.Contains(raw, `"revoked":true`) {
+		t.Errorf("an unconfirmed revoke revoked the key: %s", raw)
+	}
+	if code, body = e.form(admin, "/admin/keys/"+id[1]+"/revoke", url.Values{"confirm": {"yes"}}); code != http.StatusOK || !strings.Contains(body, "The API key was revoked") || !strings.Contains(body, "revoked ") {
 		t.Errorf("revoke: %d", code)
 	}
 	// Another tenant's admin sees none of it; the API gives no hash.
@@ -167,7 +181,15 @@ func TestConsoleTriggers(t *testing.T) {
 	if code, body := e.do(admin, http.MethodPost, "/api/admin/triggers/"+id[1]+"/pause", "", ""); code != http.StatusBadRequest || !strings.Contains(body, "paused already") {
 		t.Errorf("API pause twice: %d %s", code, body)
 	}
-	if code, body = e.form(admin, "/admin/triggers/"+id[1]+"/delete", nil); code != http.StatusOK || !strings.Contains(body, "The trigger was deleted") || strings.Contains(body, "/admin/triggers/"+id[1]) {
+	// Asked first: what stops, and the trigger stays.
+	if code, body = e.form(admin, "/admin/triggers/"+id[1]+"/delete", nil); code != http.StatusOK || !strings.Contains(body, "will not run again") ||
+		!strings.Contains(body, `name="confirm" value="yes"`) {
+		t.Errorf("an unconfirmed delete: %d %s", code, body)
+	}
+	if _, raw := e.do(admin, http.MethodGet, "/api/admin/triggers", "", ""); !strings.Contains(raw, id[1]) {
+		t.Errorf("an unconfirmed delete deleted the trigger: %s", raw)
+	}
+	if code, body = e.form(admin, "/admin/triggers/"+id[1]+"/delete", url.Values{"confirm": {"yes"}}); code != http.StatusOK || !strings.Contains(body, "The trigger was deleted") || strings.Contains(body, "/admin/triggers/"+id[1]) {
 		t.Errorf("delete: %d", code)
 	}
 	if code, _ := e.do(admin, http.MethodDelete, "/api/admin/triggers/"+id[1], "", ""); code != http.StatusNotFound {

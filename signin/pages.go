@@ -11,11 +11,12 @@ import (
 
 	"github.com/labstack/echo/v4"
 
+	"teamsbot/internal/fluent"
 	"teamsbot/internal/web"
 	"teamsbot/internal/web/csp"
 )
 
-//go:embed templates/*.html
+//go:embed templates/*.html templates/signin.css
 var templateFS embed.FS
 
 // pageNames are the pages, each rendered inside layout.html.
@@ -24,13 +25,18 @@ var pageNames = []string{"local.html", "signout.html", "signedout.html"}
 // pages holds the parsed page templates and their policies.
 type pages struct {
 	t   map[string]*template.Template
+	css string // the pages' own stylesheet, after internal/fluent's
 	csp string
 	// localCSP is the local sign-in form's: see localFormCSP.
 	localCSP string
 }
 
 func parsePages() (*pages, error) {
-	p := &pages{t: map[string]*template.Template{}, csp: pageCSP(), localCSP: localFormCSP()}
+	css, err := templateFS.ReadFile("templates/signin.css")
+	if err != nil {
+		return nil, fmt.Errorf("signin: %w", err)
+	}
+	p := &pages{t: map[string]*template.Template{}, css: string(css), csp: pageCSP(string(css)), localCSP: localFormCSP(string(css))}
 	for _, name := range pageNames {
 		t, err := template.New(name).ParseFS(templateFS, "templates/layout.html", "templates/"+name)
 		if err != nil {
@@ -47,17 +53,20 @@ const returnKey = "signin.return"
 
 // pageData is what the pages show.
 type pageData struct {
-	Title  string
-	Local  bool // the development banner
-	Return string
-	Form   localForm
+	// FluentCSS and CSS are internal/fluent's stylesheet and the pages'.
+	FluentCSS, CSS template.CSS
+	Title          string
+	Local          bool // the development banner
+	Return         string
+	Form           localForm
 }
 
-// pageCSP is the policy that lets the pages load nothing but their own
-// inline style, post forms only here, and never be framed (the sign-out
-// button must not be clickjacked).
-func pageCSP() string {
-	return csp.New().Add("default-src").Add("style-src", csp.UnsafeInline).Add("form-action", csp.Self).
+// pageCSP is the policy that lets the pages load nothing but their two
+// stylesheets (internal/fluent's and css), each by its hash, and no
+// script (they are forms, which need none), post forms only here, and
+// never be framed (the sign-out button must not be clickjacked).
+func pageCSP(css string) string {
+	return csp.New().Add("default-src").Add("style-src", fluent.CSSHash(), csp.Hash(css)).Add("form-action", csp.Self).
 		Add("frame-ancestors").Add("base-uri").String()
 }
 
@@ -70,8 +79,8 @@ func pageCSP() string {
 // submission (MDN, "CSP: form-action"; Chromium's
 // FormSubmissionThrottle::WillRedirectRequest), so 'self' alone would stop
 // the person on the sign-in form. The form itself posts to this origin.
-func localFormCSP() string {
-	return csp.New().Add("default-src").Add("style-src", csp.UnsafeInline).
+func localFormCSP(css string) string {
+	return csp.New().Add("default-src").Add("style-src", fluent.CSSHash(), csp.Hash(css)).
 		Add("form-action", csp.Self, "https:", "http://localhost:*", "http://127.0.0.1:*").
 		Add("frame-ancestors").Add("base-uri").String()
 }
@@ -90,6 +99,7 @@ var errFramed = &web.Error{Status: http.StatusForbidden, Heading: "Sign-in opens
 // render writes a page.
 func (s *Service) render(c echo.Context, status int, name string, d pageData) error {
 	d.Local = s.oidc == nil
+	d.FluentCSS, d.CSS = template.CSS(fluent.CSS()), template.CSS(s.pages.css)
 	var buf bytes.Buffer
 	if err := s.pages.t[name].ExecuteTemplate(&buf, "layout", d); err != nil {
 		return fmt.Errorf("signin: render %s: %w", name, err)

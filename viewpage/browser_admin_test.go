@@ -112,8 +112,14 @@ forbid (principal, action == Action::"invoke", resource) when { context.caller =
 	tb.navigate(e.base + "/admin/views")
 	tb.wait(mainFrame, `document.querySelector("caption") !== null`, "the views page")
 	keyboardWalk(t, tb, "/admin/views")
+	// Asked first, in the console's dialog; its button, by the keyboard.
 	submit(t, tb, fmt.Sprintf(`form[action="/admin/views/%s/revoke"]`, v.ID))
-	tb.wait(mainFrame, `document.body.innerText.includes("revoked")`, "the revoke notice")
+	tb.wait(mainFrame, `!!document.querySelector("fluent-dialog") && document.querySelector("fluent-dialog").shadowRoot.querySelector("dialog").open`, "the confirmation")
+	tb.must(mainFrame, `document.getElementById("confirm-ok").focus(), true`)
+	if err := chromedp.Do(tb.ctx, chromedp.KeyEvent(kb.Enter)); err != nil {
+		t.Fatal(err)
+	}
+	tb.wait(mainFrame, `document.body.innerText.includes("The view was revoked")`, "the revoke notice")
 	frame := map[string]string{"Sec-Fetch-Dest": "iframe"}
 	for _, u := range []string{info.ProxyURL, info.ViewURL} {
 		if r := do(t, owner, http.MethodGet, u, frame, ""); r.status != http.StatusGone {
@@ -155,7 +161,8 @@ func submit(t *testing.T, tb *tab, form string) {
 }
 
 // keyboardWalk presses Tab through a page and checks what a keyboard user
-// meets: the section links first, in order, then every control; each
+// meets: the link that skips to the content, the section links, in
+// order, then every control (a table's scrollable region included); each
 // control is reached, has a label or a name a screen reader says, and
 // shows where the focus is.
 func keyboardWalk(t *testing.T, tb *tab, page string) {
@@ -173,7 +180,7 @@ func keyboardWalk(t *testing.T, tb *tab, page string) {
 	if problems != "" {
 		t.Errorf("%s: %s", page, problems)
 	}
-	want := int(tb.must(mainFrame, `document.querySelectorAll("a[href], button, input:not([type=hidden]), select, textarea").length`).(float64))
+	want := int(tb.must(mainFrame, `document.querySelectorAll("a[href], button, input:not([type=hidden]), select, textarea, [tabindex='0']").length`).(float64))
 	tb.must(mainFrame, `(() => { if (document.activeElement) document.activeElement.blur(); return true; })()`)
 	// A date and time field takes several presses of Tab (its parts);
 	// the walk goes on until every control was reached, within a bound.
@@ -189,9 +196,9 @@ func keyboardWalk(t *testing.T, tb *tab, page string) {
 			order = append(order, at)
 		}
 	}
-	nav := []string{"A:/admin/overview", "A:/admin", "A:/admin/policies", "A:/admin/views", "A:/admin/runs", "A:/admin/conversations", "A:/admin/keys", "A:/admin/triggers", "A:/admin/audit"}
+	nav := []string{"A:#main", "A:/admin/overview", "A:/admin", "A:/admin/policies", "A:/admin/views", "A:/admin/runs", "A:/admin/conversations", "A:/admin/keys", "A:/admin/triggers", "A:/admin/audit"}
 	if len(order) < len(nav) || strings.Join(order[:len(nav)], " ") != strings.Join(nav, " ") {
-		t.Errorf("%s: focus order starts %v, want the section links %v", page, order, nav)
+		t.Errorf("%s: focus order starts %v, want the skip link and the section links %v", page, order, nav)
 	}
 	if len(seen) != want {
 		t.Errorf("%s: Tab reached %d distinct controls of %d: %v", page, len(seen), want, order)

@@ -1,11 +1,13 @@
 package viewpage_test
 
 import (
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
 
 	"teamsbot/agent/demo"
+	"teamsbot/internal/testenv"
 )
 
 // The demo's sales view renders with its data on the page the Open button
@@ -105,4 +107,49 @@ func TestBrowserDemoFeedbackView(t *testing.T) {
 		t.Errorf("window.open%v, want (%s, _blank, noopener,noreferrer)", opened, demo.OpenLinkURL)
 	}
 
+}
+
+// The view page's chrome (its heading, the arguments, the Close the view
+// button), in light, dark and forced colours, in a desktop window and a
+// phone's, and in each of Teams' themes: axe-core finds nothing serious
+// or critical on the page itself (the view in its frames is the server's
+// own), nothing scrolls sideways, and the Close button wears Fluent's
+// theme. The style variables the view is told are Fluent's of the theme.
+func TestBrowserViewPageChromeAccessible(t *testing.T) {
+	e := newEnv(t, envOptions{})
+	v := e.run(alice(), "/sales_report {}")
+	tb := newTab(t)
+	tb.open(e, alice(), v.ID)
+	tb.wait(viewFrame, `document.body.dataset.state === "ready"`, "the sales view")
+	for _, w := range testenv.WindowSizes {
+		for _, th := range testenv.Themes {
+			tb.Emulate(w, th)
+			what := "the view page, " + string(th) + ", " + w.Name
+			tb.CheckAxe(what)
+			tb.CheckNoSidewaysScroll(what)
+		}
+	}
+	tb.Emulate(testenv.WindowSizes[0], testenv.Light)
+	for _, c := range []struct{ theme, bg string }{{"", "rgb(255, 255, 255)"}, {"dark", "rgb(41, 41, 41)"}, {"contrast", "rgb(0, 0, 0)"}, {"default", "rgb(255, 255, 255)"}} {
+		tb.must(mainFrame, `(() => { const r = document.documentElement; `+js(c.theme)+` ? r.setAttribute("data-theme", `+js(c.theme)+`) : r.removeAttribute("data-theme"); return true; })()`)
+		what := "the view page in Teams' theme " + c.theme
+		if c.theme != "" {
+			tb.CheckAxe(what)
+		}
+		if bg := tb.str(mainFrame, `getComputedStyle(document.getElementById("close")).backgroundColor`); bg != c.bg {
+			t.Errorf("%s: the Close button is %s, want %s", what, bg, c.bg)
+		}
+		if got := tb.str(mainFrame, `getComputedStyle(document.documentElement).getPropertyValue("--color-background-primary").trim()`); "rgb("+hexRGB(got)+")" != c.bg {
+			t.Errorf("%s: the view is told --color-background-primary %q, want %s", what, got, c.bg)
+		}
+	}
+}
+
+// hexRGB writes #rrggbb as "r, g, b".
+func hexRGB(hex string) string {
+	var r, g, b int
+	if _, err := fmt.Sscanf(hex, "#%02x%02x%02x", &r, &g, &b); err != nil {
+		return hex
+	}
+	return fmt.Sprintf("%d, %d, %d", r, g, b)
 }

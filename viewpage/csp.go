@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strings"
 
+	"teamsbot/internal/fluent"
 	"teamsbot/internal/netaddr"
 	"teamsbot/internal/teamsjs"
 	"teamsbot/internal/web/csp"
@@ -39,13 +40,13 @@ func (h *Handler) buildPolicies() {
 		scripts = append(scripts, teamsjs.Hash(), csp.Hash(teamsPageJS))
 		ancestors = h.teamsHosts
 	}
-	h.pageCSP = h.hostPagePolicy(scripts, csp.Hash(pageCSS), ancestors)
+	h.pageCSP = h.hostPagePolicy(scripts, []string{fluent.CSSHash(), csp.Hash(pageCSS)}, ancestors)
 	if h.teamsHosts != nil {
 		// The shell frames nothing and talks only to the sign-in API.
 		h.signInCSP = csp.New().
 			Add("default-src").
 			Add("script-src", teamsjs.Hash(), csp.Hash(teamsPageJS)).
-			Add("style-src", csp.Hash(pageCSS)).
+			Add("style-src", fluent.CSSHash(), csp.Hash(pageCSS)).
 			Add("connect-src", csp.Self).
 			Add("base-uri").Add("form-action").Add("object-src").
 			Add("require-trusted-types-for", csp.Script).Add("trusted-types").
@@ -84,20 +85,20 @@ func (h *Handler) buildPolicies() {
 // HostPagePolicy is the CSP of a page of the service that shows views
 // inline with BridgeScript (the playground), as the view page's own is
 // made: the bridge and the page's own scripts (given as hash sources) and
-// its one style, its own API, frames only from where the frame documents
+// its styles (internal/fluent's and its own, say), its own API, frames only from where the frame documents
 // come (the sandbox origin, or 'self'), framed by nobody, and Trusted
-// Types. It panics if a script or the style is not a source expression.
-func (h *Handler) HostPagePolicy(scripts []string, style string) string {
-	return h.hostPagePolicy(scripts, style, nil)
+// Types. It panics if a script or a style is not a source expression.
+func (h *Handler) HostPagePolicy(scripts []string, styles ...string) string {
+	return h.hostPagePolicy(scripts, styles, nil)
 }
 
 // hostPagePolicy is HostPagePolicy with the hosts that may frame the page
 // ('none' for none).
-func (h *Handler) hostPagePolicy(scripts []string, style string, ancestors []string) string {
+func (h *Handler) hostPagePolicy(scripts, styles []string, ancestors []string) string {
 	return csp.New().
 		Add("default-src").
 		Add("script-src", append([]string{csp.Hash(bridgeJS)}, scripts...)...).
-		Add("style-src", style).
+		Add("style-src", styles...).
 		Add("img-src", csp.Self, csp.Data).
 		Add("connect-src", csp.Self).
 		Add("frame-src", h.FrameSource()).

@@ -12,6 +12,7 @@ import (
 
 	"github.com/labstack/echo/v4"
 
+	"teamsbot/internal/fluent"
 	"teamsbot/internal/teamsjs"
 	"teamsbot/internal/web"
 )
@@ -68,8 +69,9 @@ type pageData struct {
 	Arguments               string
 	ShowArguments           bool
 	HostName, HostVersion   string
-	CSS                     template.CSS
-	Bridge, Script          template.JS
+	// FluentCSS is internal/fluent's stylesheet, before the page's CSS.
+	FluentCSS, CSS template.CSS
+	Bridge, Script template.JS
 	// Teams mode: teams-js and the page's Teams script, and the origins
 	// whose teams-js messages it trusts.
 	Teams                bool
@@ -116,6 +118,7 @@ func (h *Handler) page(c echo.Context) error {
 		ShowArguments: args != "{}",
 		HostName:      HostName,
 		HostVersion:   h.hostVersion,
+		FluentCSS:     template.CSS(fluent.CSS()),
 		CSS:           template.CSS(pageCSS),
 		Bridge:        template.JS(bridgeJS),
 		Script:        template.JS(pageJS),
@@ -142,7 +145,7 @@ func (h *Handler) page(c echo.Context) error {
 func (h *Handler) teamsSignIn(c echo.Context) error {
 	var b bytes.Buffer
 	err := h.signInTmpl.Execute(&b, pageData{
-		CSS: template.CSS(pageCSS), TeamsJS: template.JS(teamsjs.Script()), TeamsScript: template.JS(teamsPageJS),
+		FluentCSS: template.CSS(fluent.CSS()), CSS: template.CSS(pageCSS), TeamsJS: template.JS(teamsjs.Script()), TeamsScript: template.JS(teamsPageJS),
 		TeamsOrigins: h.teamsSources,
 	})
 	if err != nil {

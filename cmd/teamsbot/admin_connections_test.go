@@ -63,7 +63,15 @@ func TestConsoleConnectionsWired(t *testing.T) {
 	if l := visit(t, c, http.MethodPost, base+"/admin/connections/revoke", url.Values{}); l.status != http.StatusBadRequest || !strings.Contains(l.body, "Nothing was selected to revoke") {
 		t.Errorf("a revoke of nothing: %d", l.status)
 	}
+	// Unconfirmed, the console asks first and nothing is revoked.
 	if l := visit(t, c, http.MethodPost, base+"/admin/connections/revoke", url.Values{"agent": {"default"}, "server": {"crm"}}); l.status != http.StatusOK ||
+		strings.Contains(l.body, "was revoked") || !strings.Contains(l.body, `name="confirm" value="yes"`) {
+		t.Errorf("an unconfirmed revoke of crm: %d\n%s", l.status, l.body)
+	}
+	if left, err := st.MCPConnections(ctx, store.MCPConnectionFilter{TenantID: signin.LocalTenant}); err != nil || len(left) != 1 {
+		t.Errorf("after an unconfirmed revoke: %d connections left (%v), want 1", len(left), err)
+	}
+	if l := visit(t, c, http.MethodPost, base+"/admin/connections/revoke", url.Values{"agent": {"default"}, "server": {"crm"}, "confirm": {"yes"}}); l.status != http.StatusOK ||
 		!strings.Contains(l.body, "1 connection to crm was revoked") {
 		t.Errorf("revoke all of crm: %d\n%s", l.status, l.body)
 	}

@@ -69,6 +69,9 @@ function confirmDialog() {
     }
     field.value = "yes";
     form.requestSubmit(submitter && submitter.form === form ? submitter : undefined);
+    // The post carries it now; the form, if the page is shown again (the
+    // back button), asks again.
+    field.value = "";
   });
   d.addEventListener("toggle", (e) => {
     if (e.detail && e.detail.newState === "closed" && dialog.submitter && dialog.submitter.isConnected) {

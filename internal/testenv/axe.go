@@ -1,12 +1,14 @@
 package testenv
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/chromedp/cdproto/emulation"
 	"github.com/chromedp/chromedp"
@@ -107,12 +109,17 @@ func ModuleRoot() (string, error) {
 	}
 }
 
-// axeRun runs axe-core on the document and keeps the serious and
+// axeRun runs axe-core on the document, once its animations and
+// transitions (a dialog fading in, its buttons' colours) are over, those
+// of components' shadow trees included; the page's own document, not the
+// documents of its frames (a view, checked on its own); and keeps the serious and
 // critical violations, each element by its selector and axe's summary.
-const axeRun = `axe.run(document, {resultTypes: ["violations"]}).then(r => r.violations
+const axeRun = `Promise.all([document, ...[...document.querySelectorAll("*")].filter(e => e.shadowRoot).map(e => e.shadowRoot)]
+    .flatMap(r => r.getAnimations()).map(a => a.finished.catch(() => 0)))
+  .then(() => axe.run(document, {resultTypes: ["violations"], iframes: false}).then(r => r.violations
   .filter(v => v.impact === "serious" || v.impact === "critical")
   .map(v => ({id: v.id, impact: v.impact, help: v.help,
-    nodes: v.nodes.map(n => n.target.join(" ") + ": " + (n.failureSummary || "").replace(/\s+/g, " "))})))`
+    nodes: v.nodes.map(n => n.target.join(" ") + ": " + (n.failureSummary || "").replace(/\s+/g, " "))}))))`
 
 // Axe runs axe-core (node_modules/axe-core, the version of the lock file)
 // on the tab's page and returns its serious and critical violations. The
@@ -135,7 +142,10 @@ func (tb *Tab) Axe() ([]AxeViolation, error) {
 			return nil, fmt.Errorf("axe-core did not load: %w", err)
 		}
 	}
-	raw, err := chromedp.Run(tb.Ctx, chromedp.Evaluate[[]byte](axeRun, chromedp.EvalAwaitPromise))
+	// A page whose scripts are off (emulated) never finishes axe's run.
+	ctx, cancel := context.WithTimeout(tb.Ctx, 2*time.Minute)
+	defer cancel()
+	raw, err := chromedp.Run(ctx, chromedp.Evaluate[[]byte](axeRun, chromedp.EvalAwaitPromise))
 	if err != nil {
 		return nil, err
 	}
@@ -182,6 +192,7 @@ func (tb *Tab) CheckNoSidewaysScroll(what string) {
 	}
 	wide, _ := chromedp.Run(tb.Ctx, chromedp.Evaluate[[]string](`[...document.body.querySelectorAll("*")]
   .filter(e => e.getBoundingClientRect().right > document.scrollingElement.clientWidth + 1)
+  .filter(e => { for (let p = e.parentElement; p && p !== document.body; p = p.parentElement) { if (getComputedStyle(p).overflowX !== "visible") return false; } return true; })
   .slice(0, 8).map(e => e.tagName.toLowerCase() + (e.id ? "#" + e.id : "") + (e.className && typeof e.className === "string" ? "." + e.className.trim().split(/\s+/).join(".") : "") + " right=" + Math.round(e.getBoundingClientRect().right))`))
 	tb.T.Errorf("%s: the page scrolls sideways (%d px of content in a %d px window); sticking out: %s", what, s, c, strings.Join(wide, ", "))
 }
