@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"teamsbot/access"
 	"teamsbot/access/graph"
 	"teamsbot/access/graph/fakegraph"
 	"teamsbot/admin"
@@ -49,6 +50,15 @@ func TestConsoleNamesAuditAndOverview(t *testing.T) {
 	if code != http.StatusOK || !strings.Contains(body, named) {
 		t.Errorf("runs page: %d, without %s:\n%s", code, named, body)
 	}
+	// A binding names the person bound and who bound them.
+	adm := access.Person{TenantID: tenantA, UserID: adminA.OID, Name: adminA.Name, Roles: adminA.Roles}
+	if err := e.access.AddBinding(ctx, adm, store.Binding{TenantID: tenantA, AgentID: "default", Kind: store.KindUser, Subject: userA.OID, Role: "runner"}); err != nil {
+		t.Fatal(err)
+	}
+	code, body = e.do(admin, http.MethodGet, "/admin", "", "")
+	if code != http.StatusOK || !strings.Contains(body, named) || !strings.Contains(body, `title="`+adminA.OID+`">`+adminA.Name+`</abbr>`) {
+		t.Errorf("access page: %d, without the bound person's and the binder's names:\n%s", code, body)
+	}
 	code, body = e.do(admin, http.MethodGet, "/admin/audit", "", "")
 	if code != http.StatusOK || !strings.Contains(body, named) ||
 		!strings.Contains(body, "<summary>The model&#39;s call of sales_report of demo was refused: forbidden by policy.</summary>") ||
@@ -64,8 +74,10 @@ func TestConsoleNamesAuditAndOverview(t *testing.T) {
 	if !strings.Contains(body, `<option value="1h" selected>`) || !strings.Contains(body, "export.jsonl?from=2") {
 		t.Errorf("the last hour is not kept in the form and the export links:\n%s", body)
 	}
-	if n := fake.Counts().GetUser; n != 1 {
-		t.Errorf("Graph was asked %d times for one person's name, want once (cached)", n)
+	// Alice, on every page, and the admin who bound her, on the access
+	// page: each asked once, then cached.
+	if n := fake.Counts().GetUser; n != 2 {
+		t.Errorf("Graph was asked %d times for two people's names, want once each (cached)", n)
 	}
 
 	code, body = e.do(admin, http.MethodGet, "/admin/overview?days=7", "", "")

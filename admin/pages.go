@@ -111,6 +111,20 @@ func (h *Handler) renderAccessWith(c echo.Context, status int, p access.Person, 
 	if draft != nil {
 		d.TenantRules = *draft
 	}
+	// The people the bindings name (users bound, and who made each
+	// binding), by name; a group keeps the name Graph gave it when bound.
+	known := map[string]string{p.UserID: p.Name}
+	var ids []string
+	for _, b := range bindings {
+		if b.Kind == store.KindUser {
+			ids = append(ids, b.Subject)
+			if b.DisplayName != "" {
+				known[b.Subject] = b.DisplayName
+			}
+		}
+		ids = append(ids, b.CreatedBy)
+	}
+	d.Names = h.names(ctx, p, known, ids...)
 	return h.render(c, status, "access", "Access", p, d, problem)
 }
 
