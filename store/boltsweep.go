@@ -38,6 +38,8 @@ func (s *boltStore) sweep(ctx context.Context, p sweepPlan) (SweepStats, error) 
 			step = sweepMCPAuthRequests(p.authUntil)
 		case sweepOldHistory:
 			step = sweepHistory(p.runsUntil)
+		case sweepOldUsage:
+			step = sweepUsage(p.usageDaysBefore())
 		}
 		err := sweepBatches(ctx, &st, s.sweepBatch, func(batch int, after []byte) (did SweepStats, next []byte, err error) {
 			err = s.db.Update(func(tx *bbolt.Tx) error {
@@ -399,5 +401,49 @@ func sweepHistory(cutoff time.Time) sweepStep {
 			did.HistoryTurns++
 		}
 		return did, more(len(todo) == batch), nil
+	}
+}
+
+// sweepUsage deletes the usage counters of the days before before. The
+// counters are keyed by tenant first: the walk reads each tenant's oldest
+// days up to before, then seeks past the tenant (<tenant> 0x01, as no
+// tenant holds a 0x00), so that it reads only the counters it deletes and
+// one more per tenant. A batch reads at most four batches of keys and
+// goes on from the key it stopped at (after), which it has not deleted.
+func sweepUsage(before int32) sweepStep {
+	cut := dayKey(before)
+	return func(tx *bbolt.Tx, batch int, after []byte) (SweepStats, []byte, error) {
+		var did SweepStats
+		usage := tx.Bucket([]byte(bucketUsage))
+		c := usage.Cursor()
+		k, _ := c.First()
+		if after != nil {
+			k, _ = c.Seek(after)
+		}
+		var todo [][]byte
+		var next []byte
+		for read := 0; k != nil; read++ {
+			if len(todo) == batch || read == 4*batch {
+				next = bytes.Clone(k)
+				break
+			}
+			end := bytes.IndexByte(k, 0)
+			if end < 0 || len(k) < end+1+len(cut) {
+				return did, nil, fmt.Errorf("usage key %q is not one the store writes", k)
+			}
+			if bytes.Compare(k[end+1:end+1+len(cut)], cut[:]) < 0 {
+				todo = append(todo, bytes.Clone(k))
+				k, _ = c.Next()
+				continue
+			}
+			k, _ = c.Seek(append(bytes.Clone(k[:end]), 1))
+		}
+		for _, k := range todo {
+			if err := usage.Delete(k); err != nil {
+				return did, nil, err
+			}
+			did.UsageCounters++
+		}
+		return did, next, nil
 	}
 }

@@ -56,6 +56,7 @@ func contract() []struct {
 		{"CancelledContextWritesNothing", testCancelledContextWritesNothing},
 		{"Conversations", testConversations},
 		{"OverviewCountsTheRecords", testOverviewCountsTheRecords},
+		{"SweepUsage", testSweepUsage},
 		{"RunSweeperSweepsLogsAndStops", testRunSweeperSweepsLogsAndStops},
 		{"RunSweeperStopsWhenStoreCloses", testRunSweeperStopsWhenStoreCloses},
 		{"Ping", testPing},

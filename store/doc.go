@@ -16,8 +16,9 @@
 // records for its admins (audit log pages and exports, active views,
 // recent runs, conversations, MCP connections), revokes views, and sweeps
 // away expired and revoked views, the runs, deliveries, turns of history
-// and audit records past their retention, and MCP authorization requests
-// a day after they expired. CopyToPostgres copies a bbolt store into a new
+// and audit records past their retention, the usage counters of the days
+// past the audit retention, and MCP authorization requests a day after
+// they expired. CopyToPostgres copies a bbolt store into a new
 // database.
 //
 // It is the only package that knows bbolt and PostgreSQL. Its exported
@@ -174,6 +175,11 @@
 // the record's tenant and action), and runs from the start of runs_by_time
 // up to T(now - RunRetention), each with its runs_by_tenant entry and its
 // delivery, skipping a run while a view it lists can still be opened.
+// The usage counters are keyed by tenant first: the sweep reads each
+// tenant's counters from the start of its prefix up to
+// <tenant> 0x00 | D(usageDaysBefore), the first day kept (whose end is
+// after now - AuditRetention), then seeks to <tenant> 0x01, the next
+// tenant, reading one kept key per tenant.
 //
 // The listings read one tenant's prefix newest first, from the end of the
 // prefix (or the cursor's position) backwards: an audit page through
@@ -281,8 +287,8 @@
 //	history         seq (identity), tenant,           by tenant, conversation, agent
 //	  (version 4)     conversation_id, agent, at_ns,    and seq (History, ClearHistory);
 //	                  messages                          by at_ns (the sweep)
-//	usage           tenant, day, metric, label, n     the key (the overview's range)
-//	  (version 5)
+//	usage           tenant, day, metric, label, n     the key (the overview's range);
+//	  (version 5)                                       by day (the sweep, version 6)
 //	meta            key                               the cursor key, a copy's mark
 //
 // A turn's row holds its record's JSON in data and its messages, as given,

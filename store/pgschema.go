@@ -185,6 +185,11 @@ CREATE INDEX history_by_conversation ON history (tenant, conversation_id, agent,
 CREATE INDEX history_by_time ON history (at_ns);
 `},
 		{version: 5, name: "usage rollup", sql: pgUsageTable, backfill: backfillUsage, final: `ANALYZE usage;`},
+		// The sweep deletes the counters of the oldest days of every
+		// tenant: the primary key starts with the tenant.
+		{version: 6, name: "usage by day", sql: `
+CREATE INDEX IF NOT EXISTS usage_by_day ON usage (day);
+`},
 	}
 }
 

@@ -49,26 +49,28 @@ func (s *pgStore) sweep(ctx context.Context, p sweepPlan) (SweepStats, error) {
 		case sweepEndedViews:
 			steps = []pgSweepStep{
 				pgDeleteBatch(`DELETE FROM views WHERE id IN (
-					SELECT id FROM views WHERE end_ns <= $1 ORDER BY end_ns LIMIT $2 FOR UPDATE SKIP LOCKED)`, p.now, func(st *SweepStats) *int { return &st.Views }),
+					SELECT id FROM views WHERE end_ns <= $1 ORDER BY end_ns LIMIT $2 FOR UPDATE SKIP LOCKED)`, ns(p.now), func(st *SweepStats) *int { return &st.Views }),
 				pgSweepHTML,
 			}
 		case sweepArrivals:
 			steps = []pgSweepStep{pgDeleteBatch(`DELETE FROM activities WHERE key IN (
-				SELECT key FROM activities WHERE expires_ns <= $1 ORDER BY expires_ns LIMIT $2 FOR UPDATE SKIP LOCKED)`, p.now, func(st *SweepStats) *int { return &st.Activities })}
+				SELECT key FROM activities WHERE expires_ns <= $1 ORDER BY expires_ns LIMIT $2 FOR UPDATE SKIP LOCKED)`, ns(p.now), func(st *SweepStats) *int { return &st.Activities })}
 		case sweepOldRuns:
 			steps = []pgSweepStep{pgSweepRuns(p)}
 		case sweepOldAudit:
 			steps = []pgSweepStep{pgDeleteBatch(`DELETE FROM audit WHERE seq IN (
-				SELECT seq FROM audit WHERE time_ns <= $1 ORDER BY time_ns, seq LIMIT $2 FOR UPDATE SKIP LOCKED)`, p.auditUntil, func(st *SweepStats) *int { return &st.Audit })}
+				SELECT seq FROM audit WHERE time_ns <= $1 ORDER BY time_ns, seq LIMIT $2 FOR UPDATE SKIP LOCKED)`, ns(p.auditUntil), func(st *SweepStats) *int { return &st.Audit })}
 		case sweepRevokedKeys:
 			steps = []pgSweepStep{pgDeleteBatch(`DELETE FROM api_keys WHERE id IN (
-				SELECT id FROM api_keys WHERE revoked_ns <= $1 ORDER BY revoked_ns LIMIT $2 FOR UPDATE SKIP LOCKED)`, p.auditUntil, func(st *SweepStats) *int { return &st.APIKeys })}
+				SELECT id FROM api_keys WHERE revoked_ns <= $1 ORDER BY revoked_ns LIMIT $2 FOR UPDATE SKIP LOCKED)`, ns(p.auditUntil), func(st *SweepStats) *int { return &st.APIKeys })}
 		case sweepOldHistory:
 			steps = []pgSweepStep{pgDeleteBatch(`DELETE FROM history WHERE seq IN (
-				SELECT seq FROM history WHERE at_ns <= $1 ORDER BY at_ns LIMIT $2 FOR UPDATE SKIP LOCKED)`, p.runsUntil, func(st *SweepStats) *int { return &st.HistoryTurns })}
+				SELECT seq FROM history WHERE at_ns <= $1 ORDER BY at_ns LIMIT $2 FOR UPDATE SKIP LOCKED)`, ns(p.runsUntil), func(st *SweepStats) *int { return &st.HistoryTurns })}
+		case sweepOldUsage:
+			steps = []pgSweepStep{pgDeleteBatch(pgSweepUsage, p.usageDaysBefore(), func(st *SweepStats) *int { return &st.UsageCounters })}
 		case sweepMCPAuth:
 			steps = []pgSweepStep{pgDeleteBatch(`DELETE FROM mcp_auth_requests WHERE id IN (
-				SELECT id FROM mcp_auth_requests WHERE expires_ns <= $1 ORDER BY expires_ns LIMIT $2 FOR UPDATE SKIP LOCKED)`, p.authUntil, func(st *SweepStats) *int { return &st.MCPAuthRequests })}
+				SELECT id FROM mcp_auth_requests WHERE expires_ns <= $1 ORDER BY expires_ns LIMIT $2 FOR UPDATE SKIP LOCKED)`, ns(p.authUntil), func(st *SweepStats) *int { return &st.MCPAuthRequests })}
 		}
 		for _, step := range steps {
 			if err := sweepBatches(ctx, &st, s.sweepBatch, s.sweepTx(ctx, step)); err != nil {
@@ -78,6 +80,18 @@ func (s *pgStore) sweep(ctx context.Context, p sweepPlan) (SweepStats, error) {
 	}
 	return st, nil
 }
+
+// pgSweepUsage deletes a batch of the usage counters of the days before
+// $1, read from usage_by_day (TestSweepUsagePlanUsesAnIndex). The batch is
+// a materialized CTE, selected and locked once: as a subquery of IN, a
+// plan made while the table was small (the store plans each statement
+// once per connection, force_generic_plan) may run it again for each row
+// of the table, and each run, skipping the rows the statement has just
+// deleted, locks the next ones, so that one batch deleted more than its
+// limit and the sweep, its batch not full, stopped with old days left.
+const pgSweepUsage = `WITH batch AS MATERIALIZED (
+	SELECT tenant, day, metric, label FROM usage WHERE day < $1 ORDER BY day LIMIT $2 FOR UPDATE SKIP LOCKED)
+	DELETE FROM usage u USING batch b WHERE (u.tenant, u.day, u.metric, u.label) = (b.tenant, b.day, b.metric, b.label)`
 
 // sweepTx runs step in a transaction of its own, again when PostgreSQL
 // aborted it for a deadlock, or a foreign key refused to delete a
@@ -104,13 +118,12 @@ func (s *pgStore) sweepTx(ctx context.Context, step pgSweepStep) func(batch int,
 	}
 }
 
-// pgDeleteBatch is a step that deletes the rows sql selects of a time at
-// or before until ($1), oldest first, at most a batch ($2) of them, and
-// counts them in the field of SweepStats that count points at. Each batch
-// deletes from the start of its index: there may be more while a batch is
-// full.
-func pgDeleteBatch(sql string, until time.Time, count func(*SweepStats) *int) pgSweepStep {
-	cut := ns(until)
+// pgDeleteBatch is a step that deletes the rows sql selects up to cut
+// ($1: a time as ns gives it, or a day), oldest first, at most a batch
+// ($2) of them, and counts them in the field of SweepStats that count
+// points at. Each batch deletes from the start of its index: there may be
+// more while a batch is full.
+func pgDeleteBatch(sql string, cut any, count func(*SweepStats) *int) pgSweepStep {
 	return func(ctx context.Context, tx pgx.Tx, batch int, _ []byte) (SweepStats, []byte, error) {
 		var did SweepStats
 		tag, err := tx.Exec(ctx, sql, cut, batch)

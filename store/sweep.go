@@ -24,6 +24,9 @@ type SweepStats struct {
 	// HistoryTurns are the turns of conversation history older than
 	// Options.RunRetention.
 	HistoryTurns int
+	// UsageCounters are the counters of the usage rollup of the days
+	// that ended at or before the audit retention's cutoff.
+	UsageCounters int
 	// RunsHeld counts the runs past their retention kept because a view
 	// of theirs can still be opened.
 	RunsHeld int
@@ -43,11 +46,12 @@ func (st *SweepStats) add(o SweepStats) {
 	st.Activities += o.Activities
 	st.MCPAuthRequests += o.MCPAuthRequests
 	st.HistoryTurns += o.HistoryTurns
+	st.UsageCounters += o.UsageCounters
 }
 
 func (st SweepStats) removed() bool {
 	return st.Views > 0 || st.HTML > 0 || st.Runs > 0 || st.Deliveries > 0 || st.Audit > 0 || st.APIKeys > 0 || st.Activities > 0 || st.MCPAuthRequests > 0 ||
-		st.HistoryTurns > 0
+		st.HistoryTurns > 0 || st.UsageCounters > 0
 }
 
 // sweepPlan is what a sweep deletes, the rules of retention written once
@@ -57,8 +61,10 @@ func (st SweepStats) removed() bool {
 // (with their deliveries) unless keepRun holds them, the turns of
 // conversation history of a time at or before runsUntil too, the audit
 // records of a time at or before auditUntil and the API keys revoked at or
-// before it, and the MCP authorization requests that expired at or before
-// authUntil. A zero runsUntil or auditUntil keeps those records forever.
+// before it, the counters of the usage rollup of the days before
+// usageDaysBefore, and the MCP authorization requests that expired at or
+// before authUntil. A zero runsUntil or auditUntil keeps those records
+// forever.
 type sweepPlan struct {
 	now                   time.Time
 	runsUntil, auditUntil time.Time
@@ -76,6 +82,7 @@ const (
 	sweepRevokedKeys                  // API keys revoked as long ago
 	sweepMCPAuth                      // MCP authorization requests a day after they expired
 	sweepOldHistory                   // turns of conversation history past the run retention
+	sweepOldUsage                     // usage counters of the days past the audit retention
 )
 
 // parts are the parts of a sweep, in the order they run.
@@ -85,9 +92,20 @@ func (p sweepPlan) parts() []sweepPart {
 		parts = append(parts, sweepOldRuns, sweepOldHistory)
 	}
 	if !p.auditUntil.IsZero() {
-		parts = append(parts, sweepOldAudit, sweepRevokedKeys)
+		parts = append(parts, sweepOldAudit, sweepRevokedKeys, sweepOldUsage)
 	}
 	return parts
+}
+
+// usageDaysBefore is the first day (as usageDay numbers it) whose usage
+// counters are kept: a day's counters go with the audit records they
+// count, once the whole day is past the audit retention (it ended at or
+// before auditUntil), and stay while any part of it is within, so that
+// an overview of the days within the retention is never changed by a
+// sweep. Day d ends at dayTime(d+1), which is at or before auditUntil
+// exactly when d+1 <= usageDay(auditUntil).
+func (p sweepPlan) usageDaysBefore() int32 {
+	return usageDay(p.auditUntil)
 }
 
 // sweepBatches runs one part of a sweep until it is done, adding what it
@@ -156,7 +174,9 @@ func nextBatch(batch int, took time.Duration) int {
 // past Options.RunRetention and the turns of conversation history as old
 // (by their At), then audit records past
 // Options.AuditRetention (their index entries with them), revoked API
-// keys as old, the arrivals of activities whose window is over, and the
+// keys as old, the usage counters of the UTC days that ended as long ago
+// (the user ids in them with them; a day partly within the retention is
+// kept whole), the arrivals of activities whose window is over, and the
 // MCP authorization requests a day after they expired.
 //
 // Each part reads an index ordered by time from its start up to its
@@ -195,7 +215,7 @@ func (s *Store) RunSweeper(ctx context.Context, interval time.Duration) {
 		start := time.Now()
 		st, err := s.Sweep(ctx)
 		attrs := []any{"views", st.Views, "html", st.HTML, "runs", st.Runs, "deliveries", st.Deliveries,
-			"audit", st.Audit, "api_keys", st.APIKeys, "mcp_auth_requests", st.MCPAuthRequests, "history_turns", st.HistoryTurns, "runs_held", st.RunsHeld, "transactions", st.Transactions,
+			"audit", st.Audit, "api_keys", st.APIKeys, "mcp_auth_requests", st.MCPAuthRequests, "history_turns", st.HistoryTurns, "usage_counters", st.UsageCounters, "runs_held", st.RunsHeld, "transactions", st.Transactions,
 			"longest", st.Longest, "took", time.Since(start)}
 		switch {
 		case errors.Is(err, ErrClosed):
