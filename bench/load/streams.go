@@ -286,6 +286,73 @@ type streamsResult struct {
 	ServiceCPU            time.Duration
 	Elapsed               time.Duration
 	Profiles              string
+	ProfileRSS            int64 // the service's resident set as the profiles were taken
+	Timeline              []point
+	ProfiledAt            []point // when the heap profiles were taken
+}
+
+// point is one sample of the load over time.
+type point struct {
+	At          time.Duration // since the first POST
+	RSS         int64         // the service's resident set
+	Anon, File  int64         // of which anonymous memory, and mapped files' pages
+	ModelOpen   int64
+	Finals      int
+	Goroutines  int // the service's, at a profile only
+	ProfileFile string
+}
+
+// sample notes every 500 ms the service's resident set, the model's open
+// requests and the final messages in, until stop; with profile, it saves
+// the service's heap and goroutine profiles each time the resident set
+// has grown 100 MiB past the last profile's (heap-N.pprof, N in MiB).
+func sample(ctx context.Context, stop <-chan struct{}, t0 time.Time, pid int, m *slowModel, tl *tally, pprofAddr, dir string, profile bool) (line, profiled []point) {
+	tick := time.NewTicker(500 * time.Millisecond)
+	defer tick.Stop()
+	var next int64 = 200 << 20
+	tl.mu.Lock()
+	before := len(tl.finals) // the warm-up's
+	tl.mu.Unlock()
+	for {
+		select {
+		case <-stop:
+			return line, profiled
+		case <-ctx.Done():
+			return line, profiled
+		case <-tick.C:
+		}
+		st, err := procStatus(pid, "VmRSS", "RssAnon", "RssFile")
+		if err != nil {
+			return line, profiled
+		}
+		rss := st[0]
+		tl.mu.Lock()
+		finals := len(tl.finals) - before
+		tl.mu.Unlock()
+		p := point{At: time.Since(t0), RSS: rss, Anon: st[1], File: st[2], ModelOpen: m.open.Load(), Finals: finals}
+		line = append(line, p)
+		if profile && rss >= next {
+			mib := rss >> 20
+			p.ProfileFile = fmt.Sprintf("heap-%d.pprof", mib)
+			// heap?debug=1 ends with the runtime's MemStats: heap, stacks.
+			if fetchPprof(ctx, pprofAddr, "heap", filepath.Join(dir, p.ProfileFile)) == nil &&
+				fetchPprof(ctx, pprofAddr, "heap?debug=1", filepath.Join(dir, fmt.Sprintf("memstats-%d.txt", mib))) == nil &&
+				fetchPprof(ctx, pprofAddr, "goroutine", filepath.Join(dir, fmt.Sprintf("goroutine-%d.pprof", mib))) == nil {
+				profiled = append(profiled, p)
+			}
+			next = rss + 100<<20
+		}
+	}
+}
+
+// writeTimeline saves the samples as tab-separated values.
+func writeTimeline(file string, line []point) error {
+	var b strings.Builder
+	b.WriteString("seconds\tservice_rss_mib\tanon_mib\tfile_mib\tmodel_open\tfinal_messages\n")
+	for _, p := range line {
+		fmt.Fprintf(&b, "%.1f\t%d\t%d\t%d\t%d\t%d\n", p.At.Seconds(), p.RSS>>20, p.Anon>>20, p.File>>20, p.ModelOpen, p.Finals)
+	}
+	return os.WriteFile(file, []byte(b.String()), 0o644)
 }
 
 // streams is the whole measurement: teamsbot in its own process with a
@@ -493,12 +560,20 @@ func streams(ctx context.Context, o streamsOptions, stdout, stderr io.Writer) er
 	t0 := time.Now()
 	profiled := make(chan error, 1)
 	if o.profile {
-		// Every turn is in flight from its POST until about 10 s later:
-		// the profiles are taken when the model holds the most requests.
-		go func() { profiled <- profileAtPeak(ctx, m, pprofAddr, dir, o.turns) }()
+		go func() {
+			rss, err := profileAtPeak(ctx, m, svc.pid(), pprofAddr, dir, o.turns)
+			r.ProfileRSS = rss
+			profiled <- err
+		}()
 	} else {
 		profiled <- nil
 	}
+	sampled := make(chan struct{})
+	stopSampling := make(chan struct{})
+	go func() {
+		defer close(sampled)
+		r.Timeline, r.ProfiledAt = sample(ctx, stopSampling, t0, svc.pid(), m, tl, pprofAddr, dir, o.profile)
+	}()
 	starts, dones, rejected, err := turnsAt(1, o.turns)
 	if err != nil {
 		return err
@@ -515,6 +590,11 @@ func streams(ctx context.Context, o streamsOptions, stdout, stderr io.Writer) er
 	// The streams' last calls follow the final message at once; wait a
 	// moment for stragglers before counting.
 	time.Sleep(2 * time.Second)
+	close(stopSampling)
+	<-sampled
+	if err := writeTimeline(filepath.Join(dir, "timeline.tsv"), r.Timeline); err != nil {
+		return err
+	}
 	cpu1, err := processCPU(svc.pid())
 	if err != nil {
 		return err
@@ -588,34 +668,74 @@ func streams(ctx context.Context, o streamsOptions, stdout, stderr io.Writer) er
 	return nil
 }
 
-// profileAtPeak saves the service's heap and goroutine profiles once the
-// model has held most of the turns at once and its count stops rising.
-func profileAtPeak(ctx context.Context, m *slowModel, pprofAddr, dir string, turns int) error {
-	deadline := time.Now().Add(60 * time.Second)
-	var last int64
-	steady := 0
-	for time.Now().Before(deadline) && steady < 5 {
+// profileAtPeak saves the service's CPU profile of the load's first
+// 10 s (while the turns are posted), then its heap (live objects, after
+// a collection), allocation and goroutine profiles once the model's count
+// of open requests has peaked (a second below its most, the most at least
+// a tenth of the turns), and returns the service's resident memory then.
+func profileAtPeak(ctx context.Context, m *slowModel, pid int, pprofAddr, dir string, turns int) (int64, error) {
+	cpu := make(chan error, 1)
+	go func() {
+		cpu <- fetchProfile(ctx, pprofAddr, "profile", 10*time.Second, filepath.Join(dir, "cpu.pprof"))
+	}()
+	deadline := time.Now().Add(120 * time.Second)
+	var most int64
+	below := 0
+	for time.Now().Before(deadline) && (below < 5 || most*10 < int64(turns)) {
 		select {
 		case <-ctx.Done():
-			return ctx.Err()
+			return 0, ctx.Err()
 		case <-time.After(200 * time.Millisecond):
 		}
-		n := m.open.Load()
-		if n*10 >= int64(turns)*9 && n <= last {
-			steady++
+		if n := m.open.Load(); n > most {
+			most, below = n, 0
 		} else {
-			steady = 0
+			below++
 		}
-		last = max(last, n)
+	}
+	rss, err := residentSet(pid)
+	if err != nil {
+		return 0, err
 	}
 	for _, p := range []struct{ path, file string }{
-		{"heap?gc=1", "heap.pprof"}, {"goroutine", "goroutine.pprof"}, {"allocs", "allocs.pprof"},
+		{"goroutine", "goroutine.pprof"}, {"heap?gc=1", "heap.pprof"}, {"allocs", "allocs.pprof"},
 	} {
 		if err := fetchPprof(ctx, pprofAddr, p.path, filepath.Join(dir, p.file)); err != nil {
-			return err
+			return rss, err
 		}
 	}
-	return nil
+	return rss, <-cpu
+}
+
+// residentSet is a process's resident set now (VmRSS) in bytes.
+func residentSet(pid int) (int64, error) {
+	v, err := procStatus(pid, "VmRSS")
+	return v[0], err
+}
+
+// procStatus reads fields in kB of /proc/PID/status, in bytes.
+func procStatus(pid int, fields ...string) ([]int64, error) {
+	data, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
+	if err != nil {
+		return nil, fmt.Errorf("status of %d: %w", pid, err)
+	}
+	out := make([]int64, len(fields))
+	found := 0
+	for line := range strings.SplitSeq(string(data), "\n") {
+		name, v, ok := strings.Cut(line, ":")
+		if i := slices.Index(fields, name); ok && i >= 0 {
+			kb, err := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
+			if err != nil {
+				return nil, fmt.Errorf("status of %d: %s: %w", pid, name, err)
+			}
+			out[i] = kb << 10
+			found++
+		}
+	}
+	if found < len(fields) {
+		return nil, fmt.Errorf("status of %d: want %v", pid, fields)
+	}
+	return out, nil
 }
 
 // fetchPprof saves /debug/pprof/path of the service's internal listener.
@@ -677,8 +797,24 @@ func streamsTable(r streamsResult) string {
 	fmt.Fprintf(&b, "| the service's peak RSS (`VmHWM` of its process, reset after the warm-up) | %.0f MiB | under 500 MB %s |\n", float64(r.ServiceRSS)/(1<<20), yesNo(r.ServiceRSS < 500_000_000))
 	fmt.Fprintf(&b, "| the service's CPU (user and system) over the load | %.1f s (%.2f ms a turn) | — |\n", r.ServiceCPU.Seconds(), ms(r.ServiceCPU)/float64(max(1, r.Turns)))
 	fmt.Fprintf(&b, "| the load process's peak RSS (fake model, fake Bot Framework, clients) | %.0f MiB | — |\n", float64(r.LoadRSS)/(1<<20))
+	var top point
+	for _, p := range r.Timeline {
+		if p.RSS > top.RSS {
+			top = p
+		}
+	}
+	if top.RSS > 0 {
+		fmt.Fprintf(&b, "\nThe service's resident set, sampled every 500 ms, was largest %.1f s after the first POST: %.0f MiB (%.0f MiB anonymous, %.0f MiB of mapped files), with %d model requests open and %d of %d final messages in (timeline.tsv in the working folder).\n",
+			top.At.Seconds(), float64(top.RSS)/(1<<20), float64(top.Anon)/(1<<20), float64(top.File)/(1<<20), top.ModelOpen, top.Finals, r.Turns)
+	}
+	for _, p := range r.ProfiledAt {
+		fmt.Fprintf(&b, "\n%s: heap and goroutine profiles %.1f s after the first POST (resident set %.0f MiB, %d model requests open, %d final messages in).", p.ProfileFile, p.At.Seconds(), float64(p.RSS)/(1<<20), p.ModelOpen, p.Finals)
+	}
+	if len(r.ProfiledAt) > 0 {
+		b.WriteString("\n")
+	}
 	if r.Profiles != "" {
-		fmt.Fprintf(&b, "\nThe service's heap, allocation and goroutine profiles at the model's peak are in %s.\n", r.Profiles)
+		fmt.Fprintf(&b, "\nThe service's CPU profile of the load's first 10 s, and its heap, allocation and goroutine profiles at the model's peak (the service's resident set then %.0f MiB) are in %s.\n", float64(r.ProfileRSS)/(1<<20), r.Profiles)
 	}
 	return b.String()
 }
