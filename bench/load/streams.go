@@ -287,8 +287,12 @@ type streamsResult struct {
 	Elapsed               time.Duration
 	Profiles              string
 	ProfileRSS            int64 // the service's resident set as the profiles were taken
-	Timeline              []point
-	ProfiledAt            []point // when the heap profiles were taken
+	// LagP99 and LagMax are how late the load process's goroutines
+	// woke from a 10 ms sleep during the load: the delay its own stamps
+	// may carry.
+	LagP99, LagMax time.Duration
+	Timeline       []point
+	ProfiledAt     []point // when the heap profiles were taken
 }
 
 // point is one sample of the load over time.
@@ -342,6 +346,22 @@ func sample(ctx context.Context, stop <-chan struct{}, t0 time.Time, pid int, m 
 			}
 			next = rss + 100<<20
 		}
+	}
+}
+
+// schedulingLag sleeps 10 ms again and again until stop and returns how
+// late it woke each time: the load process's own delays in running a
+// goroutine, which the connector's stamps carry too.
+func schedulingLag(stop <-chan struct{}) []time.Duration {
+	var lag []time.Duration
+	for {
+		t := time.Now()
+		select {
+		case <-stop:
+			return lag
+		case <-time.After(10 * time.Millisecond):
+		}
+		lag = append(lag, max(0, time.Since(t)-10*time.Millisecond))
 	}
 }
 
@@ -570,6 +590,8 @@ func streams(ctx context.Context, o streamsOptions, stdout, stderr io.Writer) er
 	}
 	sampled := make(chan struct{})
 	stopSampling := make(chan struct{})
+	lagged := make(chan []time.Duration, 1)
+	go func() { lagged <- schedulingLag(stopSampling) }()
 	go func() {
 		defer close(sampled)
 		r.Timeline, r.ProfiledAt = sample(ctx, stopSampling, t0, svc.pid(), m, tl, pprofAddr, dir, o.profile)
@@ -592,6 +614,12 @@ func streams(ctx context.Context, o streamsOptions, stdout, stderr io.Writer) er
 	time.Sleep(2 * time.Second)
 	close(stopSampling)
 	<-sampled
+	lag := <-lagged
+	slices.Sort(lag)
+	r.LagP99 = percentile(lag, 0.99)
+	if len(lag) > 0 {
+		r.LagMax = lag[len(lag)-1]
+	}
 	if err := writeTimeline(filepath.Join(dir, "timeline.tsv"), r.Timeline); err != nil {
 		return err
 	}
@@ -797,6 +825,7 @@ func streamsTable(r streamsResult) string {
 	fmt.Fprintf(&b, "| the service's peak RSS (`VmHWM` of its process, reset after the warm-up) | %.0f MiB | under 500 MB %s |\n", float64(r.ServiceRSS)/(1<<20), yesNo(r.ServiceRSS < 500_000_000))
 	fmt.Fprintf(&b, "| the service's CPU (user and system) over the load | %.1f s (%.2f ms a turn) | — |\n", r.ServiceCPU.Seconds(), ms(r.ServiceCPU)/float64(max(1, r.Turns)))
 	fmt.Fprintf(&b, "| the load process's peak RSS (fake model, fake Bot Framework, clients) | %.0f MiB | — |\n", float64(r.LoadRSS)/(1<<20))
+	fmt.Fprintf(&b, "| the load process's lateness waking from a 10 ms sleep (which its stamps carry) | p99 %.0f ms, at most %.0f ms | — |\n", ms(r.LagP99), ms(r.LagMax))
 	var top point
 	for _, p := range r.Timeline {
 		if p.RSS > top.RSS {
