@@ -28,5 +28,5 @@ timeout 900 "$work/load" streams \
 	-chats "${CHATS:-1000}" \
 	-tenants "${TENANTS:-100}" \
 	-dir "$work" \
-	-out "$out" ${PROFILE:+-profile}
+	-out "$out" ${PROFILE:+-profile} ${GOMEMLIMIT_SERVICE:+-gomemlimit "$GOMEMLIMIT_SERVICE"}
 echo "results written to $out" >&2

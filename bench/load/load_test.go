@@ -164,3 +164,17 @@ func TestCountOver(t *testing.T) {
 		}
 	}
 }
+
+// A working card quotes the question, and so names its tag; only the
+// answer counts as the turn's final message.
+func TestAnswerOf(t *testing.T) {
+	for body, want := range map[string]string{
+		`{"type":"message","attachments":[{"content":{"body":[{"text":"The answer to q-12: Piece 1."}]}}]}`: "q-12",
+		`{"type":"message","text":"Working on: q-12 how did the quarter go?"}`:                              "",
+		`{"type":"message","text":"q-3 earlier. The answer to q-4: Piece 1."}`:                              "q-4",
+	} {
+		if got := answerOf([]byte(body)); got != want {
+			t.Errorf("answerOf(%s) = %q, want %q", body, got, want)
+		}
+	}
+}

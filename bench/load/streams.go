@@ -29,6 +29,9 @@ type streamsOptions struct {
 	// profile saves heap and goroutine profiles of the service while
 	// every turn is in flight.
 	profile bool
+	// goMemLimit, when set, is the service's GOMEMLIMIT (Go's soft
+	// memory limit), to see what it does to the peak.
+	goMemLimit string
 }
 
 // The slow model's pace: its first words after modelFirst, then one piece
@@ -44,8 +47,22 @@ const (
 )
 
 // turnTag marks each turn: the question carries it, the model names it in
-// its answer, so that the final message at the connector names its turn.
-var turnTag = regexp.MustCompile(`q-[0-9]+`)
+// its answer ("The answer to q-7:"), so that the answer at the connector
+// names its turn. A working card also quotes the question, so only the
+// answer's words count for the final message.
+var (
+	turnTag   = regexp.MustCompile(`q-[0-9]+`)
+	answerTag = regexp.MustCompile(`The answer to (q-[0-9]+):`)
+)
+
+// answerOf is the tag of the turn whose answer b carries, or "".
+func answerOf(b []byte) string {
+	m := answerTag.FindSubmatch(b)
+	if m == nil {
+		return ""
+	}
+	return string(m[1])
+}
 
 // tagOf is the last turn tag in b: a model request carries the
 // conversation's earlier turns before the current question, and a final
@@ -224,7 +241,7 @@ func newTally(tenantOf func(string) string) *tally {
 func (t *tally) observe(c connectorCall) {
 	var tag string
 	if c.Type == "message" {
-		tag = tagOf(c.Body)
+		tag = answerOf(c.Body)
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -269,7 +286,7 @@ type streamsResult struct {
 	Turns, Chats, Tenants int
 	Answered, Lost        int
 	Rejected              int // POSTs not answered 202
-	ExtraFinals           int
+	ExtraFinals           int // answers of a turn already answered
 	ModelPeakOpen         int64
 	ModelMalformed        int64
 	Calls                 int
@@ -286,6 +303,7 @@ type streamsResult struct {
 	ServiceCPU            time.Duration
 	Elapsed               time.Duration
 	Profiles              string
+	GoMemLimit            string
 	ProfileRSS            int64 // the service's resident set as the profiles were taken
 	// LagP99 and LagMax are how late the load process's goroutines
 	// woke from a 10 ms sleep during the load: the delay its own stamps
@@ -439,6 +457,9 @@ func streams(ctx context.Context, o streamsOptions, stdout, stderr io.Writer) er
 		// The connector's and the model's certificate, trusted as Go does.
 		"SSL_CERT_FILE=" + f.caFile,
 	}
+	if o.goMemLimit != "" {
+		env = append(env, "GOMEMLIMIT="+o.goMemLimit)
+	}
 	svc, err := startProc(ctx, "teamsbot", svcAddr, "/healthz", filepath.Join(dir, "teamsbot.log"), env, o.teamsbot)
 	if err != nil {
 		return err
@@ -576,7 +597,7 @@ func streams(ctx context.Context, o streamsOptions, stdout, stderr io.Writer) er
 	}
 
 	logf("%d turns at once from %d chats in %d tenants", o.turns, o.chats, o.tenants)
-	r := streamsResult{Turns: o.turns, Chats: o.chats, Tenants: o.tenants}
+	r := streamsResult{Turns: o.turns, Chats: o.chats, Tenants: o.tenants, GoMemLimit: o.goMemLimit}
 	t0 := time.Now()
 	profiled := make(chan error, 1)
 	if o.profile {
@@ -808,10 +829,13 @@ func streamActivity(serviceURL, id, conv, tenant, text string) []byte {
 func streamsTable(r streamsResult) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "## %d slow streamed turns at once, teamsbot in its own process\n\n", r.Turns)
+	if r.GoMemLimit != "" {
+		fmt.Fprintf(&b, "The service ran with `GOMEMLIMIT=%s`.\n\n", r.GoMemLimit)
+	}
 	fmt.Fprintf(&b, "%s. The model streams its first words after %v, then a piece every %v, %v in all; %d personal chats in %d tenants (%d turns at once per chat, %d per tenant), each chat warmed by one turn first. Posting the turns took %.1f s; the whole load %.1f s.\n\n",
 		machine(), modelFirst, modelPace, modelTotal, r.Chats, r.Tenants, r.Turns/r.Chats, r.Turns/r.Tenants, r.Posting.Seconds(), r.Elapsed.Seconds())
 	b.WriteString("| what | measured | target |\n|---|---|---|\n")
-	fmt.Fprintf(&b, "| turns answered (a final message naming the turn within %v) | %d of %d; %d lost, %d not taken, %d final messages more than one per turn | none lost %s |\n",
+	fmt.Fprintf(&b, "| turns answered (a message with the turn's answer within %v) | %d of %d; %d lost, %d not taken, %d answers sent twice | none lost %s |\n",
 		lostAfter, r.Answered, r.Turns, r.Lost, r.Rejected, r.ExtraFinals, yesNo(r.Lost == 0))
 	fmt.Fprintf(&b, "| a turn, its POST to its final message at the connector | p50 %.2f s, p99 %.2f s, longest %.2f s | — |\n", r.P50.Seconds(), r.P99.Seconds(), r.Max.Seconds())
 	fmt.Fprintf(&b, "| model requests open at once, at most | %d | all %d turns |\n", r.ModelPeakOpen, r.Turns)
