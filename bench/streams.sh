@@ -9,7 +9,8 @@
 # listens on 127.0.0.1; the whole run takes about a minute.
 #
 #   bench/streams.sh                         results in bench/streams.md
-#   PROFILE=1 KEEP=1 bench/streams.sh        also heap and goroutine profiles of the service at the peak
+#   PROFILE=1 KEEP=1 bench/streams.sh        also CPU, heap and goroutine profiles of the service as its memory grows
+#   GOMEMLIMIT_SERVICE=600MiB bench/streams.sh   the service with Go's soft memory limit
 #   TURNS=200 CHATS=20 TENANTS=2 OUT=/tmp/s.md bench/streams.sh   briefly (./test.sh)
 set -euo pipefail
 cd "$(dirname "$0")/.."
