@@ -297,7 +297,7 @@ type streamsResult struct {
 	TenantShortest        time.Duration // shortest span of 31 calls to one tenant
 	StreamOver            int
 	StreamShortest        time.Duration // shortest gap between two updates of a stream
-	Posting               time.Duration // from the first POST to the last one answered
+	Posting               time.Duration // from the first POST to the last one's 202
 	P50, P99, Max         time.Duration
 	ServiceRSS, LoadRSS   int64
 	ServiceCPU            time.Duration
@@ -320,7 +320,6 @@ type point struct {
 	Anon, File  int64         // of which anonymous memory, and mapped files' pages
 	ModelOpen   int64
 	Finals      int
-	Goroutines  int // the service's, at a profile only
 	ProfileFile string
 }
 
