@@ -57,8 +57,9 @@ export TEAMSBOT_TEST_DATABASE_URL="postgres:///postgres?host=$pgdir&user=teamsbo
 go vet ./...
 go test "$@" ./...
 # Every benchmark once, so none of them rots between measurements: the
-# packages' Go benchmarks, then the two load benchmarks briefly (one round
-# of a second, a small store, results to a temporary folder), so that
+# packages' Go benchmarks, then the three load benchmarks briefly (one round
+# of a second, a small store, 200 slow streamed turns, results to a
+# temporary folder), so that
 # every script under bench/ runs as docs/performance.md shows it. The
 # load benchmarks' tables of such short runs mean nothing: their output is
 # shown only when one fails.
@@ -77,7 +78,9 @@ ROUNDS=1 SECONDS_PER=1 VIEWS=2000 PROFILE=1 OUT="$benchout/side-by-side.md" \
 	quiet "$benchout/side-by-side.log" bench/side-by-side.sh
 BENCHTIME=1x ROUNDS=1 SECONDS_PER=1 OUT="$benchout/replicas.md" \
 	quiet "$benchout/replicas.log" bench/replicas.sh
-echo "test.sh: bench/side-by-side.sh and bench/replicas.sh ran once, briefly"
+TURNS=200 CHATS=20 TENANTS=2 OUT="$benchout/streams.md" \
+	quiet "$benchout/streams.log" bench/streams.sh
+echo "test.sh: bench/side-by-side.sh, bench/replicas.sh and bench/streams.sh ran once, briefly"
 rm -rf "$benchout"
 # The Bot Framework endpoint runs many turns at once: prove it race-free.
 go test -race ./bot/...

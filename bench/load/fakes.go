@@ -75,16 +75,39 @@ type fakes struct {
 	mu      sync.Mutex
 	waiters map[string]chan struct{}
 
-	messages, typing, tokens, other atomic.Int64
+	// observe, when set, is told of every activity the connector takes.
+	observe func(connectorCall)
+
+	messages, typing, tokens, other, ids atomic.Int64
+}
+
+// connectorCall is one activity the Bot Connector took, as observe sees
+// it: At is stamped as the handler starts, before the body is read, the
+// earliest moment Go's server gives a request to a handler.
+type connectorCall struct {
+	At           time.Time
+	Conversation string
+	Type         string
+	// StreamType and StreamID come from a streaminfo entity, if any;
+	// AssignedID is the id the connector answered with (a stream's first
+	// update gets the stream's id so).
+	StreamType, StreamID, AssignedID string
+	Body                             []byte
 }
 
 // startFakes starts the fakes; dir receives the certificate.
 func startFakes(ctx context.Context, dir string) (*fakes, error) {
+	return startObservedFakes(ctx, dir, nil)
+}
+
+// startObservedFakes starts the fakes with observe told of each activity
+// the connector takes, from its handler's goroutine.
+func startObservedFakes(ctx context.Context, dir string, observe func(connectorCall)) (*fakes, error) {
 	key, err := rsa.GenerateKey(rand.Reader, 2048)
 	if err != nil {
 		return nil, fmt.Errorf("signing key: %w", err)
 	}
-	f := &fakes{key: key, waiters: map[string]chan struct{}{}}
+	f := &fakes{key: key, waiters: map[string]chan struct{}{}, observe: observe}
 
 	pl, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -221,6 +244,7 @@ func (f *fakes) forget(activityID string) {
 // /v3/conversations/{id}/activities[/{activityId}]: it checks the bot
 // token, reads the activity, and answers with a ResourceResponse.
 func (f *fakes) connector(w http.ResponseWriter, r *http.Request) {
+	at := time.Now()
 	rest, ok := strings.CutPrefix(r.URL.Path, "/v3/conversations/")
 	parts := strings.Split(rest, "/")
 	if !ok || len(parts) < 2 || len(parts) > 3 || parts[1] != "activities" || (r.Method != http.MethodPost && r.Method != http.MethodPut) {
@@ -236,6 +260,11 @@ func (f *fakes) connector(w http.ResponseWriter, r *http.Request) {
 	var a struct {
 		Type      string `json:"type"`
 		ReplyToID string `json:"replyToId"`
+		Entities  []struct {
+			Type       string `json:"type"`
+			StreamID   string `json:"streamId"`
+			StreamType string `json:"streamType"`
+		} `json:"entities"`
 	}
 	if err != nil || json.Unmarshal(body, &a) != nil || a.Type == "" {
 		writeJSON(w, http.StatusBadRequest, map[string]any{"error": map[string]any{"code": "BadArgument"}})
@@ -245,7 +274,18 @@ func (f *fakes) connector(w http.ResponseWriter, r *http.Request) {
 	if len(parts) == 3 {
 		replyTo = parts[2]
 	}
-	n := f.typing.Load() + f.messages.Load()
+	// Every answer names an activity of its own: a stream's id is its
+	// first update's.
+	id := "1:" + strconv.FormatInt(f.ids.Add(1), 10)
+	if f.observe != nil {
+		c := connectorCall{At: at, Conversation: parts[0], Type: a.Type, AssignedID: id, Body: body}
+		for _, e := range a.Entities {
+			if e.Type == "streaminfo" {
+				c.StreamType, c.StreamID = e.StreamType, e.StreamID
+			}
+		}
+		f.observe(c)
+	}
 	if a.Type == "message" {
 		f.messages.Add(1)
 		f.mu.Lock()
@@ -262,7 +302,7 @@ func (f *fakes) connector(w http.ResponseWriter, r *http.Request) {
 	if r.Method == http.MethodPut {
 		status = http.StatusOK
 	}
-	writeJSON(w, status, map[string]any{"id": "1:" + strconv.FormatInt(n+1, 10)})
+	writeJSON(w, status, map[string]any{"id": id})
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {

@@ -3,8 +3,10 @@
 // a Bot Connector over https), drives teamsbot and two reference bots with
 // the same Teams messages in alternating rounds, drives the view path
 // against a no-op floor, measures the store with many views, and writes a
-// Markdown table of the figures with their ratios. All load goes to
-// 127.0.0.1 and is bounded in count and time.
+// Markdown table of the figures with their ratios. It also measures the
+// replicas on PostgreSQL (bench/replicas.sh) and many slow streamed turns
+// at once against a fake streaming model (bench/streams.sh). All load goes
+// to 127.0.0.1 and is bounded in count and time.
 //
 // Usage:
 //
@@ -13,6 +15,7 @@
 //	load noop -addr ADDR
 //	load store -dir DIR [-views 1000000]
 //	load replicas -teamsbot BIN -database URL [-rounds 3] [-seconds 3] [-out FILE]
+//	load streams -teamsbot BIN [-turns 10000] [-chats 1000] [-tenants 100] [-out FILE] [-profile] [-gomemlimit SIZE]
 package main
 
 import (
@@ -39,7 +42,7 @@ func main() {
 // run is the whole program, so that a test can call it.
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if len(args) < 2 {
-		return errors.New("usage: load side-by-side|floorbot|noop|store|replicas [flags]")
+		return errors.New("usage: load side-by-side|floorbot|noop|store|replicas|streams [flags]")
 	}
 	fs := flag.NewFlagSet("load "+args[1], flag.ContinueOnError)
 	fs.SetOutput(stderr)
@@ -104,6 +107,23 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			return errors.New("replicas: -teamsbot and -database are required")
 		}
 		return replicas(ctx, o, stdout, stderr)
+	case "streams":
+		var o streamsOptions
+		fs.StringVar(&o.teamsbot, "teamsbot", "", "the teamsbot binary (required)")
+		fs.IntVar(&o.turns, "turns", 10_000, "turns in flight at once")
+		fs.IntVar(&o.chats, "chats", 1_000, "personal chats they come from")
+		fs.IntVar(&o.tenants, "tenants", 100, "tenants the chats are in")
+		fs.StringVar(&o.out, "out", "", "write the Markdown results here too")
+		fs.StringVar(&o.dir, "dir", "", "working folder (default: a new temporary one)")
+		fs.BoolVar(&o.profile, "profile", false, "save the service's heap, allocation and goroutine profiles at the model's peak to the working folder")
+		fs.StringVar(&o.goMemLimit, "gomemlimit", "", "the service's GOMEMLIMIT (Go's soft memory limit, e.g. 600MiB; default: none)")
+		if err := fs.Parse(args[2:]); err != nil {
+			return err
+		}
+		if o.teamsbot == "" {
+			return errors.New("streams: -teamsbot is required")
+		}
+		return streams(ctx, o, stdout, stderr)
 	case "side-by-side":
 		var o sideOptions
 		fs.StringVar(&o.teamsbot, "teamsbot", "", "the teamsbot binary (required)")
