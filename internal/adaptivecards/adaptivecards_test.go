@@ -3,7 +3,6 @@ package adaptivecards_test
 import (
 	"encoding/json"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -11,6 +10,7 @@ import (
 	"testing"
 
 	"teamsbot/internal/adaptivecards"
+	"teamsbot/internal/testenv"
 )
 
 // The committed cards.js is exactly what build.mjs makes from the locked
@@ -18,24 +18,7 @@ import (
 // in package-lock.json, or an edit of entry.js, hostconfig.js or
 // markdown.js, without `go generate ./internal/adaptivecards` fails here.
 func TestCardsScriptIsBuiltFromTheLockedPackages(t *testing.T) {
-	if testing.Short() {
-		t.Skip("needs Node and the npm packages of package-lock.json; skipped under -short")
-	}
-	node, err := exec.LookPath("node")
-	if err != nil {
-		t.Fatalf("node is not installed: %v (./test.sh installs it)", err)
-	}
-	out := filepath.Join(t.TempDir(), "cards.js")
-	if b, err := exec.Command(node, "build.mjs", out).CombinedOutput(); err != nil {
-		t.Fatalf("build.mjs: %v (run npm ci at the repository root)\n%s", err, b)
-	}
-	built, err := os.ReadFile(out)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if string(built) != adaptivecards.Script() {
-		t.Fatalf("cards.js is not what the locked packages build (%d bytes built, %d committed): run go generate ./internal/adaptivecards", len(built), len(adaptivecards.Script()))
-	}
+	testenv.CheckBuiltFromTheLock(t, "go generate ./internal/adaptivecards", testenv.Bundle{Name: "cards.js", Committed: adaptivecards.Script()})
 }
 
 // package.json pins adaptivecards exactly, and the embedded script names

@@ -3,12 +3,12 @@ package fluent_test
 import (
 	"encoding/json"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"teamsbot/internal/fluent"
+	"teamsbot/internal/testenv"
 )
 
 // The committed fluent.js and fluent.css are exactly what build.mjs makes
@@ -17,28 +17,7 @@ import (
 // without `go generate ./internal/fluent` fails here, so what the binary
 // embeds cannot drift from what the lock names.
 func TestFluentIsBuiltFromTheLockedPackages(t *testing.T) {
-	if testing.Short() {
-		t.Skip("needs Node and the npm packages of package-lock.json; skipped under -short")
-	}
-	node, err := exec.LookPath("node")
-	if err != nil {
-		t.Fatalf("node is not installed: %v (./test.sh installs it)", err)
-	}
-	dir := t.TempDir()
-	js, css := filepath.Join(dir, "fluent.js"), filepath.Join(dir, "fluent.css")
-	if b, err := exec.Command(node, "build.mjs", js, css).CombinedOutput(); err != nil {
-		t.Fatalf("build.mjs: %v (run npm ci at the repository root)\n%s", err, b)
-	}
-	for _, f := range []struct{ path, committed string }{{js, fluent.Script()}, {css, fluent.CSS()}} {
-		built, err := os.ReadFile(f.path)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if string(built) != f.committed {
-			t.Errorf("%s is not what the locked packages build (%d bytes built, %d committed): run go generate ./internal/fluent",
-				filepath.Base(f.path), len(built), len(f.committed))
-		}
-	}
+	testenv.CheckBuiltFromTheLock(t, "go generate ./internal/fluent", testenv.Bundle{Name: "fluent.js", Committed: fluent.Script()}, testenv.Bundle{Name: "fluent.css", Committed: fluent.CSS()})
 }
 
 // package.json pins the web components exactly, and the embedded script

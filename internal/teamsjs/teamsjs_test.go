@@ -4,12 +4,12 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"teamsbot/internal/teamsjs"
+	"teamsbot/internal/testenv"
 )
 
 // The committed teams.js is exactly what build.mjs makes from the locked
@@ -17,24 +17,7 @@ import (
 // or an edit of entry.js, without `go generate ./internal/teamsjs` fails
 // here, so the embedded script cannot drift from what the lock names.
 func TestTeamsScriptIsBuiltFromTheLockedPackages(t *testing.T) {
-	if testing.Short() {
-		t.Skip("needs Node and the npm packages of package-lock.json; skipped under -short")
-	}
-	node, err := exec.LookPath("node")
-	if err != nil {
-		t.Fatalf("node is not installed: %v (./test.sh installs it)", err)
-	}
-	out := filepath.Join(t.TempDir(), "teams.js")
-	if b, err := exec.Command(node, "build.mjs", out).CombinedOutput(); err != nil {
-		t.Fatalf("build.mjs: %v (run npm ci at the repository root)\n%s", err, b)
-	}
-	built, err := os.ReadFile(out)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if string(built) != teamsjs.Script() {
-		t.Fatalf("teams.js is not what the locked packages build (%d bytes built, %d committed): run go generate ./internal/teamsjs", len(built), len(teamsjs.Script()))
-	}
+	testenv.CheckBuiltFromTheLock(t, "go generate ./internal/teamsjs", testenv.Bundle{Name: "teams.js", Committed: teamsjs.Script()})
 }
 
 // package.json pins teams-js exactly (a 2.x of 2.19 or later, which the
