@@ -5,7 +5,6 @@ import (
 	"container/list"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -171,18 +170,19 @@ func (d *decodedTurns) get(h store.HistoryTurn) ([]Message, error) {
 	return msgs, nil
 }
 
-// remember keeps the run's turn (its messages from the person's on) in
-// the conversation's memory, through the data rules.
-func (r *runState) remember(ctx context.Context, conversation string, msgs []Message) error {
+// turnToKeep is the run's turn (its messages from the person's on) as the
+// conversation's memory keeps it, through the data rules; nil when the
+// run keeps none. The run's save writes it in the run's own commit.
+func (r *runState) turnToKeep(ctx context.Context, conversation string, msgs []Message) (*store.HistoryTurn, error) {
 	s := r.svc
 	if turns, _ := r.agent.cfg.Memory.bounds(); s.opts.Store == nil || conversation == "" || turns == 0 || len(msgs) == 0 {
-		return nil
+		return nil, nil
 	}
 	rules := r.agent.rules
 	if s.opts.Access != nil {
 		tenant, err := s.opts.Access.TenantRules(ctx, r.person.TenantID)
 		if err != nil {
-			return fmt.Errorf("agent: the tenant's data rules cannot be read, so the turn is not kept: %w", err)
+			return nil, fmt.Errorf("agent: the tenant's data rules cannot be read, so the turn is not kept: %w", err)
 		}
 		rules = rules.with(tenant)
 	}
@@ -206,14 +206,10 @@ func (r *runState) remember(ctx context.Context, conversation string, msgs []Mes
 	}
 	b, err := json.Marshal(kept)
 	if err != nil {
-		return fmt.Errorf("agent: encoding the turn: %w", err)
+		return nil, fmt.Errorf("agent: encoding the turn: %w", err)
 	}
-	_, err = s.opts.Store.AppendTurn(ctx, store.HistoryTurn{
+	return &store.HistoryTurn{
 		TenantID: r.person.TenantID, ConversationID: conversation, RunID: r.id, AgentID: r.agent.cfg.ID,
 		UserID: r.person.UserID, UserName: r.person.Name, At: s.now(), Messages: b, Tokens: tokensOf(b),
-	})
-	if err != nil && !errors.Is(err, context.Canceled) {
-		return fmt.Errorf("agent: keeping the turn: %w", err)
-	}
-	return err
+	}, nil
 }

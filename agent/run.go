@@ -130,23 +130,26 @@ func (s *Service) Run(ctx context.Context, req Request) (Answer, error) {
 		}
 	}
 
-	// The run is recorded even when ctx ended during it: the tool calls it
-	// made happened, and the audit log must say so.
-	if err := s.save(context.WithoutCancel(ctx), r); err != nil {
-		return r.answer, errors.Join(runErr, err)
-	}
 	// A turn that failed is not remembered: the next question starts
 	// from what was answered.
+	var turn *store.HistoryTurn
 	if runErr == nil {
-		if err := r.remember(context.WithoutCancel(ctx), req.Conversation, msgs[first:]); err != nil {
+		var err error
+		if turn, err = r.turnToKeep(context.WithoutCancel(ctx), req.Conversation, msgs[first:]); err != nil {
 			s.log.Warn("turn not kept in the conversation's memory", "run", r.id, "err", err)
 		}
+	}
+	// The run is recorded even when ctx ended during it: the tool calls it
+	// made happened, and the audit log must say so.
+	if err := s.save(context.WithoutCancel(ctx), r, turn); err != nil {
+		return r.answer, errors.Join(runErr, err)
 	}
 	return r.answer, runErr
 }
 
-// save writes the run, its views and its audit records in one SaveRun.
-func (s *Service) save(ctx context.Context, r *runState) error {
+// save writes the run, its views, its audit records and its turn of the
+// conversation's memory (when it keeps one) in one commit.
+func (s *Service) save(ctx context.Context, r *runState, turn *store.HistoryTurn) error {
 	if s.opts.Store == nil {
 		return nil
 	}
@@ -163,6 +166,17 @@ func (s *Service) save(ctx context.Context, r *runState) error {
 	}
 	for _, v := range r.answer.Views {
 		run.ViewIDs = append(run.ViewIDs, v.ID)
+	}
+	if turn != nil {
+		_, err := s.opts.Store.SaveRunWithTurn(ctx, run, r.views, r.audit, *turn)
+		if !errors.Is(err, store.ErrInvalid) {
+			if err != nil {
+				return fmt.Errorf("agent: saving run %s: %w", r.id, err)
+			}
+			return nil
+		}
+		// A turn the store refuses is left out; the run is kept.
+		s.log.Warn("turn not kept in the conversation's memory", "run", r.id, "err", err)
 	}
 	if err := s.opts.Store.SaveRun(ctx, run, r.views, r.audit); err != nil {
 		return fmt.Errorf("agent: saving run %s: %w", r.id, err)

@@ -100,6 +100,7 @@ func contract() []struct {
 		{"SweepHistory", testSweepHistory},
 		{"HistoryRefusals", testHistoryRefusals},
 		{"HistoryConcurrentAppends", testHistoryConcurrentAppends},
+		{"SaveRunWithTurn", testSaveRunWithTurn},
 	}
 }
 

@@ -178,16 +178,9 @@ func (s *Store) AppendTurn(ctx context.Context, t HistoryTurn) (HistoryTurn, err
 	if err := ctx.Err(); err != nil {
 		return HistoryTurn{}, err
 	}
-	t.Seq = 0 // the store numbers it
-	if t.At.IsZero() {
-		t.At = s.now()
-	}
-	if err := t.check(); err != nil {
-		return HistoryTurn{}, err
-	}
-	enc, err := encodeTurn(t)
+	t, enc, err := s.prepareTurn(t)
 	if err != nil {
-		return HistoryTurn{}, fmt.Errorf("%s: %w", t.name(), err)
+		return HistoryTurn{}, err
 	}
 	var seq uint64
 	err = s.write(ctx, false, func(w writer) error {
@@ -199,6 +192,24 @@ func (s *Store) AppendTurn(ctx context.Context, t HistoryTurn) (HistoryTurn, err
 	}
 	t.Seq = seq
 	return t, nil
+}
+
+// prepareTurn checks and encodes a turn to append, outside the
+// transaction: its Seq cleared (the store numbers it) and a zero At set
+// from the store's clock.
+func (s *Store) prepareTurn(t HistoryTurn) (HistoryTurn, encoded[HistoryTurn], error) {
+	t.Seq = 0
+	if t.At.IsZero() {
+		t.At = s.now()
+	}
+	if err := t.check(); err != nil {
+		return t, encoded[HistoryTurn]{}, err
+	}
+	enc, err := encodeTurn(t)
+	if err != nil {
+		return t, enc, fmt.Errorf("%s: %w", t.name(), err)
+	}
+	return t, enc, nil
 }
 
 // History returns the newest whole turns of a conversation of tenant

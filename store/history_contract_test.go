@@ -405,3 +405,82 @@ func testHistoryConcurrentAppends(t *testing.T, bk backend) {
 		}
 	}
 }
+
+// A run saved with its turn keeps both or neither: the turn is numbered
+// after the conversation's earlier ones and read back with the run; a turn
+// the store refuses, a run it refuses and a commit that fails (a revoked
+// view saved again) leave no run and no turn behind.
+func testSaveRunWithTurn(t *testing.T, bk backend) {
+	clk := newClock()
+	s, _ := openTemp(t, bk, clk)
+	ctx := context.Background()
+	const conv = "a:1personal-chat"
+	appendTurns(t, s, turn(conv, "default", "q0", 10))
+	html := []byte("<p>chart</p>")
+	run := func(id string) store.Run {
+		return store.Run{ID: id, AgentID: "default", TenantID: "tenant-a", UserID: "ada-oid", Text: "answer to " + id}
+	}
+	view := sampleView("view-1", clk.Now(), store.ViewLifetime)
+	view.TenantID = "tenant-a"
+	audit := []store.AuditRecord{{TenantID: "tenant-a", Action: "agent.run", Actor: "ada-oid"}}
+
+	got, err := s.SaveRunWithTurn(ctx, run("run-q1"), []store.NewView{{View: view, HTML: html}}, audit, turn(conv, "default", "q1", 20))
+	if err != nil {
+		t.Fatalf("SaveRunWithTurn: %v", err)
+	}
+	if got.Seq != 2 || got.At.IsZero() {
+		t.Errorf("SaveRunWithTurn returned Seq %d At %v, want Seq 2 and the store's clock", got.Seq, got.At)
+	}
+	if _, err := s.GetRun(ctx, "run-q1"); err != nil {
+		t.Errorf("GetRun after SaveRunWithTurn: %v", err)
+	}
+	if _, err := s.View(ctx, "view-1"); err != nil {
+		t.Errorf("View after SaveRunWithTurn: %v", err)
+	}
+	if recs, err := s.Audit(ctx, store.AuditQuery{TenantID: "tenant-a"}); err != nil || len(recs) != 1 {
+		t.Errorf("Audit after SaveRunWithTurn = %d records, %v; want 1", len(recs), err)
+	}
+	if diff := cmp.Diff([]string{"run-q0", "run-q1"}, runIDsOf(history(t, s, "tenant-a", conv, "default", 10, 1000))); diff != "" {
+		t.Errorf("History after SaveRunWithTurn (-want +got):\n%s", diff)
+	}
+
+	badTurn := turn(conv, "default", "q2", 5)
+	badTurn.Messages = json.RawMessage(`[{"role":`)
+	noConv := turn("", "default", "q3", 5)
+	twice := []store.NewView{{View: sampleView("view-2", clk.Now(), time.Hour), HTML: html}, {View: sampleView("view-2", clk.Now(), time.Hour), HTML: html}}
+	for _, c := range []struct {
+		name  string
+		run   store.Run
+		views []store.NewView
+		turn  store.HistoryTurn
+	}{
+		{"turn with broken JSON", run("run-q2"), nil, badTurn},
+		{"turn without a conversation", run("run-q3"), nil, noConv},
+		{"run with a view twice", run("run-q4"), twice, turn(conv, "default", "q4", 5)},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			_, err := s.SaveRunWithTurn(ctx, c.run, c.views, nil, c.turn)
+			if !errors.Is(err, store.ErrInvalid) {
+				t.Fatalf("SaveRunWithTurn = %v, want ErrInvalid", err)
+			}
+			if _, err := s.GetRun(ctx, c.run.ID); !errors.Is(err, store.ErrNotFound) {
+				t.Errorf("GetRun after a refused SaveRunWithTurn = %v, want ErrNotFound", err)
+			}
+		})
+	}
+
+	// The view is revoked; a run saving it again fails in the commit, and
+	// its turn goes with it.
+	if err := s.RevokeView(ctx, "tenant-a", "view-1", "admin-1"); err != nil {
+		t.Fatalf("RevokeView: %v", err)
+	}
+	if _, err := s.SaveRunWithTurn(ctx, run("run-q5"), []store.NewView{{View: view, HTML: html}}, nil, turn(conv, "default", "q5", 5)); !errors.Is(err, store.ErrRevoked) {
+		t.Fatalf("SaveRunWithTurn of a revoked view = %v, want ErrRevoked", err)
+	}
+	if _, err := s.GetRun(ctx, "run-q5"); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("GetRun after a failed commit = %v, want ErrNotFound", err)
+	}
+	if diff := cmp.Diff([]string{"run-q0", "run-q1"}, runIDsOf(history(t, s, "tenant-a", conv, "default", 10, 1000))); diff != "" {
+		t.Errorf("History after refused saves (-want +got):\n%s", diff)
+	}
+}

@@ -71,6 +71,39 @@ func (s *Store) SaveRun(ctx context.Context, run Run, views []NewView, audit []A
 	return nil
 }
 
+// SaveRunWithTurn is SaveRun and AppendTurn of the run's turn of its
+// conversation, in one commit: a run is kept with its turn or not at all,
+// and the turn costs no commit of its own, which every run of a
+// conversation would otherwise wait for after its save. The turn is
+// checked as AppendTurn checks it (ErrInvalid, and nothing is written);
+// it returns the turn as stored, its Seq set.
+func (s *Store) SaveRunWithTurn(ctx context.Context, run Run, views []NewView, audit []AuditRecord, turn HistoryTurn) (HistoryTurn, error) {
+	if err := ctx.Err(); err != nil {
+		return HistoryTurn{}, err
+	}
+	op, err := s.prepareRun(run, views, audit)
+	if err != nil {
+		return HistoryTurn{}, err
+	}
+	turn, enc, err := s.prepareTurn(turn)
+	if err != nil {
+		return HistoryTurn{}, err
+	}
+	var seq uint64
+	err = s.write(ctx, false, func(w writer) error {
+		seq = 0
+		if err := op.apply(w); err != nil {
+			return err
+		}
+		return w.appendTurn(enc, func(n uint64) { seq = n })
+	})
+	if err != nil {
+		return HistoryTurn{}, fmt.Errorf("store: save run %s with its %s: %w", run.ID, turn.name(), err)
+	}
+	turn.Seq = seq
+	return turn, nil
+}
+
 // preparedRun is a SaveRun checked and encoded outside the transaction.
 type preparedRun struct {
 	run   encoded[Run]
