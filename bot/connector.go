@@ -10,7 +10,6 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"net/http/httptrace"
 	"net/url"
 	"strconv"
 	"strings"
@@ -283,17 +282,7 @@ func (c *connector) do(ctx context.Context, conv, method, target string, body an
 				return fmt.Errorf("%w: %s %s: waiting for the conversation's send rate: %w", ErrConnector, method, redactPath(target), err)
 			}
 		}
-		reqCtx := ctx
-		if c.pacer != nil {
-			// The send's time is checked once more as it is about to be
-			// written (pacer.sending); should ctx end meanwhile, the
-			// request fails with it.
-			tenant := tenantOf(ctx)
-			reqCtx = httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{GotConn: func(httptrace.GotConnInfo) {
-				_ = c.pacer.sending(ctx, tenant, conv)
-			}})
-		}
-		req, err := http.NewRequestWithContext(reqCtx, method, target, bytes.NewReader(payload))
+		req, err := http.NewRequestWithContext(ctx, method, target, bytes.NewReader(payload))
 		if err != nil {
 			return fmt.Errorf("%w: %w", ErrConnector, err)
 		}
@@ -302,6 +291,16 @@ func (c *connector) do(ctx context.Context, conv, method, target string, body an
 		}
 		if tok != "" {
 			req.Header.Set("Authorization", "Bearer "+tok)
+		}
+		if c.pacer != nil {
+			// The send's time is checked once more as the request
+			// leaves (pacer.sending), before it takes a connection:
+			// a send held there would hold its place on an HTTP/2
+			// connection, and thousands held at once made the
+			// transport dial a connection for each new one.
+			if err := c.pacer.sending(ctx, tenantOf(ctx), conv); err != nil {
+				return fmt.Errorf("%w: %s %s: waiting for the conversation's send rate: %w", ErrConnector, method, redactPath(target), err)
+			}
 		}
 		resp, err := c.client.Do(req)
 		if err != nil {

@@ -100,15 +100,15 @@ func (p *pacer) turn(ctx context.Context, key string, ws []window, kind string) 
 	return err
 }
 
-// sending holds a send, as its request gets its connection and just
-// before it is written, until the times at which sends were written to
-// conversation (and tenant) keep every window, and then records its own.
-// wait gave the send its time, but it may have been held since (waiting
-// for a connection, or for a core when thousands of turns share two), and
-// sends held together would reach Teams together: 10,000 streamed turns
-// at once (BenchmarkSlowStreams) counted thousands of calls over a
-// tenant's limit at the connector without this second look. Sends that
-// kept their times pass at once.
+// sending holds a send, as its request leaves for the connector, until
+// the times at which sends left for conversation (and tenant) keep every
+// window, and then records its own. wait gave the send its time, but it
+// may have been held since (fetching a token, or waiting for a core when
+// thousands of turns share two), and sends held together would reach
+// Teams together: 10,000 streamed turns at once (BenchmarkSlowStreams)
+// counted thousands of calls over a tenant's limit at the connector
+// without this second look. Sends that kept their times pass at once. It
+// runs before the request takes a connection, never while it holds one.
 func (p *pacer) sending(ctx context.Context, tenant, conversation string) error {
 	for {
 		p.mu.Lock()
