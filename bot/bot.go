@@ -210,6 +210,9 @@ type Bot struct {
 	// streamQuiet is the longest an open stream goes without an update
 	// (streamQuiet; shorter in tests).
 	streamQuiet time.Duration
+	// streamMax is how long a stream stays open before it closes itself
+	// (streamMax; shorter in tests).
+	streamMax time.Duration
 
 	// ctx lives as long as the service: turns run under it, not under the
 	// request that started them.
@@ -293,6 +296,7 @@ func New(opts Options) (*Bot, error) {
 		sem:     make(chan struct{}, opts.MaxConcurrentTurns),
 
 		streamQuiet: streamQuiet,
+		streamMax:   streamMax,
 	}
 	b.agentID = opts.AgentID
 	if ids := opts.Agent.Agents(); opts.AgentID == "" && len(ids) > 0 {

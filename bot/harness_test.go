@@ -86,6 +86,8 @@ type setup struct {
 	stageView bool
 	// streamQuiet is the bot's streamQuiet; zero keeps the service's.
 	streamQuiet time.Duration
+	// streamMax is the bot's streamMax; zero keeps the service's.
+	streamMax time.Duration
 }
 
 // The credentials a harness can give the bot.
@@ -317,6 +319,9 @@ func newHarness(t testing.TB, s setup) *harness {
 	}
 	if s.streamQuiet > 0 {
 		b.streamQuiet = s.streamQuiet
+	}
+	if s.streamMax > 0 {
+		b.streamMax = s.streamMax
 	}
 	h.bot = b
 	e := echo.New()

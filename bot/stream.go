@@ -53,11 +53,20 @@ type progress struct {
 	text string
 	// answer is the answer's text so far, as the model writes it.
 	answer string
-	wake   chan struct{} // signalled, without blocking, on each change
+	// changed, when set, is called on each change, outside mu: the
+	// stream's look at what to send.
+	changed func()
 	// first, when set, is called once, on the answer's first words: a
 	// personal chat opens its stream then, rather than wait.
 	first     func()
 	firstOnce sync.Once
+}
+
+// watch makes f the progress's changed.
+func (p *progress) watch(f func()) {
+	p.mu.Lock()
+	p.changed = f
+	p.mu.Unlock()
 }
 
 // maxStreamText bounds the answer's text in one streaming update: the
@@ -73,14 +82,13 @@ func (p *progress) delta(d string) {
 	if len(p.answer) < maxStreamText {
 		p.answer = textclip.Clip(p.answer+d, maxStreamText)
 	}
-	first := p.first
+	first, changed := p.first, p.changed
 	p.mu.Unlock()
 	if first != nil {
 		p.firstOnce.Do(first)
 	}
-	select {
-	case p.wake <- struct{}{}:
-	default:
+	if changed != nil {
+		changed()
 	}
 }
 
@@ -101,17 +109,17 @@ func newProgress(question string) *progress {
 	if q != "" {
 		text = cards.StreamWorkingOn(q)
 	}
-	return &progress{text: text, wake: make(chan struct{}, 1)}
+	return &progress{text: text}
 }
 
 // step is the agent's Request.Progress.
 func (p *progress) step(s agent.Step) {
 	p.mu.Lock()
 	p.text = cards.StreamCalling(textclip.Clip(s.Tool, 64), textclip.Clip(s.Server, 64))
+	changed := p.changed
 	p.mu.Unlock()
-	select {
-	case p.wake <- struct{}{}:
-	default:
+	if changed != nil {
+		changed()
 	}
 }
 
@@ -121,19 +129,35 @@ func (p *progress) now() string {
 	return p.text
 }
 
-// stream is one open streaming message.
+// stream is one open streaming message. It has no goroutine of its own
+// while it waits: a change of the run's progress, or one of its timers,
+// looks at what to send (look), and an update goes out in a goroutine
+// that lives as long as its send. Thousands of slow runs at once hold
+// thousands of streams, and each goroutine held its stack.
 type stream struct {
-	b        *Bot
-	a        *schema.Activity
-	id       string
-	seq      int
-	stopOnce sync.Once
-	stopped  chan struct{} // closed by stop
-	done     chan struct{} // closed when the updater has returned
-	// closed is set by the updater when it had to end the stream itself
-	// (its time ran out, or Teams refused an update): the answer then
-	// goes out as ordinary new messages. Read after done.
-	closed bool
+	b       *Bot
+	a       *schema.Activity
+	p       *progress
+	ctx     context.Context
+	id      string
+	started time.Time
+
+	mu      sync.Mutex
+	seq     int
+	last    string    // the text of the last update sent
+	sent    time.Time // when it was sent
+	sending bool      // an update, or the closing message, is on its way
+	again   bool      // the stream was quiet for streamQuiet: send the current update again
+	waiting bool      // next is set for the next update's time
+	expired bool      // streamMax has passed: the stream closes itself
+	halted  bool      // stop was called or ctx ended: nothing more is sent
+	// closed is set when the stream had to end itself (its time ran
+	// out, or Teams refused an update): the answer then goes out as
+	// ordinary new messages. Read after stop.
+	closed             bool
+	next, quiet, limit *time.Timer
+	stopWatch          func() bool // ends the watch of ctx
+	sends              sync.WaitGroup
 }
 
 // startStream opens a stream in a's personal chat with the run's current
@@ -141,15 +165,21 @@ type stream struct {
 // stop. It returns nil when Teams would not open one (the answer then
 // takes the ordinary path).
 func (b *Bot) startStream(ctx context.Context, a *schema.Activity, p *progress) *stream {
-	s := &stream{b: b, a: a, seq: 1, stopped: make(chan struct{}), done: make(chan struct{})}
+	s := &stream{b: b, a: a, p: p, ctx: ctx, seq: 1, started: time.Now()}
 	last, answering := p.shown()
 	id, err := b.conn.Send(ctx, a.ServiceURL, a.Conversation.ID, "", s.update(last, answering))
 	if err != nil || id == "" {
 		b.logger.Warn("streaming message not started; using the working card", "conversation", a.Conversation.ID, "err", err)
 		return nil
 	}
-	s.id = id
-	go s.run(ctx, p, last)
+	s.mu.Lock()
+	s.id, s.last, s.sent = id, last, time.Now()
+	s.limit = time.AfterFunc(b.streamMax, s.expire)
+	s.quiet = time.AfterFunc(b.streamQuiet, s.quieted)
+	s.stopWatch = context.AfterFunc(ctx, s.halt)
+	s.mu.Unlock()
+	p.watch(s.changed)
+	s.changed() // what changed while the stream opened
 	return s
 }
 
@@ -167,67 +197,135 @@ func (s *stream) update(text string, answering bool) *outActivity {
 	return out
 }
 
-// run sends the run's progress as it changes, at most once a second, and
-// again when the stream has been quiet for the bot's streamQuiet, until
-// stop; it closes the stream itself when streamMax has passed.
-func (s *stream) run(ctx context.Context, p *progress, last string) {
-	defer close(s.done)
-	started, sent := time.Now(), time.Now()
-	limit := time.NewTimer(streamMax)
-	defer limit.Stop()
-	quiet := time.NewTimer(s.b.streamQuiet)
-	defer quiet.Stop()
-	for {
-		again := false
-		select {
-		case <-s.stopped:
-			return
-		case <-ctx.Done():
-			return
-		case <-limit.C:
-			s.closed = true
-			out := s.b.outgoing(s.a, schema.Message)
-			out.Text = cards.StreamTakingAWhile
-			out.Entities = []any{streamEntity{Type: "streaminfo", StreamID: s.id, StreamType: "final"}}
-			if _, err := s.b.conn.Send(ctx, s.a.ServiceURL, s.a.Conversation.ID, "", out); err != nil {
-				s.b.logger.Warn("closing the streaming message failed", "conversation", s.a.Conversation.ID, "err", err, "open_for", time.Since(started))
+// changed is the progress's changed: the run's progress moved on.
+func (s *stream) changed() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.look()
+}
+
+// quieted is the quiet timer's: the current update goes again.
+func (s *stream) quieted() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.again = true
+	s.look()
+}
+
+// expire is the limit timer's: the stream closes itself with a word that
+// the answer follows.
+func (s *stream) expire() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.expired = true
+	s.look()
+}
+
+// tick is the next timer's: an update's time has come.
+func (s *stream) tick() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.waiting = false
+	s.look()
+}
+
+// look decides, with s.mu held, what the stream sends next: nothing while
+// an update is on its way (it looks again when it is done) or once halted;
+// the closing message once expired; otherwise the run's progress when it
+// changed (or the quiet time passed), at most once every streamEvery:
+// sooner, the next timer is set for its time. Teams takes one request of
+// a stream at a time, each after the previous one succeeded.
+func (s *stream) look() {
+	if s.sending || s.halted {
+		return
+	}
+	if s.expired {
+		s.halted, s.closed = true, true
+		s.stopTimers()
+		out := s.b.outgoing(s.a, schema.Message)
+		out.Text = cards.StreamTakingAWhile
+		out.Entities = []any{streamEntity{Type: "streaminfo", StreamID: s.id, StreamType: "final"}}
+		s.sending = true
+		s.sends.Go(func() { s.send(out, "", true) })
+		return
+	}
+	text, answering := s.p.shown()
+	if text == s.last && !s.again {
+		return
+	}
+	if wait := streamEvery - time.Since(s.sent); wait > 0 {
+		if !s.waiting {
+			s.waiting = true
+			if s.next == nil {
+				s.next = time.AfterFunc(wait, s.tick)
+			} else {
+				s.next.Reset(wait)
 			}
-			return
-		case <-quiet.C:
-			again = true
-		case <-p.wake:
 		}
-		if wait := streamEvery - time.Since(sent); wait > 0 {
-			select {
-			case <-time.After(wait):
-			case <-s.stopped:
-				return
-			case <-ctx.Done():
-				return
-			}
+		return
+	}
+	s.again = false
+	s.seq++
+	out := s.update(text, answering)
+	s.sending = true
+	s.sends.Go(func() { s.send(out, text, false) })
+}
+
+// send sends out, an update showing text or the closing message, and
+// looks again once it is done.
+func (s *stream) send(out *outActivity, text string, closing bool) {
+	_, err := s.b.conn.Send(s.ctx, s.a.ServiceURL, s.a.Conversation.ID, "", out)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.sending = false
+	switch {
+	case closing:
+		if err != nil {
+			s.b.logger.Warn("closing the streaming message failed", "conversation", s.a.Conversation.ID, "err", err, "open_for", time.Since(s.started))
 		}
-		text, answering := p.shown()
-		if text == last && !again {
-			continue
+		return
+	case err != nil:
+		// Teams refused the stream (its time ran out, or streaming is
+		// not allowed): the answer goes out the ordinary way.
+		s.b.logger.Warn("streaming update refused; the answer will be a new message", "conversation", s.a.Conversation.ID, "err", err)
+		s.halted, s.closed = true, true
+		s.stopTimers()
+		return
+	}
+	s.last, s.sent = text, time.Now()
+	s.quiet.Reset(s.b.streamQuiet)
+	s.look()
+}
+
+// halt ends the updates (stop, or ctx's end) without waiting for one on
+// its way.
+func (s *stream) halt() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.halted = true
+	s.stopTimers()
+}
+
+// stopTimers stops the stream's timers, with s.mu held.
+func (s *stream) stopTimers() {
+	for _, t := range []*time.Timer{s.next, s.quiet, s.limit} {
+		if t != nil {
+			t.Stop()
 		}
-		s.seq++
-		if _, err := s.b.conn.Send(ctx, s.a.ServiceURL, s.a.Conversation.ID, "", s.update(text, answering)); err != nil {
-			// Teams refused the stream (its time ran out, or streaming
-			// is not allowed): the answer goes out the ordinary way.
-			s.b.logger.Warn("streaming update refused; the answer will be a new message", "conversation", s.a.Conversation.ID, "err", err)
-			s.closed = true
-			return
-		}
-		last, sent = text, time.Now()
-		quiet.Reset(s.b.streamQuiet)
 	}
 }
 
-// stop ends the updates and waits for the updater; it reports whether the
-// stream is still open for its final message.
+// stop ends the updates and waits for the one on its way, if any; it
+// reports whether the stream is still open for its final message.
 func (s *stream) stop() bool {
-	s.stopOnce.Do(func() { close(s.stopped) })
-	<-s.done
+	s.p.watch(nil)
+	s.halt()
+	s.sends.Wait()
+	if s.stopWatch != nil {
+		s.stopWatch()
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	return !s.closed
 }
 

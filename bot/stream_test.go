@@ -3,7 +3,9 @@ package bot
 import (
 	"encoding/json"
 	"net/http"
+	"slices"
 	"strings"
+	"teamsbot/cards"
 	"testing"
 	"time"
 )
@@ -188,5 +190,41 @@ func TestQuietStreamRepeatsItsUpdate(t *testing.T) {
 		if gap := times[i].Sub(times[i-1]); gap < time.Second {
 			t.Errorf("update %d came %v after the one before, sooner than the quiet time", i+1, gap)
 		}
+	}
+}
+
+// A run that outlasts the stream's time closes the stream itself, with a
+// final message that says the answer will follow, sent once the update on
+// its way (if any) is done; no update follows it, and the answer comes as
+// a new message of its own.
+func TestStreamThatOutlivesItsTimeClosesItself(t *testing.T) {
+	release := make(chan struct{})
+	started := make(chan struct{}, 1)
+	h := newHarness(t, setup{workingAfter: time.Millisecond, streamMax: 2500 * time.Millisecond}.withTool("slow", "wait_for_release", held(started, release, "done waiting")))
+	if s, b := h.send(h.copilotMessage("", "a:outlived", "q-1", "/wait_for_release {}")); s != http.StatusAccepted {
+		t.Fatalf("%d %s", s, b)
+	}
+	<-started
+	closing := func(c received) bool {
+		return c.Activity.Type == "message" && strings.Contains(string(c.Raw), `"streamType":"final"`) &&
+			c.Activity.Text == cards.StreamTakingAWhile
+	}
+	h.conn.waitFor(t, "the stream closed by the bot", func(c []received) bool { return slices.ContainsFunc(c, closing) })
+	close(release)
+	h.conn.waitFor(t, "the answer as a new message", func(c []received) bool {
+		return slices.ContainsFunc(c, func(x received) bool {
+			return x.Activity.Type == "message" && len(x.Activity.Attachments) > 0 && !strings.Contains(string(x.Raw), "streaminfo")
+		})
+	})
+	h.shutdown()
+	calls := h.conn.snapshot()
+	i := slices.IndexFunc(calls, closing)
+	for _, c := range calls[i+1:] {
+		if strings.Contains(string(c.Raw), "streaminfo") {
+			t.Errorf("a stream activity after the stream closed: %s", c.Raw)
+		}
+	}
+	if n := len(slices.DeleteFunc(slices.Clone(calls), func(c received) bool { return !closing(c) })); n != 1 {
+		t.Errorf("the stream was closed %d times, want once", n)
 	}
 }
