@@ -25,6 +25,7 @@ import (
 	"github.com/openai/openai-go/v3/packages/ssestream"
 	"github.com/openai/openai-go/v3/shared"
 
+	"teamsbot/internal/dialgate"
 	"teamsbot/internal/netaddr"
 	"teamsbot/internal/textclip"
 )
@@ -104,6 +105,12 @@ func NewOpenAIModel(cfg ModelConfig, o OpenAIOptions) (*OpenAIModel, error) {
 	transport := o.Transport
 	if transport == nil {
 		transport = http.DefaultTransport
+	}
+	if t, ok := transport.(*http.Transport); ok && t.DialTLSContext == nil && t.DialTLS == nil {
+		// Every run's answer is a long request to this one host: a
+		// burst of them shares HTTP/2 connections instead of dialling
+		// one each.
+		transport = dialgate.New(t.Clone())
 	}
 	opts := []option.RequestOption{
 		option.WithBaseURL(root),

@@ -14,6 +14,7 @@ import (
 	"strconv"
 	"strings"
 	"teamsbot/internal/clientcred"
+	"teamsbot/internal/dialgate"
 	"teamsbot/internal/netaddr"
 	"teamsbot/internal/retry"
 	"teamsbot/internal/textclip"
@@ -56,11 +57,18 @@ var (
 	ErrNotInConversation = fmt.Errorf("%w: the bot is not in the conversation (403)", ErrConnector)
 )
 
-// newHTTPClient returns a client with timeouts at every step and enough
-// idle connections per host that concurrent turns reuse them instead of
-// opening a connection each.
+// newHTTPClient returns a client with timeouts at every step, enough idle
+// connections per host that concurrent turns reuse them instead of
+// opening a connection each, and one TLS dial at a time per host, so that
+// a burst of sends shares HTTP/2 connections instead of dialling one each
+// (dialgate).
 func newHTTPClient() *http.Client {
-	tr := &http.Transport{
+	return &http.Client{Transport: dialgate.New(newTransport()), Timeout: 30 * time.Second}
+}
+
+// newTransport is newHTTPClient's transport, before its dials are gated.
+func newTransport() *http.Transport {
+	return &http.Transport{
 		Proxy: http.ProxyFromEnvironment,
 		DialContext: (&net.Dialer{
 			Timeout:   5 * time.Second,
@@ -74,7 +82,6 @@ func newHTTPClient() *http.Client {
 		MaxIdleConnsPerHost:   128,
 		ForceAttemptHTTP2:     true,
 	}
-	return &http.Client{Transport: tr, Timeout: 30 * time.Second}
 }
 
 // botTokens is the bot's own token for the Bot Connector: one

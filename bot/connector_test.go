@@ -10,6 +10,7 @@ import (
 	"runtime"
 	"strings"
 	"sync"
+	"teamsbot/internal/dialgate"
 	"testing"
 	"time"
 )
@@ -341,8 +342,14 @@ func TestDefaultClientHasTimeouts(t *testing.T) {
 	for name, c := range map[string]*http.Client{
 		"connector": h.bot.conn.client, "token": h.bot.conn.tokens.src.HTTPClient(), "keys": h.bot.validator.client,
 	} {
-		tr, ok := c.Transport.(*http.Transport)
-		if !ok || c.Timeout <= 0 || tr.ResponseHeaderTimeout <= 0 || tr.TLSHandshakeTimeout <= 0 || tr.DialContext == nil {
+		var tr *http.Transport
+		switch rt := c.Transport.(type) {
+		case *http.Transport:
+			tr = rt
+		case *dialgate.Transport:
+			tr = rt.Base()
+		}
+		if tr == nil || c.Timeout <= 0 || tr.ResponseHeaderTimeout <= 0 || tr.TLSHandshakeTimeout <= 0 || tr.DialContext == nil {
 			t.Errorf("%s client: timeout %v, transport %#v", name, c.Timeout, c.Transport)
 		}
 	}

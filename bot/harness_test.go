@@ -27,6 +27,7 @@ import (
 	"teamsbot/access"
 	"teamsbot/agent"
 	"teamsbot/internal/clientcred"
+	"teamsbot/internal/dialgate"
 	"teamsbot/internal/netaddr"
 	"teamsbot/internal/testenv"
 	"teamsbot/internal/web"
@@ -112,7 +113,7 @@ type serviceAccount struct {
 // the network.
 func loopbackClient() *http.Client {
 	c := newHTTPClient()
-	tr := c.Transport.(*http.Transport).Clone()
+	tr := newTransport()
 	tr.Proxy = nil
 	dial := tr.DialContext
 	tr.DialContext = func(ctx context.Context, network, addr string) (net.Conn, error) {
@@ -122,7 +123,7 @@ func loopbackClient() *http.Client {
 		}
 		return dial(ctx, network, addr)
 	}
-	c.Transport = tr
+	c.Transport = dialgate.New(tr)
 	return c
 }
 
