@@ -66,6 +66,17 @@ func serve(ctx context.Context, cfg config, env environment, stdout io.Writer, l
 	if getenv("GOGC") == "" {
 		debug.SetGCPercent(defaultGCPercent)
 	}
+	if getenv("GOMEMLIMIT") == "" {
+		self, _ := os.ReadFile("/proc/self/cgroup")
+		switch n, from, err := containerMemoryLimit(cgroupRoot, ownCgroup(string(self))); {
+		case err != nil:
+			logger.Warn("no soft memory limit: the container's limit cannot be read; set GOMEMLIMIT", "err", err)
+		case n > 0:
+			soft := softMemoryLimit(n)
+			debug.SetMemoryLimit(soft)
+			logger.Info("soft memory limit set from the container's", "limit_bytes", n, "soft_limit_bytes", soft, "from", from)
+		}
+	}
 	// A certificate that runs out stops every reply and every group lookup
 	// at once; a month's warning leaves time to upload the next one.
 	if end := cfg.BotCredential.NotAfter(); !end.IsZero() && time.Until(end) < certificateWarning {
@@ -427,6 +438,9 @@ func originPort(o netaddr.Origin) string {
 	}
 	return "80"
 }
+
+// cgroupRoot is where the container's cgroup files are (memlimit.go).
+const cgroupRoot = "/sys/fs/cgroup"
 
 // defaultGCPercent is the garbage collector's target unless GOGC is set.
 const defaultGCPercent = 200
