@@ -18,6 +18,8 @@ type metrics struct {
 	throttled        *prometheus.CounterVec
 	sendQueue        prometheus.Gauge
 	paced            *prometheus.CounterVec
+	// streamUpdatesSkipped counts stream updates left for the next one.
+	streamUpdatesSkipped prometheus.Counter
 }
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
@@ -38,6 +40,8 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			"Sends waiting for their turn under Teams' per-conversation and per-tenant rate limits."),
 		paced: d.CounterVec("teamsbot_bot_sends_paced_total",
 			"Sends held back to stay under Teams' rate limits, by the limit that held them: conversation or tenant.", "limit"),
+		streamUpdatesSkipped: d.Counter("teamsbot_bot_stream_updates_skipped_total",
+			"Streaming updates not sent because their place under Teams' rate limits would come more than a second later; the next update carries their text."),
 		feedback: d.CounterVec("teamsbot_bot_feedback_total",
 			"Feedback on answers (Teams' feedback buttons), by reaction: like, dislike, unknown.", "reaction"),
 	}

@@ -2,6 +2,7 @@ package bot
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"time"
 )
@@ -61,7 +62,8 @@ func newPacer(now func() time.Time, sleep func(context.Context, time.Duration) e
 // only once the conversation's has come, so a busy conversation's queued
 // sends hold no places in the tenant's queue that another conversation
 // could use. A wait that would pass ctx's deadline fails at once, taking
-// no place in the queue.
+// no place in the queue, and so does one longer than ctx's patience
+// (withPatience), with errPaceBusy.
 func (p *pacer) wait(ctx context.Context, tenant, conversation string) error {
 	if err := p.turn(ctx, "c\x00"+conversation, p.conversation, "conversation"); err != nil {
 		return err
@@ -82,6 +84,10 @@ func (p *pacer) turn(ctx context.Context, key string, ws []window, kind string) 
 	if dl, ok := ctx.Deadline(); ok && delay > 0 && dl.Before(at) {
 		p.mu.Unlock()
 		return context.DeadlineExceeded
+	}
+	if patience, ok := ctx.Value(patienceKey{}).(time.Duration); ok && delay > patience {
+		p.mu.Unlock()
+		return errPaceBusy
 	}
 	q.take(at)
 	if delay <= 0 {
@@ -198,6 +204,22 @@ func withTenant(ctx context.Context, tenant string) context.Context {
 		return ctx
 	}
 	return context.WithValue(ctx, tenantKey{}, tenant)
+}
+
+// errPaceBusy is a send given up because its place under the rate limits
+// would come later than its patience allows (withPatience).
+var errPaceBusy = errors.New("bot: the conversation's or the tenant's sends are queued past this send's patience")
+
+// patienceKey carries, in a send's context, how long the send may wait
+// for its place under the rate limits.
+type patienceKey struct{}
+
+// withPatience marks ctx's sends as worth sending only if their place
+// under the rate limits comes within d: a stream's update, which the next
+// one replaces, must not queue before the answers of other turns of the
+// tenant.
+func withPatience(ctx context.Context, d time.Duration) context.Context {
+	return context.WithValue(ctx, patienceKey{}, d)
 }
 
 // tenantOf is the tenant withTenant named, or "".

@@ -2,6 +2,7 @@ package bot
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"sync"
 	"time"
@@ -36,6 +37,9 @@ const (
 	// proactive messaging in custom engine agents"), and a tool call may
 	// take longer.
 	streamQuiet = 30 * time.Second
+	// streamPatience is how long an update may wait for its place under
+	// Teams' rate limits before it is left for the next one.
+	streamPatience = time.Second
 )
 
 // streamEntity is the streaminfo entity of a streaming activity.
@@ -246,7 +250,7 @@ func (s *stream) look() {
 		out.Text = cards.StreamTakingAWhile
 		out.Entities = []any{streamEntity{Type: "streaminfo", StreamID: s.id, StreamType: "final"}}
 		s.sending = true
-		s.sends.Go(func() { s.send(out, "", true) })
+		s.sends.Go(func() { s.send(s.ctx, out, "", true) })
 		return
 	}
 	text, answering := s.p.shown()
@@ -264,21 +268,38 @@ func (s *stream) look() {
 		}
 		return
 	}
+	ctx := s.ctx
+	if !s.again {
+		// The update waits for its place under the rate limits no
+		// longer than streamPatience: the next one would carry its
+		// text, and the tenant's other turns need the places for their
+		// answers. A repeat of a quiet stream waits as long as it
+		// takes, or the stream would end.
+		ctx = withPatience(ctx, streamPatience)
+	}
 	s.again = false
 	s.seq++
 	out := s.update(text, answering)
 	s.sending = true
-	s.sends.Go(func() { s.send(out, text, false) })
+	s.sends.Go(func() { s.send(ctx, out, text, false) })
 }
 
 // send sends out, an update showing text or the closing message, and
 // looks again once it is done.
-func (s *stream) send(out *outActivity, text string, closing bool) {
-	_, err := s.b.conn.Send(s.ctx, s.a.ServiceURL, s.a.Conversation.ID, "", out)
+func (s *stream) send(ctx context.Context, out *outActivity, text string, closing bool) {
+	_, err := s.b.conn.Send(ctx, s.a.ServiceURL, s.a.Conversation.ID, "", out)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.sending = false
 	switch {
+	case !closing && errors.Is(err, errPaceBusy):
+		// Not sent, and not numbered: the next look, a second on,
+		// sends what the run shows then.
+		s.seq--
+		s.b.metrics.streamUpdatesSkipped.Inc()
+		s.sent = time.Now()
+		s.look()
+		return
 	case closing:
 		if err != nil {
 			s.b.logger.Warn("closing the streaming message failed", "conversation", s.a.Conversation.ID, "err", err, "open_for", time.Since(s.started))

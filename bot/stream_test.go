@@ -2,12 +2,14 @@ package bot
 
 import (
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"slices"
 	"strings"
-	"teamsbot/cards"
 	"testing"
 	"time"
+
+	"teamsbot/cards"
 )
 
 // streamParts is what a streaming activity carries, as Microsoft's "Stream
@@ -226,5 +228,48 @@ func TestStreamThatOutlivesItsTimeClosesItself(t *testing.T) {
 	}
 	if n := len(slices.DeleteFunc(slices.Clone(calls), func(c received) bool { return !closing(c) })); n != 1 {
 		t.Errorf("the stream was closed %d times, want once", n)
+	}
+}
+
+// While a tenant's sends are queued past a second (seventy questions in
+// as many group chats of the tenant at once, each with its typing
+// indicator, working card and answer), a stream's updates are not sent but
+// left for the next one, so that they take none of the places the answers
+// need; the stream still ends in its final message with the whole answer,
+// its updates numbered without a gap, and every other answer arrives.
+func TestStreamUpdatesGiveWayWhenTheTenantIsBusy(t *testing.T) {
+	pieces := []string{"The quarter ", "closed at ", "4.2 million, ", "up 12 percent ", "on the last one, ", "with ", "three new ", "customers."}
+	h := newHarness(t, setup{realClock: true, streamAfter: time.Millisecond, model: pacedModel(t, pieces, 500*time.Millisecond, 0)})
+	if s, b := h.send(h.message("personal", "a:streaming", "s-1", "how did the quarter go?")); s != http.StatusAccepted {
+		t.Fatalf("%d %s", s, b)
+	}
+	h.conn.waitFor(t, "the stream opened", func(c []received) bool {
+		return slices.ContainsFunc(c, func(x received) bool {
+			return x.ConversationID == "a:streaming" && strings.Contains(string(x.Raw), "streaminfo")
+		})
+	})
+	for i := range 70 {
+		if s, b := h.send(h.message("groupChat", fmt.Sprintf("19:busy-%d@thread.v2", i), fmt.Sprintf("b-%d", i), "how did the quarter go?")); s != http.StatusAccepted {
+			t.Fatalf("%d %s", s, b)
+		}
+	}
+	h.conn.waitFor(t, "the streamed answer", func(c []received) bool {
+		_, f := streamed(h, "a:streaming")
+		return f != nil
+	})
+	for i := range 70 {
+		h.conn.waitFor(t, "the busy answers", hasReplyTo(fmt.Sprintf("b-%d", i)))
+	}
+	if got := counterValue(t, h.reg, "teamsbot_bot_stream_updates_skipped_total", nil); got < 1 {
+		t.Errorf("teamsbot_bot_stream_updates_skipped_total = %v, want the updates that gave way counted", got)
+	}
+	updates, final := streamed(h, "a:streaming")
+	if !strings.Contains(fmt.Sprint(final.Attachments), "three new customers") {
+		t.Errorf("final message without the whole answer: %+v", final)
+	}
+	for i, u := range updates {
+		if s := u.Entities[0].StreamSequence; s == nil || *s != i+1 {
+			t.Fatalf("update %d numbered %v, want %d: updates numbered without a gap", i, s, i+1)
+		}
 	}
 }
