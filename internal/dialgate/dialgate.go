@@ -6,9 +6,10 @@
 // has none: when thousands of requests go to one host at once (a model's
 // streamed answers, the Bot Connector's sends) each starts its own TLS
 // handshake, and the connections that win are kept although one of them
-// would have carried hundreds of the requests. The gate lets one TLS dial
-// at a time per address; a request waiting to dial that was meanwhile
-// given a connection (the new one, shared by HTTP/2) gives its dial up.
+// would have carried hundreds of the requests. The gate lets a few TLS
+// dials at a time per address; a request waiting to dial that was
+// meanwhile given a connection (a new one, shared by HTTP/2) gives its
+// dial up at once.
 package dialgate
 
 import (
@@ -39,7 +40,7 @@ const settle = 2 * time.Millisecond
 // connections; t must not have a DialTLSContext or DialTLS of its own.
 // Requests through a proxy are not gated (net/http dials those itself).
 func New(t *http.Transport) *Transport {
-	g := &gate{busy: map[string]chan struct{}{}, dial: t.DialContext, tls: t.TLSClientConfig, timeout: t.TLSHandshakeTimeout}
+	g := &gate{hosts: map[string]*host{}, dial: t.DialContext, tls: t.TLSClientConfig, timeout: t.TLSHandshakeTimeout}
 	if g.dial == nil {
 		g.dial = (&net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}).DialContext
 	}
@@ -63,17 +64,27 @@ type attemptKey struct{}
 // new one each time it retries on another connection.
 type tracker struct{ cur atomic.Pointer[attempt] }
 
-// attempt is one wait for a connection; served once it has one.
-type attempt struct{ served atomic.Bool }
+// attempt is one wait for a connection; served is closed once it has one.
+type attempt struct {
+	served chan struct{}
+	once   sync.Once
+}
+
+func newAttempt() *attempt { return &attempt{served: make(chan struct{})} }
+
+func (a *attempt) serve() { a.once.Do(func() { close(a.served) }) }
 
 // RoundTrip implements http.RoundTripper.
 func (tr *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	k := &tracker{}
-	k.cur.Store(&attempt{})
+	k.cur.Store(newAttempt())
 	ctx := context.WithValue(req.Context(), attemptKey{}, k)
 	ctx = httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{
-		GetConn: func(string) { k.cur.Store(&attempt{}) },
-		GotConn: func(httptrace.GotConnInfo) { k.cur.Load().served.Store(true) },
+		// A new attempt means the request is done with the one
+		// before (it was given a connection that could not take it):
+		// the earlier attempt's dial is not needed either.
+		GetConn: func(string) { k.cur.Swap(newAttempt()).serve() },
+		GotConn: func(httptrace.GotConnInfo) { k.cur.Load().serve() },
 	})
 	return tr.t.RoundTrip(req.WithContext(ctx))
 }
@@ -82,55 +93,89 @@ func (tr *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 // http.Client asks of its transport.
 func (tr *Transport) CloseIdleConnections() { tr.t.CloseIdleConnections() }
 
-// gate lets one dial at a time per address.
+// maxDials is how many TLS dials to one address may be under way at once:
+// more than one, so that a dial whose SYN or handshake is lost does not
+// hold up every other request to the host until it times out.
+const maxDials = 2
+
+// gate lets maxDials dials at a time per address.
 type gate struct {
 	mu      sync.Mutex
-	busy    map[string]chan struct{} // closed when the address's dial ends
+	hosts   map[string]*host
 	dial    func(ctx context.Context, network, addr string) (net.Conn, error)
 	tls     *tls.Config
 	timeout time.Duration
 }
 
+// host is an address's dials under way; ended is closed, and replaced,
+// each time one of them ends.
+type host struct {
+	dialing int
+	ended   chan struct{}
+}
+
 func (g *gate) dialTLS(ctx context.Context, network, addr string) (net.Conn, error) {
-	var a *attempt
+	served := make(<-chan struct{}) // never, for a request not marked by Transport
 	if k, ok := ctx.Value(attemptKey{}).(*tracker); ok {
-		a = k.cur.Load()
+		served = k.cur.Load().served
 	}
-	var mine chan struct{}
-	for mine == nil {
+	h, err := g.enter(ctx, addr, served)
+	if err != nil {
+		return nil, err
+	}
+	defer g.leave(addr, h)
+	return g.handshake(ctx, network, addr)
+}
+
+// enter waits for a place among addr's dials. It gives up, with
+// errNotNeeded, as soon as the request was given a connection (served),
+// and after each dial that ends it lets the new connection settle before
+// it looks again.
+func (g *gate) enter(ctx context.Context, addr string, served <-chan struct{}) (*host, error) {
+	for {
 		g.mu.Lock()
-		ch, busy := g.busy[addr]
-		if !busy {
-			mine = make(chan struct{})
-			g.busy[addr] = mine
+		h := g.hosts[addr]
+		if h == nil {
+			h = &host{ended: make(chan struct{})}
+			g.hosts[addr] = h
 		}
+		if h.dialing < maxDials {
+			h.dialing++
+			g.mu.Unlock()
+			return h, nil
+		}
+		ended := h.ended
 		g.mu.Unlock()
-		if !busy {
-			break
-		}
 		select {
-		case <-ch:
+		case <-ended:
+		case <-served:
+			return nil, errNotNeeded
 		case <-ctx.Done():
 			return nil, ctx.Err()
 		}
 		t := time.NewTimer(settle)
 		select {
 		case <-t.C:
+		case <-served:
+			t.Stop()
+			return nil, errNotNeeded
 		case <-ctx.Done():
 			t.Stop()
 			return nil, ctx.Err()
 		}
-		if a != nil && a.served.Load() {
-			return nil, errNotNeeded
-		}
 	}
-	defer func() {
-		g.mu.Lock()
-		delete(g.busy, addr)
-		g.mu.Unlock()
-		close(mine)
-	}()
-	return g.handshake(ctx, network, addr)
+}
+
+// leave ends one of addr's dials and wakes the dials waiting for a place.
+func (g *gate) leave(addr string, h *host) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	h.dialing--
+	close(h.ended)
+	h.ended = make(chan struct{})
+	if h.dialing == 0 {
+		delete(g.hosts, addr)
+	}
 }
 
 // handshake dials addr and makes the TLS handshake, offering HTTP/2 and

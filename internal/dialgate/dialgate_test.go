@@ -94,10 +94,9 @@ func burst(t *testing.T, s *server, rt http.RoundTripper, n int) []string {
 	return protos
 }
 
-// 600 requests at once to an HTTP/2 server that takes 100 streams on a
-// connection are carried by a handful of connections, each dialled once
-// the one before it was full; without the gate net/http dials one for
-// nearly every request.
+// 400 requests at once to an HTTP/2 server that takes 100 streams on a
+// connection are carried by a handful of connections, two dialled at a
+// time; without the gate net/http dials one for nearly every request.
 func TestBurstSharesConnections(t *testing.T) {
 	const n = 400
 	plain := newServer(t, true, 100)
@@ -111,8 +110,11 @@ func TestBurstSharesConnections(t *testing.T) {
 	}
 	got := s.conns.Load()
 	t.Logf("%d requests at once: %d connections gated, %d without the gate", n, got, plain.conns.Load())
-	if got < n/100 || got > 2*n/100 {
-		t.Errorf("%d requests at once, 100 streams a connection: %d connections, want %d to %d", n, got, n/100, 2*n/100)
+	// Four would carry them all; a few more are dialled when a dial
+	// waiting for its place looks before the new connection reached its
+	// request (a busy machine), never one a request.
+	if got < n/100 || got > 4*n/100 {
+		t.Errorf("%d requests at once, 100 streams a connection: %d connections, want %d to %d", n, got, n/100, 4*n/100)
 	}
 }
 
