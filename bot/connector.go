@@ -299,18 +299,28 @@ func (c *connector) do(ctx context.Context, conv, method, target string, body an
 		if tok != "" {
 			req.Header.Set("Authorization", "Bearer "+tok)
 		}
+		release := func() {}
 		if c.pacer != nil {
-			// The send's time is checked once more as the request
-			// leaves (pacer.sending), before it takes a connection:
-			// a send held there would hold its place on an HTTP/2
-			// connection, and thousands held at once made the
-			// transport dial a connection for each new one.
-			if err := c.pacer.sending(ctx, tenantOf(ctx), conv); err != nil {
+			// The send takes its place among the conversation's and the
+			// tenant's sends under way (pacer.inFlight), then its time
+			// is checked once more as the request leaves
+			// (pacer.sending), before it takes a connection: a send
+			// held there would hold its place on an HTTP/2 connection,
+			// and thousands held at once made the transport dial a
+			// connection for each new one.
+			var err error
+			if release, err = c.pacer.inFlight(ctx, tenantOf(ctx), conv); err == nil {
+				if err = c.pacer.sending(ctx, tenantOf(ctx), conv); err != nil {
+					release()
+				}
+			}
+			if err != nil {
 				return fmt.Errorf("%w: %s %s: waiting for the conversation's send rate: %w", ErrConnector, method, redactPath(target), err)
 			}
 		}
 		resp, err := c.client.Do(req)
 		if err != nil {
+			release()
 			if !c.retry.Again(idempotent, 0, err) {
 				return fmt.Errorf("%w: %s %s: %w", ErrConnector, method, redactPath(target), err)
 			}
@@ -321,6 +331,7 @@ func (c *connector) do(ctx context.Context, conv, method, target string, body an
 		}
 		data, rerr := io.ReadAll(io.LimitReader(resp.Body, maxResponseBytes))
 		resp.Body.Close()
+		release() // answered: the send has reached the connector
 		switch {
 		case resp.StatusCode >= 200 && resp.StatusCode < 300:
 			if out != nil && len(bytes.TrimSpace(data)) > 0 {

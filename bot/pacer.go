@@ -3,6 +3,7 @@ package bot
 import (
 	"context"
 	"errors"
+	"slices"
 	"sync"
 	"time"
 )
@@ -18,6 +19,20 @@ func conversationWindows() []window {
 }
 
 func tenantWindows() []window { return []window{{1050 * time.Millisecond, 25}} }
+
+// Teams counts a send when it arrives; the pacer hands out the times at
+// which sends leave, and a send may be held on the way (a busy core, a
+// connection's queue) and arrive with later ones. So each conversation and
+// each tenant also bounds its sends under way, from their second look
+// (sending) until their answer: at most the difference between Teams'
+// limit and the pacer's count in its shortest window. In any second then,
+// at most the pacer's count of sends leave and at most that many more,
+// sent earlier, arrive with them: 6 + 1 = 7 for a conversation, 25 + 5 =
+// 30 for a tenant, however long any of them was held.
+const (
+	conversationInFlight = 7 - 6
+	tenantInFlight       = 30 - 25
+)
 
 // window is a limit: at most n operations in any span of d.
 type window struct {
@@ -42,6 +57,16 @@ type pacer struct {
 	queues  map[string]*paceQueue
 	waiting int // sends waiting for their time, for the metrics
 	onWait  func(waiting int, kind string)
+	// underWay are the conversations' and tenants' sends under way
+	// (inFlight), by key; a key with none is forgotten.
+	underWay map[string]*underWay
+}
+
+// underWay is one key's sends under way and the sends waiting to be, in
+// the order they came; a send that leaves hands its place to the first.
+type underWay struct {
+	n       int
+	waiters []chan struct{}
 }
 
 // paceQueue holds the times handed out for one key, oldest first, as long
@@ -52,7 +77,7 @@ type paceQueue struct {
 }
 
 func newPacer(now func() time.Time, sleep func(context.Context, time.Duration) error, onWait func(int, string)) *pacer {
-	return &pacer{now: now, sleep: sleep, queues: map[string]*paceQueue{}, onWait: onWait,
+	return &pacer{now: now, sleep: sleep, queues: map[string]*paceQueue{}, underWay: map[string]*underWay{}, onWait: onWait,
 		conversation: conversationWindows(), tenantLimits: tenantWindows()}
 }
 
@@ -140,6 +165,83 @@ func (p *pacer) sending(ctx context.Context, tenant, conversation string) error 
 		if err := p.sleep(ctx, at.Sub(now)); err != nil {
 			return err
 		}
+	}
+}
+
+// inFlight takes the send's place among conversation's sends under way,
+// then among tenant's (when known), waiting in order for one when all are
+// taken, and returns the function that gives both back once the send is
+// answered. A send with a patience (withPatience) waits for them no longer
+// than it, and gives up with errPaceBusy.
+func (p *pacer) inFlight(ctx context.Context, tenant, conversation string) (release func(), err error) {
+	if patience, ok := ctx.Value(patienceKey{}).(time.Duration); ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeoutCause(ctx, patience, errPaceBusy)
+		defer cancel()
+	}
+	ckey := "ic\x00" + conversation
+	if err := p.enter(ctx, ckey, conversationInFlight); err != nil {
+		return nil, err
+	}
+	if tenant == "" {
+		return func() { p.leave(ckey) }, nil
+	}
+	tkey := "it\x00" + tenant
+	if err := p.enter(ctx, tkey, tenantInFlight); err != nil {
+		p.leave(ckey)
+		return nil, err
+	}
+	return func() { p.leave(tkey); p.leave(ckey) }, nil
+}
+
+// enter takes one of key's max places under way, or waits in order for
+// one until ctx ends (with its cause: errPaceBusy past a patience).
+func (p *pacer) enter(ctx context.Context, key string, max int) error {
+	p.mu.Lock()
+	u := p.underWay[key]
+	if u == nil {
+		u = &underWay{}
+		p.underWay[key] = u
+	}
+	if u.n < max {
+		u.n++
+		p.mu.Unlock()
+		return nil
+	}
+	turn := make(chan struct{})
+	u.waiters = append(u.waiters, turn)
+	p.mu.Unlock()
+	select {
+	case <-turn:
+		return nil
+	case <-ctx.Done():
+	}
+	p.mu.Lock()
+	if i := slices.Index(u.waiters, turn); i >= 0 {
+		u.waiters = slices.Delete(u.waiters, i, i+1)
+		p.mu.Unlock()
+		return context.Cause(ctx)
+	}
+	p.mu.Unlock()
+	// The place was handed over as ctx ended: hand it on.
+	p.leave(key)
+	return context.Cause(ctx)
+}
+
+// leave gives one of key's places back: to the first send waiting, or
+// free.
+func (p *pacer) leave(key string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	u := p.underWay[key]
+	if len(u.waiters) > 0 {
+		close(u.waiters[0])
+		u.waiters = slices.Delete(u.waiters, 0, 1)
+		return
+	}
+	u.n--
+	if u.n == 0 {
+		delete(p.underWay, key)
 	}
 }
 

@@ -3,11 +3,17 @@ package bot
 import (
 	"context"
 	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"slices"
 	"sort"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"teamsbot/internal/retry"
 	"teamsbot/internal/testenv"
 )
 
@@ -172,5 +178,69 @@ func TestPacerSpacesSendsHeldOnTheWay(t *testing.T) {
 	before := clk.Now()
 	if err := p.sending(ctx, "tenant-2", "elsewhere"); err != nil || !clk.Now().Equal(before) {
 		t.Errorf("a send on time was held %v (%v)", clk.Now().Sub(before), err)
+	}
+}
+
+// heldTransport holds every request until a moment, then lets them all
+// go at once, as a stalled connection or a core busy elsewhere holds sends
+// that already have their times.
+type heldTransport struct {
+	base  http.RoundTripper
+	until time.Time
+}
+
+func (h heldTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	time.Sleep(time.Until(h.until))
+	return h.base.RoundTrip(r)
+}
+
+// Sends held on the way after their last look at the pace still reach
+// Teams within its limits: 90 sends at once to 30 conversations of one
+// tenant, those that leave in the first 1.5 s held until then and written
+// together, arrive at a Bot Connector on loopback never more than 30 in a
+// second for the tenant, nor over a conversation's 7 in 1 s and 8 in 2 s,
+// since each conversation and the tenant bound their sends under way.
+func TestSendsHeldOnTheWayArriveWithinTeamsLimits(t *testing.T) {
+	var mu sync.Mutex
+	var all []time.Time
+	perConversation := map[string][]time.Time{}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		now := time.Now()
+		conv := strings.Split(strings.TrimPrefix(r.URL.Path, "/v3/conversations/"), "/")[0]
+		mu.Lock()
+		all = append(all, now)
+		perConversation[conv] = append(perConversation[conv], now)
+		mu.Unlock()
+		w.Header().Set("Content-Type", "application/json")
+		io.WriteString(w, `{"id":"1"}`)
+	}))
+	defer srv.Close()
+	c, _ := testConnector(t)
+	c.client = &http.Client{Transport: heldTransport{base: srv.Client().Transport, until: time.Now().Add(1500 * time.Millisecond)}}
+	c.pacer = newPacer(time.Now, retry.Sleep, func(int, string) {})
+	ctx := withTenant(context.Background(), "tenant-1")
+	var wg sync.WaitGroup
+	for i := range 90 {
+		wg.Go(func() {
+			if _, err := c.Send(ctx, srv.URL, fmt.Sprint("a:conv-", i%30), "", &outActivity{Type: "message", Text: "hi"}); err != nil {
+				t.Errorf("send %d: %v", i, err)
+			}
+		})
+	}
+	wg.Wait()
+	mu.Lock()
+	defer mu.Unlock()
+	slices.SortFunc(all, time.Time.Compare)
+	if w, over := overLimit(all, []window{{time.Second, 30}}); over {
+		t.Errorf("%d sends of one tenant arrived over its limit of %d in %v", len(all), w.n, w.d)
+	}
+	for conv, ts := range perConversation {
+		slices.SortFunc(ts, time.Time.Compare)
+		if w, over := overLimit(ts, documentedLimits); over {
+			t.Errorf("%s: sends arrived over the limit of %d in %v", conv, w.n, w.d)
+		}
+	}
+	if len(all) != 90 {
+		t.Errorf("%d sends arrived, want 90", len(all))
 	}
 }

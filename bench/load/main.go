@@ -15,7 +15,7 @@
 //	load noop -addr ADDR
 //	load store -dir DIR [-views 1000000]
 //	load replicas -teamsbot BIN -database URL [-rounds 3] [-seconds 3] [-out FILE]
-//	load streams -teamsbot BIN [-turns 10000] [-chats 1000] [-tenants 100] [-out FILE] [-profile] [-gomemlimit SIZE]
+//	load streams -teamsbot BIN [-turns 10000] [-chats 1000] [-tenants 100] [-out FILE] [-profile] [-gomemlimit SIZE] [-service-nice N]
 package main
 
 import (
@@ -116,6 +116,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		fs.StringVar(&o.out, "out", "", "write the Markdown results here too")
 		fs.StringVar(&o.dir, "dir", "", "working folder (default: a new temporary one)")
 		fs.BoolVar(&o.profile, "profile", false, "save the service's heap, allocation and goroutine profiles at the model's peak to the working folder")
+		fs.IntVar(&o.serviceNice, "service-nice", 0, "start the service under nice(1) with this increment over the load's niceness (0: as the load)")
 		fs.StringVar(&o.goMemLimit, "gomemlimit", "", "the service's GOMEMLIMIT (Go's soft memory limit, e.g. 600MiB; default: none)")
 		if err := fs.Parse(args[2:]); err != nil {
 			return err

@@ -18,6 +18,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 )
 
@@ -29,6 +30,11 @@ type streamsOptions struct {
 	// profile saves heap and goroutine profiles of the service while
 	// every turn is in flight.
 	profile bool
+	// serviceNice, when above zero, starts the service under nice(1)
+	// with this increment over the load's own niceness: run at a higher
+	// priority than the service (streams.sh as root), the load's fakes
+	// stamp each call when it arrives, not when two busy cores let them.
+	serviceNice int
 	// goMemLimit, when set, is the service's GOMEMLIMIT (Go's soft
 	// memory limit), to see what it does to the peak.
 	goMemLimit string
@@ -304,6 +310,7 @@ type streamsResult struct {
 	Elapsed               time.Duration
 	Profiles              string
 	GoMemLimit            string
+	LoadNice, ServiceNice int   // the processes' niceness
 	ProfileRSS            int64 // the service's resident set as the profiles were taken
 	// LagP99 and LagMax are how late the load process's goroutines
 	// woke from a 10 ms sleep during the load: the delay its own stamps
@@ -459,7 +466,11 @@ func streams(ctx context.Context, o streamsOptions, stdout, stderr io.Writer) er
 	if o.goMemLimit != "" {
 		env = append(env, "GOMEMLIMIT="+o.goMemLimit)
 	}
-	svc, err := startProc(ctx, "teamsbot", svcAddr, "/healthz", filepath.Join(dir, "teamsbot.log"), env, o.teamsbot)
+	argv := []string{o.teamsbot}
+	if o.serviceNice > 0 {
+		argv = append([]string{"nice", "-n", strconv.Itoa(o.serviceNice)}, argv...)
+	}
+	svc, err := startProc(ctx, "teamsbot", svcAddr, "/healthz", filepath.Join(dir, "teamsbot.log"), env, argv...)
 	if err != nil {
 		return err
 	}
@@ -597,6 +608,11 @@ func streams(ctx context.Context, o streamsOptions, stdout, stderr io.Writer) er
 
 	logf("%d turns at once from %d chats in %d tenants", o.turns, o.chats, o.tenants)
 	r := streamsResult{Turns: o.turns, Chats: o.chats, Tenants: o.tenants, GoMemLimit: o.goMemLimit}
+	if n, err := syscall.Getpriority(syscall.PRIO_PROCESS, 0); err == nil {
+		// The raw syscall answers 20 - nice.
+		r.LoadNice = 20 - n
+		r.ServiceNice = r.LoadNice + o.serviceNice
+	}
 	t0 := time.Now()
 	profiled := make(chan error, 1)
 	if o.profile {
@@ -828,6 +844,9 @@ func streamActivity(serviceURL, id, conv, tenant, text string) []byte {
 func streamsTable(r streamsResult) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "## %d slow streamed turns at once, teamsbot in its own process\n\n", r.Turns)
+	if r.LoadNice != r.ServiceNice {
+		fmt.Fprintf(&b, "The load process ran at niceness %d and the service at %d, so that the fakes stamp each call as it arrives.\n\n", r.LoadNice, r.ServiceNice)
+	}
 	if r.GoMemLimit != "" {
 		fmt.Fprintf(&b, "The service ran with `GOMEMLIMIT=%s`.\n\n", r.GoMemLimit)
 	}
