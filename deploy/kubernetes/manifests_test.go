@@ -279,6 +279,9 @@ func TestOverlaysAgreeWithTheImageAndTheService(t *testing.T) {
 			if ports["internal"] != internal {
 				t.Errorf("container port internal is %d; the internal listener is on %d (TICKETIQ_METRICS_ADDR %q)", ports["internal"], internal, effective["TICKETIQ_METRICS_ADDR"])
 			}
+			if ports["http"] != img.port || ports["internal"] != img.metricsPort {
+				t.Errorf("the container's ports are %d and %d; the image's are %d and %d", ports["http"], ports["internal"], img.port, img.metricsPort)
+			}
 			if len(c.Ports) != 2 {
 				t.Errorf("the container names %d ports; the service has two listeners", len(c.Ports))
 			}
@@ -300,6 +303,14 @@ func TestOverlaysAgreeWithTheImageAndTheService(t *testing.T) {
 			}
 			// /readyz is on the internal listener only once it is set: the
 			// Service must not route people to it.
+			if len(r.service.Spec.Selector) == 0 {
+				t.Error("the Service selects no pods")
+			}
+			for k, v := range r.service.Spec.Selector {
+				if r.deployment.Spec.Template.Labels[k] != v {
+					t.Errorf("the Service selects %s=%s, which the pods do not carry", k, v)
+				}
+			}
 			for _, sp := range r.service.Spec.Ports {
 				if portNumber(sp.TargetPort, ports) == internal {
 					t.Errorf("the Service exposes the internal port %d", internal)
