@@ -240,6 +240,9 @@ var notHere = map[string]struct{ why, instead string }{
 	"az": {
 		"it needs an Azure subscription and a signed-in tenant, and there is none here",
 		"nothing here runs them: the documents name the Microsoft document each step follows, and say which steps were not run"},
+	"atk": {
+		"the Microsoft 365 Agents Toolkit CLI is not installed here, and it signs in to a tenant",
+		"deploy/agents-toolkit's test validates m365agents.yml's shape and runs its teamsbot manifest step as the toolkit would"},
 }
 
 // runAsWritten are the programs besides teamsbot, curl and ./run.sh whose
@@ -256,9 +259,12 @@ var placeholders = map[string]string{
 	"<tenant id>":      "0b2d9c7e-4f1a-4c3b-9e8d-7a6b5c4d3e2f",
 	"<your host>":      "bot.example.com",
 	// docs/kubernetes.md and docs/azure.md.
-	"<database password>":  "docs-database-password",
-	"<database host>":      "teamsbot-pg.postgres.database.azure.com",
-	"<cluster issuer url>": "https://westeurope.oic.prod-aks.azure.com/0b2d9c7e-4f1a-4c3b-9e8d-7a6b5c4d3e2f/00000000-0000-0000-0000-000000000000/",
+	"<database password>":     "docs-database-password",
+	"<database host>":         "teamsbot-pg.postgres.database.azure.com",
+	"<cluster issuer url>":    "https://westeurope.oic.prod-aks.azure.com/0b2d9c7e-4f1a-4c3b-9e8d-7a6b5c4d3e2f/00000000-0000-0000-0000-000000000000/",
+	"<identity principal id>": "7d1e2f3a-4b5c-4d6e-8f70-8192a3b4c5d6",
+	"<registry id>":           "/subscriptions/00000000-0000-0000-0000-000000000000/resourceGroups/teamsbot-rg/providers/Microsoft.ContainerRegistry/registries/teamsbotregistry",
+	"<key vault id>":          "/subscriptions/00000000-0000-0000-0000-000000000000/resourceGroups/teamsbot-rg/providers/Microsoft.KeyVault/vaults/teamsbot-kv",
 }
 
 // exampleKeyID is the key id the documents retire; a command runs with a
