@@ -228,6 +228,23 @@ var elsewhere = map[string]struct{ why, instead string }{
 		"./test.sh runs the same benchmarks once (BENCHTIME=1x bench/run.sh)"},
 }
 
+// notHere lists the programs whose commands need what this machine does
+// not have (a Kubernetes cluster, an Azure subscription, Microsoft's own
+// tools signed in to a tenant), each with why and what checks their part
+// instead. Each must still be shown by some document, and the documents
+// say which of their steps were not run.
+var notHere = map[string]struct{ why, instead string }{
+	"kubectl": {
+		"it needs a Kubernetes cluster, and there is none here",
+		"deploy/kubernetes renders every overlay with kustomize's library (what kubectl apply -k runs), decodes each object strictly into the Kubernetes API types, runs teamsbot config on the overlays' settings and holds the guide's kubectl create secret and kubectl apply -k commands to the manifests"},
+	"az": {
+		"it needs an Azure subscription and a signed-in tenant, and there is none here",
+		"nothing here runs them: the documents name the Microsoft document each step follows, and say which steps were not run"},
+	"atk": {
+		"the Microsoft 365 Agents Toolkit CLI is not installed here, and it signs in to a tenant",
+		"deploy/agents-toolkit's test validates m365agents.yml's shape and runs its teamsbot manifest step as the toolkit would"},
+}
+
 // runAsWritten are the programs besides teamsbot, curl and ./run.sh whose
 // commands run here as the documents write them, in the document's
 // working folder.
@@ -241,6 +258,13 @@ var placeholders = map[string]string{
 	"<client secret>":  "docs-client-secret-never-printed",
 	"<tenant id>":      "0b2d9c7e-4f1a-4c3b-9e8d-7a6b5c4d3e2f",
 	"<your host>":      "bot.example.com",
+	// docs/kubernetes.md and docs/azure.md.
+	"<database password>":     "docs-database-password",
+	"<database host>":         "teamsbot-pg.postgres.database.azure.com",
+	"<cluster issuer url>":    "https://westeurope.oic.prod-aks.azure.com/0b2d9c7e-4f1a-4c3b-9e8d-7a6b5c4d3e2f/00000000-0000-0000-0000-000000000000/",
+	"<identity principal id>": "7d1e2f3a-4b5c-4d6e-8f70-8192a3b4c5d6",
+	"<registry id>":           "/subscriptions/00000000-0000-0000-0000-000000000000/resourceGroups/teamsbot-rg/providers/Microsoft.ContainerRegistry/registries/teamsbotregistry",
+	"<key vault id>":          "/subscriptions/00000000-0000-0000-0000-000000000000/resourceGroups/teamsbot-rg/providers/Microsoft.KeyVault/vaults/teamsbot-kv",
 }
 
 // exampleKeyID is the key id the documents retire; a command runs with a
@@ -304,6 +328,11 @@ func TestCommandsInDocs(t *testing.T) {
 	for cmd := range elsewhere {
 		if !slices.ContainsFunc(all, func(c command) bool { return c.text == cmd }) {
 			t.Errorf("elsewhere lists %q, which no document shows any more", cmd)
+		}
+	}
+	for prog := range notHere {
+		if !slices.ContainsFunc(all, func(c command) bool { w := program(c.text); return len(w) > 0 && w[0] == prog }) {
+			t.Errorf("notHere lists %s, which no document runs any more", prog)
 		}
 	}
 	var kinds []string
@@ -632,6 +661,8 @@ func (r *runner) block(blk []command) {
 				t.Errorf("%s: %s: %v\n%s", where, c.text, err, out)
 			}
 			r.count("other: run here as written")
+		case notHere[w[0]].why != "":
+			r.count(w[0] + ": not run here (" + notHere[w[0]].why + ")")
 		default:
 			if e, ok := elsewhere[c.text]; ok {
 				if e.why == "" || e.instead == "" {
