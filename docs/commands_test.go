@@ -153,44 +153,12 @@ func shellCommands(body []string) []struct {
 	return out
 }
 
-// words splits a command into shell words, enough for the commands of the
-// documents: quotes are taken off, a backslash-newline is a space.
-func words(s string) []string {
-	var out []string
-	var cur strings.Builder
-	in, quote := false, rune(0)
-	s = strings.ReplaceAll(s, "\\\n", " ")
-	for _, r := range s {
-		switch {
-		case quote != 0 && r == quote:
-			quote = 0
-		case quote != 0:
-			cur.WriteRune(r)
-		case r == '\'' || r == '"':
-			quote, in = r, true
-		case r == ' ' || r == '\t' || r == '\n':
-			if in {
-				out = append(out, cur.String())
-				cur.Reset()
-				in = false
-			}
-		default:
-			cur.WriteRune(r)
-			in = true
-		}
-	}
-	if in {
-		out = append(out, cur.String())
-	}
-	return out
-}
-
 var assignment = regexp.MustCompile(`^[A-Z_][A-Z0-9_]*=`)
 
 // program returns the command's words after its leading VAR=value
 // assignments.
 func program(text string) []string {
-	w := words(text)
+	w := testenv.ShellWords(text)
 	for len(w) > 0 && assignment.MatchString(w[0]) {
 		w = w[1:]
 	}

@@ -23,6 +23,7 @@ import (
 	"sigs.k8s.io/kustomize/kyaml/filesys"
 	"sigs.k8s.io/yaml"
 
+	"teamsbot/internal/testenv"
 	"teamsbot/mcpauth"
 	"teamsbot/signin"
 	"teamsbot/viewpage"
@@ -728,43 +729,10 @@ func docCommands(t *testing.T, program string) [][]string {
 			continue
 		}
 		cur += trimmed
-		if w := shellWords(cur); len(w) > 0 && w[0] == program {
+		if w := testenv.ShellWords(cur); len(w) > 0 && w[0] == program {
 			out = append(out, w)
 		}
 		cur = ""
-	}
-	return out
-}
-
-// shellWords splits a command into words: quotes taken off, a # that
-// starts a word outside quotes starts a comment.
-func shellWords(s string) []string {
-	var out []string
-	var cur strings.Builder
-	in, quote := false, rune(0)
-	for _, r := range s {
-		switch {
-		case quote != 0 && r == quote:
-			quote = 0
-		case quote != 0:
-			cur.WriteRune(r)
-		case r == '\'' || r == '"':
-			quote, in = r, true
-		case r == '#' && !in:
-			return out
-		case r == ' ' || r == '\t':
-			if in {
-				out = append(out, cur.String())
-				cur.Reset()
-				in = false
-			}
-		default:
-			cur.WriteRune(r)
-			in = true
-		}
-	}
-	if in {
-		out = append(out, cur.String())
 	}
 	return out
 }
