@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # Runs the whole test suite. Installs what the tests need, only when it is
-# missing: Debian's chromium, postgresql (and Node.js with npm) after one
-# apt-get update, and the npm test peers from package-lock.json. Starts a
-# throwaway PostgreSQL cluster in a temporary folder, on a Unix socket
-# there, for the tests of the PostgreSQL store, and stops it at the end.
+# missing: Debian's chromium, postgresql, podman (which builds and runs the
+# container image, deploy/image_test.go), ca-certificates (which the image
+# holds) and Node.js with npm, after one apt-get update; and the npm test
+# peers from package-lock.json. Starts a throwaway PostgreSQL cluster in a
+# temporary folder, on a Unix socket there, for the tests of the
+# PostgreSQL store, and stops it at the end.
 # Extra arguments go to the first `go test` (for example -count=1 or -run).
 set -euo pipefail
 cd "$(dirname "$0")"
@@ -16,6 +18,8 @@ command -v node >/dev/null 2>&1 || missing+=(nodejs)
 command -v npm >/dev/null 2>&1 || missing+=(npm)
 pg_bin() { ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -n 1; }
 [ -n "$(pg_bin)" ] && [ -x "$(pg_bin)/initdb" ] || missing+=(postgresql)
+command -v podman >/dev/null 2>&1 || missing+=(podman)
+[ -s /etc/ssl/certs/ca-certificates.crt ] || missing+=(ca-certificates)
 if [ ${#missing[@]} -gt 0 ]; then
 	echo "test.sh: installing ${missing[*]}"
 	as_root apt-get update -qq
@@ -55,7 +59,11 @@ as_pg "$pgbin/pg_ctl" -D "$pgdir/data" -l "$pgdir/server.log" -w \
 export TEAMSBOT_TEST_DATABASE_URL="postgres:///postgres?host=$pgdir&user=teamsbot"
 
 go vet ./...
-go test "$@" ./...
+# deploy's TestImage compiles the static binary (CGO_ENABLED=0), which
+# shares no compiled package with the rest: minutes on two cores from a
+# cold cache, beside the other packages' tests, so past go test's default
+# of 10 minutes a package.
+go test -timeout=20m "$@" ./...
 # Every benchmark once, so none of them rots between measurements: the
 # packages' Go benchmarks, then the three load benchmarks briefly (one round
 # of a second, a small store, 200 slow streamed turns, results to a

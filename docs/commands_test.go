@@ -213,6 +213,15 @@ var notHere = map[string]struct{ why, instead string }{
 		"deploy/agents-toolkit's test validates m365agents.yml's shape and runs its teamsbot manifest step as the toolkit would"},
 }
 
+// containerPrograms are the programs of the commands that build and run
+// the container image (docs/container.md). deploy.TestImage runs
+// deploy/image.sh as written, holds the Containerfile that docker build
+// builds to the image it made, and runs that image with podman as the page
+// does (or, where podman cannot run containers, runs its exported file
+// system the same way); deploy.TestDocumentedRunsAreLockedDown holds each
+// podman run and docker run of the page to the flags it runs with.
+var containerPrograms = []string{"deploy/image.sh", "podman", "docker"}
+
 // runAsWritten are the programs besides teamsbot, curl and ./run.sh whose
 // commands run here as the documents write them, in the document's
 // working folder.
@@ -254,7 +263,8 @@ const exampleKeyID = "3f9a1c2e"
 //     only the origin changed (and a Bot Connector here for serviceUrl);
 //     the answer they ask for must arrive;
 //   - ./test.sh and .ci/run are this suite's own script; bench/*.sh must be
-//     run by test.sh;
+//     run by test.sh; deploy/image.sh, podman and docker are deploy.TestImage's
+//     (containerPrograms);
 //   - anything else is run as written (runAsWritten) or listed, with the
 //     reason and what runs it instead, in elsewhere.
 func TestCommandsInDocs(t *testing.T) {
@@ -619,6 +629,8 @@ func (r *runner) block(blk []command) {
 			r.count("./test.sh and .ci/run: the test script itself")
 		case regexp.MustCompile(`^bench/[a-z-]+\.sh$`).MatchString(w[0]):
 			r.benchScript(where, w[0])
+		case slices.Contains(containerPrograms, w[0]):
+			r.count("deploy/image.sh, podman and docker: the image built and run by deploy.TestImage")
 		case w[0] == "teamsbot" || (len(w) > 2 && w[0] == "go" && w[1] == "run" && w[2] == "./cmd/teamsbot"):
 			r.teamsbot(c, where, env)
 		case w[0] == "curl":

@@ -134,6 +134,68 @@ func TestRunHealthReadinessMetricsAndOrderlyShutdown(t *testing.T) {
 	st.Close()
 }
 
+// stopWatch is the service's log that, when the stop line is written,
+// tries to open the bbolt file: the store must be closed by then.
+type stopWatch struct {
+	lockedBuffer
+	db string
+	// atStop is what opening the file said when the stop line came; nil
+	// until then.
+	atStop chan error
+}
+
+func (w *stopWatch) Write(p []byte) (int, error) {
+	if bytes.Contains(p, []byte(`"msg":"stopped"`)) {
+		st, err := store.Open(context.Background(), w.db, store.Options{OpenTimeout: 200 * time.Millisecond})
+		if err == nil {
+			err = st.Close()
+		} else {
+			err = fmt.Errorf("the store was still open: %w", err)
+		}
+		w.atStop <- err
+	}
+	return w.lockedBuffer.Write(p)
+}
+
+// The stop line is the last line of an orderly stop, written once every
+// part has closed (the MCP sessions, then the store): a container's log
+// that ends with it means the data folder is free.
+func TestStopLineComesOnceEverythingIsClosed(t *testing.T) {
+	data := t.TempDir()
+	logs := &stopWatch{db: filepath.Join(data, "teamsbot.db"), atStop: make(chan error, 1)}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() {
+		done <- run(ctx, []string{"teamsbot"}, envOf(map[string]string{"TICKETIQ_DATA": data, "TICKETIQ_ADDR": "127.0.0.1:0"}), io.Discard, logs)
+	}()
+	for deadline := time.Now().Add(30 * time.Second); logs.logLine("listening") == nil; time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the service did not start:\n%s", logs)
+		}
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("run: %v", err)
+	}
+	select {
+	case err := <-logs.atStop:
+		if err != nil {
+			t.Errorf("when the stop line was written: %v", err)
+		}
+	default:
+		t.Fatalf("no stop line:\n%s", logs)
+	}
+	lines := strings.Split(strings.TrimSpace(logs.String()), "\n")
+	var last map[string]any
+	if err := json.Unmarshal([]byte(lines[len(lines)-1]), &last); err != nil || last["msg"] != "stopped" {
+		t.Errorf("the last log line is %s, want the stop line", lines[len(lines)-1])
+	}
+	if logs.logLine("MCP session ended") == nil {
+		t.Errorf("the demo server's session was not closed:\n%s", logs)
+	}
+}
+
 func TestRunRefusesBadConfigurationBeforeStarting(t *testing.T) {
 	var errOut bytes.Buffer
 	err := run(context.Background(), []string{"teamsbot"}, envOf(map[string]string{

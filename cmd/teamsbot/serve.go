@@ -86,6 +86,15 @@ func serve(ctx context.Context, cfg config, env environment, stdout io.Writer, l
 	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
 		return fmt.Errorf("data folder: %w", err)
 	}
+	// The stop line is the last word of an orderly stop, written once every
+	// part below has closed, the MCP sessions and then the store: whoever
+	// reads it (an operator, a container's log) knows that the data folder
+	// is free. Registered first, it runs last.
+	defer func() {
+		if err == nil {
+			logger.Info("stopped")
+		}
+	}()
 
 	st, err := openStore(ctx, cfg, logger)
 	if err != nil {
@@ -390,7 +399,6 @@ func serve(ctx context.Context, cfg config, env environment, stdout io.Writer, l
 		logger.Warn("turns still running at shutdown", "err", err)
 	}
 	<-schedDone
-	logger.Info("stopped")
 	return nil
 }
 
