@@ -52,9 +52,12 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
 	"golang.org/x/sync/singleflight"
 
 	"teamsbot/access"
+	"teamsbot/internal/telemetry"
 	"teamsbot/mcpapps"
 	"teamsbot/mcpauth"
 	"teamsbot/store"
@@ -233,6 +236,12 @@ type Options struct {
 	// Builtins adds in-memory servers that a ServerConfig.Builtin may name,
 	// beside "demo". Each call must return a new server.
 	Builtins map[string]func() *mcp.Server
+	// TracerProvider makes the spans of model calls, tool calls and run
+	// commits; nil makes none.
+	TracerProvider trace.TracerProvider
+	// Propagator puts the trace context on the requests to Streamable
+	// HTTP servers and to openai models; nil puts none.
+	Propagator propagation.TextMapPropagator
 	// Background makes New return before any server is connected; Start
 	// then connects them (the built-in ones before it returns, the others
 	// in the background), so that a service can listen, and answer its
@@ -247,6 +256,7 @@ type Options struct {
 type Service struct {
 	opts    Options
 	log     *slog.Logger
+	tracer  trace.Tracer
 	now     func() time.Time
 	getenv  func(string) string
 	agents  []*agentRuntime
@@ -290,7 +300,8 @@ type agentRuntime struct {
 // logged and tried again on later use; it does not stop the service, but
 // Ready reports it. Configuration mistakes are errors.
 func New(ctx context.Context, cfg Config, opts Options) (*Service, error) {
-	s := &Service{opts: opts, log: opts.Logger, now: opts.Now, getenv: opts.Getenv, decoded: newDecodedTurns(decodedTurnsMax)}
+	s := &Service{opts: opts, log: opts.Logger, now: opts.Now, getenv: opts.Getenv, decoded: newDecodedTurns(decodedTurnsMax),
+		tracer: telemetry.Tracer(opts.TracerProvider, "teamsbot/agent")}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
 	}

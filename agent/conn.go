@@ -22,6 +22,7 @@ import (
 
 	"teamsbot/agent/demo"
 	"teamsbot/internal/netaddr"
+	"teamsbot/internal/telemetry"
 	"teamsbot/internal/textclip"
 	"teamsbot/mcpapps"
 )
@@ -184,6 +185,8 @@ func (c *serverConn) httpClient() *http.Client {
 		base = t
 	}
 	base = &cappedTransport{base: base, limit: messageLimit(c.svc.maxResourceBytes()), cut: &c.cut}
+	// The server may join its spans to the call's (traceparent).
+	base = telemetry.Transport(base, c.svc.opts.Propagator)
 	origin, _ := url.Parse(c.cfg.URL) // validated in New
 	return &http.Client{
 		Transport:     &headerTransport{base: base, headers: c.cfg.Headers, origin: origin},

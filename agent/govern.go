@@ -88,13 +88,16 @@ type governedCall struct {
 
 // govern is the one path every tool call takes, the model's and a view's:
 // data rules, the policy, the server's timeout, and redaction of the
-// result. It counts the call in the metrics and returns the access
-// decision for the audit record, which the caller writes. A tool's own
-// failure comes back as a result with IsError; a denial wraps ErrDenied; a
-// transport failure is a Go error.
+// result. It counts the call in the metrics, makes its span, and returns
+// the access decision for the audit record, which the caller writes. A
+// tool's own failure comes back as a result with IsError; a denial wraps
+// ErrDenied; a transport failure is a Go error.
 func (s *Service) govern(ctx context.Context, g governedCall) (*mcp.CallToolResult, decision, error) {
+	ctx, span := s.startToolCall(ctx, g)
 	res, d, err := s.governCall(ctx, g)
-	s.metrics.call(g.conn.name, g.call.tool, g.call.fromView, outcome(res, err))
+	result := outcome(res, err)
+	s.metrics.call(g.conn.name, g.call.tool, g.call.fromView, result)
+	endToolCall(span, d, result, res, err)
 	return res, d, err
 }
 

@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+
+	"teamsbot/internal/telemetry"
 )
 
 // Message roles.
@@ -102,6 +104,8 @@ func (s *Service) newModel(ac AgentConfig) (Model, int, error) {
 		if s.opts.HTTPClient != nil {
 			o.Transport = s.opts.HTTPClient.Transport
 		}
+		// The model's server may join its spans to the call's.
+		o.Transport = telemetry.Transport(o.Transport, s.opts.Propagator)
 		om, err := NewOpenAIModel(m, o)
 		if err != nil {
 			return nil, 0, err

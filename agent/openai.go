@@ -201,6 +201,7 @@ func (m *OpenAIModel) Next(ctx context.Context, t Turn) (Message, error) {
 		if err != nil {
 			return Message{}, m.failure(ctx, x, err)
 		}
+		noteUsage(ctx, resp.Usage.PromptTokens, resp.Usage.CompletionTokens)
 		return m.message(resp, from)
 	}
 	return m.stream(ctx, x, params, opts, from, t.Stream)
@@ -341,6 +342,8 @@ func (m *OpenAIModel) stream(ctx context.Context, x *exchange, params openai.Cha
 	finished := false
 	for s.Next() {
 		chunk := s.Current()
+		// Usage comes in a chunk of its own, when the server sends it.
+		noteUsage(ctx, chunk.Usage.PromptTokens, chunk.Usage.CompletionTokens)
 		for _, c := range chunk.Choices {
 			if c.Index != 0 {
 				continue // n is 1: other choices are not asked for
@@ -403,6 +406,7 @@ func (m *OpenAIModel) whole(ctx context.Context, x *exchange, body io.Reader, fr
 	if err := json.Unmarshal(data, &resp); err != nil {
 		return Message{}, fmt.Errorf("%w: the answer from %s is neither a stream of events nor Chat Completions JSON", ErrModel, m.host)
 	}
+	noteUsage(ctx, resp.Usage.PromptTokens, resp.Usage.CompletionTokens)
 	msg, err := m.message(&resp, from)
 	if err == nil && msg.Text != "" && len(msg.ToolCalls) == 0 {
 		hear(msg.Text)

@@ -99,7 +99,7 @@ func (s *Service) Run(ctx context.Context, req Request) (Answer, error) {
 		turn := Turn{AgentName: a.cfg.DisplayName(), Tools: r.cat.specs, Messages: msgs, Stream: req.Stream}
 		last := round >= a.maxRounds
 		turn.Final = last
-		reply, err := a.model.Next(ctx, turn)
+		reply, err := r.askModel(ctx, turn, round)
 		if err != nil {
 			runErr = fmt.Errorf("agent %s: %w", a.cfg.ID, err)
 			r.noteProblem(err, "the model could not answer")
@@ -136,7 +136,7 @@ func (s *Service) Run(ctx context.Context, req Request) (Answer, error) {
 	if runErr == nil {
 		var err error
 		if turn, err = r.turnToKeep(context.WithoutCancel(ctx), req.Conversation, msgs[first:]); err != nil {
-			s.log.Warn("turn not kept in the conversation's memory", "run", r.id, "err", err)
+			s.log.WarnContext(ctx, "turn not kept in the conversation's memory", "run", r.id, "err", err)
 		}
 	}
 	// The run is recorded even when ctx ended during it: the tool calls it
@@ -168,7 +168,9 @@ func (s *Service) save(ctx context.Context, r *runState, turn *store.HistoryTurn
 		run.ViewIDs = append(run.ViewIDs, v.ID)
 	}
 	if turn != nil {
-		_, err := s.opts.Store.SaveRunWithTurn(ctx, run, r.views, r.audit, *turn)
+		sctx, span := s.storeSpan(ctx, "store SaveRunWithTurn", "SaveRunWithTurn")
+		_, err := s.opts.Store.SaveRunWithTurn(sctx, run, r.views, r.audit, *turn)
+		endStore(span, err)
 		if !errors.Is(err, store.ErrInvalid) {
 			if err != nil {
 				return fmt.Errorf("agent: saving run %s: %w", r.id, err)
@@ -178,7 +180,10 @@ func (s *Service) save(ctx context.Context, r *runState, turn *store.HistoryTurn
 		// A turn the store refuses is left out; the run is kept.
 		s.log.Warn("turn not kept in the conversation's memory", "run", r.id, "err", err)
 	}
-	if err := s.opts.Store.SaveRun(ctx, run, r.views, r.audit); err != nil {
+	sctx, span := s.storeSpan(ctx, "store SaveRun", "SaveRun")
+	err := s.opts.Store.SaveRun(sctx, run, r.views, r.audit)
+	endStore(span, err)
+	if err != nil {
 		return fmt.Errorf("agent: saving run %s: %w", r.id, err)
 	}
 	return nil

@@ -89,7 +89,7 @@ func TestAnswersCarryTheAILabelCitationsAndFeedback(t *testing.T) {
 	// wrote: no label, no feedback buttons.
 	h := newHarness(t, setup{})
 	a := &schema.Activity{ID: "act-ai-2", Conversation: schema.ConversationAccount{ID: "a:ai-fail"}}
-	if r := h.bot.chooseAnswer(a, agent.Person{TenantID: testTenant}, agent.Answer{RunID: "run-1"}, errors.New("the model is down")); r.ai != nil || len(r.cards) != 1 {
+	if r := h.bot.chooseAnswer(t.Context(), a, agent.Person{TenantID: testTenant}, agent.Answer{RunID: "run-1"}, errors.New("the model is down")); r.ai != nil || len(r.cards) != 1 {
 		t.Errorf("a failed run: %d cards, AI marks %+v; want the failure card alone, unlabelled", len(r.cards), r.ai)
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/infracloudio/msbotbuilder-go/schema"
 
 	"teamsbot/cards"
+	"teamsbot/internal/telemetry"
 	"teamsbot/store"
 )
 
@@ -47,6 +48,8 @@ func (b *Bot) recordDelivery(ctx context.Context, a *schema.Activity, runID stri
 	// The answer is out: record it even when the turn was cancelled.
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), deliveryWriteTimeout)
 	defer cancel()
+	ctx, span := b.storeSpan(ctx, "store PutDelivery", "PutDelivery")
+	defer span.End()
 	err := b.opts.Store.PutDelivery(ctx, store.Delivery{
 		RunID:           runID,
 		ConversationKey: referenceKey(a),
@@ -55,7 +58,8 @@ func (b *Bot) recordDelivery(ctx context.Context, a *schema.Activity, runID stri
 		SentAt:          b.now(),
 	})
 	if err != nil {
-		b.logger.Warn("answer delivered but not recorded; its cards cannot be updated later",
+		telemetry.Fail(span, "store", "the delivery was not recorded")
+		b.logger.WarnContext(ctx, "answer delivered but not recorded; its cards cannot be updated later",
 			"tenant", conversationTenant(a), "conversation", a.Conversation.ID, "run", runID, "cards", len(ids), "err", err)
 	}
 }

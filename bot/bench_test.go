@@ -12,6 +12,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"teamsbot/internal/telemetry"
 )
 
 // benchTenants is how many tenants BenchmarkTurns' messages come from.
@@ -22,7 +24,10 @@ const benchTenants = 1000
 // loopback. Each turn runs the built-in model, calls the demo server's tool,
 // makes a view and stores it in a real bbolt file. It reports turns/s and
 // the p50 and p99 latency of a turn.
-func BenchmarkTurns(b *testing.B) {
+func BenchmarkTurns(b *testing.B) { benchTurns(b, nil) }
+
+// benchTurns is BenchmarkTurns, with the spans of traces when it is set.
+func benchTurns(b *testing.B, traces *telemetry.Provider) {
 	for _, inflight := range []int{1, 50} {
 		b.Run(fmt.Sprintf("inflight=%d", inflight), func(b *testing.B) {
 			// Teams allows an app 30 requests a second per tenant, and the
@@ -36,7 +41,7 @@ func BenchmarkTurns(b *testing.B) {
 			for i := range tenants {
 				tenants[i] = fmt.Sprintf("%08x-0000-4000-8000-0000000000bb", i)
 			}
-			h := newHarness(b, setup{realClock: true, quietLogs: true, moreTenants: tenants, typingAfter: DefaultTypingAfter})
+			h := newHarness(b, setup{realClock: true, quietLogs: true, moreTenants: tenants, typingAfter: DefaultTypingAfter, traces: traces})
 			h.conn.mu.Lock()
 			h.conn.recordAll = false // keep memory flat: the waiters say when a turn is done
 			h.conn.mu.Unlock()

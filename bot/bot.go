@@ -45,12 +45,14 @@ import (
 	"github.com/infracloudio/msbotbuilder-go/core/activity"
 	"github.com/labstack/echo/v4"
 	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel/trace"
 
 	"teamsbot/access"
 	"teamsbot/agent"
 	"teamsbot/internal/clientcred"
 	"teamsbot/internal/netaddr"
 	"teamsbot/internal/retry"
+	"teamsbot/internal/telemetry"
 	"teamsbot/mcpauth"
 	"teamsbot/store"
 )
@@ -188,6 +190,9 @@ type Options struct {
 	// the person to connect a server (mcpauth's wait); zero when no
 	// server is reached as each person.
 	ConnectWait time.Duration
+	// TracerProvider makes the spans of each turn and of each call to the
+	// Bot Connector; nil makes none.
+	TracerProvider trace.TracerProvider
 }
 
 // Bot is the POST /api/messages endpoint and the turns it runs.
@@ -197,6 +202,7 @@ type Bot struct {
 	agentID   string
 	local     bool
 	logger    *slog.Logger
+	tracer    trace.Tracer
 	now       func() time.Time
 	conn      *connector
 	validator *Validator // nil in local mode
@@ -290,6 +296,7 @@ func New(opts Options) (*Bot, error) {
 		opts:    opts,
 		local:   opts.AppID == "",
 		logger:  opts.Logger,
+		tracer:  telemetry.Tracer(opts.TracerProvider, "teamsbot/bot"),
 		now:     opts.Now,
 		metrics: m,
 		seen:    newSeenSet(dedupTTL, dedupMax),
@@ -319,6 +326,7 @@ func New(opts Options) (*Bot, error) {
 		client:        &direct,
 		allowLoopback: b.local || opts.AllowLoopbackServiceURL,
 		logger:        opts.Logger,
+		tracer:        b.tracer,
 		metrics:       m,
 		retry:         connectorRetry(),
 		// Pacing is about the Bot Connector's clock, the real one.
@@ -348,8 +356,9 @@ func New(opts Options) (*Bot, error) {
 		}
 	}
 
+	// A message's handler is given the request's context in serve, for
+	// the turn's span.
 	b.handlers = activity.HandlerFuncs{
-		OnMessageFunc:            b.onMessage,
 		OnConversationUpdateFunc: b.onConversationUpdate,
 		OnInvokeFunc:             b.onInvoke,
 	}

@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/infracloudio/msbotbuilder-go/schema"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // Outbound calls follow "Bot Framework REST API reference: Conversations"
@@ -124,6 +125,7 @@ type connector struct {
 	tokens        *botTokens // nil in local mode: no Authorization header
 	allowLoopback bool       // plain http to a loopback serviceUrl
 	logger        *slog.Logger
+	tracer        trace.Tracer // a span for each call
 	metrics       *metrics
 	// retry says which answers are sent again and how long to wait
 	// first (connectorRetry, with its Sleep replaced in tests).
@@ -265,7 +267,11 @@ func connectorRetry() retry.Policy {
 // idempotent (a second one shows the person a duplicate): without an
 // answer it is sent again only when the connection was refused before it
 // was written; a PUT or DELETE is.
-func (c *connector) do(ctx context.Context, conv, method, target string, body any, out any) error {
+func (c *connector) do(ctx context.Context, conv, method, target string, body any, out any) (err error) {
+	r := c.retry.Start()
+	var status int // the last answer's
+	ctx, span := c.startCall(ctx, method, body)
+	defer func() { endCall(span, status, r.Attempt()-1, err) }()
 	var payload []byte
 	if body != nil {
 		var err error
@@ -274,7 +280,6 @@ func (c *connector) do(ctx context.Context, conv, method, target string, body an
 		}
 	}
 	idempotent := method != http.MethodPost
-	r := c.retry.Start()
 	refreshed := false
 	for {
 		var tok string
@@ -329,6 +334,7 @@ func (c *connector) do(ctx context.Context, conv, method, target string, body an
 			}
 			continue
 		}
+		status = resp.StatusCode
 		data, rerr := io.ReadAll(io.LimitReader(resp.Body, maxResponseBytes))
 		resp.Body.Close()
 		release() // answered: the send has reached the connector

@@ -136,7 +136,9 @@ func (b *Bot) serve(c echo.Context) error {
 		return c.NoContent(http.StatusOK)
 	}
 
-	reply, err := activity.PrepareActivityContext(b.handlers, &activity.TurnContext{Activity: in.Activity})
+	handlers := b.handlers
+	handlers.OnMessageFunc = func(t *activity.TurnContext) (schema.Activity, error) { return b.onMessage(req.Context(), t) }
+	reply, err := activity.PrepareActivityContext(handlers, &activity.TurnContext{Activity: in.Activity})
 	if err != nil {
 		switch {
 		case errors.Is(err, ErrBusy):

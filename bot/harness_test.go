@@ -29,6 +29,7 @@ import (
 	"teamsbot/internal/clientcred"
 	"teamsbot/internal/dialgate"
 	"teamsbot/internal/netaddr"
+	"teamsbot/internal/telemetry"
 	"teamsbot/internal/testenv"
 	"teamsbot/internal/web"
 	"teamsbot/store"
@@ -89,6 +90,9 @@ type setup struct {
 	streamQuiet time.Duration
 	// streamMax is the bot's streamMax; zero keeps the service's.
 	streamMax time.Duration
+	// traces, when set, is the bot's and the agent's tracer provider and
+	// propagator; nil: no spans.
+	traces *telemetry.Provider
 }
 
 // The credentials a harness can give the bot.
@@ -223,7 +227,11 @@ func newHarness(t testing.TB, s setup) *harness {
 		cfg.Agents[0].Model = *s.model
 	}
 	cfg.Agents[0].Memory = s.memory
-	ag, err := agent.New(ctx, cfg, agent.Options{Store: st, AppsEnabled: true, Builtins: s.builtins, Logger: logger, HTTPClient: s.modelClient})
+	aopts := agent.Options{Store: st, AppsEnabled: true, Builtins: s.builtins, Logger: logger, HTTPClient: s.modelClient}
+	if s.traces != nil {
+		aopts.TracerProvider, aopts.Propagator = s.traces, s.traces.Propagator
+	}
+	ag, err := agent.New(ctx, cfg, aopts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -245,6 +253,9 @@ func newHarness(t testing.TB, s setup) *harness {
 	}
 	if !s.defaultClient {
 		opts.HTTPClient = loopbackClient()
+	}
+	if s.traces != nil {
+		opts.TracerProvider = s.traces
 	}
 	ax, err := access.New(access.Options{Store: st, Now: h.now})
 	if err != nil {
@@ -328,6 +339,9 @@ func newHarness(t testing.TB, s setup) *harness {
 	e := echo.New()
 	e.HTTPErrorHandler = web.ErrorHandler(nil)
 	e.HideBanner = true
+	if s.traces != nil {
+		e.Use(web.Trace(s.traces, s.traces.Propagator))
+	}
 	b.Register(e)
 	srv := httptest.NewServer(e)
 	h.url = srv.URL

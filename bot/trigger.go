@@ -75,6 +75,8 @@ func (b *Bot) RunTriggered(ctx context.Context, r TriggeredRun) (TriggeredResult
 		return TriggeredResult{}, ErrClosed
 	}
 	defer b.turns.Done()
+	ctx, span := b.startTriggered(ctx, r.TenantID)
+	defer span.End()
 	// The run lives as long as the caller wants it, but not past the
 	// bot's own shutdown or the turn time.
 	ctx, cancel := context.WithTimeout(ctx, b.opts.TurnTimeout)
@@ -145,6 +147,9 @@ func (b *Bot) RunTriggered(ctx context.Context, r TriggeredRun) (TriggeredResult
 			ai.mark(out, i == 0)
 		}
 		id, err := b.conn.Send(sendCtx, ref.ServiceURL, ref.ConversationID, "", out)
+		if err != nil {
+			endTurn(ctx, "failed", ans.RunID)
+		}
 		if errors.Is(err, ErrNotInConversation) {
 			b.metrics.turns.WithLabelValues("failed").Inc()
 			if _, gerr := b.conversationGone(context.WithoutCancel(ctx), r.TenantID, r.ConversationID, RemovedForbidden); gerr != nil {
@@ -165,6 +170,7 @@ func (b *Bot) RunTriggered(ctx context.Context, r TriggeredRun) (TriggeredResult
 	if res.Failed {
 		outcome = "failed"
 	}
+	endTurn(ctx, outcome, ans.RunID)
 	b.metrics.turns.WithLabelValues(outcome).Inc()
 	b.metrics.turnDuration.Observe(b.now().Sub(start).Seconds())
 	if ans.RunID != "" && len(res.ActivityIDs) > 0 {

@@ -13,8 +13,9 @@ import (
 )
 
 // onMessage accepts a message: it filters retries, refuses messages
-// without a person, and starts the turn in the background.
-func (b *Bot) onMessage(t *activity.TurnContext) (schema.Activity, error) {
+// without a person, and starts the turn in the background, in the trace
+// of the request (reqCtx).
+func (b *Bot) onMessage(reqCtx context.Context, t *activity.TurnContext) (schema.Activity, error) {
 	a := t.Activity
 	dedupKey := ""
 	if a.ID != "" {
@@ -44,20 +45,24 @@ func (b *Bot) onMessage(t *activity.TurnContext) (schema.Activity, error) {
 	go func() {
 		defer b.turns.Done()
 		defer b.pending.Add(-1)
-		ctx, cancel := context.WithTimeout(b.ctx, sendTimeout)
+		tctx, span := b.startTurn(reqCtx, &a, p)
+		defer span.End()
+		ctx, cancel := context.WithTimeout(tctx, sendTimeout)
 		r := b.gate(ctx, &a, p)
 		if r != nil {
+			endTurn(tctx, "refused", "")
 			b.refuseMessage(ctx, &a, p, r)
 			cancel()
 			return
 		}
 		b.refreshReference(ctx, &a)
 		if b.command(ctx, &a, p) {
+			endTurn(tctx, "command", "")
 			cancel()
 			return
 		}
 		cancel()
-		b.runTurn(&a, p)
+		b.runTurn(tctx, &a, p)
 	}()
 	return schema.Activity{}, nil
 }
@@ -158,19 +163,21 @@ func (t *typingIndicator) settle() {
 
 // runTurn sends a typing indicator, runs the agent, and sends the answer:
 // directly when the run is quick, or as an update of a "working on it"
-// card posted once the run has taken WorkingAfter.
-func (b *Bot) runTurn(a *schema.Activity, p agent.Person) {
+// card posted once the run has taken WorkingAfter. It runs under tctx,
+// which carries the turn's span and lives as long as the bot.
+func (b *Bot) runTurn(tctx context.Context, a *schema.Activity, p agent.Person) {
 	start := b.now()
 	// A turn may wait for the person to connect a server on top of its
 	// own time.
-	ctx, cancel := context.WithTimeout(withTenant(b.ctx, p.TenantID), b.opts.TurnTimeout+b.opts.ConnectWait)
+	ctx, cancel := context.WithTimeout(withTenant(tctx, p.TenantID), b.opts.TurnTimeout+b.opts.ConnectWait)
 	defer cancel()
 
 	// Without a token or a usable serviceUrl nothing can reach the
 	// person: fail now rather than run the agent for nobody.
 	if err := b.conn.ready(ctx, a.ServiceURL); err != nil {
 		b.metrics.turns.WithLabelValues("failed").Inc()
-		b.logger.Error("turn failed: cannot send to the conversation", "tenant", p.TenantID, "conversation", a.Conversation.ID, "activity", a.ID, "err", err)
+		endTurn(ctx, "failed", "")
+		b.logger.ErrorContext(ctx, "turn failed: cannot send to the conversation", "tenant", p.TenantID, "conversation", a.Conversation.ID, "activity", a.ID, "err", err)
 		return
 	}
 
@@ -183,7 +190,8 @@ func (b *Bot) runTurn(a *schema.Activity, p agent.Person) {
 	case <-ctx.Done():
 		typing.settle()
 		b.metrics.turns.WithLabelValues("failed").Inc()
-		b.logger.Error("turn abandoned while waiting for a slot", "conversation", a.Conversation.ID, "activity", a.ID, "err", ctx.Err())
+		endTurn(ctx, "failed", "")
+		b.logger.ErrorContext(ctx, "turn abandoned while waiting for a slot", "conversation", a.Conversation.ID, "activity", a.ID, "err", ctx.Err())
 		return
 	}
 	// Once the run has taken WorkingAfter, a timer opens a streaming
@@ -204,7 +212,7 @@ func (b *Bot) runTurn(a *schema.Activity, p agent.Person) {
 		w := withCard(b.outgoing(a, schema.Message), cards.Working(a.Text))
 		id, err := b.conn.Send(ctx, a.ServiceURL, a.Conversation.ID, a.ID, w)
 		if err != nil {
-			b.logger.Warn("working card not sent", "conversation", a.Conversation.ID, "err", err)
+			b.logger.WarnContext(ctx, "working card not sent", "conversation", a.Conversation.ID, "err", err)
 		}
 		workingID = id
 	})
@@ -232,21 +240,22 @@ func (b *Bot) runTurn(a *schema.Activity, p agent.Person) {
 	if st != nil && !st.stop() {
 		st = nil // it closed itself: the answer is an ordinary message
 	}
-	r := b.chooseAnswer(a, p, ans, runErr)
+	r := b.chooseAnswer(ctx, a, p, ans, runErr)
 	outcome := r.outcome
 
 	typing.settle()
 	sent, err := b.deliver(ctx, a, workingID, st, r, ans.RunID)
 	if err != nil {
 		outcome = "failed"
-		b.logger.Error("answer not delivered", "tenant", p.TenantID, "conversation", a.Conversation.ID, "activity", a.ID, "run", ans.RunID, "err", err)
+		b.logger.ErrorContext(ctx, "answer not delivered", "tenant", p.TenantID, "conversation", a.Conversation.ID, "activity", a.ID, "run", ans.RunID, "err", err)
 	}
 	b.metrics.turns.WithLabelValues(outcome).Inc()
 	b.metrics.turnDuration.Observe(b.now().Sub(start).Seconds())
+	endTurn(ctx, outcome, ans.RunID)
 	// After the turn's duration is taken: the person has the answer, and
 	// the store may hold this write back to share a commit.
 	b.recordDelivery(ctx, a, ans.RunID, sent)
-	b.logger.Debug("turn done", "conversation", a.Conversation.ID, "activity", a.ID, "outcome", outcome, "run", ans.RunID, "views", len(ans.Views))
+	b.logger.DebugContext(ctx, "turn done", "conversation", a.Conversation.ID, "activity", a.ID, "outcome", outcome, "run", ans.RunID, "views", len(ans.Views))
 }
 
 // reply is what a finished run sends: its cards, the AI label and
@@ -264,7 +273,7 @@ type reply struct {
 // chooseAnswer decides what the person is sent for a finished run: the
 // answer's cards, labelled as AI-generated with their sources, or a
 // failure card with a reference (no label: the service wrote it).
-func (b *Bot) chooseAnswer(a *schema.Activity, p agent.Person, ans agent.Answer, runErr error) reply {
+func (b *Bot) chooseAnswer(ctx context.Context, a *schema.Activity, p agent.Person, ans agent.Answer, runErr error) reply {
 	answer := func(outcome string, ans agent.Answer) reply {
 		o := b.personalOptions(a)
 		return reply{outcome: outcome, cards: b.answerCards(ans, o), ai: b.aiMarks(ans), smaller: func(maxSize int) []cards.Card {
@@ -280,13 +289,13 @@ func (b *Bot) chooseAnswer(a *schema.Activity, p agent.Person, ans agent.Answer,
 		// the person's: the card names them beside the agent's own words
 		// that the model could not answer. The run notes say so too, with
 		// the reference of the model's error, never its text.
-		b.logger.Error("agent run failed after making views", "tenant", p.TenantID, "conversation", a.Conversation.ID, "activity", a.ID, "reference", ans.RunID, "views", len(ans.Views), "err", runErr)
+		b.logger.ErrorContext(ctx, "agent run failed after making views", "tenant", p.TenantID, "conversation", a.Conversation.ID, "activity", a.ID, "reference", ans.RunID, "views", len(ans.Views), "err", runErr)
 		return answer("failed", ans)
 	default:
 		// The card gives a reference, never the cause, which may carry
 		// internal detail; the log line has both.
 		ref := reference(ans.RunID, a)
-		b.logger.Error("agent run failed", "tenant", p.TenantID, "conversation", a.Conversation.ID, "activity", a.ID, "reference", ref, "err", runErr)
+		b.logger.ErrorContext(ctx, "agent run failed", "tenant", p.TenantID, "conversation", a.Conversation.ID, "activity", a.ID, "reference", ref, "err", runErr)
 		return reply{outcome: "failed", cards: []cards.Card{cards.RunFailed(ref)}}
 	}
 }

@@ -176,12 +176,18 @@ var elsewhere = map[string]struct{ why, instead string }{
 	"go run ./bench/load store -dir /tmp/store1m -views 1000000": {
 		"it writes 2.5 GB for half a minute",
 		"./test.sh runs the same measurement (bench/load's benchStore) through bench/side-by-side.sh with VIEWS=2000"},
+	"docker run --rm --name jaeger -p 16686:16686 -p 4318:4318 cr.jaegertracing.io/jaegertracing/jaeger:2.15.0": {
+		"it needs Docker and Jaeger's image, which the machines that run the suite have neither of",
+		"cmd/teamsbot.TestTracesOfOneTurnAndOneViewCall exports the service's spans to an OTLP/HTTP receiver on loopback, the protocol Jaeger takes on port 4318, and checks what it receives"},
 	"go test ./bench/...": {
 		"it is part of the suite itself",
 		"./test.sh's go test ./... runs it"},
 	"go test ./bot -run '^$' -bench FirstWord -benchtime=200x": {
 		"200 streamed turns of a paced model, a minute and more",
 		"./test.sh runs the same benchmark once (BENCHTIME=1x bench/run.sh)"},
+	"go test ./bot -run '^$' -bench 'BenchmarkTurns$|BenchmarkTurnsTraced' -benchmem -benchtime=1000x": {
+		"10,000 turns in all, minutes on two cores",
+		"./test.sh runs both benchmarks once (BENCHTIME=1x bench/run.sh)"},
 	"go test ./bot -run '^$' -bench SlowStreams -benchtime=100x": {
 		"10,000 turns of 10 seconds each, minutes and most of the machine's memory",
 		"./test.sh runs the same benchmark with 100 turns (BENCHTIME=1x bench/run.sh)"},

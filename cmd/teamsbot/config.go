@@ -18,6 +18,7 @@ import (
 	"teamsbot/internal/clientcred"
 	"teamsbot/internal/guid"
 	"teamsbot/internal/netaddr"
+	"teamsbot/internal/telemetry"
 	"teamsbot/internal/textclip"
 )
 
@@ -96,6 +97,10 @@ type config struct {
 
 	// Agents comes from TICKETIQ_CONFIG, or is the built-in demo agent.
 	Agents agent.Config
+
+	// Traces is what the standard OTEL_* variables say of the service's
+	// OpenTelemetry traces: off unless an endpoint is set.
+	Traces telemetry.Config
 }
 
 // environment is the process's variables, read once at start: a setting
@@ -217,6 +222,9 @@ func (c *config) check(env environment, now time.Time) []error {
 		errs = append(errs, errors.New("TICKETIQ_PPROF: needs TICKETIQ_METRICS_ADDR: the profiler is served on the internal listener only"))
 	}
 	errs = append(errs, c.loadBotCredential(env, now)...)
+	var traceErrs []error
+	c.Traces, traceErrs = telemetry.Load(env.get)
+	errs = append(errs, traceErrs...)
 	if len(c.BotAllowedTenants) == 0 {
 		// The bot's own tenant, and the sign-in's when it is one tenant.
 		c.BotAllowedTenants = tenantList(c.BotTenantID + "," + issuerTenant(c.OIDCIssuer))
@@ -464,6 +472,27 @@ func (c config) write(w io.Writer, env environment) error {
 		val = netaddr.RedactURLCredentials(val)
 		lines = append(lines, fmt.Sprintf("%s=%s\t(%s)", v.name, strconv.Quote(val), src))
 	}
+	for _, v := range telemetry.Variables() {
+		for i, name := range v.Names {
+			val := strings.TrimSpace(env.get(name))
+			src := "set"
+			switch {
+			case val != "":
+			case i > 0:
+				src = "unset: " + v.Names[0] + " applies"
+			case v.Default != "":
+				val, src = v.Default, "default"
+			case v.Unset != "":
+				src = "unset: " + strings.TrimPrefix(v.Unset, "empty: ")
+			default:
+				src = "unset"
+			}
+			if v.Secret && val != "" {
+				val = "[redacted]"
+			}
+			lines = append(lines, fmt.Sprintf("%s=%s\t(%s)", name, strconv.Quote(netaddr.RedactURLCredentials(val)), src))
+		}
+	}
 	sort.Strings(lines)
 	_, err := fmt.Fprintln(w, strings.Join(lines, "\n"))
 	return err
@@ -510,5 +539,16 @@ func (c config) logAttrs() []any {
 		"open_buttons", c.openButtons(),
 		"playground", c.Playground,
 		"config_file", c.ConfigPath,
+		"traces", c.tracesInForce(),
 	}
+}
+
+// tracesInForce says where the spans go, or why none are made, for the
+// start-up log: the endpoint without its user info or query, never the
+// headers.
+func (c config) tracesInForce() string {
+	if c.Traces.Off != "" {
+		return "off: " + c.Traces.Off
+	}
+	return fmt.Sprintf("OTLP/HTTP to %s, sampler %s", netaddr.RedactURLCredentials(c.Traces.Endpoint), c.Traces.Sampler)
 }

@@ -33,6 +33,7 @@ import (
 
 	"teamsbot/internal/netaddr"
 	"teamsbot/internal/suggest"
+	"teamsbot/internal/telemetry"
 )
 
 // version is set at build time with -ldflags "-X main.version=...".
@@ -308,6 +309,17 @@ func writeHelp(w io.Writer, cmd command) error {
 			}
 			fmt.Fprintf(&b, "  %s (%s; %s)\n      %s\n", s.name, s.kind, def, s.help)
 		}
+		b.WriteString("\nOpenTelemetry's standard variables, for traces (off unless an endpoint is set):\n")
+		for _, v := range telemetry.Variables() {
+			def := "unset: empty"
+			switch {
+			case v.Default != "":
+				def = "default " + v.Default
+			case v.Unset != "":
+				def = "unset: " + strings.TrimPrefix(v.Unset, "empty: ")
+			}
+			fmt.Fprintf(&b, "  %s (%s)\n      %s\n", v.Name(), def, v.Help)
+		}
 	}
 	_, err := io.WriteString(w, b.String())
 	return err
@@ -333,13 +345,15 @@ func flagError(cmd command, fs *flag.FlagSet, err error) error {
 	return fmt.Errorf("teamsbot %s: %s. Run `teamsbot help %s`", cmd.name, msg, cmd.name)
 }
 
-// newLogger writes JSON lines. Every string and error attribute has the
+// newLogger writes JSON lines, with trace_id and span_id on those logged
+// with the context of a span. Every string and error attribute has the
 // user info of any URL in it hidden: an error from a server's transport
 // or a configuration value may quote one.
 func newLogger(w io.Writer, level string) *slog.Logger {
 	var l slog.Level
 	_ = l.UnmarshalText([]byte(level)) // validated by loadConfig
-	return slog.New(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: l, ReplaceAttr: redactAttr}))
+	// A line logged in a turn or a request names its trace and span.
+	return slog.New(telemetry.LogHandler(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: l, ReplaceAttr: redactAttr})))
 }
 
 func redactAttr(_ []string, a slog.Attr) slog.Attr {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net"
 	"net/http"
 	"net/http/pprof"
@@ -21,6 +22,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"go.opentelemetry.io/otel/trace"
 
 	"teamsbot/access"
 	"teamsbot/access/graph"
@@ -29,6 +31,7 @@ import (
 	"teamsbot/bot"
 	"teamsbot/internal/clientcred"
 	"teamsbot/internal/netaddr"
+	"teamsbot/internal/telemetry"
 	"teamsbot/internal/web"
 	"teamsbot/internal/web/csp"
 	"teamsbot/mcpauth"
@@ -45,6 +48,10 @@ const shutdownGrace = 20 * time.Second
 // certificateWarning is how long before the bot's certificate expires the
 // start-up log warns of it.
 const certificateWarning = 30 * 24 * time.Hour
+
+// traceFlushGrace bounds exporting the last spans at shutdown: a collector
+// that does not answer must not hold the service up.
+const traceFlushGrace = 5 * time.Second
 
 // sweepEvery is how often expired views are removed; an expired view is
 // refused on read long before the sweep comes.
@@ -102,6 +109,24 @@ func serve(ctx context.Context, cfg config, env environment, stdout io.Writer, l
 	}
 	defer func() { err = errors.Join(err, st.Close()) }()
 
+	// Traces, when an operator configured them: the provider goes to each
+	// part, none is installed globally. The spans still waiting are
+	// exported once the turns have finished, before the store closes.
+	tracing, err := telemetry.New(ctx, cfg.Traces, telemetry.Options{Version: version, Logger: logger.With("part", "telemetry")})
+	if err != nil {
+		return err
+	}
+	defer func() {
+		fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), traceFlushGrace)
+		defer cancel()
+		if err := tracing.Shutdown(fctx); err != nil {
+			logger.Warn("the last spans were not exported", "err", err)
+		}
+	}()
+	if unread := telemetry.Unread(slices.Collect(maps.Keys(env))); len(unread) > 0 {
+		logger.Info("these OpenTelemetry variables are not read by the service, and do nothing here", "variables", unread)
+	}
+
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 
@@ -153,6 +178,8 @@ func serve(ctx context.Context, cfg config, env environment, stdout io.Writer, l
 		MaxResourceBytes: cfg.MaxHTMLBytes,
 		Getenv:           getenv,
 		Registerer:       reg,
+		TracerProvider:   tracing,
+		Propagator:       tracing.Propagator,
 		// The servers start once the service listens: two npx servers
 		// take seconds, and liveness probes must be answered meanwhile.
 		// A turn that comes first waits for them (agent.Options).
@@ -220,6 +247,7 @@ func serve(ctx context.Context, cfg config, env environment, stdout io.Writer, l
 		ConnectWait:        broker.Wait(),
 		MaxConcurrentTurns: cfg.MaxConcurrentTurns,
 		MaxPendingTurns:    cfg.MaxPendingTurns,
+		TracerProvider:     tracing,
 	})
 	if err != nil {
 		return fmt.Errorf("bot: %w", err)
@@ -237,6 +265,13 @@ func serve(ctx context.Context, cfg config, env environment, stdout io.Writer, l
 	e.HideBanner, e.HidePort = true, true
 	e.HTTPErrorHandler = web.ErrorHandler(logger, viewpage.Classify)
 	e.Use(middleware.Recover())
+	// The request log line, and the error handler's, carry the request's
+	// trace; the probes make no spans.
+	var requestTraces trace.TracerProvider // nil: no spans, at no cost
+	if tracing.On() {
+		requestTraces = tracing
+	}
+	e.Use(web.Trace(requestTraces, tracing.Propagator, "/healthz", "/readyz", "/metrics"))
 	e.Use(web.RequestLog(logger))
 	storeReady := st.Ping
 	if cfg.DatabaseURL != "" {
