@@ -87,18 +87,18 @@ func (b *Bot) storeSpan(ctx context.Context, name, op string) (context.Context, 
 // startCall starts the span of one call to the Bot Connector: what it
 // does (send, update or delete) and the activity's type.
 func (c *connector) startCall(ctx context.Context, method string, body any) (context.Context, trace.Span) {
-	op, name := "send", "bot connector send"
+	op := "send"
 	switch method {
 	case http.MethodPut:
-		op, name = "update", "bot connector update"
+		op = "update"
 	case http.MethodDelete:
-		op, name = "delete", "bot connector delete"
+		op = "delete"
 	}
 	tracer := c.tracer
 	if tracer == nil { // a connector made without one, in tests
 		tracer = telemetry.Tracer(nil, "")
 	}
-	ctx, span := tracer.Start(ctx, name, trace.WithSpanKind(trace.SpanKindClient))
+	ctx, span := tracer.Start(ctx, "bot connector "+op, trace.WithSpanKind(trace.SpanKindClient))
 	if span.IsRecording() {
 		span.SetAttributes(telemetry.ConnectorOperation.String(op), telemetry.HTTPMethod.String(method))
 		if a, ok := body.(*outActivity); ok {

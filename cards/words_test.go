@@ -94,6 +94,9 @@ func TestWordsRule(t *testing.T) {
 		{`reason := "The app was removed from this conversation."`, nil},
 		{`box("accent", rich(bold(triggeredRun), run(p.trigger)))`, nil},
 		{`s = fmt.Sprintf("%w: %w", a, b) + " (" + x + ")" + "• "`, nil},
+		{`ctx, span := b.tracer.Start(ctx, "triggered run")`, nil},
+		{`ctx, span := b.storeSpan(ctx, "store PutDelivery", "PutDelivery")`, nil},
+		{`telemetry.Fail(span, "turn", "the turn failed")`, nil},
 	}
 	for _, tt := range tests {
 		src := "package p\nfunc f() {\n" + tt.code + "\n}\n"
@@ -150,6 +153,10 @@ func operatorCall(fun ast.Expr) string {
 		return "an HTTP header"
 	case last2 == "regexp.MustCompile":
 		return "a pattern"
+	case last2 == "telemetry.Fail":
+		return "a failed span's status, in operators' traces"
+	case recv == "tracer" && parts[len(parts)-1] == "Start", name == "b.storeSpan":
+		return "a span's name, in operators' traces"
 	}
 	switch parts[len(parts)-1] {
 	case "Counter", "CounterVec", "Gauge", "Histogram":
