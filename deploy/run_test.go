@@ -21,11 +21,11 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
+	"teamsbot/internal/testenv"
 	"teamsbot/signin"
 )
 
@@ -57,7 +57,7 @@ type runner interface {
 // process is the image's program running.
 type process struct {
 	cmd            *exec.Cmd
-	stdout, stderr *syncBuffer
+	stdout, stderr *testenv.LogBuffer
 	done           chan struct{}
 	err            error // cmd.Wait's, once done is closed
 	started        time.Time
@@ -70,7 +70,7 @@ type process struct {
 
 func startProcess(t *testing.T, cmd *exec.Cmd) *process {
 	t.Helper()
-	p := &process{cmd: cmd, stdout: &syncBuffer{}, stderr: &syncBuffer{}, done: make(chan struct{})}
+	p := &process{cmd: cmd, stdout: &testenv.LogBuffer{}, stderr: &testenv.LogBuffer{}, done: make(chan struct{})}
 	cmd.Stdout, cmd.Stderr = p.stdout, p.stderr
 	p.started = time.Now()
 	if err := cmd.Start(); err != nil {
@@ -104,24 +104,6 @@ func (p *process) wait(d time.Duration) int {
 		return ee.ExitCode()
 	}
 	return -1
-}
-
-// syncBuffer collects a process's output while it runs.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 // pickRunner runs the image's version command with podman, locked down as

@@ -18,7 +18,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -392,36 +391,18 @@ func freeAddr(t testing.TB) string {
 	return ln.Addr().String()
 }
 
-// lockedBuffer collects a process's output while it runs.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
 // process is a command started in a process group of its own, so that
 // stopping it stops what it started.
 type process struct {
 	cmd  *exec.Cmd
 	done chan error
-	out  *lockedBuffer
+	out  *testenv.LogBuffer
 }
 
 func start(t testing.TB, cmd *exec.Cmd) *process {
 	t.Helper()
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	p := &process{cmd: cmd, done: make(chan error, 1), out: &lockedBuffer{}}
+	p := &process{cmd: cmd, done: make(chan error, 1), out: &testenv.LogBuffer{}}
 	if cmd.Stdout == nil {
 		cmd.Stdout = p.out
 	}
