@@ -9,6 +9,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"teamsbot/internal/telemetry"
 	"teamsbot/internal/textclip"
 	"teamsbot/mcpauth"
 	"teamsbot/store"
@@ -168,7 +169,7 @@ func (s *Service) save(ctx context.Context, r *runState, turn *store.HistoryTurn
 		run.ViewIDs = append(run.ViewIDs, v.ID)
 	}
 	if turn != nil {
-		sctx, span := s.storeSpan(ctx, "store SaveRunWithTurn", "SaveRunWithTurn")
+		sctx, span := telemetry.StoreSpan(ctx, s.tracer, "SaveRunWithTurn")
 		_, err := s.opts.Store.SaveRunWithTurn(sctx, run, r.views, r.audit, *turn)
 		endStore(span, err)
 		if !errors.Is(err, store.ErrInvalid) {
@@ -180,7 +181,7 @@ func (s *Service) save(ctx context.Context, r *runState, turn *store.HistoryTurn
 		// A turn the store refuses is left out; the run is kept.
 		s.log.Warn("turn not kept in the conversation's memory", "run", r.id, "err", err)
 	}
-	sctx, span := s.storeSpan(ctx, "store SaveRun", "SaveRun")
+	sctx, span := telemetry.StoreSpan(ctx, s.tracer, "SaveRun")
 	err := s.opts.Store.SaveRun(sctx, run, r.views, r.audit)
 	endStore(span, err)
 	if err != nil {

@@ -118,16 +118,6 @@ func callReason(d decision, res *mcp.CallToolResult, err error) string {
 	return "call_failed"
 }
 
-// storeSpan starts the span of a store commit: its name is "store " and
-// op, the store's method.
-func (s *Service) storeSpan(ctx context.Context, name, op string) (context.Context, trace.Span) {
-	ctx, span := s.tracer.Start(ctx, name)
-	if span.IsRecording() {
-		span.SetAttributes(telemetry.StoreOperation.String(op))
-	}
-	return ctx, span
-}
-
 // endStore ends a commit's span, failed when err is set.
 func endStore(span trace.Span, err error) {
 	if err != nil {

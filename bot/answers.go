@@ -48,7 +48,7 @@ func (b *Bot) recordDelivery(ctx context.Context, a *schema.Activity, runID stri
 	// The answer is out: record it even when the turn was cancelled.
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), deliveryWriteTimeout)
 	defer cancel()
-	ctx, span := b.storeSpan(ctx, "store PutDelivery", "PutDelivery")
+	ctx, span := telemetry.StoreSpan(ctx, b.tracer, "PutDelivery")
 	defer span.End()
 	err := b.opts.Store.PutDelivery(ctx, store.Delivery{
 		RunID:           runID,

@@ -74,16 +74,6 @@ func conversationKind(a *schema.Activity) string {
 	return "other"
 }
 
-// storeSpan starts the span of a store commit: its name is "store " and
-// op, the store's method.
-func (b *Bot) storeSpan(ctx context.Context, name, op string) (context.Context, trace.Span) {
-	ctx, span := b.tracer.Start(ctx, name)
-	if span.IsRecording() {
-		span.SetAttributes(telemetry.StoreOperation.String(op))
-	}
-	return ctx, span
-}
-
 // startCall starts the span of one call to the Bot Connector: what it
 // does (send, update or delete) and the activity's type.
 func (c *connector) startCall(ctx context.Context, method string, body any) (context.Context, trace.Span) {

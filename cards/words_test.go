@@ -95,7 +95,6 @@ func TestWordsRule(t *testing.T) {
 		{`box("accent", rich(bold(triggeredRun), run(p.trigger)))`, nil},
 		{`s = fmt.Sprintf("%w: %w", a, b) + " (" + x + ")" + "• "`, nil},
 		{`ctx, span := b.tracer.Start(ctx, "triggered run")`, nil},
-		{`ctx, span := b.storeSpan(ctx, "store PutDelivery", "PutDelivery")`, nil},
 		{`telemetry.Fail(span, "turn", "the turn failed")`, nil},
 	}
 	for _, tt := range tests {
@@ -155,7 +154,7 @@ func operatorCall(fun ast.Expr) string {
 		return "a pattern"
 	case last2 == "telemetry.Fail":
 		return "a failed span's status, in operators' traces"
-	case recv == "tracer" && parts[len(parts)-1] == "Start", name == "b.storeSpan":
+	case recv == "tracer" && parts[len(parts)-1] == "Start":
 		return "a span's name, in operators' traces"
 	}
 	switch parts[len(parts)-1] {

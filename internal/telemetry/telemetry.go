@@ -204,6 +204,17 @@ func Tracer(tp trace.TracerProvider, name string) trace.Tracer {
 	return tp.Tracer(name)
 }
 
+// StoreSpan starts the span of a store commit made with tracer: named
+// "store " and op, the store's method, which it also carries as an
+// attribute. The bot and the agent commit through it.
+func StoreSpan(ctx context.Context, tracer trace.Tracer, op string) (context.Context, trace.Span) {
+	ctx, span := tracer.Start(ctx, "store "+op)
+	if span.IsRecording() {
+		span.SetAttributes(StoreOperation.String(op))
+	}
+	return ctx, span
+}
+
 // Fail marks span as failed: the status Error with a message that is safe
 // to export (the part's own words, never an error's text, which may quote
 // a server, a URL or a secret), and error.type, a short name of what
