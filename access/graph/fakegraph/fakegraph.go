@@ -584,55 +584,36 @@ func (s *Server) checkMemberGroups(w http.ResponseWriter, r *http.Request, tenan
 	})
 }
 
+// getGroup answers GET /groups/{id}?$select=id,displayName as Graph does.
 func (s *Server) getGroup(w http.ResponseWriter, r *http.Request, tenantID string) {
-	id := strings.ToLower(r.PathValue("id"))
-	props := []string{"id", "displayName"}
-	if sel := r.URL.Query().Get("$select"); sel != "" {
-		props = strings.Split(sel, ",")
-		for _, p := range props {
-			if p != "id" && p != "displayName" {
-				graphError(w, r, http.StatusBadRequest, "BadRequest", "Could not find a property named '"+p+"' on type 'microsoft.graph.group'.")
-				return
-			}
+	s.getObject(w, r, tenantID, "group", func(t *tenant, id string) (string, bool) {
+		g, ok := t.groups[id]
+		if !ok {
+			return "", false
 		}
-	}
-	if !guid.Valid(id) {
-		graphError(w, r, http.StatusBadRequest, "Request_BadRequest", "Invalid object identifier '"+r.PathValue("id")+"'.")
-		return
-	}
-	s.mu.Lock()
-	g, ok := s.tenant(tenantID).groups[id]
-	var name string
-	if ok {
-		name = g.displayName
-	}
-	s.mu.Unlock()
-	if !ok {
-		graphError(w, r, http.StatusNotFound, "Request_ResourceNotFound", "Resource '"+r.PathValue("id")+"' does not exist or one of its queried reference-property objects are not present.")
-		return
-	}
-	out := map[string]any{"@odata.context": s.BaseURL() + "/$metadata#groups(" + strings.Join(props, ",") + ")/$entity"}
-	for _, p := range props {
-		switch p {
-		case "id":
-			out["id"] = id
-		case "displayName":
-			out["displayName"] = name
-		}
-	}
-	writeJSON(w, out)
+		return g.displayName, true
+	})
 }
 
-// getUser answers GET /users/{id}?$select=displayName as Graph does: a
-// user of the tenant, with the properties selected; 404 for any other.
+// getUser answers GET /users/{id}?$select=displayName as Graph does.
 func (s *Server) getUser(w http.ResponseWriter, r *http.Request, tenantID string) {
+	s.getObject(w, r, tenantID, "user", func(t *tenant, id string) (string, bool) {
+		return t.names[id], t.users[id]
+	})
+}
+
+// getObject answers GET /{kind}s/{id} as Graph does: an object of the
+// tenant that find knows (called with s.mu held), with the properties
+// selected (id and displayName, the only ones kept); 400 for another
+// property or an id that is no GUID, 404 for an object the tenant has not.
+func (s *Server) getObject(w http.ResponseWriter, r *http.Request, tenantID, kind string, find func(t *tenant, id string) (name string, ok bool)) {
 	id := strings.ToLower(r.PathValue("id"))
 	props := []string{"id", "displayName"}
 	if sel := r.URL.Query().Get("$select"); sel != "" {
 		props = strings.Split(sel, ",")
 		for _, p := range props {
 			if p != "id" && p != "displayName" {
-				graphError(w, r, http.StatusBadRequest, "BadRequest", "Could not find a property named '"+p+"' on type 'microsoft.graph.user'.")
+				graphError(w, r, http.StatusBadRequest, "BadRequest", "Could not find a property named '"+p+"' on type 'microsoft.graph."+kind+"'.")
 				return
 			}
 		}
@@ -642,14 +623,13 @@ func (s *Server) getUser(w http.ResponseWriter, r *http.Request, tenantID string
 		return
 	}
 	s.mu.Lock()
-	t := s.tenant(tenantID)
-	ok, name := t.users[id], t.names[id]
+	name, ok := find(s.tenant(tenantID), id)
 	s.mu.Unlock()
 	if !ok {
 		graphError(w, r, http.StatusNotFound, "Request_ResourceNotFound", "Resource '"+r.PathValue("id")+"' does not exist or one of its queried reference-property objects are not present.")
 		return
 	}
-	out := map[string]any{"@odata.context": s.BaseURL() + "/$metadata#users(" + strings.Join(props, ",") + ")/$entity"}
+	out := map[string]any{"@odata.context": s.BaseURL() + "/$metadata#" + kind + "s(" + strings.Join(props, ",") + ")/$entity"}
 	for _, p := range props {
 		switch p {
 		case "id":
