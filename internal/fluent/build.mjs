@@ -6,34 +6,19 @@
 // it; TestFluentIsBuiltFromTheLockedPackages runs it again and compares.
 //
 //	node build.mjs OUT.js OUT.css
-import { build } from "esbuild";
 import { readFileSync, writeFileSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
+import { bundle, outputs, version } from "../bundle.mjs";
 
 const here = dirname(fileURLToPath(import.meta.url));
-const [outJS, outCSS] = process.argv.slice(2);
-if (!outJS || !outCSS) {
-  console.error("usage: node build.mjs OUT.js OUT.css");
-  process.exit(2);
-}
-const modules = join(here, "../../node_modules");
-const version = (name) => JSON.parse(readFileSync(join(modules, name, "package.json"), "utf8")).version;
-
-const res = await build({
-  entryPoints: [join(here, "entry.js")],
-  bundle: true,
-  minify: true,
-  format: "iife",
+const [outJS, outCSS] = outputs("OUT.js", "OUT.css");
+writeFileSync(outJS, await bundle(here, {
+  pkg: "@fluentui/web-components",
+  license: "MIT License, Copyright (c) Microsoft Corporation",
+  by: "internal/fluent/build.mjs",
   target: "es2022",
-  platform: "browser",
-  legalComments: "none",
-  charset: "utf8",
-  write: false,
-  logLevel: "error",
-});
-writeFileSync(outJS, "/*! @fluentui/web-components " + version("@fluentui/web-components") +
-  " (MIT License, Copyright (c) Microsoft Corporation), bundled by internal/fluent/build.mjs */\n" + res.outputFiles[0].text);
+}));
 
 // The tokens a page's own stylesheet may use on native elements, so that
 // it looks like Fluent before (and without) the script; the script sets
