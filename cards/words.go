@@ -604,3 +604,64 @@ const (
 	forgottenText    = "I no longer remember what was said here before: the next question starts a new conversation."
 	forgottenNothing = "There was nothing to forget: the next question starts a new conversation."
 )
+
+// Words of a server's question to the person (ElicitationCard).
+const (
+	elicitSubmit          = "Submit"
+	elicitContinue        = "Continue"
+	elicitDecline         = "Decline"
+	elicitCancel          = "Cancel"
+	elicitOpen            = "Open"
+	elicitRequired        = " (required)"
+	elicitDateTimeExample = "2026-12-31T09:30:00+01:00"
+)
+
+// elicitHeading names who asks.
+func elicitHeading(server string) string { return server + " asks for your input" }
+
+// elicitOnly says whose answer it is, in a chat others read.
+func elicitOnly(person string) string { return "Only " + person + " can answer this." }
+
+// elicitWaits says how long the question waits.
+func elicitWaits(wait string) string {
+	return "The tool waits " + wait + " for your answer; after that it goes on as if you cancelled."
+}
+
+// elicitURLAsk says where a URL mode question leads.
+func elicitURLAsk(server, u string) string {
+	return server + " asks you to open this address to go on: " + u + ". Continue shows the button that opens it."
+}
+
+// elicitURLAccepted is a URL mode question the person chose to go on with.
+func elicitURLAccepted(server string) string {
+	return "Open the address below to go on with " + server + ". This card says when " + server + " is done."
+}
+
+func elicitSent(server string) string { return "Your answer was sent to " + server + "." }
+
+func elicitCompleted(server string) string { return server + " says it is done." }
+
+func elicitDeclined(server string) string {
+	return "You declined; " + server + " was told so."
+}
+
+func elicitCancelled(server string) string { return "Cancelled; " + server + " was told so." }
+
+func elicitTimedOut(server, wait string) string {
+	if wait == "" {
+		return "No answer came in time, so " + server + " was told it was cancelled."
+	}
+	return "No answer came within " + wait + ", so " + server + " was told it was cancelled."
+}
+
+func elicitUnanswerable(server string) string {
+	return "This question from " + server + " can no longer be answered."
+}
+
+// Words the bot says outside the card about a question.
+const (
+	// ElicitNotYours answers someone other than the person asked.
+	ElicitNotYours = "Only the person who asked can answer this question. Your answer was not sent."
+	// ElicitGone answers a question that is no longer waiting.
+	ElicitGone = "This question is no longer waiting for an answer."
+)
