@@ -120,6 +120,11 @@ type Request struct {
 	// make, so that the person can be told what is going on. It is called
 	// on the run's goroutine and must return quickly.
 	Progress func(Step)
+	// Elicit, when set, asks the person what a server asks during one of
+	// the run's tool calls (elicitation); the call waits meanwhile. Nil
+	// (a run without a person): such requests are declined at once, and
+	// the run's notes say so.
+	Elicit Elicitor
 }
 
 // Step is a tool call a run is about to make.
@@ -223,6 +228,10 @@ type Options struct {
 	Registerer prometheus.Registerer
 	// ConnectTimeout bounds connecting one server; zero means 15s.
 	ConnectTimeout time.Duration
+	// ElicitWait is how long a tool call waits for the person's answer to
+	// what its server asks (elicitation) before the answer is cancel;
+	// zero means DefaultElicitWait.
+	ElicitWait time.Duration
 	// RetryInterval is the least time between two attempts to connect a
 	// server that failed; zero means 5s.
 	RetryInterval time.Duration

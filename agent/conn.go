@@ -80,6 +80,13 @@ type serverConn struct {
 	// server, by tenant and user id.
 	pmu      sync.Mutex
 	personal map[string]*personal
+
+	// emu guards calls, the calls under way that a server's request for
+	// the person's input may belong to (by token), and urls, the URL mode
+	// requests waiting for their completion (by the server's id).
+	emu   sync.Mutex
+	calls map[string]*elicitCall
+	urls  map[string]*urlWaiter
 }
 
 func newServerConn(s *Service, agentID string, cfg ServerConfig) *serverConn {
@@ -106,7 +113,10 @@ func (c *serverConn) client() *mcp.Client {
 	if c.svc.opts.AppsEnabled {
 		caps.AddExtension(mcpapps.ExtensionID, map[string]any{"mimeTypes": []string{mcpapps.MIMEType}})
 	}
-	return mcp.NewClient(&mcp.Implementation{Name: "teamsbot", Version: "1.0.0"}, &mcp.ClientOptions{
+	// Elicitation is declared in both modes; sampling never (its
+	// requests are refused and audited by refuseSampling).
+	caps.Elicitation = &mcp.ElicitationCapabilities{Form: &mcp.FormElicitationCapabilities{}, URL: &mcp.URLElicitationCapabilities{}}
+	cl := mcp.NewClient(&mcp.Implementation{Name: "teamsbot", Version: "1.0.0"}, &mcp.ClientOptions{
 		Logger:       c.svc.log.With("server", c.name),
 		Capabilities: caps,
 		ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) {
@@ -115,7 +125,13 @@ func (c *serverConn) client() *mcp.Client {
 		ResourceListChangedHandler: func(context.Context, *mcp.ResourceListChangedRequest) {
 			c.invalidateResources()
 		},
+		ElicitationHandler: c.elicit,
+		ElicitationCompleteHandler: func(_ context.Context, req *mcp.ElicitationCompleteNotificationRequest) {
+			c.completed(req.Session, req.Params.ElicitationID)
+		},
 	})
+	cl.AddReceivingMiddleware(c.refuseSampling)
+	return cl
 }
 
 // transport makes a new transport to the server.
@@ -185,6 +201,8 @@ func (c *serverConn) httpClient() *http.Client {
 		base = t
 	}
 	base = &cappedTransport{base: base, limit: messageLimit(c.svc.maxResourceBytes()), cut: &c.cut}
+	// A request the server sends during a call names the call.
+	base = &tagRelated{base: base}
 	// The server may join its spans to the call's (traceparent).
 	base = telemetry.Transport(base, c.svc.opts.Propagator)
 	origin, _ := url.Parse(c.cfg.URL) // validated in New
@@ -328,7 +346,7 @@ func (c *serverConn) connect(ctx context.Context) (*mcp.ClientSession, error) {
 		// every request's _meta, which the server decodes each time.
 		so = &mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"}
 	}
-	cs, err := c.client().Connect(ctx, t, so)
+	cs, err := c.client().Connect(ctx, &orderedTransport{Transport: t, tagged: c.cfg.URL != "" && c.builtin == nil}, so)
 	if err != nil {
 		return nil, c.scrub(err)
 	}

@@ -84,6 +84,8 @@ type governedCall struct {
 	session *mcp.ClientSession
 	args    json.RawMessage
 	call    toolCall
+	// run is the model's run; empty for a view's call.
+	run string
 }
 
 // govern is the one path every tool call takes, the model's and a view's:
@@ -130,8 +132,11 @@ func (s *Service) governCall(ctx context.Context, g governedCall) (*mcp.CallTool
 	}
 	// The server's time to answer; the time a person takes to connect
 	// it (a step-up) is not counted.
-	cctx, cancel := pausableTimeout(ctx, c.timeout)
+	cctx, cancel, pause, resume := pausableTimeout(ctx, c.timeout)
 	defer cancel()
+	// What the server asks the person during the call finds its way here.
+	cctx, done := c.startElicitable(cctx, g, pause, resume)
+	defer done()
 	res, err := g.session.CallTool(cctx, &mcp.CallToolParams{Name: tool, Arguments: args})
 	if err != nil {
 		err = c.scrub(err)

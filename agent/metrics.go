@@ -14,6 +14,7 @@ type metrics struct {
 	calls    *prometheus.CounterVec
 	views    *prometheus.CounterVec
 	refusals *prometheus.CounterVec
+	elicits  *prometheus.CounterVec
 }
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
@@ -30,6 +31,9 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			"Views made from tool calls, by server.", "server"),
 		refusals: d.CounterVec("teamsbot_agent_view_refusals_total",
 			"Views refused because their resource was not a valid MCP App, by server and reason.", "server", "reason"),
+		elicits: d.CounterVec("teamsbot_agent_elicitations_total",
+			"Servers' requests for a person's input (elicitation) and for the model (sampling), by server and outcome (accept, decline, cancel, refused, unrelated, sampling_refused).",
+			"server", "outcome"),
 	}
 	if err := d.Err(); err != nil {
 		return nil, fmt.Errorf("agent: %w", err)
@@ -57,5 +61,11 @@ func (m *metrics) view(server string) {
 func (m *metrics) refused(server, reason string) {
 	if m != nil {
 		m.refusals.WithLabelValues(server, reason).Inc()
+	}
+}
+
+func (m *metrics) elicited(server, outcome string) {
+	if m != nil {
+		m.elicits.WithLabelValues(server, outcome).Inc()
 	}
 }

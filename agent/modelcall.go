@@ -154,9 +154,12 @@ func (r *runState) callForModel(ctx context.Context, call ToolCall) Message {
 	if r.progress != nil {
 		r.progress(Step{Server: server, Tool: tool})
 	}
-	res, d, err := svc.govern(ctx, governedCall{agent: r.agent, conn: c, session: cs, args: call.Arguments, call: toolCall{
+	res, d, err := svc.govern(ctx, governedCall{agent: r.agent, conn: c, session: cs, args: call.Arguments, run: r.id, call: toolCall{
 		person: r.person, agentID: r.agent.cfg.ID, tenantID: r.person.TenantID, server: server, tool: tool,
 	}})
+	for _, n := range r.elicited.take() {
+		r.note("%s", n)
+	}
 	result := outcome(res, err)
 	if err != nil {
 		if errors.Is(err, ErrUnavailable) {

@@ -132,7 +132,7 @@ func (c *serverConn) personalSession(ctx context.Context) (*mcp.ClientSession, b
 		_ = e.session.Close()
 		e.session = nil
 	}
-	cctx, cancel := pausableTimeout(ctx, c.svc.opts.ConnectTimeout)
+	cctx, cancel, _, _ := pausableTimeout(ctx, c.svc.opts.ConnectTimeout)
 	defer cancel()
 	t := &mcp.StreamableClientTransport{
 		Endpoint:     c.cfg.URL,
@@ -140,7 +140,7 @@ func (c *serverConn) personalSession(ctx context.Context) (*mcp.ClientSession, b
 		MaxRetries:   2,
 		OAuthHandler: c.svc.opts.Auth.PersonHandler(mcpauth.Person{TenantID: p.TenantID, UserID: p.UserID, Name: p.Name}, c.authServer()),
 	}
-	cs, err := c.client().Connect(cctx, t, nil)
+	cs, err := c.client().Connect(cctx, &orderedTransport{Transport: t, tagged: true}, nil)
 	if err != nil {
 		return nil, false, fmt.Errorf("%w: %s: %w", ErrUnavailable, c.name, c.scrub(err))
 	}
@@ -182,33 +182,33 @@ func (c *serverConn) closePersonal() {
 	}
 }
 
-// pausableTimeout is context.WithTimeout whose clock stops while the
-// person is asked to connect a server: ctx's mcpauth.Waiter (if any) is
-// passed on with Pause and Resume set to stop and restart it. A call's
-// timeout is the server's time to answer, not the person's time to sign
-// in.
-func pausableTimeout(ctx context.Context, d time.Duration) (context.Context, context.CancelFunc) {
-	w, ok := mcpauth.WaiterFrom(ctx)
-	if !ok {
-		return context.WithTimeout(ctx, d)
-	}
+// pausableTimeout is context.WithTimeout whose clock stops while a person
+// is asked something: to connect a server (ctx's mcpauth.Waiter, if any,
+// is passed on with Pause and Resume set), or what a server asks during
+// the call (pause and resume, for the elicitation). A call's timeout is
+// the server's time to answer, not the person's.
+func pausableTimeout(ctx context.Context, d time.Duration) (cctx context.Context, cancelCall context.CancelFunc, pause, resume func()) {
 	cctx, cancel := context.WithCancelCause(ctx)
 	var mu sync.Mutex
 	left := d
 	started := time.Now()
 	timer := time.AfterFunc(d, func() { cancel(context.DeadlineExceeded) })
-	w.Pause = func() {
+	pause = func() {
 		mu.Lock()
 		defer mu.Unlock()
 		if timer.Stop() {
 			left -= time.Since(started)
 		}
 	}
-	w.Resume = func() {
+	resume = func() {
 		mu.Lock()
 		defer mu.Unlock()
 		started = time.Now()
 		timer.Reset(max(left, time.Second))
 	}
-	return mcpauth.WithWaiter(cctx, w), func() { timer.Stop(); cancel(context.Canceled) }
+	if w, ok := mcpauth.WaiterFrom(ctx); ok {
+		w.Pause, w.Resume = pause, resume
+		cctx = mcpauth.WithWaiter(cctx, w)
+	}
+	return cctx, func() { timer.Stop(); cancel(context.Canceled) }, pause, resume
 }

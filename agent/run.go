@@ -42,6 +42,9 @@ type runState struct {
 	// problems are what went wrong, with the detail for operators; the
 	// person reads only their references (see problem).
 	problems []store.RunProblem
+	// elicited gathers the notes of servers' requests for the person's
+	// input during the run's calls.
+	elicited *elicitNotes
 }
 
 // note adds a run note: one line, at most maxNoteBytes, whatever a server
@@ -71,6 +74,11 @@ func (s *Service) Run(ctx context.Context, req Request) (Answer, error) {
 	ctx = withPerson(ctx, req.Person)
 	if req.Connect != nil && req.Person.UserID != "" {
 		ctx = mcpauth.WithWaiter(ctx, mcpauth.Waiter{Prompter: req.Connect, RunID: r.id})
+	}
+	r.elicited = &elicitNotes{}
+	ctx = context.WithValue(ctx, notesKey{}, r.elicited)
+	if req.Elicit != nil && req.Person.UserID != "" {
+		ctx = WithElicitor(ctx, req.Elicit)
 	}
 	if r.apps && s.opts.Access != nil && !s.opts.Access.AppsEnabled(ctx, req.Person.TenantID) {
 		r.apps = false
