@@ -346,7 +346,7 @@ func (c *serverConn) connect(ctx context.Context) (*mcp.ClientSession, error) {
 		// every request's _meta, which the server decodes each time.
 		so = &mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"}
 	}
-	cs, err := c.client().Connect(ctx, &orderedTransport{Transport: t, tagged: c.cfg.URL != "" && c.builtin == nil}, so)
+	cs, err := c.client().Connect(ctx, &relatedTransport{Transport: t, conn: c, tagged: c.cfg.URL != "" && c.builtin == nil}, so)
 	if err != nil {
 		return nil, c.scrub(err)
 	}

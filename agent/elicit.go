@@ -193,10 +193,15 @@ func (c *serverConn) startElicitable(ctx context.Context, g governedCall, pause,
 // callOf finds the call a server's request belongs to: by the token the
 // service tagged it with, or as the one run's or view's call under way
 // on the session. ambiguous says several were.
-func (c *serverConn) callOf(cs *mcp.ClientSession, meta mcp.Meta) (ec *elicitCall, ambiguous bool) {
+func (c *serverConn) callOf(ctx context.Context, cs *mcp.ClientSession, meta mcp.Meta) (ec *elicitCall, ambiguous bool) {
 	c.emu.Lock()
 	defer c.emu.Unlock()
 	if tok, _ := meta[metaCall].(string); tok != "" {
+		return c.calls[tok], false
+	}
+	// On protocol 2026-07-28 a server returns its requests in the call's
+	// result (inputRequests), and the client asks during the call itself.
+	if tok, _ := ctx.Value(callTokenKey{}).(string); tok != "" {
 		return c.calls[tok], false
 	}
 	for _, e := range c.calls {
@@ -233,7 +238,7 @@ func (c *serverConn) completed(cs *mcp.ClientSession, id string) {
 func (c *serverConn) elicit(ctx context.Context, req *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
 	s := c.svc
 	p := req.Params
-	ec, ambiguous := c.callOf(req.Session, p.Meta)
+	ec, ambiguous := c.callOf(ctx, req.Session, p.Meta)
 	if ec == nil {
 		why := "no call of this service was under way on the session"
 		if ambiguous {
@@ -249,6 +254,7 @@ func (c *serverConn) elicit(ctx context.Context, req *mcp.ElicitRequest) (*mcp.E
 		q.Mode = elicit.ModeForm
 	}
 	fields := map[string]any{}
+	accepted := false
 	audit := func(action string, f map[string]any) {
 		rec := ec.audit(action, s.now(), q)
 		for k, v := range f {
@@ -312,10 +318,21 @@ func (c *serverConn) elicit(ctx context.Context, req *mcp.ElicitRequest) (*mcp.E
 			}
 			c.urls[p.ElicitationID] = w
 			c.emu.Unlock()
-			defer func() {
+			// An accepted request waits for its completion until the
+			// question's time is up; any other ends now.
+			forget := func() {
 				c.emu.Lock()
-				delete(c.urls, p.ElicitationID)
+				if c.urls[p.ElicitationID] == w {
+					delete(c.urls, p.ElicitationID)
+				}
 				c.emu.Unlock()
+			}
+			defer func() {
+				if accepted {
+					time.AfterFunc(time.Until(q.Deadline), forget)
+					return
+				}
+				forget()
 			}()
 		}
 	}
@@ -367,6 +384,7 @@ func (c *serverConn) elicit(ctx context.Context, req *mcp.ElicitRequest) (*mcp.E
 			s.metrics.elicited(c.name, elicit.Accept)
 			return &mcp.ElicitResult{Action: elicit.Accept, Content: content}, nil
 		}
+		accepted = true
 		return end(elicit.Accept, "")
 	case elicit.Decline:
 		return end(elicit.Decline, "")
@@ -422,27 +440,36 @@ func (c *serverConn) refuseSampling(next mcp.MethodHandler) mcp.MethodHandler {
 		if method != "sampling/createMessage" {
 			return next(ctx, method, req)
 		}
-		s := c.svc
 		var meta mcp.Meta
 		if p := req.GetParams(); p != nil {
 			meta = p.GetMeta()
 		}
 		cs, _ := req.GetSession().(*mcp.ClientSession)
-		ec, _ := c.callOf(cs, meta)
-		s.metrics.elicited(c.name, "sampling_refused")
-		if ec != nil {
-			rec := store.AuditRecord{Time: s.now(), TenantID: ec.call.tenantID, Action: AuditSamplingRefused, Actor: ec.call.person.UserID,
-				Fields: map[string]any{"server": c.name, "tool": ec.call.tool, "agent": ec.call.agentID, "why": "the agent does not lend its model to servers"}}
-			if ec.run != "" {
-				rec.Fields["run"] = ec.run
-			}
-			if err := s.appendAudit(context.WithoutCancel(ctx), rec); err != nil {
-				s.log.Warn("sampling audit record not written", "server", c.name, "err", err)
-			}
-		} else {
-			s.log.Warn("sampling refused", "agent", c.agentID, "server", c.name)
-		}
+		ec, _ := c.callOf(ctx, cs, meta)
+		c.samplingRefused(ctx, ec)
 		return nil, &jsonrpc.Error{Code: jsonrpc.CodeMethodNotFound, Message: "sampling is not offered by this client"}
+	}
+}
+
+// samplingRefused audits a server's request for the model during call
+// ec (nil: a call unknown, logged only).
+func (c *serverConn) samplingRefused(ctx context.Context, ec *elicitCall) {
+	s := c.svc
+	s.metrics.elicited(c.name, "sampling_refused")
+	if ec == nil {
+		s.log.Warn("sampling refused", "agent", c.agentID, "server", c.name)
+		return
+	}
+	rec := store.AuditRecord{Time: s.now(), TenantID: ec.call.tenantID, Action: AuditSamplingRefused, Actor: ec.call.person.UserID,
+		Fields: map[string]any{"server": c.name, "tool": ec.call.tool, "agent": ec.call.agentID, "why": "the agent does not lend its model to servers"}}
+	if ec.run != "" {
+		rec.Fields["run"] = ec.run
+	}
+	if ec.call.viewID != "" {
+		rec.Fields["view"] = ec.call.viewID
+	}
+	if err := s.appendAudit(context.WithoutCancel(ctx), rec); err != nil {
+		s.log.Warn("sampling audit record not written", "server", c.name, "err", err)
 	}
 }
 
@@ -571,53 +598,123 @@ func retag(params json.RawMessage, token string, order bool) (json.RawMessage, b
 	return out, true
 }
 
-// orderedTransport is every transport's connection seen by the client: a
-// server's elicitation/create gets the order of its requested
-// properties (which decoding into a map loses), and on a transport
-// without per-call streams (stdio, in memory) any call tag the server put
-// there itself is removed.
-type orderedTransport struct {
+// relatedTransport is every transport's connection as the client sees
+// it. A server's elicitation/create gets the order of its requested
+// properties (which decoding into a map loses); on a transport without
+// per-call streams (stdio, in memory) any call tag the server put there
+// itself is removed. On protocol 2026-07-28 a server returns its requests
+// in a call's result (inputRequests): those get the order and the call's
+// tag too, and a request for the model among them is audited as refused
+// (the client then fails the call).
+type relatedTransport struct {
 	mcp.Transport
+	conn   *serverConn
 	tagged bool // the HTTP transport tags requests itself
 }
 
-func (t *orderedTransport) Connect(ctx context.Context) (mcp.Connection, error) {
+func (t *relatedTransport) Connect(ctx context.Context) (mcp.Connection, error) {
 	conn, err := t.Transport.Connect(ctx)
 	if err != nil {
 		return nil, err
 	}
-	return &orderedConn{Connection: conn, tagged: t.tagged}, nil
+	return &relatedConn{Connection: conn, c: t.conn, tagged: t.tagged, calls: map[string]string{}}, nil
 }
 
-type orderedConn struct {
+type relatedConn struct {
 	mcp.Connection
+	c      *serverConn
 	tagged bool
+
+	mu    sync.Mutex
+	calls map[string]string // tools/call request id → the call's token
 }
 
-func (c *orderedConn) Read(ctx context.Context) (jsonrpc.Message, error) {
-	msg, err := c.Connection.Read(ctx)
+// idKey is a request id as a map key.
+func idKey(id jsonrpc.ID) string { return fmt.Sprintf("%T:%v", id.Raw(), id.Raw()) }
+
+func (rc *relatedConn) Write(ctx context.Context, msg jsonrpc.Message) error {
+	if req, ok := msg.(*jsonrpc.Request); ok && req.IsCall() && req.Method == "tools/call" {
+		if tok, _ := ctx.Value(callTokenKey{}).(string); tok != "" {
+			rc.mu.Lock()
+			rc.calls[idKey(req.ID)] = tok
+			rc.mu.Unlock()
+		}
+	}
+	return rc.Connection.Write(ctx, msg)
+}
+
+func (rc *relatedConn) Read(ctx context.Context) (jsonrpc.Message, error) {
+	msg, err := rc.Connection.Read(ctx)
 	if err != nil {
 		return msg, err
 	}
-	req, ok := msg.(*jsonrpc.Request)
-	if !ok || !req.IsCall() {
-		return msg, nil
-	}
-	order := req.Method == "elicitation/create"
-	if !order && c.tagged {
-		return msg, nil
-	}
-	var token string
-	if c.tagged {
-		var p struct {
-			Meta map[string]any `json:"_meta"`
+	switch m := msg.(type) {
+	case *jsonrpc.Request:
+		if !m.IsCall() {
+			return msg, nil
 		}
-		if json.Unmarshal(req.Params, &p) == nil {
-			token, _ = p.Meta[metaCall].(string)
+		order := m.Method == "elicitation/create"
+		if !order && rc.tagged {
+			return msg, nil
+		}
+		var token string
+		if rc.tagged {
+			var p struct {
+				Meta map[string]any `json:"_meta"`
+			}
+			if json.Unmarshal(m.Params, &p) == nil {
+				token, _ = p.Meta[metaCall].(string)
+			}
+		}
+		if params, changed := retag(m.Params, token, order); changed {
+			m.Params = params
+		}
+	case *jsonrpc.Response:
+		rc.mu.Lock()
+		tok, ok := rc.calls[idKey(m.ID)]
+		delete(rc.calls, idKey(m.ID))
+		rc.mu.Unlock()
+		if ok && m.Error == nil && bytes.Contains(m.Result, []byte(`"inputRequests"`)) {
+			m.Result = rc.inputRequests(ctx, m.Result, tok)
 		}
 	}
-	if params, changed := retag(req.Params, token, order); changed {
-		req.Params = params
+	return msg, nil
+}
+
+// inputRequests tags the requests a call's result holds with the call's
+// token and their properties' order, and audits a request for the model.
+func (rc *relatedConn) inputRequests(ctx context.Context, result json.RawMessage, tok string) json.RawMessage {
+	var res map[string]json.RawMessage
+	if json.Unmarshal(result, &res) != nil {
+		return result
 	}
-	return req, nil
+	var reqs map[string]struct {
+		Method string          `json:"method"`
+		Params json.RawMessage `json:"params,omitempty"`
+	}
+	if json.Unmarshal(res["inputRequests"], &reqs) != nil || len(reqs) == 0 {
+		return result
+	}
+	for k, r := range reqs {
+		switch r.Method {
+		case "elicitation/create":
+			if params, changed := retag(r.Params, tok, true); changed {
+				r.Params = params
+				reqs[k] = r
+			}
+		case "sampling/createMessage":
+			ec, _ := rc.c.callOf(context.WithValue(ctx, callTokenKey{}, tok), nil, nil)
+			rc.c.samplingRefused(ctx, ec)
+		}
+	}
+	raw, err := json.Marshal(reqs)
+	if err != nil {
+		return result
+	}
+	res["inputRequests"] = raw
+	out, err := json.Marshal(res)
+	if err != nil {
+		return result
+	}
+	return out
 }

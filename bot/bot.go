@@ -186,6 +186,10 @@ type Options struct {
 	Auth *mcpauth.Broker
 	// StreamAfter is DefaultStreamAfter's setting; zero means the default.
 	StreamAfter time.Duration
+	// ElicitWait is how long a turn may wait, besides TurnTimeout, for
+	// the person's answer to what a server asks; zero means
+	// agent.DefaultElicitWait.
+	ElicitWait time.Duration
 	// ConnectWait is how long a turn may wait, besides TurnTimeout, for
 	// the person to connect a server (mcpauth's wait); zero when no
 	// server is reached as each person.
@@ -231,6 +235,8 @@ type Bot struct {
 	// records are arrivals being written to the store; Shutdown waits
 	// for them, as the store closes after the bot.
 	records sync.WaitGroup
+	// questions are the servers' questions waiting for their person.
+	questions questions
 }
 
 // New builds the bot. It does no network I/O: signing keys and the bot
@@ -274,6 +280,9 @@ func New(opts Options) (*Bot, error) {
 	}
 	if opts.MaxBodyBytes <= 0 {
 		opts.MaxBodyBytes = DefaultMaxBodyBytes
+	}
+	if opts.ElicitWait <= 0 {
+		opts.ElicitWait = agent.DefaultElicitWait
 	}
 	if opts.TurnTimeout <= 0 {
 		opts.TurnTimeout = DefaultTurnTimeout

@@ -93,6 +93,9 @@ type setup struct {
 	// traces, when set, is the bot's and the agent's tracer provider and
 	// propagator; nil: no spans.
 	traces *telemetry.Provider
+	// elicitWait is how long a call waits for the person's answer to what
+	// its server asks; zero keeps the service's.
+	elicitWait time.Duration
 }
 
 // The credentials a harness can give the bot.
@@ -227,7 +230,7 @@ func newHarness(t testing.TB, s setup) *harness {
 		cfg.Agents[0].Model = *s.model
 	}
 	cfg.Agents[0].Memory = s.memory
-	aopts := agent.Options{Store: st, AppsEnabled: true, Builtins: s.builtins, Logger: logger, HTTPClient: s.modelClient}
+	aopts := agent.Options{Store: st, AppsEnabled: true, Builtins: s.builtins, Logger: logger, HTTPClient: s.modelClient, ElicitWait: s.elicitWait}
 	if s.traces != nil {
 		aopts.TracerProvider, aopts.Propagator = s.traces, s.traces.Propagator
 	}
@@ -250,6 +253,7 @@ func newHarness(t testing.TB, s setup) *harness {
 		// MaxPendingTurns zero means the default.
 		MaxPendingTurns:    s.maxPending,
 		MaxConcurrentTurns: s.maxConcurrent,
+		ElicitWait:         s.elicitWait,
 	}
 	if !s.defaultClient {
 		opts.HTTPClient = loopbackClient()

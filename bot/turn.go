@@ -27,6 +27,21 @@ func (b *Bot) onMessage(reqCtx context.Context, t *activity.TurnContext) (schema
 		}
 	}
 	p := personOf(&a)
+	if isAnswer(&a) {
+		// A question card's button: the run waiting for it goes on.
+		if !b.begin() {
+			b.forgetArrival(dedupKey)
+			return schema.Activity{}, ErrClosed
+		}
+		b.recordArrival(dedupKey)
+		go func() {
+			defer b.turns.Done()
+			ctx, cancel := context.WithTimeout(withTenant(b.ctx, p.TenantID), sendTimeout)
+			defer cancel()
+			b.answer(ctx, &a, p)
+		}()
+		return schema.Activity{}, nil
+	}
 	if !b.begin() {
 		b.forgetArrival(dedupKey)
 		return schema.Activity{}, ErrClosed
@@ -167,9 +182,9 @@ func (t *typingIndicator) settle() {
 // which carries the turn's span and lives as long as the bot.
 func (b *Bot) runTurn(tctx context.Context, a *schema.Activity, p agent.Person) {
 	start := b.now()
-	// A turn may wait for the person to connect a server on top of its
-	// own time.
-	ctx, cancel := context.WithTimeout(withTenant(tctx, p.TenantID), b.opts.TurnTimeout+b.opts.ConnectWait)
+	// A turn may wait for the person to connect a server, and to answer
+	// what a server asks, on top of its own time.
+	ctx, cancel := context.WithTimeout(withTenant(tctx, p.TenantID), b.opts.TurnTimeout+b.opts.ConnectWait+b.opts.ElicitWait)
 	defer cancel()
 
 	// Without a token or a usable serviceUrl nothing can reach the
@@ -219,6 +234,7 @@ func (b *Bot) runTurn(tctx context.Context, a *schema.Activity, p agent.Person) 
 	personal := a.Conversation.ConversationType == "personal"
 	req := agent.Request{Person: p, AgentID: b.opts.AgentID, Text: a.Text, Progress: prog.step,
 		Connect:      &connectPrompter{b: b, a: a, p: p, o: b.personalOptions(a)},
+		Elicit:       &elicitAsker{b: b, a: a, p: p, o: b.personalOptions(a)},
 		Conversation: a.Conversation.ID, Shared: !personal}
 	if personal {
 		// The answer's words open the stream at once, rather than after

@@ -161,20 +161,20 @@ func httpsURL(u string) (string, bool) {
 // Input.Date, Input.Toggle or Input.ChoiceSet (1.2 has no label on an
 // input, so a text above each names it).
 type input struct {
-	Type          string         `json:"type"`
-	ID            string         `json:"id"`
-	Value         string         `json:"value,omitempty"`
-	Placeholder   string         `json:"placeholder,omitempty"`
-	Style         string         `json:"style,omitempty"`
-	MaxLength     int            `json:"maxLength,omitempty"`
-	Min           any            `json:"min,omitempty"`
-	Max           any            `json:"max,omitempty"`
-	Title         string         `json:"title,omitempty"`
-	ValueOn       string         `json:"valueOn,omitempty"`
-	ValueOff      string         `json:"valueOff,omitempty"`
-	Choices       []choice       `json:"choices,omitempty"`
-	IsMultiSelect bool           `json:"isMultiSelect,omitempty"`
-	Spacing       string         `json:"spacing,omitempty"`
+	Type          string   `json:"type"`
+	ID            string   `json:"id"`
+	Value         string   `json:"value,omitempty"`
+	Placeholder   string   `json:"placeholder,omitempty"`
+	Style         string   `json:"style,omitempty"`
+	MaxLength     int      `json:"maxLength,omitempty"`
+	Min           any      `json:"min,omitempty"`
+	Max           any      `json:"max,omitempty"`
+	Title         string   `json:"title,omitempty"`
+	ValueOn       string   `json:"valueOn,omitempty"`
+	ValueOff      string   `json:"valueOff,omitempty"`
+	Choices       []choice `json:"choices,omitempty"`
+	IsMultiSelect bool     `json:"isMultiSelect,omitempty"`
+	Spacing       string   `json:"spacing,omitempty"`
 }
 
 type choice struct {

@@ -440,7 +440,9 @@ func (c config) writeTimeout() time.Duration {
 			}
 		}
 	}
-	return max(bot.DefaultTurnTimeout+15*time.Second, longest+15*time.Second)
+	// A call may also wait for the person's answer to what its server
+	// asks (elicitation).
+	return max(bot.DefaultTurnTimeout+15*time.Second, longest+agent.DefaultElicitWait+15*time.Second)
 }
 
 // openButtons reports whether cards may carry Open buttons: Teams opens only
