@@ -461,6 +461,116 @@ func TestAppPermissions(t *testing.T) {
 	}
 }
 
+// Elicitation is on for every server by default; a tenant admin turns it
+// off, and on again, for one server of their own tenant only; a
+// non-admin cannot; each change is audited with the server and the
+// setting before and after; and when the settings cannot be read no
+// server may ask, with a log line for the operator.
+func TestElicitationSetting(t *testing.T) {
+	e := newEnv(t, nil)
+	ctx := context.Background()
+	allowed := func(tenant string) string {
+		t.Helper()
+		var on []string
+		for _, server := range []string{"crm", "tickets", "demo"} {
+			if e.svc.ElicitationAllowed(ctx, tenant, server) {
+				on = append(on, server)
+			}
+		}
+		return strings.Join(on, " ")
+	}
+	off := func(tenant string) []string {
+		t.Helper()
+		s, err := e.svc.TenantSettings(ctx, tenant)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s.ElicitationOff
+	}
+	if got := allowed(tenantA); got != "crm tickets demo" {
+		t.Fatalf("servers that may ask by default: %q, want all", got)
+	}
+	for _, who := range []access.Person{person(tenantA, bob, access.PermRead, access.PermRun), person(tenantB, admin, access.PermRun)} {
+		if err := e.svc.SetElicitation(ctx, who, "crm", false); missing(err) != access.PermAdmin {
+			t.Errorf("a non-admin %v of %s turned elicitation off: %v", who.Roles, who.TenantID, err)
+		}
+	}
+	if err := e.svc.SetElicitation(ctx, tenantAdmin, "", false); !errors.Is(err, store.ErrInvalid) {
+		t.Errorf("a server without a name: %v, want ErrInvalid", err)
+	}
+	if got := allowed(tenantA); got != "crm tickets demo" || len(off(tenantA)) != 0 {
+		t.Fatalf("a refused change was saved: %q may ask, off %q", got, off(tenantA))
+	}
+
+	for _, server := range []string{"tickets", "crm", "crm"} {
+		if err := e.svc.SetElicitation(ctx, tenantAdmin, server, false); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got, b := allowed(tenantA), allowed(tenantB); got != "demo" || b != "crm tickets demo" {
+		t.Errorf("after tenant A's admin turned crm and tickets off: tenant A %q may ask, tenant B %q", got, b)
+	}
+	if got := off(tenantA); !slices.Equal(got, []string{"crm", "tickets"}) {
+		t.Errorf("tenant A's settings say off for %q, want crm and tickets, once each", got)
+	}
+	ts, err := e.st.TenantSettings(ctx, tenantA)
+	if err != nil || ts.UpdatedBy != admin {
+		t.Errorf("stored settings %+v %v: want them changed by the admin", ts, err)
+	}
+	// The other settings stay as they were.
+	if s, _ := e.svc.TenantSettings(ctx, tenantA); !s.AppsEnabled || !s.Default.Runner || s.HistoryForTriggers {
+		t.Errorf("other settings changed with it: %+v", s)
+	}
+	if err := e.svc.SetElicitation(ctx, tenantAdmin, "crm", true); err != nil {
+		t.Fatal(err)
+	}
+	if got := allowed(tenantA); got != "crm demo" {
+		t.Errorf("after the admin turned crm on again, %q may ask", got)
+	}
+
+	recs, err := e.st.Audit(ctx, store.AuditQuery{TenantID: tenantA, Action: access.AuditElicitationSet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var changes []string
+	for _, r := range recs {
+		changes = append(changes, fmt.Sprint(r.Actor, " ", r.Fields["server"], " ", r.Fields["before"], " ", r.Fields["after"]))
+	}
+	want := []string{
+		admin + " tickets map[elicitation:true] map[elicitation:false]",
+		admin + " crm map[elicitation:true] map[elicitation:false]",
+		admin + " crm map[elicitation:false] map[elicitation:false]",
+		admin + " crm map[elicitation:false] map[elicitation:true]",
+	}
+	if !slices.Equal(changes, want) {
+		t.Errorf("audited changes %q, want %q", changes, want)
+	}
+	if other, _ := e.st.Audit(ctx, store.AuditQuery{TenantID: tenantB}); len(other) != 0 {
+		t.Errorf("tenant B's log got %d records", len(other))
+	}
+
+	// Settings that cannot be read: no server may ask.
+	st, err := store.Open(ctx, filepath.Join(t.TempDir(), "teamsbot.db"), store.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var logs testenv.LogBuffer
+	svc, err := access.New(access.Options{Store: st, Logger: slog.New(slog.NewJSONHandler(&logs, nil)), CacheTTL: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !svc.ElicitationAllowed(ctx, tenantA, "demo") {
+		t.Fatal("an open store's default does not allow elicitation")
+	}
+	st.Close()
+	if svc.ElicitationAllowed(ctx, tenantA, "demo") {
+		t.Error("elicitation allowed while the tenant's settings cannot be read")
+	}
+	if line := `"level":"WARN","msg":"tenant settings unreadable; elicitation declined","tenant":"` + tenantA + `","server":"demo"`; !strings.Contains(logs.String(), line) {
+		t.Errorf("no operator log line %s in:\n%s", line, logs.String())
+	}
+}
+
 // A saved policy text over a limit (saved before the limits, or written
 // by hand) is refused when the tenant is loaded, before cedar-go sees it:
 // that tenant's calls are denied with a reason that says so and an

@@ -174,10 +174,17 @@ const AuditSettingsSet = "admin.settings.set"
 // person asked for.
 const AuditHistoryForTriggersSet = "admin.settings.history_for_triggers"
 
+// AuditElicitationSet is the audit action of the tenant's admin letting
+// one MCP server ask the tenant's people for input during a tool call
+// (MCP elicitation), or no longer: its fields name the server and say
+// whether it may ask, before and after.
+const AuditElicitationSet = "admin.settings.elicitation"
+
 // Settings are what the admin console shows of a tenant: the default,
 // whether MCP Apps are on, the permissions the tenant allows each
-// server's views, and whether runs without a person use the memory of
-// the conversation they post into.
+// server's views, whether runs without a person use the memory of the
+// conversation they post into, and the servers that may not ask people
+// for input.
 type Settings struct {
 	Default     Default
 	AppsEnabled bool
@@ -189,6 +196,10 @@ type Settings struct {
 	// admin allows that server's views (camera, microphone, geolocation,
 	// clipboardWrite).
 	AppPermissions map[string][]string
+	// ElicitationOff are the MCP servers (by name, sorted) the tenant's
+	// admin does not let ask people for input during a tool call; every
+	// other server may.
+	ElicitationOff []string
 }
 
 // TenantSettings returns the admin's view of tenantID's settings.
@@ -198,7 +209,7 @@ func (s *Service) TenantSettings(ctx context.Context, tenantID string) (Settings
 		return Settings{}, fmt.Errorf("access: settings of %s: %w", tenantID, err)
 	}
 	return Settings{Default: Default{Runner: ts.DefaultRunner, Group: ts.DefaultGroup}, AppsEnabled: !ts.AppsDisabled,
-		HistoryForTriggers: ts.HistoryForTriggers, AppPermissions: ts.AppPermissions}, nil
+		HistoryForTriggers: ts.HistoryForTriggers, AppPermissions: ts.AppPermissions, ElicitationOff: ts.ElicitationOff}, nil
 }
 
 // AppPermissions returns the permissions tenantID's admin allows the views
@@ -312,6 +323,56 @@ func (s *Service) SetHistoryForTriggers(ctx context.Context, admin Person, on bo
 	}}
 	if _, err := s.store.PutTenantSettings(ctx, next, cur.Version, rec); err != nil {
 		return fmt.Errorf("access: set memory for runs without a person: %w", err)
+	}
+	s.forget(admin.TenantID)
+	return nil
+}
+
+// ElicitationAllowed reports whether server (a configured MCP server's
+// name) may ask the people of tenantID for input during a tool call (an
+// elicitation/create request): not when the tenant's admin turned it off
+// for that server. When the settings cannot be read it says no: a
+// request is declined rather than shown against the admin's wish.
+func (s *Service) ElicitationAllowed(ctx context.Context, tenantID, server string) bool {
+	ts, err := s.tenant(ctx, tenantID)
+	if err != nil {
+		s.log.Warn("tenant settings unreadable; elicitation declined", "tenant", tenantID, "server", server, "err", err)
+		return false
+	}
+	return !slices.Contains(ts.settings.ElicitationOff, server)
+}
+
+// SetElicitation lets server ask the people of the admin's tenant for
+// input during a tool call (on), or stops it, and audits the change as
+// admin.settings.elicitation with the server and the setting before and
+// after. The service does not know which servers are configured: the
+// caller checks that server is one (the admin console and API do). A
+// change applies to the next request of that server.
+func (s *Service) SetElicitation(ctx context.Context, admin Person, server string, on bool) error {
+	if err := s.requireAdmin(ctx, admin, store.AllAgents); err != nil {
+		return err
+	}
+	if server == "" {
+		return fmt.Errorf("access: set elicitation: name the MCP server: %w", store.ErrInvalid)
+	}
+	cur, err := s.store.TenantSettings(ctx, admin.TenantID)
+	if err != nil {
+		return fmt.Errorf("access: set elicitation of %s: %w", server, err)
+	}
+	was := !slices.Contains(cur.ElicitationOff, server)
+	next := cur
+	next.ElicitationOff = slices.DeleteFunc(slices.Clone(cur.ElicitationOff), func(n string) bool { return n == server })
+	if !on {
+		next.ElicitationOff = append(next.ElicitationOff, server)
+		slices.Sort(next.ElicitationOff)
+	}
+	next.UpdatedBy = admin.UserID
+	rec := store.AuditRecord{TenantID: admin.TenantID, Action: AuditElicitationSet, Actor: admin.UserID, Fields: map[string]any{
+		"server": server,
+		"before": map[string]any{"elicitation": was}, "after": map[string]any{"elicitation": on},
+	}}
+	if _, err := s.store.PutTenantSettings(ctx, next, cur.Version, rec); err != nil {
+		return fmt.Errorf("access: set elicitation of %s: %w", server, err)
 	}
 	s.forget(admin.TenantID)
 	return nil

@@ -60,7 +60,7 @@ type Rules struct {
 }
 
 // Server is an MCP server of the configuration, as the console's
-// permissions form shows it.
+// permissions and elicitation forms show it.
 type Server struct {
 	Name string
 	// Configured are the permissions the configuration file allows the
@@ -83,8 +83,10 @@ type Options struct {
 	Agents []string
 	// Rules are the configured data rules of each agent.
 	Rules []Rules
-	// Servers are the MCP servers whose views the tenant may allow
-	// permissions, each with what the configuration file already allows.
+	// Servers are the configured MCP servers: those whose views the
+	// tenant may allow permissions, each with what the configuration
+	// file already allows, and those the tenant may let ask people for
+	// input (elicitation) or not.
 	Servers []Server
 	// AppsEnabled is TICKETIQ_MCP_APPS_ENABLED: off, no tenant can turn
 	// MCP Apps on.
@@ -196,6 +198,7 @@ func (h *Handler) Register(e *echo.Echo) {
 	e.POST("/admin/apps", page(h.setApps))
 	e.POST("/admin/history", page(h.setHistory))
 	e.POST("/admin/permissions", page(h.setPermissions))
+	e.POST("/admin/elicitation", page(h.setElicitation))
 	e.POST("/admin/rules", page(h.saveRules))
 	e.GET("/admin/policies", page(h.policiesPage))
 	e.POST("/admin/policies", page(h.savePolicies))
@@ -344,6 +347,7 @@ var notices = map[string]string{
 	"apps-saved":      "The MCP Apps setting was saved.",
 	"history-saved":   "The memory setting for runs without a person was saved. It applies from the next such run.",
 	"perms-saved":     "The permissions were saved. They apply to views made from now on.",
+	"elicit-saved":    "The setting for asking people for input was saved. It applies from the server's next request.",
 	"rules-saved":     "The data rules were checked and saved. They apply to the next tool call.",
 	"policies-saved":  "The policies were checked and saved.",
 	"view-revoked":    "The view was revoked: it can no longer be opened.",

@@ -524,6 +524,126 @@ func TestHistoryForTriggersFormAndAPI(t *testing.T) {
 	}
 }
 
+// The elicitation switches: the access page shows one per configured
+// server, on by default; its form turns one server off or on with a
+// notice after the redirect; the API reads the servers turned off and
+// sets them, and a PUT without them leaves them as they are; an unknown
+// server is refused; each change is audited and summed up on the audit
+// page; a non-admin and a cross-site post change nothing; another
+// tenant's servers may still ask.
+func TestElicitationFormAndAPI(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	admin := e.client(adminA)
+	const demoBox, transcriptBox = `<input type="checkbox" role="switch" id="e-0" name="on" value="on"`, `<input type="checkbox" role="switch" id="e-1" name="on" value="on"`
+	_, page := e.do(admin, http.MethodGet, "/admin", "", "")
+	if !containsAll(page, `<form method="post" action="/admin/elicitation">`, `<legend>Server <code>demo</code></legend>`,
+		`<input type="hidden" name="server" value="transcript">`, demoBox+` checked>`, transcriptBox+` checked>`,
+		`<label for="e-0">Ask people for input (elicitation)</label>`, "with <code>decline</code> at once, in runs and views alike, without asking anyone") {
+		t.Fatalf("the access page lacks the elicitation switches, on, or their explanation:\n%s", page)
+	}
+	may := func(tenant string) string {
+		t.Helper()
+		var on []string
+		for _, server := range []string{"demo", "transcript"} {
+			if e.access.ElicitationAllowed(ctx, tenant, server) {
+				on = append(on, server)
+			}
+		}
+		return strings.Join(on, " ")
+	}
+
+	// Cross-site, and by a non-admin: refused, nothing saved.
+	req, _ := http.NewRequest(http.MethodPost, e.base+"/admin/elicitation", strings.NewReader("server=demo"))
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	req.Header.Set("Sec-Fetch-Site", "cross-site")
+	req.Header.Set("Origin", "https://evil.example")
+	resp, err := admin.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusForbidden || may(tenantA) != "demo transcript" {
+		t.Errorf("cross-site post: %d, %q may ask", resp.StatusCode, may(tenantA))
+	}
+	user := e.client(userA)
+	if code, _ := e.form(user, "/admin/elicitation", url.Values{"server": {"demo"}}); code != http.StatusForbidden || may(tenantA) != "demo transcript" {
+		t.Errorf("a non-admin's post: %d, %q may ask", code, may(tenantA))
+	}
+	if code, _ := e.do(user, http.MethodPut, "/api/admin/settings", "application/json", `{"elicitationOff": ["demo"]}`); code != http.StatusForbidden || may(tenantA) != "demo transcript" {
+		t.Errorf("a non-admin's PUT: %d, %q may ask", code, may(tenantA))
+	}
+
+	// The form turns demo off: the redirect's page says so and shows it.
+	code, body := e.form(admin, "/admin/elicitation", url.Values{"server": {"demo"}})
+	if code != http.StatusOK || !strings.Contains(body, "The setting for asking people for input was saved.") ||
+		!strings.Contains(body, demoBox+`>`) || !strings.Contains(body, transcriptBox+` checked>`) {
+		t.Fatalf("save: %d\n%s", code, body)
+	}
+	if a, b := may(tenantA), may(tenantB); a != "transcript" || b != "demo transcript" {
+		t.Errorf("after tenant A's admin turned demo off: tenant A %q may ask, tenant B %q", a, b)
+	}
+	if code, body := e.form(admin, "/admin/elicitation", url.Values{"server": {"nosuch"}}); code != http.StatusBadRequest ||
+		!strings.Contains(body, "No MCP server of the configuration has that name.") {
+		t.Errorf("unknown server: %d", code)
+	}
+	if code, body = e.do(admin, http.MethodGet, "/api/admin/settings", "", ""); code != http.StatusOK || !strings.Contains(body, `"elicitationOff":["demo"]`) {
+		t.Errorf("API read: %d %s", code, body)
+	}
+	if _, body := e.do(e.client(adminB), http.MethodGet, "/api/admin/settings", "", ""); !strings.Contains(body, `"elicitationOff":[]`) {
+		t.Errorf("tenant B's admin reads %s", body)
+	}
+
+	// A PUT that does not name them leaves them as they are; one that does
+	// sets them; an unknown server is refused with the configured ones.
+	if code, body = e.do(admin, http.MethodPut, "/api/admin/settings", "application/json", `{"defaultRunner": true, "appsEnabled": true}`); code != http.StatusOK || !strings.Contains(body, `"elicitationOff":["demo"]`) {
+		t.Errorf("PUT without them: %d %s", code, body)
+	}
+	if code, body = e.do(admin, http.MethodPut, "/api/admin/settings", "application/json", `{"defaultRunner": true, "appsEnabled": true, "elicitationOff": ["transcript", "nosuch"]}`); code != http.StatusBadRequest ||
+		!strings.Contains(body, `elicitationOff: no MCP server of the configuration is named \"nosuch\"; the configured servers are demo, transcript.`) || may(tenantA) != "transcript" {
+		t.Errorf("PUT with an unknown server: %d %s; %q may ask", code, body, may(tenantA))
+	}
+	if code, body = e.do(admin, http.MethodPut, "/api/admin/settings", "application/json", `{"defaultRunner": true, "appsEnabled": true, "elicitationOff": ["transcript"]}`); code != http.StatusOK ||
+		!strings.Contains(body, `"elicitationOff":["transcript"]`) || may(tenantA) != "demo" {
+		t.Errorf("PUT turning transcript off and demo on: %d %s; %q may ask", code, body, may(tenantA))
+	}
+	// The form's switch left on turns transcript on again.
+	if code, body = e.form(admin, "/admin/elicitation", url.Values{"server": {"transcript"}, "on": {"on"}}); code != http.StatusOK || !strings.Contains(body, transcriptBox+` checked>`) || may(tenantA) != "demo transcript" {
+		t.Errorf("save with the switch on: %d, %q may ask", code, may(tenantA))
+	}
+	// A server that left the configuration stays off until it is taken
+	// out of the list: what a GET gave can be put back.
+	if err := e.access.SetElicitation(ctx, access.Person{TenantID: tenantA, UserID: adminA.OID, Roles: adminA.Roles}, "retired", false); err != nil {
+		t.Fatal(err)
+	}
+	if code, body = e.do(admin, http.MethodPut, "/api/admin/settings", "application/json", `{"defaultRunner": true, "appsEnabled": true, "elicitationOff": ["retired"]}`); code != http.StatusOK || !strings.Contains(body, `"elicitationOff":["retired"]`) {
+		t.Errorf("PUT of what the GET gave: %d %s", code, body)
+	}
+	if code, body = e.do(admin, http.MethodPut, "/api/admin/settings", "application/json", `{"defaultRunner": true, "appsEnabled": true, "elicitationOff": []}`); code != http.StatusOK || !strings.Contains(body, `"elicitationOff":[]`) {
+		t.Errorf("PUT of none: %d %s", code, body)
+	}
+
+	recs, _ := e.store.Audit(ctx, store.AuditQuery{TenantID: tenantA, Action: access.AuditElicitationSet})
+	var changes []string
+	for _, r := range recs {
+		changes = append(changes, fmt.Sprint(r.Actor, " ", r.Fields["server"], " ", r.Fields["before"], " ", r.Fields["after"]))
+	}
+	on, off := " map[elicitation:false] map[elicitation:true]", " map[elicitation:true] map[elicitation:false]"
+	// The form's save, the PUT that swapped the two servers, the form's
+	// save with the switch on, the retired server turned off and the PUT
+	// that took it out.
+	if want := []string{adminA.OID + " demo" + off, adminA.OID + " demo" + on, adminA.OID + " transcript" + off, adminA.OID + " transcript" + on,
+		adminA.OID + " retired" + off, adminA.OID + " retired" + on}; !slices.Equal(changes, want) {
+		t.Errorf("audited changes %q, want %q", changes, want)
+	}
+	if other, _ := e.store.Audit(ctx, store.AuditQuery{TenantID: tenantB, Action: access.AuditElicitationSet}); len(other) != 0 {
+		t.Errorf("tenant B's log got %d records", len(other))
+	}
+	if _, page := e.do(admin, http.MethodGet, "/admin/audit?action="+access.AuditElicitationSet, "", ""); !containsAll(page, "demo may no longer ask people for input.", "transcript may ask people for input.") {
+		t.Errorf("the audit page does not sum the changes up:\n%s", page)
+	}
+}
+
 // The runs page gives an operator what a reference a person was shown
 // leads to: the run's own (a failure card's) and each problem's, with the
 // detail only the console and the log hold.

@@ -113,6 +113,10 @@ type settings struct {
 	// AppPermissions are, by server, the permissions the tenant allows
 	// that server's views. Absent in a PUT: left as they are.
 	AppPermissions map[string][]string `json:"appPermissions"`
+	// ElicitationOff are the servers that may not ask the tenant's people
+	// for input during a tool call (MCP elicitation); every other server
+	// may. Absent in a PUT: left as it is.
+	ElicitationOff []string `json:"elicitationOff"`
 }
 
 func (h *Handler) apiSettings(c echo.Context, p access.Person) error {
@@ -124,8 +128,12 @@ func (h *Handler) apiSettings(c echo.Context, p access.Person) error {
 	if perms == nil {
 		perms = map[string][]string{}
 	}
+	off := s.ElicitationOff
+	if off == nil {
+		off = []string{}
+	}
 	return c.JSON(http.StatusOK, settings{DefaultRunner: s.Default.Runner, DefaultGroup: s.Default.Group, AppsEnabled: s.AppsEnabled,
-		HistoryForTriggers: &s.HistoryForTriggers, AppPermissions: perms})
+		HistoryForTriggers: &s.HistoryForTriggers, AppPermissions: perms, ElicitationOff: off})
 }
 
 func (h *Handler) apiPutSettings(c echo.Context, p access.Person) error {
@@ -159,12 +167,8 @@ func (h *Handler) apiPutSettings(c echo.Context, p access.Person) error {
 	}
 	if in.AppPermissions != nil {
 		for server := range in.AppPermissions {
-			if !slices.ContainsFunc(h.opts.Servers, func(s Server) bool { return s.Name == server }) {
-				names := make([]string, 0, len(h.opts.Servers))
-				for _, s := range h.opts.Servers {
-					names = append(names, s.Name)
-				}
-				return web.NewError(http.StatusBadRequest, fmt.Sprintf("appPermissions: no MCP server of the configuration is named %.64q; the configured servers are %s.", server, strings.Join(names, ", ")))
+			if !h.configured(server) {
+				return web.NewError(http.StatusBadRequest, fmt.Sprintf("appPermissions: no MCP server of the configuration is named %.64q; the configured servers are %s.", server, h.serverNames()))
 			}
 		}
 		// Every configured server: one left out of the map is allowed nothing.
@@ -181,7 +185,41 @@ func (h *Handler) apiPutSettings(c echo.Context, p access.Person) error {
 			}
 		}
 	}
+	if in.ElicitationOff != nil {
+		if err := h.putElicitation(c, p, cur.ElicitationOff, in.ElicitationOff); err != nil {
+			return err
+		}
+	}
 	return h.apiSettings(c, p)
+}
+
+// putElicitation makes the servers that may not ask people for input
+// those of want, and cur (the stored list) the others, one audited change
+// per server that changes. A name in want must be a configured server,
+// or one already in cur, so that what a GET gave can be put back after a
+// server left the configuration.
+func (h *Handler) putElicitation(c echo.Context, p access.Person, cur, want []string) error {
+	for _, server := range want {
+		if !h.configured(server) && !slices.Contains(cur, server) {
+			return web.NewError(http.StatusBadRequest, fmt.Sprintf("elicitationOff: no MCP server of the configuration is named %.64q; the configured servers are %s.", server, h.serverNames()))
+		}
+	}
+	servers := slices.Clone(cur)
+	for _, s := range h.opts.Servers {
+		if !slices.Contains(servers, s.Name) {
+			servers = append(servers, s.Name)
+		}
+	}
+	for _, server := range servers {
+		off := slices.Contains(want, server)
+		if off == slices.Contains(cur, server) {
+			continue
+		}
+		if err := h.opts.Access.SetElicitation(c.Request().Context(), p, server, !off); err != nil {
+			return apiError(err)
+		}
+	}
+	return nil
 }
 
 // dataRules are the tenant's own data rules as the API takes and gives

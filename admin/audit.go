@@ -113,6 +113,11 @@ func summaryOf(r store.AuditRecord, str func(string) string, names map[string]st
 		return "The Cedar policies were saved."
 	case "admin.settings.set":
 		return "A tenant setting was changed."
+	case "admin.settings.elicitation":
+		if after, _ := r.Fields["after"].(map[string]any); after["elicitation"] == false {
+			return str("server") + " may no longer ask people for input."
+		}
+		return str("server") + " may ask people for input."
 	case "admin.datarules.set":
 		return "The data rules were saved."
 	case "admin.view.revoke":

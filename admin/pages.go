@@ -29,8 +29,8 @@ const (
 )
 
 // accessPage is /admin: role bindings, the tenant default, MCP Apps, the
-// memory of runs without a person, the permissions of views, the data
-// rules.
+// memory of runs without a person, the permissions of views, the
+// servers that may ask people for input, the data rules.
 type accessPage struct {
 	pageData
 	Bindings   []store.Binding
@@ -44,6 +44,39 @@ type accessPage struct {
 	RulesVersion uint64
 	// Servers are the permissions form, a row per configured server.
 	Servers []serverPermissions
+	// Elicitation are the elicitation forms, one per configured server.
+	Elicitation []serverElicitation
+}
+
+// serverElicitation is one server's elicitation switch: whether the
+// server may ask the tenant's people for input during a tool call.
+type serverElicitation struct {
+	Name, ID string
+	On       bool
+}
+
+func (h *Handler) elicitationRows(s access.Settings) []serverElicitation {
+	rows := make([]serverElicitation, 0, len(h.opts.Servers))
+	for i, srv := range h.opts.Servers {
+		rows = append(rows, serverElicitation{Name: srv.Name, ID: fmt.Sprintf("e-%d", i), On: !slices.Contains(s.ElicitationOff, srv.Name)})
+	}
+	return rows
+}
+
+// configured reports whether server is the name of a configured MCP
+// server: the tenant settings by server name take no other.
+func (h *Handler) configured(server string) bool {
+	return slices.ContainsFunc(h.opts.Servers, func(s Server) bool { return s.Name == server })
+}
+
+// serverNames lists the configured MCP servers' names, for a message
+// that refuses another.
+func (h *Handler) serverNames() string {
+	names := make([]string, 0, len(h.opts.Servers))
+	for _, s := range h.opts.Servers {
+		names = append(names, s.Name)
+	}
+	return strings.Join(names, ", ")
 }
 
 // serverPermissions is one server's row of the permissions form.
@@ -107,7 +140,7 @@ func (h *Handler) renderAccessWith(c echo.Context, status int, p access.Person, 
 	}
 	d := &accessPage{Bindings: bindings, Agents: h.opts.Agents, Settings: settings, AppsGlobal: h.opts.AppsEnabled, Rules: h.opts.Rules,
 		TenantRules: rulesForm{Deny: strings.Join(rules.DenyTools, "\n"), Redact: strings.Join(rules.Redact, "\n")}, RulesVersion: version,
-		Servers: h.permissionRows(settings)}
+		Servers: h.permissionRows(settings), Elicitation: h.elicitationRows(settings)}
 	if draft != nil {
 		d.TenantRules = *draft
 	}
@@ -316,7 +349,7 @@ func (h *Handler) setHistory(c echo.Context, p access.Person) error {
 // views: the checked boxes.
 func (h *Handler) setPermissions(c echo.Context, p access.Person) error {
 	server := c.FormValue("server")
-	if !slices.ContainsFunc(h.opts.Servers, func(s Server) bool { return s.Name == server }) {
+	if !h.configured(server) {
 		return h.renderAccess(c, http.StatusBadRequest, p, "No MCP server of the configuration has that name.")
 	}
 	form, err := c.FormParams()
@@ -330,6 +363,26 @@ func (h *Handler) setPermissions(c echo.Context, p access.Person) error {
 		return err
 	}
 	return done(c, "/admin", "perms-saved")
+}
+
+// setElicitation saves whether one server may ask the tenant's people
+// for input during a tool call: its switch.
+func (h *Handler) setElicitation(c echo.Context, p access.Person) error {
+	server := c.FormValue("server")
+	if !h.configured(server) {
+		return h.renderAccess(c, http.StatusBadRequest, p, "No MCP server of the configuration has that name.")
+	}
+	if err := h.opts.Access.SetElicitation(c.Request().Context(), p, server, c.FormValue("on") == "on"); err != nil {
+		if msg, ok := problemOf(err); ok {
+			status := http.StatusBadRequest
+			if errors.Is(err, store.ErrConflict) {
+				status = http.StatusConflict
+			}
+			return h.renderAccess(c, status, p, msg)
+		}
+		return err
+	}
+	return done(c, "/admin", "elicit-saved")
 }
 
 // policiesPage is /admin/policies: the text, saving it, and the tester.

@@ -302,10 +302,18 @@ type TenantSettings struct {
 	// a person (scheduled triggers, the runs API) to read the history of
 	// the conversation they post into. False, the default: they run
 	// without its earlier turns.
-	HistoryForTriggers bool      `json:"historyForTriggers"`
-	UpdatedBy          string    `json:"updatedBy,omitempty"`
-	UpdatedAt          time.Time `json:"updatedAt"`
-	Version            uint64    `json:"version"`
+	HistoryForTriggers bool `json:"historyForTriggers"`
+	// ElicitationOff are the MCP servers (by their configured names, as
+	// the keys of AppPermissions) that the tenant's admin does not let
+	// ask the tenant's people for input during a tool call (MCP
+	// elicitation); the service declines their requests. None, the
+	// default: every server may ask. The store checks their number and
+	// size, refuses an empty or a repeated name, and keeps them sorted;
+	// access checks that each is a configured server.
+	ElicitationOff []string  `json:"elicitationOff,omitempty"`
+	UpdatedBy      string    `json:"updatedBy,omitempty"`
+	UpdatedAt      time.Time `json:"updatedAt"`
+	Version        uint64    `json:"version"`
 }
 
 // Bounds of a tenant's own data rules.
@@ -361,6 +369,31 @@ func checkAppPermissions(m map[string][]string) error {
 	return nil
 }
 
+// MaxElicitationOff bounds the servers a tenant turns elicitation off
+// for: as many as may have permissions for views.
+const MaxElicitationOff = MaxAppPermissionServers
+
+// checkElicitationOff bounds a tenant's servers without elicitation.
+func checkElicitationOff(servers []string) error {
+	if len(servers) > MaxElicitationOff {
+		return invalid("elicitation off for %d servers, at most %d", len(servers), MaxElicitationOff)
+	}
+	seen := make(map[string]bool, len(servers))
+	for i, server := range servers {
+		if server == "" {
+			return invalid("elicitation off: server %d has an empty name", i+1)
+		}
+		if err := checkText(fmt.Sprintf("elicitation off: server %d", i+1), server, maxIDLen); err != nil {
+			return err
+		}
+		if seen[server] {
+			return invalid("elicitation off: server %.64q is named twice", server)
+		}
+		seen[server] = true
+	}
+	return nil
+}
+
 // defaultTenantSettings are the settings of a tenant that stored none:
 // every member may run agents, as before tenants had settings.
 func defaultTenantSettings(tenant string) TenantSettings {
@@ -393,7 +426,7 @@ func checkTenantSettings(ts TenantSettings) error {
 		checkText("default group", ts.DefaultGroup, maxIDLen),
 		checkText("settings updater", ts.UpdatedBy, maxIDLen),
 		checkRules("denied tools", ts.DenyTools), checkRules("redacted patterns", ts.Redact),
-		checkAppPermissions(ts.AppPermissions),
+		checkAppPermissions(ts.AppPermissions), checkElicitationOff(ts.ElicitationOff),
 	); err != nil {
 		return fmt.Errorf("settings of tenant %s: %w", ts.TenantID, err)
 	}
@@ -417,6 +450,9 @@ func (s *Store) PutTenantSettings(ctx context.Context, ts TenantSettings, wantVe
 		ts.UpdatedAt = s.now()
 	}
 	ts.Version = wantVersion + 1
+	// Sorted, so that the stored list does not depend on the order the
+	// admin turned servers off in (a copy: the caller's is left alone).
+	ts.ElicitationOff = slices.Sorted(slices.Values(ts.ElicitationOff))
 	// A field the stored settings leave out reads as false, not as the
 	// default.
 	return putVersioned(ctx, s, "settings of tenant", ts.TenantID, ts, defaultTenantSettings(ts.TenantID), wantVersion, audit,

@@ -366,9 +366,11 @@ func testTenantSettings(t *testing.T, bk backend) {
 
 	// Turning the default off is stored as such, not read back as the
 	// default; history for runs without a person, off by default, is
-	// stored on.
+	// stored on; the servers elicitation is turned off for are kept
+	// sorted, whatever order they came in.
 	clk.Set(clk.Now().Add(time.Minute))
-	second := store.TenantSettings{TenantID: "tenant-1", DefaultRunner: false, AppsDisabled: true, HistoryForTriggers: true, UpdatedBy: "user-admin-2"}
+	second := store.TenantSettings{TenantID: "tenant-1", DefaultRunner: false, AppsDisabled: true, HistoryForTriggers: true,
+		ElicitationOff: []string{"tickets", "crm", "Écriture"}, UpdatedBy: "user-admin-2"}
 	prev, err = s.PutTenantSettings(ctx, second, 1)
 	if err != nil {
 		t.Fatal(err)
@@ -376,7 +378,10 @@ func testTenantSettings(t *testing.T, bk backend) {
 	if diff := cmp.Diff(first, prev); diff != "" {
 		t.Errorf("second PutTenantSettings returned (-want +got):\n%s", diff)
 	}
-	second.UpdatedAt, second.Version = clk.Now(), 2
+	if want := []string{"tickets", "crm", "Écriture"}; !cmp.Equal(second.ElicitationOff, want) {
+		t.Errorf("PutTenantSettings reordered the caller's list to %q", second.ElicitationOff)
+	}
+	second.UpdatedAt, second.Version, second.ElicitationOff = clk.Now(), 2, []string{"crm", "tickets", "Écriture"}
 	if got, err := s.TenantSettings(ctx, "tenant-1"); err != nil || !cmp.Equal(got, second) {
 		t.Errorf("TenantSettings after a second put = %+v, %v; want %+v", got, err, second)
 	}
@@ -411,15 +416,24 @@ func testTenantSettings(t *testing.T, bk backend) {
 	for i := range manyRules {
 		manyRules[i] = fmt.Sprintf("tool_%d", i)
 	}
+	manyServers := make([]string, store.MaxElicitationOff+1)
+	for i := range manyServers {
+		manyServers[i] = fmt.Sprintf("server-%d", i)
+	}
 	for name, bad := range map[string]store.TenantSettings{
-		"no tenant":              {DefaultRunner: true},
-		"NUL in tenant":          {TenantID: "tenant-1\x00"},
-		"default group too long": {TenantID: "tenant-1", DefaultGroup: strings.Repeat("g", 600)},
-		"too many denied tools":  {TenantID: "tenant-1", DenyTools: manyRules},
-		"too many patterns":      {TenantID: "tenant-1", Redact: manyRules},
-		"an empty denied tool":   {TenantID: "tenant-1", DenyTools: []string{"crm/x", ""}},
-		"a pattern too long":     {TenantID: "tenant-1", Redact: []string{strings.Repeat("a", store.MaxTenantRuleText+1)}},
-		"NUL in a pattern":       {TenantID: "tenant-1", Redact: []string{"a\x00"}},
+		"no tenant":                            {DefaultRunner: true},
+		"NUL in tenant":                        {TenantID: "tenant-1\x00"},
+		"default group too long":               {TenantID: "tenant-1", DefaultGroup: strings.Repeat("g", 600)},
+		"too many denied tools":                {TenantID: "tenant-1", DenyTools: manyRules},
+		"too many patterns":                    {TenantID: "tenant-1", Redact: manyRules},
+		"an empty denied tool":                 {TenantID: "tenant-1", DenyTools: []string{"crm/x", ""}},
+		"a pattern too long":                   {TenantID: "tenant-1", Redact: []string{strings.Repeat("a", store.MaxTenantRuleText+1)}},
+		"NUL in a pattern":                     {TenantID: "tenant-1", Redact: []string{"a\x00"}},
+		"elicitation off for too many servers": {TenantID: "tenant-1", ElicitationOff: manyServers},
+		"a server without a name":              {TenantID: "tenant-1", ElicitationOff: []string{"crm", ""}},
+		"a server named twice":                 {TenantID: "tenant-1", ElicitationOff: []string{"crm", "tickets", "crm"}},
+		"a server name too long":               {TenantID: "tenant-1", ElicitationOff: []string{strings.Repeat("s", 600)}},
+		"NUL in a server name":                 {TenantID: "tenant-1", ElicitationOff: []string{"crm\x00"}},
 	} {
 		if prev, err := s.PutTenantSettings(ctx, bad, 3); !errors.Is(err, store.ErrInvalid) || !cmp.Equal(prev, store.TenantSettings{}) {
 			t.Errorf("PutTenantSettings with %s = %+v, %v; want ErrInvalid", name, prev, err)
