@@ -202,7 +202,7 @@ func (c *serverConn) httpClient() *http.Client {
 	}
 	base = &cappedTransport{base: base, limit: messageLimit(c.svc.maxResourceBytes()), cut: &c.cut}
 	// A request the server sends during a call names the call.
-	base = &tagRelated{base: base}
+	base = &tagRelated{base: base, conn: c}
 	// The server may join its spans to the call's (traceparent).
 	base = telemetry.Transport(base, c.svc.opts.Propagator)
 	origin, _ := url.Parse(c.cfg.URL) // validated in New
@@ -346,7 +346,7 @@ func (c *serverConn) connect(ctx context.Context) (*mcp.ClientSession, error) {
 		// every request's _meta, which the server decodes each time.
 		so = &mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"}
 	}
-	cs, err := c.client().Connect(ctx, &relatedTransport{Transport: t, conn: c, tagged: c.cfg.URL != "" && c.builtin == nil}, so)
+	cs, err := c.client().Connect(ctx, related(t, c), so)
 	if err != nil {
 		return nil, c.scrub(err)
 	}

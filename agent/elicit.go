@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"mime"
 	"net/http"
 	"net/url"
 	"strings"
@@ -473,37 +474,51 @@ func (c *serverConn) samplingRefused(ctx context.Context, ec *elicitCall) {
 	}
 }
 
-// tagRelated is the transport of a Streamable HTTP server's requests: it
-// tags each request the server sends on the event stream of a call's
-// POST with that call's token (_meta "io.teamsbot/call"), and removes
-// the key from anything else, so that a request can only name the call
-// whose stream it came on.
+// tagRelated is the transport of a Streamable HTTP server: it tags each
+// request the server sends on the event stream of a call's POST with that
+// call's token (_meta "io.teamsbot/call"), removes the key from anything
+// else (so that a request can only name the call whose stream it came
+// on), and relates what a call's result asks for (see relate). The HTTP
+// connection itself is go-sdk's and is not wrapped.
 type tagRelated struct {
 	base http.RoundTripper
+	conn *serverConn
 }
 
 func (t *tagRelated) RoundTrip(req *http.Request) (*http.Response, error) {
 	resp, err := t.base.RoundTrip(req)
-	if err != nil || resp.Body == nil || !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
+	if err != nil || resp.Body == nil {
 		return resp, err
 	}
 	tok, _ := req.Context().Value(callTokenKey{}).(string)
-	resp.Body = newEventTagger(resp.Body, tok)
+	switch mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type")); mt {
+	case "text/event-stream":
+		resp.Body = &eventTagger{src: resp.Body, r: bufio.NewReaderSize(resp.Body, 64<<10), ctx: req.Context(), token: tok, conn: t.conn}
+	case "application/json":
+		// One message, bounded by the capped transport below.
+		body, rerr := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if rerr != nil {
+			return nil, rerr
+		}
+		body = t.conn.relate(req.Context(), body, tok)
+		resp.Body = io.NopCloser(bytes.NewReader(body))
+		resp.ContentLength = int64(len(body))
+		resp.Header.Del("Content-Length")
+	}
 	return resp, nil
 }
 
-// eventTagger rewrites a server-sent event stream one line at a time:
-// a data line that holds a JSON-RPC request of the server gets the tag.
+// eventTagger rewrites a server-sent event stream one line at a time.
 type eventTagger struct {
 	src   io.ReadCloser
 	r     *bufio.Reader
+	ctx   context.Context
 	token string
+	conn  *serverConn
 	buf   bytes.Buffer
 	err   error
-}
-
-func newEventTagger(body io.ReadCloser, token string) *eventTagger {
-	return &eventTagger{src: body, r: bufio.NewReaderSize(body, 64<<10), token: token}
+	long  bool // in a line longer than the reader's buffer
 }
 
 func (e *eventTagger) Read(p []byte) (int, error) {
@@ -512,17 +527,28 @@ func (e *eventTagger) Read(p []byte) (int, error) {
 			return 0, e.err
 		}
 		line, err := e.r.ReadSlice('\n')
-		if errors.Is(err, bufio.ErrBufferFull) {
-			// A line longer than the buffer: passed on as it is, in
-			// pieces (the capped transport below bounds its size); only
-			// a request that fits is tagged.
+		switch {
+		case e.long || errors.Is(err, bufio.ErrBufferFull):
+			// A line longer than the buffer is passed on as it is, a
+			// piece at a time (the capped transport below bounds it);
+			// only a message that fits is related.
 			e.buf.Write(line)
-			for errors.Is(err, bufio.ErrBufferFull) {
-				line, err = e.r.ReadSlice('\n')
-				e.buf.Write(line)
+			e.long = errors.Is(err, bufio.ErrBufferFull)
+			if e.long {
+				err = nil
 			}
-		} else {
-			e.buf.Write(e.tag(line))
+		case bytes.HasPrefix(line, []byte("data:")):
+			data := bytes.TrimSpace(line[len("data:"):])
+			out := e.conn.relate(e.ctx, data, e.token)
+			if len(data) > 0 && len(out) > 0 && &out[0] == &data[0] {
+				e.buf.Write(line)
+			} else {
+				e.buf.WriteString("data: ")
+				e.buf.Write(out)
+				e.buf.WriteByte('\n')
+			}
+		default:
+			e.buf.Write(line)
 		}
 		e.err = err
 	}
@@ -531,26 +557,82 @@ func (e *eventTagger) Read(p []byte) (int, error) {
 
 func (e *eventTagger) Close() error { return e.src.Close() }
 
-// tag returns line, or the data line with the request's _meta changed.
-func (e *eventTagger) tag(line []byte) []byte {
-	data, ok := bytes.CutPrefix(line, []byte("data:"))
-	if !ok || !bytes.Contains(data, []byte(`"method"`)) {
-		return line
+// relate makes one JSON-RPC message from the server fit to be read: a
+// request of the server (elicitation/create, sampling) gets the token of
+// the call whose stream it came on (none: the key is removed), and an
+// elicitation the order of its requested properties; a call's result that
+// asks for input (protocol 2026-07-28: inputRequests) gets the same for
+// each request it holds, and a request for the model among them is
+// audited as refused (the client then fails the call). It returns msg
+// itself when nothing changed.
+func (c *serverConn) relate(ctx context.Context, msg []byte, token string) []byte {
+	if len(msg) == 0 || msg[0] != '{' || !bytes.Contains(msg, []byte(`"method"`)) && !bytes.Contains(msg, []byte(`"inputRequests"`)) {
+		return msg
 	}
-	var msg map[string]json.RawMessage
-	if json.Unmarshal(data, &msg) != nil || msg["id"] == nil || msg["method"] == nil {
-		return line
+	var m map[string]json.RawMessage
+	if json.Unmarshal(msg, &m) != nil || m["id"] == nil {
+		return msg
 	}
-	params, changed := retag(msg["params"], e.token, false)
-	if !changed {
-		return line
+	switch {
+	case m["method"] != nil:
+		var method string
+		_ = json.Unmarshal(m["method"], &method)
+		params, changed := retag(m["params"], token, method == "elicitation/create")
+		if !changed {
+			return msg
+		}
+		m["params"] = params
+	case m["result"] != nil && token != "":
+		result, changed := c.inputRequests(ctx, m["result"], token)
+		if !changed {
+			return msg
+		}
+		m["result"] = result
+	default:
+		return msg
 	}
-	msg["params"] = params
-	out, err := json.Marshal(msg)
+	out, err := json.Marshal(m)
 	if err != nil {
-		return line
+		return msg
 	}
-	return append(append([]byte("data: "), out...), '\n')
+	return out
+}
+
+// inputRequests relates the requests a call's result holds (see relate).
+func (c *serverConn) inputRequests(ctx context.Context, result json.RawMessage, tok string) (json.RawMessage, bool) {
+	var res map[string]json.RawMessage
+	if json.Unmarshal(result, &res) != nil {
+		return result, false
+	}
+	var reqs map[string]struct {
+		Method string          `json:"method"`
+		Params json.RawMessage `json:"params,omitempty"`
+	}
+	if json.Unmarshal(res["inputRequests"], &reqs) != nil || len(reqs) == 0 {
+		return result, false
+	}
+	for k, r := range reqs {
+		switch r.Method {
+		case "elicitation/create":
+			if params, changed := retag(r.Params, tok, true); changed {
+				r.Params = params
+				reqs[k] = r
+			}
+		case "sampling/createMessage":
+			ec, _ := c.callOf(context.WithValue(ctx, callTokenKey{}, tok), nil, nil)
+			c.samplingRefused(ctx, ec)
+		}
+	}
+	raw, err := json.Marshal(reqs)
+	if err != nil {
+		return result, false
+	}
+	res["inputRequests"] = raw
+	out, err := json.Marshal(res)
+	if err != nil {
+		return result, false
+	}
+	return out, true
 }
 
 // retag sets (or, with an empty token, removes) the call tag in a
@@ -598,18 +680,14 @@ func retag(params json.RawMessage, token string, order bool) (json.RawMessage, b
 	return out, true
 }
 
-// relatedTransport is every transport's connection as the client sees
-// it. A server's elicitation/create gets the order of its requested
-// properties (which decoding into a map loses); on a transport without
-// per-call streams (stdio, in memory) any call tag the server put there
-// itself is removed. On protocol 2026-07-28 a server returns its requests
-// in a call's result (inputRequests): those get the order and the call's
-// tag too, and a request for the model among them is audited as refused
-// (the client then fails the call).
+// relatedTransport is the connection of a transport without per-call
+// streams (stdio, in memory) as the client sees it: what the server sends
+// is related as on HTTP (relate), except that a request of the server
+// cannot tell its call (any tag it carries is removed), while a call's
+// result can, by its id.
 type relatedTransport struct {
 	mcp.Transport
-	conn   *serverConn
-	tagged bool // the HTTP transport tags requests itself
+	conn *serverConn
 }
 
 func (t *relatedTransport) Connect(ctx context.Context) (mcp.Connection, error) {
@@ -617,13 +695,12 @@ func (t *relatedTransport) Connect(ctx context.Context) (mcp.Connection, error) 
 	if err != nil {
 		return nil, err
 	}
-	return &relatedConn{Connection: conn, c: t.conn, tagged: t.tagged, calls: map[string]string{}}, nil
+	return &relatedConn{Connection: conn, c: t.conn, calls: map[string]string{}}, nil
 }
 
 type relatedConn struct {
 	mcp.Connection
-	c      *serverConn
-	tagged bool
+	c *serverConn
 
 	mu    sync.Mutex
 	calls map[string]string // tools/call request id → the call's token
@@ -650,24 +727,10 @@ func (rc *relatedConn) Read(ctx context.Context) (jsonrpc.Message, error) {
 	}
 	switch m := msg.(type) {
 	case *jsonrpc.Request:
-		if !m.IsCall() {
-			return msg, nil
-		}
-		order := m.Method == "elicitation/create"
-		if !order && rc.tagged {
-			return msg, nil
-		}
-		var token string
-		if rc.tagged {
-			var p struct {
-				Meta map[string]any `json:"_meta"`
+		if m.IsCall() {
+			if params, changed := retag(m.Params, "", m.Method == "elicitation/create"); changed {
+				m.Params = params
 			}
-			if json.Unmarshal(m.Params, &p) == nil {
-				token, _ = p.Meta[metaCall].(string)
-			}
-		}
-		if params, changed := retag(m.Params, token, order); changed {
-			m.Params = params
 		}
 	case *jsonrpc.Response:
 		rc.mu.Lock()
@@ -675,46 +738,20 @@ func (rc *relatedConn) Read(ctx context.Context) (jsonrpc.Message, error) {
 		delete(rc.calls, idKey(m.ID))
 		rc.mu.Unlock()
 		if ok && m.Error == nil && bytes.Contains(m.Result, []byte(`"inputRequests"`)) {
-			m.Result = rc.inputRequests(ctx, m.Result, tok)
+			if result, changed := rc.c.inputRequests(ctx, m.Result, tok); changed {
+				m.Result = result
+			}
 		}
 	}
 	return msg, nil
 }
 
-// inputRequests tags the requests a call's result holds with the call's
-// token and their properties' order, and audits a request for the model.
-func (rc *relatedConn) inputRequests(ctx context.Context, result json.RawMessage, tok string) json.RawMessage {
-	var res map[string]json.RawMessage
-	if json.Unmarshal(result, &res) != nil {
-		return result
+// related wraps the transport of a stdio or in-memory server; the HTTP
+// transport is left as go-sdk made it (its connection has methods of its
+// own that a wrapper would hide), its requests related by tagRelated.
+func related(t mcp.Transport, c *serverConn) mcp.Transport {
+	if _, ok := t.(*mcp.StreamableClientTransport); ok {
+		return t
 	}
-	var reqs map[string]struct {
-		Method string          `json:"method"`
-		Params json.RawMessage `json:"params,omitempty"`
-	}
-	if json.Unmarshal(res["inputRequests"], &reqs) != nil || len(reqs) == 0 {
-		return result
-	}
-	for k, r := range reqs {
-		switch r.Method {
-		case "elicitation/create":
-			if params, changed := retag(r.Params, tok, true); changed {
-				r.Params = params
-				reqs[k] = r
-			}
-		case "sampling/createMessage":
-			ec, _ := rc.c.callOf(context.WithValue(ctx, callTokenKey{}, tok), nil, nil)
-			rc.c.samplingRefused(ctx, ec)
-		}
-	}
-	raw, err := json.Marshal(reqs)
-	if err != nil {
-		return result
-	}
-	res["inputRequests"] = raw
-	out, err := json.Marshal(res)
-	if err != nil {
-		return result
-	}
-	return out
+	return &relatedTransport{Transport: t, conn: c}
 }

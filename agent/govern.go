@@ -145,7 +145,9 @@ func (s *Service) governCall(ctx context.Context, g governedCall) (*mcp.CallTool
 			return nil, d, fmt.Errorf("%w: %s: the connection broke during %s: %w", ErrUnavailable, c.name, tool, err)
 		}
 		if cctx.Err() != nil && ctx.Err() == nil {
-			return nil, d, fmt.Errorf("%s/%s: timed out after %s: %w", c.name, tool, c.timeout, cctx.Err())
+			// The call's own clock (pausableTimeout) ends it with
+			// context.DeadlineExceeded as the cause.
+			return nil, d, fmt.Errorf("%s/%s: timed out after %s: %w", c.name, tool, c.timeout, context.Cause(cctx))
 		}
 		return nil, d, fmt.Errorf("%s/%s: %w", c.name, tool, err)
 	}

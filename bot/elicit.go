@@ -57,6 +57,9 @@ type question struct {
 	a *schema.Activity
 	o cards.Options
 
+	// posted is closed once the card's send has returned (cardID set,
+	// or the send failed): an answer can come before that.
+	posted chan struct{}
 	mu     sync.Mutex
 	cardID string
 	card   cards.Elicitation
@@ -77,17 +80,18 @@ func (e *elicitAsker) Elicit(ctx context.Context, q agent.Question) (agent.Reply
 	b := e.b
 	card := cards.Elicitation{ID: q.ID, Server: q.Server, Tool: q.Tool, AgentName: q.AgentName, PersonName: e.p.Name,
 		Mode: q.Mode, Message: q.Message, Form: q.Form, URL: q.URL, Wait: q.Wait}
-	qu := &question{q: q, a: e.a, o: e.o, card: card, reply: make(chan agent.Reply, 1)}
+	qu := &question{q: q, a: e.a, o: e.o, card: card, reply: make(chan agent.Reply, 1), posted: make(chan struct{})}
 	// Known before it is shown: a quick answer must find it.
 	b.questions.add(qu)
 	defer b.questions.remove(q.ID)
 	id, err := b.conn.Send(ctx, e.a.ServiceURL, e.a.Conversation.ID, e.a.ID, withCard(b.outgoing(e.a, schema.Message), cards.ElicitationCard(card, e.o)))
-	if err != nil {
-		return agent.Reply{}, err
-	}
 	qu.mu.Lock()
 	qu.cardID = id
 	qu.mu.Unlock()
+	close(qu.posted)
+	if err != nil {
+		return agent.Reply{}, err
+	}
 	select {
 	case r := <-qu.reply:
 		if q.Mode == elicit.ModeURL && r.Action == elicit.Accept {
@@ -146,7 +150,18 @@ func (qu *question) show(ctx context.Context, b *Bot, state cards.ElicitState) {
 
 func (qu *question) update(ctx context.Context, b *Bot, c cards.Elicitation, id string) {
 	if id == "" {
-		return
+		// The card's send has not returned yet: its id comes with it.
+		select {
+		case <-qu.posted:
+		case <-ctx.Done():
+			return
+		}
+		qu.mu.Lock()
+		id = qu.cardID
+		qu.mu.Unlock()
+		if id == "" {
+			return
+		}
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), sendTimeout)
 	defer cancel()

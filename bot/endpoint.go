@@ -118,6 +118,12 @@ func (b *Bot) serve(c echo.Context) error {
 	switch in.Type {
 	case schema.Message:
 		in.Activity.Text = stripMentions(in.Activity.Text, in.Entities, in.Recipient.ID, in.Recipient.Name)
+		// A card's Action.Submit comes as a message whose value holds the
+		// button's data and the card's inputs.
+		in.Activity.Value = nil
+		if len(in.Value) > 0 && in.Value[0] == '{' {
+			_ = json.Unmarshal(in.Value, &in.Activity.Value)
+		}
 	case schema.Invoke:
 		in.Activity.Value = nil
 		if len(in.Value) > 0 && in.Value[0] == '{' {

@@ -96,6 +96,9 @@ type setup struct {
 	// elicitWait is how long a call waits for the person's answer to what
 	// its server asks; zero keeps the service's.
 	elicitWait time.Duration
+	// agentAccess gives the agent the bot's access service too, as the
+	// service does (Cedar on every tool call, the tenant's settings).
+	agentAccess bool
 }
 
 // The credentials a harness can give the bot.
@@ -224,6 +227,10 @@ func newHarness(t testing.TB, s setup) *harness {
 		t.Fatal(err)
 	}
 	h.store = st
+	ax, err := access.New(access.Options{Store: st, Now: h.now})
+	if err != nil {
+		t.Fatal(err)
+	}
 	cfg := agent.DefaultConfig()
 	cfg.Agents[0].Servers = append(cfg.Agents[0].Servers, s.servers...)
 	if s.model != nil {
@@ -233,6 +240,9 @@ func newHarness(t testing.TB, s setup) *harness {
 	aopts := agent.Options{Store: st, AppsEnabled: true, Builtins: s.builtins, Logger: logger, HTTPClient: s.modelClient, ElicitWait: s.elicitWait}
 	if s.traces != nil {
 		aopts.TracerProvider, aopts.Propagator = s.traces, s.traces.Propagator
+	}
+	if s.agentAccess {
+		aopts.Access = ax
 	}
 	ag, err := agent.New(ctx, cfg, aopts)
 	if err != nil {
@@ -260,10 +270,6 @@ func newHarness(t testing.TB, s setup) *harness {
 	}
 	if s.traces != nil {
 		opts.TracerProvider = s.traces
-	}
-	ax, err := access.New(access.Options{Store: st, Now: h.now})
-	if err != nil {
-		t.Fatal(err)
 	}
 	h.access, opts.Access = ax, ax
 	if s.publicBase == "" {
