@@ -466,8 +466,8 @@ func TestElicitEnded(t *testing.T) {
 		heading  string
 		sentence string
 	}{
-		{ticketQuestion(ElicitAccepted), "Answer sent to helpdesk", "The answer was sent to helpdesk. This card does not show it, so that nobody else reads it here."},
-		{pageQuestion(ElicitCompleted, bankURL), "Question from payments: done", "Done: payments says the steps on its page are complete, and the tool goes on."},
+		{ticketQuestion(ElicitAccepted), "Answer sent to helpdesk", "Your answer was sent to helpdesk. This card does not show it, so that nobody else reads it here."},
+		{pageQuestion(ElicitCompleted, bankURL), "Question from payments: done", "Done: payments says it is done with its page, and the tool goes on."},
 		{ticketQuestion(ElicitDeclined), "Question from helpdesk: declined", "The question was declined, and helpdesk was told so."},
 		{ticketQuestion(ElicitCancelled), "Question from helpdesk: cancelled", "The question was cancelled, and helpdesk was told so."},
 		{ticketQuestion(ElicitTimedOut), "Question from helpdesk: no answer", "No answer came within 5 minutes, so helpdesk was told the question was cancelled."},

@@ -72,6 +72,6 @@ func ExampleElicitationCard() {
 	fmt.Println(cards.ElicitationCard(q, cards.Options{Shared: true}).FallbackText)
 	// Output:
 	// Ada Lovelace, a question from helpdesk waits for your answer
-	// Question from helpdesk. Asked while Assistant calls the tool create_ticket. Which project is the ticket for? Only Ada Lovelace can answer this. It asks for: Project. The tool waits 5 minutes for your answer; after that it goes on as if you cancelled. Open this chat in Microsoft Teams to answer.
-	// Answer sent to helpdesk. The answer was sent to helpdesk. This card does not show it, so that nobody else reads it here.
+	// helpdesk asks for your input. Asked while Assistant calls the tool create_ticket. Which project is the ticket for? Only Ada Lovelace can answer this. It asks for: Project. The tool waits 5 minutes for your answer; after that it goes on as if you cancelled. Open this chat in Microsoft Teams to answer.
+	// Answer sent to helpdesk. Your answer was sent to helpdesk. This card does not show it, so that nobody else reads it here.
 }

@@ -639,8 +639,9 @@ const (
 	elicitNamesCut            = "the fields' names are shortened"
 )
 
-// elicitHeading heads a question and what it becomes.
-func elicitHeading(server string) string { return "Question from " + server }
+// elicitHeading heads a question while it waits, and a URL mode question
+// the person went on with.
+func elicitHeading(server string) string { return server + " asks for your input" }
 
 // elicitSummary is the notification line of a question; person is whose
 // answer it is, "" outside a shared chat.
@@ -808,7 +809,7 @@ func elicitSentHeading(server string) string { return "Answer sent to " + server
 
 // elicitSent says the answer was sent, and why the card no longer shows it.
 func elicitSent(server string) string {
-	return "The answer was sent to " + server + ". This card does not show it, so that nobody else reads it here."
+	return "Your answer was sent to " + server + ". This card does not show it, so that nobody else reads it here."
 }
 
 // elicitEndedHeading heads a question that ended in the given way.
@@ -825,7 +826,7 @@ const (
 
 // elicitCompleted says the server has what it asked for at the address.
 func elicitCompleted(server string) string {
-	return "Done: " + server + " says the steps on its page are complete, and the tool goes on."
+	return "Done: " + server + " says it is done with its page, and the tool goes on."
 }
 
 // elicitUnanswerable says nobody can answer the question any more: the
