@@ -2,8 +2,10 @@
 // Cards: the answer with one block per MCP App view (and its Open button),
 // the views that were refused, failed tool calls and folded run notes, plus
 // the small cards the bot sends on install, while it works, and when it must
-// refuse or a run fails, and the cards of per-person connections to MCP
-// servers: the Connect card a run waits on, and a person's list of them.
+// refuse or a run fails, the cards of per-person connections to MCP
+// servers (the Connect card a run waits on, and a person's list of them),
+// and the card of an MCP server's question to the person during a tool
+// call (elicitation): a form, or an address to open.
 //
 // Everything here is a pure function of its input: no I/O, no clock, no
 // configuration read from the environment. The bot fills Answer from the
@@ -25,9 +27,11 @@
 // link and no text function ({{DATE()}}) Teams would evaluate; names go in
 // TextRuns (which Teams never reads as markdown), links in the model's
 // answer are shown with their address, and the only URL a button ever
-// carries is on the public base URL: a view's or a Connect request's page
-// with its escaped id, or the connections page. A view's HTML is never put
-// in a card.
+// carries is on the public base URL (a view's or a Connect request's page
+// with its escaped id, or the connections page) or, once the person chose
+// to go on with a server's URL mode question, the https address it asked
+// them to open, which the card writes out in full first. A view's HTML is
+// never put in a card.
 package cards
 
 import (
@@ -175,6 +179,7 @@ type textRun struct {
 	Color    string `json:"color,omitempty"`
 	IsSubtle bool   `json:"isSubtle,omitempty"`
 	Italic   bool   `json:"italic,omitempty"`
+	FontType string `json:"fontType,omitempty"`
 }
 
 // container groups elements; a hidden one is shown by a toggle action.

@@ -77,7 +77,7 @@ func goldenCases() map[string][]Card {
 	https := Options{PublicBaseURL: httpsBase, Now: now}
 	stage := Options{PublicBaseURL: httpsBase, Now: now, StageView: true}
 	http := Options{PublicBaseURL: httpBase, Now: now}
-	return map[string][]Card{
+	cases := map[string][]Card{
 		"answer_views_https": AnswerCards(Answer{Text: answerText, Views: twoViews()}, https),
 		// Inside Teams (TICKETIQ_TEAMS_TAB): Stage View first, the browser second.
 		"answer_views_stage": AnswerCards(Answer{Text: answerText, Views: twoViews()}, stage),
@@ -155,6 +155,10 @@ func goldenCases() map[string][]Card {
 		"disconnected":             {Disconnected("CRM", true)},
 		"disconnected_not_found":   {Disconnected("billing", false)},
 	}
+	for name, cs := range elicitGoldenCases() {
+		cases[name] = cs
+	}
+	return cases
 }
 
 // crmConnect is the request of the golden Connect cards, in state s.

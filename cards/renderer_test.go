@@ -113,8 +113,8 @@ func TestRendererAcceptsGeneratedCards(t *testing.T) {
 
 // TestRendererRejectsInvalidCards is the negative control: the validator
 // must catch a missing required property, an element that Teams mobile (1.2)
-// would drop, a 1.5-only property, a toggle with no target and a non-https
-// button. If it did not, the checks above would prove nothing.
+// would drop, a 1.5-only property, an input's label (1.3), an input value
+// the parse drops, a toggle with no target and a non-https button. If it did not, the checks above would prove nothing.
 func TestRendererRejectsInvalidCards(t *testing.T) {
 	dir := t.TempDir()
 	good, err := json.Marshal(Working("is the validator awake?"))
@@ -144,6 +144,14 @@ func TestRendererRejectsInvalidCards(t *testing.T) {
 		"toggle without target": {
 			`{"type":"AdaptiveCard","version":"1.5","body":[{"type":"ActionSet","actions":[{"type":"Action.ToggleVisibility","title":"t","targetElements":["nope"]}]}]}`,
 			`ToggleVisibility target "nope" does not exist`,
+		},
+		"input label is 1.3": {
+			`{"type":"AdaptiveCard","version":"1.2","body":[{"type":"Input.Text","id":"field:name","label":"Name"}]}`,
+			`v1.2 parse: UnsupportedProperty: Property "label" is supported in version 1.3`,
+		},
+		"number input with a string value": {
+			`{"type":"AdaptiveCard","version":"1.2","body":[{"type":"Input.Number","id":"field:age","value":"42"}]}`,
+			`v1.2: Input.Number "field:age": its value "42" is dropped by the parse`,
 		},
 		"http button": {
 			`{"type":"AdaptiveCard","version":"1.5","body":[{"type":"ActionSet","actions":[{"type":"Action.OpenUrl","title":"Open","url":"http://x.example/mcp-apps/1"}]}]}`,

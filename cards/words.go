@@ -2,6 +2,7 @@ package cards
 
 import (
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -522,10 +523,7 @@ func waitWords(d time.Duration) string {
 	if s > 0 {
 		parts = append(parts, plural(s, "second", "seconds"))
 	}
-	if len(parts) == 1 {
-		return parts[0]
-	}
-	return strings.Join(parts[:len(parts)-1], ", ") + " and " + parts[len(parts)-1]
+	return andList(parts)
 }
 
 // Words of the list of a person's connections (Connections) and of the
@@ -605,57 +603,264 @@ const (
 	forgottenNothing = "There was nothing to forget: the next question starts a new conversation."
 )
 
-// Words of a server's question to the person (ElicitationCard).
+// Words of a server's question to the person (ElicitationCard), and of
+// what the card becomes once the question has ended. The server's,
+// agent's, tool's and person's names come in already made safe; sentences
+// that carry them go in TextRuns. A server's name may begin with a small
+// letter, so no sentence starts with it.
 const (
-	elicitSubmit          = "Submit"
-	elicitContinue        = "Continue"
-	elicitDecline         = "Decline"
-	elicitCancel          = "Cancel"
-	elicitOpen            = "Open"
-	elicitRequired        = " (required)"
-	elicitDateTimeExample = "2026-12-31T09:30:00+01:00"
+	elicitSubmit   = "Submit"
+	elicitContinue = "Continue"
+	elicitDecline  = "Decline"
+	elicitCancel   = "Cancel"
+	elicitOpen     = "Open"
+	// elicitRequired follows the name of a field that must be filled in.
+	elicitRequired = " (required)"
+	// elicitYes is a yes-or-no field's toggle: the field's name is above it.
+	elicitYes = "Yes"
+	// elicitChoose is the placeholder of a drop-down list of choices.
+	elicitChoose = "Choose…"
+	// elicitDateTimeExample is the placeholder of a date and time field,
+	// in the form its answer must take.
+	elicitDateTimeExample = "Such as 2026-12-31T09:30:00+01:00"
+	// elicitUnnamedChoice stands for a choice whose name is blank.
+	elicitUnnamedChoice = "(blank)"
+	// elicitOnlyAsker says whose answer it is when the card has no name
+	// to give, in a chat others read.
+	elicitOnlyAsker = "Only the person who asked can answer this."
+	// elicitCorrect heads a form sent again after a wrong answer.
+	elicitCorrect = "Please correct what is marked below, then submit again."
+	// elicitDescriptionsLeftOut and the other parts of elicitShortened say
+	// what gave way for the card to fit in one message.
+	elicitDescriptionsLeftOut = "the fields' descriptions are left out"
+	elicitDescriptionsCut     = "the fields' descriptions are shortened"
+	elicitChoiceNamesCut      = "the names of choices are shortened"
+	elicitMessageCut          = "the server's message is shortened"
+	elicitNamesCut            = "the fields' names are shortened"
 )
 
-// elicitHeading names who asks.
+// elicitHeading heads a question while it waits, and a URL mode question
+// the person went on with.
 func elicitHeading(server string) string { return server + " asks for your input" }
+
+// elicitSummary is the notification line of a question; person is whose
+// answer it is, "" outside a shared chat.
+func elicitSummary(person, server string) string {
+	if person == "" {
+		return "A question from " + server + " waits for your answer"
+	}
+	return person + ", a question from " + server + " waits for your answer"
+}
+
+// elicitDuring says which tool call asks; agent may be "".
+func elicitDuring(agent, tool string) string {
+	if agent == "" {
+		return "Asked during the tool call " + tool + "."
+	}
+	return "Asked while " + agent + " calls the tool " + tool + "."
+}
 
 // elicitOnly says whose answer it is, in a chat others read.
 func elicitOnly(person string) string { return "Only " + person + " can answer this." }
 
-// elicitWaits says how long the question waits.
+// elicitWaits says how long the question waits; wait is waitWords'.
 func elicitWaits(wait string) string {
 	return "The tool waits " + wait + " for your answer; after that it goes on as if you cancelled."
 }
 
-// elicitURLAsk says where a URL mode question leads.
-func elicitURLAsk(server, u string) string {
-	return server + " asks you to open this address to go on: " + u + ". Continue shows the button that opens it."
+// elicitWaitsUntil is elicitWaits with the time the wait ends: cardTime's
+// in the card, formatTime's in the fallback text.
+func elicitWaitsUntil(wait, until string) string {
+	return "The tool waits " + wait + " for your answer, until " + until + "; after that it goes on as if you cancelled."
 }
 
-// elicitURLAccepted is a URL mode question the person chose to go on with.
-func elicitURLAccepted(server string) string {
-	return "Open the address below to go on with " + server + ". This card says when " + server + " is done."
-}
-
-func elicitSent(server string) string { return "Your answer was sent to " + server + "." }
-
-func elicitCompleted(server string) string { return server + " says it is done." }
-
-func elicitDeclined(server string) string {
-	return "You declined; " + server + " was told so."
-}
-
-func elicitCancelled(server string) string { return "Cancelled; " + server + " was told so." }
-
-func elicitTimedOut(server, wait string) string {
-	if wait == "" {
-		return "No answer came in time, so " + server + " was told it was cancelled."
+// elicitLengthHint says how long a text answer may be.
+func elicitLengthHint(min, max *int) string {
+	switch {
+	case min != nil && max != nil:
+		return fmt.Sprintf("%d to %d characters", *min, *max)
+	case min != nil:
+		return fmt.Sprintf("at least %s", plural(*min, "character", "characters"))
+	case max != nil:
+		return fmt.Sprintf("at most %s", plural(*max, "character", "characters"))
 	}
-	return "No answer came within " + wait + ", so " + server + " was told it was cancelled."
+	return ""
 }
 
+// elicitNumberHint says what number a field takes; min and max are
+// written as a person reads them ("10", not "10.000000"), "" when unbounded.
+func elicitNumberHint(whole bool, min, max string) string {
+	what := "a number"
+	if whole {
+		what = "a whole number"
+	}
+	switch {
+	case min != "" && max != "":
+		return what + " from " + min + " to " + max
+	case min != "":
+		return what + ", at least " + min
+	case max != "":
+		return what + ", at most " + max
+	}
+	return what
+}
+
+// elicitItemsHint says how many choices a multiple choice takes.
+func elicitItemsHint(min, max *int) string {
+	switch {
+	case min != nil && max != nil && *min == *max:
+		return "choose " + strconv.Itoa(*min)
+	case min != nil && max != nil:
+		return fmt.Sprintf("choose %d to %d", *min, *max)
+	case min != nil:
+		return fmt.Sprintf("choose at least %d", *min)
+	case max != nil:
+		return fmt.Sprintf("choose at most %d", *max)
+	}
+	return "choose any"
+}
+
+// elicitHint comes between a field's name and what it takes.
+func elicitHint(hint string) string { return " · " + hint }
+
+// elicitLeftOut says what the server asked for that the question does not
+// hold (elicit.Form.Clipped, already made safe and joined).
+func elicitLeftOut(server, what string) string {
+	return server + " asked for more than a question here holds. Left out: " + what + "."
+}
+
+// elicitShortened says what gave way for the form to fit in one Teams
+// message: parts are elicitDescriptionsLeftOut and the like, and
+// elicitChoicesHidden.
+func elicitShortened(parts []string) string {
+	return "To fit in one message, " + andList(parts) + "."
+}
+
+// elicitChoicesHidden says that n choices are left out of their lists.
+func elicitChoicesHidden(n int) string {
+	return plural(n, "choice is", "choices are") + " not shown"
+}
+
+// elicitFields names the fields of a form in the fallback text.
+func elicitFields(names []string) string { return "It asks for: " + strings.Join(names, ", ") + "." }
+
+// elicitFallbackHow and elicitFallbackEnd end a waiting question's
+// fallback text: its inputs and buttons show only in the card.
+const (
+	elicitFallbackHow = "Open this chat in Microsoft Teams to answer."
+	elicitFallbackEnd = "Open this chat in Microsoft Teams to decline or cancel it."
+)
+
+// elicitURLHow says what Continue does in URL mode: the address opens only
+// once the server has been told the person goes on.
+func elicitURLHow(server string) string {
+	return "Continue tells " + server + " you go on, and shows the button that opens the page."
+}
+
+// elicitTooLarge stands where a form would be that does not fit in one
+// Teams message even shortened.
+func elicitTooLarge(server string) string {
+	return "This question from " + server + " is too large to show in one Teams message, so it can't be answered here."
+}
+
+// elicitDeclineOrCancel follows a question that can't be answered here
+// while it still waits: the person can end the wait.
+const elicitDeclineOrCancel = "Decline or cancel it, and the tool goes on without your answer."
+
+// elicitURLAsk says on which host the page of a URL mode question is; the
+// full address follows on its own line.
+func elicitURLAsk(server string) string { return server + " asks you to open a page on " }
+
+// elicitURLOn comes before the host of a page the person went on to.
+const elicitURLOn = "The page is on "
+
+// elicitURLHost writes a host whose name has letters outside ASCII with
+// the form the browser uses, which tells look-alike letters apart.
+func elicitURLHost(host, ascii string) string { return host + " (" + ascii + ")" }
+
+// elicitURLNotHTTPS stands where the address would be when it is not an
+// https address: Teams would not open it, and nothing here leads to it.
+func elicitURLNotHTTPS(server string) string {
+	return "The address " + server + " asks you to open is not an https address, so this question can't be answered here."
+}
+
+// elicitURLTooLong stands where an address would be that is too long to
+// show in full: a person must see where a button leads.
+func elicitURLTooLong(server string) string {
+	return "The address " + server + " asks you to open is too long to show in full, so this question can't be answered here."
+}
+
+// elicitURLBadHost stands where an address would be whose host's name
+// has letters outside ASCII that make no valid name.
+func elicitURLBadHost(server string) string {
+	return "The address " + server + " asks you to open has a host name that can't be shown safely, so this question can't be answered here."
+}
+
+// elicitURLPlain gives the address in the fallback text.
+func elicitURLPlain(u string) string { return "Address: " + u }
+
+// elicitURLAccepted says what to do once the person chose to go on.
+func elicitURLAccepted(server string) string {
+	return "Open the page below to go on with " + server + ". This card will say when " + server + " is done."
+}
+
+// elicitSentHeading heads a form whose answer was sent.
+func elicitSentHeading(server string) string { return "Answer sent to " + server }
+
+// elicitSent says the answer was sent, and why the card no longer shows it.
+func elicitSent(server string) string {
+	return "Your answer was sent to " + server + ". This card does not show it, so that nobody else reads it here."
+}
+
+// elicitEndedHeading heads a question that ended in the given way.
+func elicitEndedHeading(server, how string) string { return "Question from " + server + ": " + how }
+
+// Words of elicitEndedHeading.
+const (
+	elicitHowDone      = "done"
+	elicitHowDeclined  = "declined"
+	elicitHowCancelled = "cancelled"
+	elicitHowTimedOut  = "no answer"
+	elicitHowEnded     = "ended"
+)
+
+// elicitCompleted says the server has what it asked for at the address.
+func elicitCompleted(server string) string {
+	return "Done: " + server + " says it is done with its page, and the tool goes on."
+}
+
+// elicitUnanswerable says nobody can answer the question any more: the
+// run stopped, or the question could not be kept.
 func elicitUnanswerable(server string) string {
 	return "This question from " + server + " can no longer be answered."
+}
+
+// elicitDeclined says the question was declined.
+func elicitDeclined(server string) string {
+	return "The question was declined, and " + server + " was told so."
+}
+
+// elicitCancelled says the question was cancelled.
+func elicitCancelled(server string) string {
+	return "The question was cancelled, and " + server + " was told so."
+}
+
+// elicitTimedOut says no answer came in time; wait is waitWords', "" when
+// the card has no length to give.
+func elicitTimedOut(server, wait string) string {
+	if wait == "" {
+		return "No answer came in time, so " + server + " was told the question was cancelled."
+	}
+	return "No answer came within " + wait + ", so " + server + " was told the question was cancelled."
+}
+
+// andList joins parts as a sentence lists them: "a", "a and b", "a, b
+// and c".
+func andList(parts []string) string {
+	if len(parts) < 2 {
+		return strings.Join(parts, "")
+	}
+	return strings.Join(parts[:len(parts)-1], ", ") + " and " + parts[len(parts)-1]
 }
 
 // Words the bot says outside the card about a question.

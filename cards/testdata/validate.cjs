@@ -8,7 +8,9 @@
 // Every card is parsed with AdaptiveCard.parse under a SerializationContext
 // targeting 1.5 (Teams desktop and web) and 1.2 (Teams mobile). Any parse
 // event or validateProperties() failure fails the card. So does an element or
-// action that the 1.2 parse drops (it would vanish on mobile), a
+// action that the 1.2 parse drops (it would vanish on mobile), an input
+// property that the parse drops or changes without an event (a string
+// "value" of an Input.Number is dropped: the input would show empty), a
 // ToggleVisibility whose target is missing, or an Open button that is not
 // https.
 //
@@ -51,6 +53,39 @@ function walk(v, f) {
   }
 }
 
+// same compares two JSON values, case aside (the parse writes enum values
+// in its own case: "Email" for "email").
+function same(a, b) {
+  return JSON.stringify(a).toLowerCase() === JSON.stringify(b).toLowerCase();
+}
+
+// inputLosses lists the properties of an input that the parsed card lost
+// or changed: each property sent must come back from toJSON as it was, or
+// be left out because it is the property's default.
+function inputLosses(card, o, context) {
+  const el = card.getElementById(o.id);
+  if (!el) return [`${o.type} "${o.id}" is not in the parsed card`];
+  const kept = el.toJSON(context) || {};
+  const schema = el.getSchema();
+  const losses = [];
+  for (const k of Object.keys(o)) {
+    if (k === "type" || k === "id") continue;
+    if (k in kept) {
+      if (!same(kept[k], o[k])) losses.push(`${o.type} "${o.id}": its ${k} ${JSON.stringify(o[k])} is parsed as ${JSON.stringify(kept[k])}`);
+      continue;
+    }
+    let def;
+    for (let i = 0; i < schema.getCount(); i++) {
+      const prop = schema.getItemAt(i);
+      if (prop.name !== k) continue;
+      def = prop.defaultValue;
+      if (prop instanceof AC.EnumProperty && def !== undefined) def = prop.enumType[def];
+    }
+    if (def === undefined || !same(def, o[k])) losses.push(`${o.type} "${o.id}": its ${k} ${JSON.stringify(o[k])} is dropped by the parse`);
+  }
+  return losses;
+}
+
 function validateCard(json) {
   const problems = [];
   for (const version of versions) {
@@ -72,6 +107,9 @@ function validateCard(json) {
       problems.push(`${at}: ${sent - kept} of ${sent} elements, inlines or actions are dropped by the parse`);
     }
     walk(json, (o) => {
+      if (typeof o.type === "string" && o.type.startsWith("Input.")) {
+        for (const l of inputLosses(card, o, context)) problems.push(`${at}: ${l}`);
+      }
       if (o.type === "Action.ToggleVisibility") {
         for (const t of o.targetElements || []) {
           const id = typeof t === "string" ? t : t.elementId;
