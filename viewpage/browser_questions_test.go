@@ -4,6 +4,10 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+	"github.com/chromedp/chromedp/kb"
 )
 
 // A server's question during a view's tools/call is shown by the page, in
@@ -136,6 +140,39 @@ func TestBrowserQuestionDuringViewCall(t *testing.T) {
 	}
 	if s := tb.str(mainFrame, `document.getElementById("status").textContent`); s != "You declined; asker was told." {
 		t.Errorf("status %q", s)
+	}
+
+	// Two questions at once are shown one after the other: declining the
+	// first opens the second, which stays open until the person answers
+	// it, here with Escape (cancel).
+	tb.must(viewFrame, `window.results = []; Promise.all([ask(), ask()]), true`)
+	tb.wait(mainFrame, `!!document.querySelector("dialog#question[open]")`, "the first of two questions")
+	tb.wait(mainFrame, `(() => { return fetch(location.pathname.replace("/mcp-apps/", "/api/mcp-apps/") + "/questions").then(r => r.json()).then(j => j.questions.length === 2); })()`, "both questions to wait")
+	tb.must(mainFrame, `document.getElementById("question-decline").click(), true`)
+	tb.wait(mainFrame, `document.getElementById("status").textContent === "You declined; asker was told." && !!document.querySelector("dialog#question[open] #question-field-0")`, "the second question")
+	time.Sleep(300 * time.Millisecond)
+	if tb.must(mainFrame, `document.getElementById("question").open`) != true {
+		t.Fatal("the second question's dialog closed by itself")
+	}
+	if _, err := chromedp.Run(tb.ctx, chromedp.KeyEvent(kb.Escape)); err != nil {
+		t.Fatal(err)
+	}
+	tb.wait(viewFrame, `window.results.length === 2`, "both results in the view")
+	results := tb.str(viewFrame, `JSON.stringify(window.results.map(r => JSON.parse(r).action).sort())`)
+	if results != `["cancel","decline"]` {
+		t.Errorf("the server got %s, want a decline and a cancel", results)
+	}
+	if s := tb.str(mainFrame, `document.getElementById("status").textContent`); s != "You dismissed the question; asker was told." {
+		t.Errorf("status %q", s)
+	}
+
+	// A question that ends without the person (here the server says the
+	// interaction is complete): the dialog closes and the page says so.
+	tb.must(viewFrame, `ask("ask_url_done"), true`)
+	tb.wait(viewFrame, `document.body.dataset.state === "answered"`, "the completed question's result in the view")
+	tb.wait(mainFrame, `document.getElementById("status").textContent.includes("no longer waits")`, "the page to say the question ended")
+	if tb.must(mainFrame, `document.getElementById("question").open`) != false {
+		t.Error("the dialog stays open after its question ended")
 	}
 
 	for _, l := range tb.Log() {

@@ -70,6 +70,16 @@ func askServer(t testing.TB) string {
 		func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 			return returnWhatCame(req.Session.Elicit(ctx, &mcp.ElicitParams{Mode: "url", Message: "Connect your account.", URL: askURL, ElicitationID: "connect-1"}))
 		})
+	// ask_url_done's server says the interaction at the address is
+	// complete a moment after it asks, before anyone answers.
+	srv.AddTool(&mcp.Tool{Name: "ask_url_done", InputSchema: object, Meta: appOnly},
+		func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			go func() {
+				time.Sleep(300 * time.Millisecond)
+				_ = req.Session.NotifyElicitationComplete(ctx, &mcp.ElicitationCompleteParams{ElicitationID: "connect-2"})
+			}()
+			return returnWhatCame(req.Session.Elicit(ctx, &mcp.ElicitParams{Mode: "url", Message: "Connect your account.", URL: askURL, ElicitationID: "connect-2"}))
+		})
 	srv.AddResource(&mcp.Resource{URI: askViewURI, Name: "ask view", MIMEType: mcpapps.MIMEType},
 		func(context.Context, *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
 			return &mcp.ReadResourceResult{Contents: []*mcp.ResourceContents{{URI: askViewURI, MIMEType: mcpapps.MIMEType, Text: string(html)}}}, nil
@@ -309,6 +319,18 @@ func TestQuestionDuringViewCall(t *testing.T) {
 		}
 		if got, _ := call.got(t); got != "accept" {
 			t.Errorf("the server got %s, want accept", got)
+		}
+	})
+
+	// The server's word that the interaction at the address is complete
+	// ends the question as Continue would, with no answer from the page.
+	t.Run("URL mode completed by the server", func(t *testing.T) {
+		call := e.startCall(ac, v.ID, "ask_url_done", true)
+		if got, _ := call.got(t); got != "accept" {
+			t.Errorf("the server got %s, want accept", got)
+		}
+		if _, qs := e.questions(ac, v.ID); len(qs) != 0 {
+			t.Errorf("questions still waiting: %+v", qs)
 		}
 	})
 

@@ -110,7 +110,10 @@
       send("cancel");
     });
     dialog.addEventListener("close", function () {
-      if (current) {
+      // The event comes after the page's own close too, when the next
+      // question may be open already: only a question still shown in a
+      // closed dialog is the browser's doing.
+      if (current && !dialog.open) {
         send("cancel");
       }
     });
@@ -181,7 +184,7 @@
       if (current && !current.busy && known.indexOf(current.q.id) < 0) {
         var server = current.q.server;
         close();
-        say("The question from " + server + " no longer waits for you: its time ran out, or the view's call ended.");
+        say("The question from " + server + " no longer waits for your answer: the server said it is done, its time ran out, or the view's call ended.");
       }
       showNext();
     }
