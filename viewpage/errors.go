@@ -118,7 +118,7 @@ func classify(err error) (int, string, string) {
 	case errors.Is(err, ErrExpired):
 		return http.StatusGone, "This view has expired", "This view has expired. Views are kept for 7 days; ask the agent again for a new one."
 	case errors.Is(err, ErrQuestionNotFound):
-		return http.StatusNotFound, "", "This question no longer waits for your answer: it was answered already, its time ran out, or the view's call ended. Close it and go on in the view; the view can ask again."
+		return http.StatusNotFound, "", "This question no longer waits for your answer: it was answered already, its time ran out, or the view's call ended. Go on in the view; it can ask again."
 	case errors.Is(err, ErrNotFound), errors.Is(err, store.ErrNotFound):
 		return http.StatusNotFound, "", "There is no such view. Check the link, or ask the agent again."
 	case errors.Is(err, access.ErrUnavailable):
