@@ -9,6 +9,7 @@ import (
 	"io"
 	"mime"
 	"net/http"
+	"time"
 
 	"github.com/labstack/echo/v4"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -56,6 +57,9 @@ func sameOriginJSON(cop *http.CrossOriginProtection, r *http.Request) error {
 // the page with the person's session and run through the agent's governed
 // path.
 func (h *Handler) call(c echo.Context) error {
+	// The wall clock's start, from which the server's write timeout
+	// counts (h.now may be a test's clock).
+	start := time.Now()
 	r := c.Request()
 	if err := sameOriginJSON(h.cop, r); err != nil {
 		return err
@@ -93,6 +97,11 @@ func (h *Handler) call(c echo.Context) error {
 		return err
 	}
 	caller := agentPersonOf(s)
+	if r.Header.Get(QuestionsHeader) == "page" {
+		// The page shows what the server asks during the call
+		// (questions.go); without it a question is declined at once.
+		ctx = agent.WithElicitor(ctx, &viewElicitor{h: h, who: askerOf(s, v.ID), write: newWriteDeadline(c.Response(), r, start)})
+	}
 	res, err := h.agent.CallFromView(ctx, v, caller, req.Name, json.RawMessage(args))
 	switch {
 	case err == nil:

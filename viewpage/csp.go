@@ -30,11 +30,12 @@ func (h *Handler) buildPolicies() {
 	// host name (127.0.0.1 for localhost, an internal name behind a proxy).
 	frameSrc := h.FrameSource()
 
-	// The page: its own script and style only, talks to its own API,
-	// frames only the sandbox origin, and is framed by nobody; in Teams
-	// mode it runs teams-js (embedded, allowed by hash like the others)
-	// and only Teams and the Microsoft 365 hosts may frame it.
-	scripts := []string{csp.Hash(pageJS)}
+	// The page: its own scripts (the bridge, the questions' dialog, the
+	// page's) and style only, talks to its own API, frames only the
+	// sandbox origin, and is framed by nobody; in Teams mode it runs
+	// teams-js (embedded, allowed by hash like the others) and only Teams
+	// and the Microsoft 365 hosts may frame it.
+	scripts := []string{csp.Hash(questionsJS), csp.Hash(pageJS)}
 	var ancestors []string // 'none'
 	if h.teamsHosts != nil {
 		scripts = append(scripts, teamsjs.Hash(), csp.Hash(teamsPageJS))

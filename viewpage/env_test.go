@@ -152,6 +152,11 @@ type envOptions struct {
 	// second https origin (and site) that plays the Teams client. The
 	// frames share the page's origin.
 	teams bool
+	// elicitWait is the agent's ElicitWait: how long a call waits for the
+	// answer to a server's question (zero: the agent's default).
+	elicitWait time.Duration
+	// writeTimeout is the server's WriteTimeout (zero: none).
+	writeTimeout time.Duration
 }
 
 func newEnv(t testing.TB, o envOptions) *env {
@@ -211,7 +216,7 @@ func newEnv(t testing.TB, o envOptions) *env {
 	servers := append([]agent.ServerConfig{{Name: "demo", Builtin: "demo"}}, o.servers...)
 	e.agent, err = agent.New(ctx, agent.Config{Agents: []agent.AgentConfig{{
 		ID: "default", Name: "Assistant", Servers: servers,
-	}}}, agent.Options{Store: e.store, Now: e.clock.Now, AppsEnabled: true, Builtins: o.builtins, Access: e.access})
+	}}}, agent.Options{Store: e.store, Now: e.clock.Now, AppsEnabled: true, Builtins: o.builtins, Access: e.access, ElicitWait: o.elicitWait})
 	if err != nil {
 		t.Fatalf("agent.New: %v", err)
 	}
@@ -295,7 +300,7 @@ func newEnv(t testing.TB, o envOptions) *env {
 		e.https = tlsSrv.Client()
 		return e
 	}
-	srv := &http.Server{Handler: ec, ReadHeaderTimeout: 10 * time.Second}
+	srv := &http.Server{Handler: ec, ReadHeaderTimeout: 10 * time.Second, WriteTimeout: o.writeTimeout}
 	go srv.Serve(ln)
 	t.Cleanup(func() { srv.Close() })
 	return e

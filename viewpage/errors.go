@@ -40,6 +40,10 @@ var (
 	// ErrToolFailed: the view's MCP server answered the call with an error
 	// rather than a result (502). The agent's audit record says why.
 	ErrToolFailed = errors.New("viewpage: the view's server failed the call")
+	// ErrQuestionNotFound: no question of that id waits for this person
+	// on this view: answered already, out of time, its call ended, or
+	// someone else's (404).
+	ErrQuestionNotFound = errors.New("viewpage: no such question")
 	// ErrBadRequest: the call body is malformed (400).
 	ErrBadRequest = errors.New("viewpage: bad request")
 )
@@ -113,6 +117,8 @@ func classify(err error) (int, string, string) {
 	switch {
 	case errors.Is(err, ErrExpired):
 		return http.StatusGone, "This view has expired", "This view has expired. Views are kept for 7 days; ask the agent again for a new one."
+	case errors.Is(err, ErrQuestionNotFound):
+		return http.StatusNotFound, "", "This question no longer waits for your answer: it was answered already, its time ran out, or the view's call ended. Go on in the view; it can ask again."
 	case errors.Is(err, ErrNotFound), errors.Is(err, store.ErrNotFound):
 		return http.StatusNotFound, "", "There is no such view. Check the link, or ask the agent again."
 	case errors.Is(err, access.ErrUnavailable):

@@ -26,6 +26,8 @@ var (
 	bridgeJS string
 	//go:embed assets/page.js
 	pageJS string
+	//go:embed assets/questions.js
+	questionsJS string
 	//go:embed assets/page.css
 	pageCSS string
 	//go:embed assets/page.html
@@ -72,6 +74,8 @@ type pageData struct {
 	// FluentCSS is internal/fluent's stylesheet, before the page's CSS.
 	FluentCSS, CSS template.CSS
 	Bridge, Script template.JS
+	// Questions shows what a server asks during the view's calls.
+	Questions template.JS
 	// Teams mode: teams-js and the page's Teams script, and the origins
 	// whose teams-js messages it trusts.
 	Teams                bool
@@ -121,6 +125,7 @@ func (h *Handler) page(c echo.Context) error {
 		FluentCSS:     template.CSS(fluent.CSS()),
 		CSS:           template.CSS(pageCSS),
 		Bridge:        template.JS(bridgeJS),
+		Questions:     template.JS(questionsJS),
 		Script:        template.JS(pageJS),
 	}
 	if h.teamsHosts != nil {

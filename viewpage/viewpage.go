@@ -20,6 +20,8 @@
 //	GET  /api/mcp-apps/{id}        ViewInfo as JSON, with fresh frame tokens
 //	POST /api/mcp-apps/{id}/call   {name, arguments} → CallToolResult, same-origin JSON only
 //	POST /api/mcp-apps/{id}/blocked {channel, source, token} → 204: a closed channel the view tried (blocked.go)
+//	GET  /api/mcp-apps/{id}/questions[?known=]  what the view's calls' servers ask this person (questions.go)
+//	POST /api/mcp-apps/{id}/questions/{qid} {action, values} → 204, or 422 with problems: the person's answer
 //	GET  /sandbox/proxy?view=&token=   the proxy document (token of purpose "proxy")
 //	GET  /sandbox/views/{id}?token=    the view's HTML (token of purpose "view")
 //
@@ -65,11 +67,12 @@
 //
 // The files follow the routes: viewpage.go (options, constructor, routes),
 // page.go (the page and the Teams sign-in shell), api.go (the view API),
-// call.go (a view's tool call), blocked.go (the reports of closed
-// channels), frames.go (the proxy and view documents, with guard.go's
-// script), csp.go (every document's Content-Security-Policy), access.go
-// (loading a view for a person), token.go (the frame tokens) and
-// errors.go (what each error answers).
+// call.go (a view's tool call), questions.go (what a server asks the
+// person during it), blocked.go (the reports of closed channels),
+// frames.go (the proxy and view documents, with guard.go's script),
+// csp.go (every document's Content-Security-Policy), access.go (loading
+// a view for a person), token.go (the frame tokens) and errors.go (what
+// each error answers).
 //
 // The package decides nothing about policy: who may open a view and call
 // its tools is asked of an Access (OwnerRule by default), and every tool call
@@ -212,6 +215,9 @@ type Handler struct {
 	// blockedLimit bounds how often each view's closed channels are
 	// recorded (blocked.go).
 	blockedLimit blockedLimiter
+	// questions are what servers ask during views' calls, waiting for
+	// the person's answer (questions.go).
+	questions questionBoard
 
 	metrics metrics
 }
@@ -328,6 +334,8 @@ func (h *Handler) Register(e *echo.Echo) {
 	e.GET("/api/mcp-apps/:id", h.viewAPI)
 	e.POST("/api/mcp-apps/:id/call", h.call)
 	e.POST("/api/mcp-apps/:id/blocked", h.blocked)
+	e.GET("/api/mcp-apps/:id/questions", h.listQuestions)
+	e.POST("/api/mcp-apps/:id/questions/:qid", h.answerQuestion)
 	e.GET("/sandbox/proxy", h.proxy)
 	e.GET("/sandbox/views/:id", h.viewDocument)
 }

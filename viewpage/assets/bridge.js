@@ -29,6 +29,9 @@
   // tried a closed channel, and how many such reports one view may make.
   var BLOCKED = "teamsbot/notifications/blocked";
   var MAX_BLOCKED = 20;
+  // The header with which a call says that the page shows what the
+  // server asks during it (viewpage.QuestionsHeader).
+  var QUESTIONS_HEADER = "Teamsbot-Questions";
 
   // JSON-RPC error codes.
   var METHOD_NOT_FOUND = -32601;
@@ -43,7 +46,11 @@
   // o.frameId, when set, is the proxy frame's id;
   // o.status, o.messages and o.messageList are the elements that show the
   // state of the view and what it says with ui/message (o.messages is
-  // unhidden on the first message). Each mounted view has its own frame
+  // unhidden on the first message); o.questions, when set, shows what a
+  // server asks the person during the view's tools/call, in the page
+  // (questions.js): each call then says so to the service and tells
+  // o.questions.callStarted, whose returned function it calls when the
+  // call ends. Nothing of a question reaches the view. Each mounted view has its own frame
   // and listener, so a page can show several. mount returns the view's
   // handle: teardown(reason) asks the view to end (ui/resource-teardown),
   // waits briefly for its answer, then removes its frames and listener; it
@@ -187,13 +194,26 @@
         return;
       }
       var args = params.arguments === undefined ? {} : params.arguments;
+      var headers = { "Content-Type": "application/json" };
+      var ended = null;
+      if (o.questions) {
+        headers[QUESTIONS_HEADER] = "page";
+        ended = o.questions.callStarted();
+      }
+      var end = function () {
+        if (ended) {
+          ended();
+          ended = null;
+        }
+      };
       fetch(api + "/call", {
         method: "POST",
         credentials: "same-origin",
-        headers: { "Content-Type": "application/json" },
+        headers: headers,
         body: JSON.stringify({ name: params.name, arguments: args })
       }).then(function (resp) {
         return resp.json().then(function (j) {
+          end();
           if (resp.ok) {
             reply(id, j);
             return;
@@ -202,6 +222,7 @@
           fail(id, resp.status >= 500 ? INTERNAL_ERROR : SERVER_ERROR, msg);
         });
       }).catch(function () {
+        end();
         fail(id, INTERNAL_ERROR, "the tool call did not reach the service");
       });
     }

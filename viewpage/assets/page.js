@@ -1,6 +1,7 @@
 // The view page: it shows its one view with the shared host bridge
-// (bridge.js, loaded before this script), taking the view's API path and the
-// host's name and version from the page.
+// (bridge.js, loaded before this script), and what the view's servers ask
+// during its calls with questions.js (loaded before it too), taking the
+// view's API path and the host's name and version from the page.
 (function () {
   "use strict";
 
@@ -11,16 +12,21 @@
   // and locale become the view's host context. Elsewhere there is nothing
   // to wait for.
   var host = window.TeamsbotHost || Promise.resolve(null);
+  var api = body.getAttribute("data-api");
+  // What a server asks during the view's calls is shown by the page
+  // (questions.js), never by the view.
+  var questions = window.TeamsbotQuestions.start({ api: api, status: status });
   host.then(function (hostContext) {
     var view = window.TeamsbotBridge.mount({
-      api: body.getAttribute("data-api"),
+      api: api,
       hostInfo: { name: body.getAttribute("data-host-name"), version: body.getAttribute("data-host-version") },
       hostContext: hostContext,
       box: document.getElementById("frame-box"),
       frameId: "proxy",
       status: status,
       messages: document.getElementById("messages"),
-      messageList: document.getElementById("message-list")
+      messageList: document.getElementById("message-list"),
+      questions: questions
     });
     window.TeamsbotHostChanged = view.hostContextChanged;
     // Close ends the view as the MCP Apps specification asks: the view is
