@@ -79,7 +79,7 @@ type elicitAsker struct {
 func (e *elicitAsker) Elicit(ctx context.Context, q agent.Question) (agent.Reply, error) {
 	b := e.b
 	card := cards.Elicitation{ID: q.ID, Server: q.Server, Tool: q.Tool, AgentName: q.AgentName, PersonName: e.p.Name,
-		Mode: q.Mode, Message: q.Message, Form: q.Form, URL: q.URL, Wait: q.Wait}
+		Mode: q.Mode, Message: q.Message, Form: q.Form, URL: q.URL, Wait: q.Wait, Deadline: q.Deadline}
 	qu := &question{q: q, a: e.a, o: e.o, card: card, reply: make(chan agent.Reply, 1), posted: make(chan struct{})}
 	// Known before it is shown: a quick answer must find it.
 	b.questions.add(qu)

@@ -224,7 +224,7 @@ func TestQuestionAnsweredInTeams(t *testing.T) {
 	press(h, "personal", conv, "m2", "", q, "accept", map[string]string{"amount": "900", "reason": "no", "confirm": "true", "account": "chk"})
 	calls := h.conn.waitFor(t, "the card with what to correct", func(cs []received) bool { return len(updatesOf(cs, card.AssignedID)) == 1 })
 	again := updatesOf(calls, card.AssignedID)[0]
-	for _, want := range []string{"Amount: at most 500.", "Reason: at least 3 characters.", `"value":"900"`} {
+	for _, want := range []string{"Amount: at most 500.", "Reason: at least 3 characters.", `"value":900`} {
 		if !strings.Contains(again, want) {
 			t.Errorf("the card after a wrong answer lacks %s: %s", want, again)
 		}
@@ -364,7 +364,9 @@ func TestURLQuestionOpensOnlyHTTPSAndHearsCompletion(t *testing.T) {
 			h, sh := elicitHarnessSpeaking(t, setup{}, protocol)
 			h.send(h.message("personal", "a:personal-url", "u1", "/visit {}"))
 			card, q := questionCard(t, h, "u1")
-			content := string(card.Activity.Attachments[0].Content)
+			// The address is shown in full, with the zero-width space
+			// that keeps Teams from making a link of it.
+			content := strings.ReplaceAll(string(card.Activity.Attachments[0].Content), "\u200b", "")
 			if !strings.Contains(content, sh.visitURL) || len(openURLs(t, card.Activity.Attachments[0].Content)) != 0 {
 				t.Errorf("the asking card should show the address and no Open button before the person goes on: %s", content)
 			}
