@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -445,5 +446,55 @@ func TestTenantTurnedQuestionsOff(t *testing.T) {
 	}
 	if got := sh.results(); len(got) != 1 {
 		t.Errorf("tool results %q", got)
+	}
+}
+
+// A run without a person (a schedule, the runs API) has nobody to ask:
+// the server is told decline at once, and the run's notes say so.
+func TestRunWithoutAPersonDeclinesAtOnce(t *testing.T) {
+	h, sh := elicitHarness(t, setup{})
+	h.install("a:team-elicit")
+	res, err := h.bot.RunTriggered(context.Background(), TriggeredRun{TenantID: testTenant, AgentID: "default", Text: "/refund {}",
+		ConversationID: "a:team-elicit", Trigger: cards.Trigger{Name: "Nightly refunds", Scheduled: true}})
+	if err != nil || res.Failed {
+		t.Fatalf("RunTriggered: %+v %v", res, err)
+	}
+	if got := sh.results(); len(got) != 1 || got[0] != "refund decline null" {
+		t.Errorf("tool results %q", got)
+	}
+	run, err := h.store.GetRun(context.Background(), res.RunID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.ContainsFunc(run.Notes, func(n string) bool { return strings.Contains(n, "a run without a person cannot answer") }) {
+		t.Errorf("the run's notes do not say why: %q", run.Notes)
+	}
+	for _, c := range h.conn.snapshot() {
+		for _, a := range c.Activity.Attachments {
+			if strings.Contains(string(a.Content), `"elicitation"`) {
+				t.Errorf("a question card was posted: %s", a.Content)
+			}
+		}
+	}
+	recs, _ := h.store.Audit(context.Background(), store.AuditQuery{TenantID: testTenant, Action: agent.AuditElicitationOutcome})
+	if len(recs) != 1 || recs[0].Fields["outcome"] != "decline" || recs[0].Fields["why"] != "no person to ask" {
+		t.Errorf("outcome records %+v", recs)
+	}
+}
+
+// What the person answered reaches the model only through the tool's
+// result, and the data rules redact that as any result.
+func TestAnswerTheModelReadsIsRedacted(t *testing.T) {
+	sh := newShop(t, "")
+	h := newHarness(t, setup{servers: []agent.ServerConfig{{Name: "shop", URL: sh.srv.URL}}, redact: []string{`[a-z]+@example\.com`}})
+	h.send(h.message("personal", "a:personal-redact", "r1", "/refund {}"))
+	_, q := questionCard(t, h, "r1")
+	press(h, "personal", "a:personal-redact", "r2", "", q, "accept", map[string]string{"amount": "20", "reason": "write to grace@example.com", "email": "grace@example.com", "confirm": "true"})
+	answer := answerOf(t, h, "r1", "refund accept")
+	if strings.Contains(answer, "grace@example.com") || !strings.Contains(answer, "[redacted]") {
+		t.Errorf("the answer the model wrote from the result: %s", answer)
+	}
+	if got := sh.results(); len(got) != 1 || !strings.Contains(got[0], "grace@example.com") {
+		t.Errorf("the server itself gets the answer as given: %q", got)
 	}
 }

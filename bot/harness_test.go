@@ -99,6 +99,8 @@ type setup struct {
 	// agentAccess gives the agent the bot's access service too, as the
 	// service does (Cedar on every tool call, the tenant's settings).
 	agentAccess bool
+	// redact are the agent's data rules' redactions.
+	redact []string
 }
 
 // The credentials a harness can give the bot.
@@ -237,6 +239,7 @@ func newHarness(t testing.TB, s setup) *harness {
 		cfg.Agents[0].Model = *s.model
 	}
 	cfg.Agents[0].Memory = s.memory
+	cfg.Agents[0].Rules.Redact = s.redact
 	aopts := agent.Options{Store: st, AppsEnabled: true, Builtins: s.builtins, Logger: logger, HTTPClient: s.modelClient, ElicitWait: s.elicitWait}
 	if s.traces != nil {
 		aopts.TracerProvider, aopts.Propagator = s.traces, s.traces.Propagator
