@@ -440,9 +440,9 @@ func (c config) writeTimeout() time.Duration {
 			}
 		}
 	}
-	// A call may also wait for the person's answer to what its server
-	// asks (elicitation).
-	return max(bot.DefaultTurnTimeout+15*time.Second, longest+agent.DefaultElicitWait+15*time.Second)
+	// A view's call that waits for the person's answer to what its server
+	// asks moves its own write deadline (viewpage).
+	return max(bot.DefaultTurnTimeout+15*time.Second, longest+15*time.Second)
 }
 
 // openButtons reports whether cards may carry Open buttons: Teams opens only
