@@ -370,6 +370,8 @@ func (c *serverConn) elicit(ctx context.Context, req *mcp.ElicitRequest) (*mcp.E
 	case err != nil && actx.Err() != nil && callCtx.Err() == nil:
 		ec.notes.add(fmt.Sprintf("server %s asked for input during %s; no answer came within %s, so it was cancelled", c.name, q.Tool, wait))
 		return end(elicit.Cancel, "no answer in time")
+	case err != nil && callCtx.Err() != nil:
+		return end(elicit.Cancel, "the call ended before an answer came")
 	case err != nil:
 		s.log.Warn("elicitation not shown", "server", c.name, "err", err)
 		return end(elicit.Cancel, "the question could not be shown")

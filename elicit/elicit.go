@@ -384,7 +384,8 @@ func (fd Field) check(v any) (any, string) {
 			s = strings.TrimSpace(s)
 		}
 		v = s
-		if s == "" {
+		if strings.TrimSpace(s) == "" {
+			// Blanks are no answer: a required field needs more.
 			v = nil
 		}
 	}

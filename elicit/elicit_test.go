@@ -179,6 +179,9 @@ func TestCheckSaysWhatToCorrect(t *testing.T) {
 	if diff := cmp.Diff(want, problems); diff != "" {
 		t.Errorf("problems (-want +got):\n%s", diff)
 	}
+	if _, problems := form.Check(map[string]any{"name": "   "}); problems[0].Message != "Your name is required." {
+		t.Errorf("blanks for a required text: %v", problems[0])
+	}
 	if _, problems := form.Check(map[string]any{"name": strings.Repeat("x", elicit.MaxValue+1)}); problems[0].Message != "Your name: at most 2000 characters." {
 		t.Errorf("an over-long value: %v", problems[0])
 	}
