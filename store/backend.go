@@ -91,6 +91,7 @@ type reader interface {
 	mcpServerUses(tenant string) ([]MCPServerUse, error)
 	mcpAuthRequest(id string) (MCPAuthRequest, error)
 	mcpAuthRequestByState(state string) (MCPAuthRequest, error)
+	question(id string) (Question, error)
 	// turns calls keep with the turns of a conversation of tenant made
 	// by agent, newest first, at most limit of them, until keep returns
 	// false or an error: each turn's Seq, its record's JSON and its
@@ -146,6 +147,10 @@ type writer interface {
 	// putMCPAuthRequest stores a request and its index entries (by state,
 	// by expiry), dropping old's.
 	putMCPAuthRequest(r encoded[MCPAuthRequest], old *MCPAuthRequest) error
+	// putQuestion stores a question and its entry by expiry, dropping
+	// old's.
+	putQuestion(q encoded[Question], old *Question) error
+	deleteQuestion(q Question) error
 	// appendTurn stores a turn (its JSON without a Seq), numbered by the
 	// history's one sequence, and tells numbered its Seq: at once on
 	// bbolt, once the statement is sent on PostgreSQL.

@@ -666,6 +666,32 @@ func (t boltTx) putMCPAuthRequest(r encoded[MCPAuthRequest], old *MCPAuthRequest
 	return byExpiry.Put(timeIDKey(timeKey(r.rec.ExpiresAt), id), []byte(r.rec.State))
 }
 
+func (t boltTx) question(id string) (Question, error) {
+	return getJSON[Question](t, bucketQuestions, []byte(id))
+}
+
+// putQuestion keeps the question's entry under T(ExpiresAt) | id beside
+// it, which the sweep reads.
+func (t boltTx) putQuestion(q encoded[Question], old *Question) error {
+	if old != nil {
+		if err := t.bucket(bucketQuestionsByExpiry).Delete(timeIDKey(timeKey(old.ExpiresAt), []byte(old.ID))); err != nil {
+			return err
+		}
+	}
+	id := []byte(q.rec.ID)
+	if err := t.bucket(bucketQuestions).Put(id, q.json); err != nil {
+		return err
+	}
+	return t.bucket(bucketQuestionsByExpiry).Put(timeIDKey(timeKey(q.rec.ExpiresAt), id), []byte{})
+}
+
+func (t boltTx) deleteQuestion(q Question) error {
+	if err := t.bucket(bucketQuestions).Delete([]byte(q.ID)); err != nil {
+		return err
+	}
+	return t.bucket(bucketQuestionsByExpiry).Delete(timeIDKey(timeKey(q.ExpiresAt), []byte(q.ID)))
+}
+
 // Conversation history.
 
 // turnKey is a turn's key in history/: its conversation and agent, then
@@ -810,6 +836,7 @@ func (t boltTx) each(ctx context.Context, fn func(kind string, rec any) error) e
 		{"triggers", bucketTriggers, eachJSON[Trigger]},
 		{"MCP connections", bucketMCPConnections, eachJSON[MCPConnection]},
 		{"MCP authorization requests", bucketMCPAuthRequests, eachJSON[MCPAuthRequest]},
+		{"questions", bucketQuestions, eachJSON[Question]},
 		{"history turns", bucketHistory, func(k, v []byte) (any, error) {
 			tr, err := boltTurn(k, v)
 			if err != nil {

@@ -47,6 +47,8 @@ const (
 	bucketHistory             = "history"
 	bucketHistoryByTime       = "history_by_time"
 	bucketUsage               = "usage"
+	bucketQuestions           = "questions"
+	bucketQuestionsByExpiry   = "questions_by_expiry"
 
 	keySchemaVersion = "schema_version"
 	keyCursorKey     = "cursor_key"
@@ -89,6 +91,7 @@ func schema() []migration {
 		{version: 7, name: "MCP connections and authorization requests", apply: migrateV7},
 		{version: 8, name: "conversation history", apply: migrateV8},
 		{version: 9, name: "usage rollup", apply: migrateV9, backfill: backfillV9},
+		{version: 10, name: "questions", apply: migrateV10},
 	}
 }
 
@@ -191,6 +194,18 @@ func migrateV7(tx *bbolt.Tx) error {
 // nothing is rewritten.
 func migrateV8(tx *bbolt.Tx) error {
 	for _, name := range []string{bucketHistory, bucketHistoryByTime} {
+		if _, err := tx.CreateBucketIfNotExists([]byte(name)); err != nil {
+			return fmt.Errorf("bucket %s: %w", name, err)
+		}
+	}
+	return nil
+}
+
+// migrateV10 adds the buckets of the questions servers ask people.
+// Files of version 9 have none, which reads as no question waiting, so
+// nothing is rewritten.
+func migrateV10(tx *bbolt.Tx) error {
+	for _, name := range []string{bucketQuestions, bucketQuestionsByExpiry} {
 		if _, err := tx.CreateBucketIfNotExists([]byte(name)); err != nil {
 			return fmt.Errorf("bucket %s: %w", name, err)
 		}

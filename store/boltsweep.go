@@ -36,6 +36,8 @@ func (s *boltStore) sweep(ctx context.Context, p sweepPlan) (SweepStats, error) 
 			step = sweepAPIKeys(p.auditUntil)
 		case sweepMCPAuth:
 			step = sweepMCPAuthRequests(p.authUntil)
+		case sweepQuestions:
+			step = sweepExpiredQuestions(p.questionsUntil)
 		case sweepOldHistory:
 			step = sweepHistory(p.runsUntil)
 		case sweepOldUsage:
@@ -370,6 +372,34 @@ func sweepMCPAuthRequests(cutoff time.Time) sweepStep {
 				}
 			}
 			did.MCPAuthRequests++
+		}
+		return did, more(len(todo) == batch), nil
+	}
+}
+
+// sweepExpiredQuestions deletes the questions that expired at or before
+// cutoff, oldest first, with their expiry entry.
+func sweepExpiredQuestions(cutoff time.Time) sweepStep {
+	cut := timeKey(cutoff)
+	return func(tx *bbolt.Tx, batch int, _ []byte) (SweepStats, []byte, error) {
+		var did SweepStats
+		byExpiry, questions := tx.Bucket([]byte(bucketQuestionsByExpiry)), tx.Bucket([]byte(bucketQuestions))
+		var todo [][]byte
+		c := byExpiry.Cursor()
+		for k, _ := c.First(); k != nil && len(todo) < batch; k, _ = c.Next() {
+			if len(k) <= 8 || bytes.Compare(k[:8], cut[:]) > 0 {
+				break
+			}
+			todo = append(todo, bytes.Clone(k))
+		}
+		for _, k := range todo {
+			if err := questions.Delete(k[8:]); err != nil {
+				return did, nil, err
+			}
+			if err := byExpiry.Delete(k); err != nil {
+				return did, nil, err
+			}
+			did.Questions++
 		}
 		return did, more(len(todo) == batch), nil
 	}

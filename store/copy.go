@@ -48,14 +48,14 @@ type arrival struct {
 // PostgreSQL store dst: runs, views and their HTML, the audit log (with
 // its sequence numbers), conversation references, deliveries, bindings,
 // tenant settings, policy sets, API keys, triggers, the activities seen,
-// people's MCP connections, the MCP authorization requests and the turns
-// of conversation history (with their sequence numbers), each as the
-// bytes it was stored as. It is idempotent: a record
-// whose key is in dst already is left as it is, so running it again
-// copies nothing twice and reports what was there. dst must be a new
-// database, or one an earlier copy wrote into (ErrNotEmpty otherwise). src
-// is read in one read transaction: the service must not be writing to it
-// (Open's file lock sees to that).
+// people's MCP connections, the MCP authorization requests, the
+// questions to people and the turns of conversation history (with their
+// sequence numbers), each as the bytes it was stored as. It is
+// idempotent: a record whose key is in dst already is left as it is, so
+// running it again copies nothing twice and reports what was there. dst
+// must be a new database, or one an earlier copy wrote into (ErrNotEmpty
+// otherwise). src is read in one read transaction: the service must not
+// be writing to it (Open's file lock sees to that).
 //
 // It reads every record through the bbolt storage (each, in an order that
 // keeps the database's foreign keys whole: documents before views, runs
@@ -184,7 +184,8 @@ func (s *pgStore) claimCopy(ctx context.Context) error {
 	err := s.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM runs) OR EXISTS (SELECT 1 FROM views) OR EXISTS (SELECT 1 FROM audit)
 		OR EXISTS (SELECT 1 FROM conversations) OR EXISTS (SELECT 1 FROM bindings) OR EXISTS (SELECT 1 FROM triggers)
 		OR EXISTS (SELECT 1 FROM api_keys) OR EXISTS (SELECT 1 FROM tenant_settings) OR EXISTS (SELECT 1 FROM policy_sets)
-		OR EXISTS (SELECT 1 FROM mcp_connections) OR EXISTS (SELECT 1 FROM mcp_auth_requests) OR EXISTS (SELECT 1 FROM history)`).Scan(&used)
+		OR EXISTS (SELECT 1 FROM mcp_connections) OR EXISTS (SELECT 1 FROM mcp_auth_requests) OR EXISTS (SELECT 1 FROM history)
+		OR EXISTS (SELECT 1 FROM questions)`).Scan(&used)
 	if err != nil {
 		return fmt.Errorf("store: copy: %w", err)
 	}

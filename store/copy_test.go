@@ -56,6 +56,14 @@ func TestCopyToPostgres(t *testing.T) {
 		return nil
 	}, nil)
 	must(err)
+	q := store.Question{ID: "q-1", TenantID: "tenant-1", UserID: "user-1", ConversationID: "conv-1", ServiceURL: "https://smba.example/",
+		Shown: []byte(`{"message":"Which project?"}`), ExpiresAt: clk.Now().Add(10 * time.Minute)}
+	must(src.PutQuestion(ctx, q))
+	_, err = src.UpdateQuestion(ctx, "q-1", func(q *store.Question) error {
+		q.Status, q.CardID, q.Answer = store.QuestionAnswered, "card-1", []byte(`{"action":"decline"}`)
+		return nil
+	}, nil)
+	must(err)
 
 	var turns []store.HistoryTurn
 	// More turns than a write is tried again for (a copy that left the
@@ -80,7 +88,7 @@ func TestCopyToPostgres(t *testing.T) {
 	}
 	want := map[string]int{"html": 1, "runs": 1, "views": 2, "audit records": 2, "conversations": 1, "deliveries": 1,
 		"bindings": 1, "tenant settings": 1, "policy sets": 1, "API keys": 1, "triggers": 1, "activities": 1,
-		"MCP connections": 1, "MCP authorization requests": 1, "history turns": 12, "usage counters": 2}
+		"MCP connections": 1, "MCP authorization requests": 1, "questions": 1, "history turns": 12, "usage counters": 2}
 	if diff := cmp.Diff(want, inserted); diff != "" {
 		t.Errorf("inserted (-want +got):\n%s", diff)
 	}
@@ -117,6 +125,7 @@ func TestCopyToPostgres(t *testing.T) {
 	same("MCP server uses", func(s *store.Store) (any, error) { return s.MCPServerUses(ctx, "tenant-1") })
 	same("MCP authorization request", func(s *store.Store) (any, error) { return s.MCPAuthRequest(ctx, "req-1") })
 	same("MCP authorization request by state", func(s *store.Store) (any, error) { return s.MCPAuthRequestByState(ctx, "state-1") })
+	same("question", func(s *store.Store) (any, error) { return s.Question(ctx, "q-1") })
 	for _, conv := range []string{"conv-1", "conv-1;messageid=1", "conv-2", "conv-3"} {
 		same("history of "+conv, func(s *store.Store) (any, error) { return s.History(ctx, "tenant-1", conv, "default", 50, 1000) })
 	}

@@ -7,9 +7,10 @@
 // API keys and scheduled triggers that start runs without a person, and
 // people's authorizations to MCP servers: each person's connection to a
 // server of an agent (its OAuth tokens sealed by the caller) and the
-// authorizations under way, which a run waits on; and the history of
-// conversations, each turn as the model read it, which the next runs of
-// the conversation read.
+// authorizations under way, which a run waits on; the questions MCP
+// servers ask people during a tool call (elicitation), which a run waits
+// on too; and the history of conversations, each turn as the model read
+// it, which the next runs of the conversation read.
 // It keeps them in one bbolt file (Open), the default, or in a PostgreSQL
 // database that several replicas of the service share (OpenPostgres). It
 // runs each one's schema migrations when it is opened, lists a tenant's
@@ -17,8 +18,8 @@
 // recent runs, conversations, MCP connections), revokes views, and sweeps
 // away expired and revoked views, the runs, deliveries, turns of history
 // and audit records past their retention, the usage counters of the days
-// past the audit retention, and MCP authorization requests a day after
-// they expired. CopyToPostgres copies a bbolt store into a new
+// past the audit retention, and MCP authorization requests and questions
+// a day after they expired. CopyToPostgres copies a bbolt store into a new
 // database.
 //
 // It is the only package that knows bbolt and PostgreSQL. Its exported
@@ -64,6 +65,9 @@
 //	  back), authorization requests (id
 //	  and state unique, who and what kept,
 //	  versions, sizes, statuses)
+//	questions to people (id unique, who     questions.go
+//	  and where kept, versions, sizes,
+//	  statuses)
 //	conversation history: turns numbered,  history.go
 //	  their checks, History's budgets
 //	  (whole turns, the newest first),
@@ -157,6 +161,10 @@
 //	usage/                        (since schema version 9)
 //	  <tenant> 0x00 | D(day) | <metric> 0x00 <label> -> N: the count
 //	                                 (D: UTC days since 1970, 4 bytes, sign flipped)
+//	questions/                    (since schema version 10)
+//	  <question id>               -> Question as JSON
+//	questions_by_expiry/          (since schema version 10)
+//	  T(expiresAt) | <question id> -> empty, for the sweep
 //
 // A view's end is when it stops being served: its ExpiresAt, or when it
 // was revoked (RevokeView moves both index entries to that time).
@@ -229,6 +237,10 @@
 // the sweep reads mcp_auth_by_expiry up to T(now - 24h), whose value
 // names the state entry to delete with the request.
 //
+// A question is keyed by its id alone, which its card's answer names
+// whichever replica it reaches; questions_by_expiry holds the same id
+// under T(ExpiresAt), and the sweep reads it up to T(now - 24h).
+//
 // A turn of history is keyed by its tenant, conversation and agent, then
 // its Seq, which the history bucket's own sequence numbers, so that a
 // later turn has a larger one and the turns of one conversation and agent
@@ -289,6 +301,8 @@
 //	                  messages                          by at_ns (the sweep)
 //	usage           tenant, day, metric, label, n     the key (the overview's range);
 //	  (version 5)                                       by day (the sweep, version 6)
+//	questions       id, expires_ns                    the key; by expiry (the sweep)
+//	  (version 7)
 //	meta            key                               the cursor key, a copy's mark
 //
 // A turn's row holds its record's JSON in data and its messages, as given,

@@ -418,8 +418,8 @@ func checkFixture(t *testing.T, s *store.Store, now *time.Time, want *fixtureDum
 
 // checkNewRecords keeps and reads back, in a store migrated from the
 // fixture, the records that came after it: MCP connections and
-// authorization requests, turns of conversation history, and sweeps the
-// requests and the turns.
+// authorization requests, questions to people, turns of conversation
+// history, and sweeps the requests, the questions and the turns.
 func checkNewRecords(t *testing.T, s *store.Store, now time.Time) {
 	t.Helper()
 	ctx := context.Background()
@@ -440,6 +440,14 @@ func checkNewRecords(t *testing.T, s *store.Store, now time.Time) {
 	if got, err := s.MCPAuthRequestByState(ctx, "state-1"); err != nil || got.ID != "req-1" {
 		t.Errorf("MCPAuthRequestByState on the migrated fixture: %+v %v", got, err)
 	}
+	q := store.Question{ID: "q-1", TenantID: c.TenantID, UserID: c.UserID, ConversationID: "a:1Łukasz", ServiceURL: "https://smba.example/",
+		Shown: []byte(`{"message":"Grüß Gott?"}`), CreatedAt: now.Add(-50 * time.Hour), ExpiresAt: now.Add(-49 * time.Hour)}
+	if err := s.PutQuestion(ctx, q); err != nil {
+		t.Fatalf("PutQuestion on the migrated fixture: %v", err)
+	}
+	if got, err := s.Question(ctx, "q-1"); err != nil || !bytes.Equal(got.Shown, q.Shown) {
+		t.Errorf("Question on the migrated fixture: %+v %v", got, err)
+	}
 	// Turns of conversation history: two of a channel's thread, one
 	// past the run retention (30 days by default), which the sweep
 	// deletes; then the channel's history cleared.
@@ -453,8 +461,8 @@ func checkNewRecords(t *testing.T, s *store.Store, now time.Time) {
 	if got, err := s.History(ctx, c.TenantID, conv, "default", 10, 100); err != nil || len(got) != 2 || got[0].Seq >= got[1].Seq {
 		t.Errorf("History on the migrated fixture: %+v %v", got, err)
 	}
-	if st, err := s.Sweep(ctx); err != nil || st.MCPAuthRequests != 1 || st.HistoryTurns != 1 {
-		t.Errorf("a sweep of the migrated fixture: %+v %v, want the expired request and the old turn", st, err)
+	if st, err := s.Sweep(ctx); err != nil || st.MCPAuthRequests != 1 || st.Questions != 1 || st.HistoryTurns != 1 {
+		t.Errorf("a sweep of the migrated fixture: %+v %v, want the expired request, the expired question and the old turn", st, err)
 	}
 	if n, err := s.ClearHistory(ctx, c.TenantID, "19:fixture@thread.tacv2"); err != nil || n != 1 {
 		t.Errorf("ClearHistory on the migrated fixture = %d, %v; want the turn the sweep kept", n, err)

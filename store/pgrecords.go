@@ -46,6 +46,8 @@ const (
 	mcpConnUpsert      = ` ON CONFLICT (tenant, user_id, agent, server) DO UPDATE SET last_used_ns = excluded.last_used_ns, data = excluded.data`
 	mcpAuthInsert      = `INSERT INTO mcp_auth_requests (id, state, expires_ns, data) VALUES ($1, $2, $3, $4)`
 	mcpAuthUpsert      = ` ON CONFLICT (id) DO UPDATE SET state = excluded.state, expires_ns = excluded.expires_ns, data = excluded.data`
+	questionInsert     = `INSERT INTO questions (id, expires_ns, data) VALUES ($1, $2, $3)`
+	questionUpsert     = ` ON CONFLICT (id) DO UPDATE SET expires_ns = excluded.expires_ns, data = excluded.data`
 	// ifAbsent makes an insert leave a stored row as it is.
 	ifAbsent = ` ON CONFLICT DO NOTHING`
 )
@@ -82,6 +84,10 @@ func mcpConnRow(c encoded[MCPConnection]) []any {
 
 func mcpAuthRow(r encoded[MCPAuthRequest]) []any {
 	return []any{r.rec.ID, r.rec.State, ns(r.rec.ExpiresAt), r.json}
+}
+
+func questionRow(q encoded[Question]) []any {
+	return []any{q.rec.ID, ns(q.rec.ExpiresAt), q.json}
 }
 
 // nullNS is a time column that may be NULL (a key's revoked_ns, a
@@ -465,6 +471,20 @@ func (t *pgTx) putMCPAuthRequest(r encoded[MCPAuthRequest], old *MCPAuthRequest)
 	return nil
 }
 
+func (t *pgTx) question(id string) (Question, error) {
+	return pgGet[Question](t, `SELECT data FROM questions WHERE id = $1`, id)
+}
+
+func (t *pgTx) putQuestion(q encoded[Question], old *Question) error {
+	t.put(old != nil, questionInsert, questionUpsert, questionRow(q)...)
+	return nil
+}
+
+func (t *pgTx) deleteQuestion(q Question) error {
+	t.queue(nil, `DELETE FROM questions WHERE id = $1`, q.ID)
+	return nil
+}
+
 // Conversation history.
 
 // errEnough stops a read whose caller has what it wanted.
@@ -566,6 +586,8 @@ func (t *pgTx) load(rec any, inserted func(bool)) error {
 		t.queue(check, mcpConnInsert+ifAbsent, mcpConnRow(r)...)
 	case encoded[MCPAuthRequest]:
 		t.queue(check, mcpAuthInsert+ifAbsent, mcpAuthRow(r)...)
+	case encoded[Question]:
+		t.queue(check, questionInsert+ifAbsent, questionRow(r)...)
 	case encoded[HistoryTurn]:
 		t.queue(check, `INSERT INTO history (seq, tenant, conversation_id, agent, at_ns, data, messages) OVERRIDING SYSTEM VALUE
 			VALUES ($1, $2, $3, $4, $5, $6, $7)`+ifAbsent, int64(r.rec.Seq), r.rec.TenantID, r.rec.ConversationID, r.rec.AgentID,

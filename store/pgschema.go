@@ -190,6 +190,13 @@ CREATE INDEX history_by_time ON history (at_ns);
 		{version: 6, name: "usage by day", sql: `
 CREATE INDEX IF NOT EXISTS usage_by_day ON usage (day);
 `},
+		{version: 7, name: "questions", sql: `
+CREATE TABLE IF NOT EXISTS questions (
+	id text COLLATE "C" PRIMARY KEY,
+	expires_ns bigint NOT NULL,
+	data bytea NOT NULL);
+CREATE INDEX IF NOT EXISTS questions_by_expiry ON questions (expires_ns);
+`},
 	}
 }
 

@@ -71,6 +71,9 @@ func (s *pgStore) sweep(ctx context.Context, p sweepPlan) (SweepStats, error) {
 		case sweepMCPAuth:
 			steps = []pgSweepStep{pgDeleteBatch(`DELETE FROM mcp_auth_requests WHERE id IN (
 				SELECT id FROM mcp_auth_requests WHERE expires_ns <= $1 ORDER BY expires_ns LIMIT $2 FOR UPDATE SKIP LOCKED)`, ns(p.authUntil), func(st *SweepStats) *int { return &st.MCPAuthRequests })}
+		case sweepQuestions:
+			steps = []pgSweepStep{pgDeleteBatch(`DELETE FROM questions WHERE id IN (
+				SELECT id FROM questions WHERE expires_ns <= $1 ORDER BY expires_ns LIMIT $2 FOR UPDATE SKIP LOCKED)`, ns(p.questionsUntil), func(st *SweepStats) *int { return &st.Questions })}
 		}
 		for _, step := range steps {
 			if err := sweepBatches(ctx, &st, s.sweepBatch, s.sweepTx(ctx, step)); err != nil {

@@ -753,6 +753,10 @@ func TestBackupIsAWorkingStore(t *testing.T) {
 		AgentID: "default", Server: "crm", AuthURL: "https://as.example/authorize", ExpiresAt: clk.Now().Add(time.Hour)}); err != nil {
 		t.Fatal(err)
 	}
+	if err := s.PutQuestion(ctx, store.Question{ID: "q-1", TenantID: "tenant-1", UserID: "user-1", ConversationID: "conv-1",
+		ServiceURL: "https://smba.example/", Shown: []byte(`{}`), ExpiresAt: clk.Now().Add(time.Hour)}); err != nil {
+		t.Fatal(err)
+	}
 	turn, err := s.AppendTurn(ctx, store.HistoryTurn{TenantID: "tenant-1", ConversationID: "conv-1", AgentID: "default", RunID: "run-1",
 		Messages: json.RawMessage(`[{"role":"user","content":"hi"}]`), Tokens: 2})
 	if err != nil {
@@ -787,6 +791,9 @@ func TestBackupIsAWorkingStore(t *testing.T) {
 	}
 	if r, err := b.MCPAuthRequestByState(ctx, "state-1"); err != nil || r.ID != "req-1" {
 		t.Errorf("MCP authorization request in the backup = %+v, %v", r, err)
+	}
+	if q, err := b.Question(ctx, "q-1"); err != nil || q.UserID != "user-1" {
+		t.Errorf("question in the backup = %+v, %v", q, err)
 	}
 	if h, err := b.History(ctx, "tenant-1", "conv-1", "default", 10, 10); err != nil || len(h) != 1 || !cmp.Equal(h[0], turn) {
 		t.Errorf("history in the backup = %+v, %v; want %+v", h, err, turn)

@@ -21,6 +21,9 @@ type SweepStats struct {
 	// MCPAuthRequests are the MCP authorization requests that expired
 	// more than a day ago, whatever their status.
 	MCPAuthRequests int
+	// Questions are the questions to people that expired more than a
+	// day ago, whatever their status.
+	Questions int
 	// HistoryTurns are the turns of conversation history older than
 	// Options.RunRetention.
 	HistoryTurns int
@@ -45,13 +48,14 @@ func (st *SweepStats) add(o SweepStats) {
 	st.APIKeys += o.APIKeys
 	st.Activities += o.Activities
 	st.MCPAuthRequests += o.MCPAuthRequests
+	st.Questions += o.Questions
 	st.HistoryTurns += o.HistoryTurns
 	st.UsageCounters += o.UsageCounters
 }
 
 func (st SweepStats) removed() bool {
 	return st.Views > 0 || st.HTML > 0 || st.Runs > 0 || st.Deliveries > 0 || st.Audit > 0 || st.APIKeys > 0 || st.Activities > 0 || st.MCPAuthRequests > 0 ||
-		st.HistoryTurns > 0 || st.UsageCounters > 0
+		st.Questions > 0 || st.HistoryTurns > 0 || st.UsageCounters > 0
 }
 
 // sweepPlan is what a sweep deletes, the rules of retention written once
@@ -62,13 +66,14 @@ func (st SweepStats) removed() bool {
 // conversation history of a time at or before runsUntil too, the audit
 // records of a time at or before auditUntil and the API keys revoked at or
 // before it, the counters of the usage rollup of the days before
-// usageDaysBefore, and the MCP authorization requests that expired at or
-// before authUntil. A zero runsUntil or auditUntil keeps those records
+// usageDaysBefore, the MCP authorization requests that expired at or
+// before authUntil and the questions that expired at or before
+// questionsUntil. A zero runsUntil or auditUntil keeps those records
 // forever.
 type sweepPlan struct {
-	now                   time.Time
-	runsUntil, auditUntil time.Time
-	authUntil             time.Time
+	now                       time.Time
+	runsUntil, auditUntil     time.Time
+	authUntil, questionsUntil time.Time
 }
 
 // sweepPart is one part of a sweep, which a backend deletes in batches.
@@ -81,13 +86,14 @@ const (
 	sweepOldAudit                     // audit records past their retention
 	sweepRevokedKeys                  // API keys revoked as long ago
 	sweepMCPAuth                      // MCP authorization requests a day after they expired
+	sweepQuestions                    // questions a day after they expired
 	sweepOldHistory                   // turns of conversation history past the run retention
 	sweepOldUsage                     // usage counters of the days past the audit retention
 )
 
 // parts are the parts of a sweep, in the order they run.
 func (p sweepPlan) parts() []sweepPart {
-	parts := []sweepPart{sweepEndedViews, sweepArrivals, sweepMCPAuth}
+	parts := []sweepPart{sweepEndedViews, sweepArrivals, sweepMCPAuth, sweepQuestions}
 	if !p.runsUntil.IsZero() {
 		parts = append(parts, sweepOldRuns, sweepOldHistory)
 	}
@@ -177,7 +183,8 @@ func nextBatch(batch int, took time.Duration) int {
 // keys as old, the usage counters of the UTC days that ended as long ago
 // (the user ids in them with them; a day partly within the retention is
 // kept whole), the arrivals of activities whose window is over, and the
-// MCP authorization requests a day after they expired.
+// MCP authorization requests and the questions to people a day after
+// they expired.
 //
 // Each part reads an index ordered by time from its start up to its
 // cutoff, so it never looks at a record that is kept; each transaction
@@ -190,7 +197,7 @@ func nextBatch(batch int, took time.Duration) int {
 // that finds another replica's under way returns at once.
 func (s *Store) Sweep(ctx context.Context) (SweepStats, error) {
 	now := s.now()
-	p := sweepPlan{now: now, authUntil: now.Add(-mcpAuthRequestKept)}
+	p := sweepPlan{now: now, authUntil: now.Add(-mcpAuthRequestKept), questionsUntil: now.Add(-questionKept)}
 	if s.runRetention > 0 {
 		p.runsUntil = now.Add(-s.runRetention)
 	}
@@ -215,7 +222,7 @@ func (s *Store) RunSweeper(ctx context.Context, interval time.Duration) {
 		start := time.Now()
 		st, err := s.Sweep(ctx)
 		attrs := []any{"views", st.Views, "html", st.HTML, "runs", st.Runs, "deliveries", st.Deliveries,
-			"audit", st.Audit, "api_keys", st.APIKeys, "mcp_auth_requests", st.MCPAuthRequests, "history_turns", st.HistoryTurns, "usage_counters", st.UsageCounters, "runs_held", st.RunsHeld, "transactions", st.Transactions,
+			"audit", st.Audit, "api_keys", st.APIKeys, "mcp_auth_requests", st.MCPAuthRequests, "questions", st.Questions, "history_turns", st.HistoryTurns, "usage_counters", st.UsageCounters, "runs_held", st.RunsHeld, "transactions", st.Transactions,
 			"longest", st.Longest, "took", time.Since(start)}
 		switch {
 		case errors.Is(err, ErrClosed):
