@@ -235,8 +235,10 @@ type Bot struct {
 	// records are arrivals being written to the store; Shutdown waits
 	// for them, as the store closes after the bot.
 	records sync.WaitGroup
-	// questions are the servers' questions waiting for their person.
-	questions questions
+	// ledger keeps the servers' questions waiting for their person;
+	// waiting wakes this replica's runs whose question was answered here.
+	ledger  questionLedger
+	waiting waiters
 }
 
 // New builds the bot. It does no network I/O: signing keys and the bot
@@ -313,6 +315,10 @@ func New(opts Options) (*Bot, error) {
 
 		streamQuiet: streamQuiet,
 		streamMax:   streamMax,
+	}
+	b.ledger = &memLedger{}
+	if opts.Store != nil {
+		b.ledger = storeLedger{opts.Store}
 	}
 	b.agentID = opts.AgentID
 	if ids := opts.Agent.Agents(); opts.AgentID == "" && len(ids) > 0 {

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -13,10 +14,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/labstack/echo/v4"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"teamsbot/agent"
 	"teamsbot/cards"
+	"teamsbot/internal/web"
 	"teamsbot/store"
 )
 
@@ -496,5 +499,64 @@ func TestAnswerTheModelReadsIsRedacted(t *testing.T) {
 	}
 	if got := sh.results(); len(got) != 1 || !strings.Contains(got[0], "grace@example.com") {
 		t.Errorf("the server itself gets the answer as given: %q", got)
+	}
+}
+
+// With several replicas, Teams may bring the button's message to another
+// replica than the one whose run waits: that one checks it against the
+// question kept in the store, records the answer and updates the card;
+// the waiting run reads the answer from the store.
+func TestQuestionAnsweredOnAnotherReplica(t *testing.T) {
+	h, sh := elicitHarness(t, setup{})
+	other, err := New(h.opts) // the same store, connector and agent: another replica
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := echo.New()
+	e.HTTPErrorHandler = web.ErrorHandler(nil)
+	other.Register(e)
+	srv := httptest.NewServer(e)
+	t.Cleanup(func() {
+		sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = other.Shutdown(sctx)
+		srv.Close()
+	})
+
+	const conv = "a:personal-replicas"
+	h.send(h.message("personal", conv, "x1", "/refund {}"))
+	card, q := questionCard(t, h, "x1")
+	pressOn := func(url, id string, values map[string]string) {
+		m := h.message("personal", conv, id, "")
+		m["text"] = ""
+		v := map[string]any{cards.ElicitKey: cards.ElicitKind, cards.ElicitIDKey: q, cards.ElicitActionKey: "accept"}
+		for k, x := range values {
+			v[cards.ElicitFieldPrefix+k] = x
+		}
+		m["value"] = v
+		saved := h.url
+		h.url = url
+		defer func() { h.url = saved }()
+		if code, body := h.send(m); code/100 != 2 {
+			t.Fatalf("press on the other replica: %d %s", code, body)
+		}
+	}
+	// A wrong answer on the other replica: it shows the card again.
+	pressOn(srv.URL, "x2", map[string]string{"amount": "0", "reason": "broken", "confirm": "true"})
+	h.conn.waitFor(t, "the card with what to correct", func(cs []received) bool {
+		u := updatesOf(cs, card.AssignedID)
+		return len(u) == 1 && strings.Contains(u[0], "Amount: at least 1.")
+	})
+	pressOn(srv.URL, "x3", map[string]string{"amount": "5", "reason": "broken", "confirm": "true"})
+	answerOf(t, h, "x1", "refund accept")
+	if got := sh.results(); len(got) != 1 || !strings.Contains(got[0], `"amount":5`) {
+		t.Errorf("tool results %q", got)
+	}
+	calls := h.conn.waitFor(t, "the card saying it was sent", func(cs []received) bool { return len(updatesOf(cs, card.AssignedID)) == 2 })
+	if u := updatesOf(calls, card.AssignedID)[1]; !strings.Contains(u, "Your answer was sent") {
+		t.Errorf("card %s", u)
+	}
+	if _, err := h.store.Question(context.Background(), q); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("the answered question is still kept: %v", err)
 	}
 }

@@ -198,6 +198,8 @@ type harness struct {
 	issuer string               // the iss of the Bot Connector's tokens in the bot's cloud
 	cert   *testenv.Certificate // credCertificate: the app's certificate
 	sa     *serviceAccount      // credFederated: whose token file the bot reads
+	// opts are the bot's options, for a second replica of it.
+	opts Options
 }
 
 func newHarness(t testing.TB, s setup) *harness {
@@ -338,6 +340,7 @@ func newHarness(t testing.TB, s setup) *harness {
 	if s.tokenURL != "" {
 		opts.TokenURL = s.tokenURL
 	}
+	h.opts = opts
 	b, err := New(opts)
 	if err != nil {
 		t.Fatal(err)
