@@ -322,6 +322,11 @@ func (b *Bot) answer(ctx context.Context, a *schema.Activity, p agent.Person) {
 			if problems != nil {
 				c := card
 				c.Values, c.Problems = entered, problems
+				if a.Conversation.ConversationType != "personal" {
+					// Others read a group chat's or a channel's card:
+					// what the person entered is not shown to them.
+					c.Values = nil
+				}
 				b.updateQuestionCard(ctx, a, rec.ServiceURL, rec.CardID, c)
 				return
 			}

@@ -324,6 +324,13 @@ func TestOnlyThePersonAskedCanAnswer(t *testing.T) {
 	if got := sh.results(); len(got) != 0 {
 		t.Fatalf("another person's answer reached the tool: %v", got)
 	}
+	// A wrong answer in a group chat: the card says what to correct,
+	// and shows nobody what was entered.
+	press(h, "groupChat", conv, "g2b", "", q, "accept", map[string]string{"amount": "900", "reason": "a private reason", "confirm": "true"})
+	calls := h.conn.waitFor(t, "the card with what to correct", func(cs []received) bool { return len(updatesOf(cs, card.AssignedID)) == 1 })
+	if u := updatesOf(calls, card.AssignedID)[0]; !strings.Contains(u, "Amount: at most 500.") || strings.Contains(u, "a private reason") || strings.Contains(u, `"value":900`) {
+		t.Errorf("the group chat's card after a wrong answer: %s", u)
+	}
 	press(h, "groupChat", conv, "g3", "", q, "accept", map[string]string{"amount": "10", "reason": "ours", "confirm": "false"})
 	answerOf(t, h, "g1", "refund accept")
 	if got := sh.results(); len(got) != 1 || !strings.Contains(got[0], `"reason":"ours"`) {
