@@ -150,6 +150,9 @@ type elicitAsker struct {
 	a *schema.Activity
 	p agent.Person
 	o cards.Options
+	// prog, when set, is the turn's progress: a streaming message says
+	// the person is asked.
+	prog *progress
 }
 
 // Elicit keeps the question, posts its card and waits for its answer.
@@ -180,6 +183,9 @@ func (e *elicitAsker) Elicit(ctx context.Context, q agent.Question) (agent.Reply
 	cardID, err := b.conn.Send(ctx, e.a.ServiceURL, e.a.Conversation.ID, e.a.ID, withCard(b.outgoing(e.a, schema.Message), cards.ElicitationCard(card, e.o)))
 	if err != nil {
 		return agent.Reply{}, err
+	}
+	if e.prog != nil {
+		e.prog.asking(q.Server)
 	}
 	if _, err := b.ledger.update(ctx, q.ID, func(r *store.Question) error { r.CardID = cardID; return nil }); err != nil {
 		b.logger.Warn("question's card not kept; an answer to it can still be taken", "err", err)

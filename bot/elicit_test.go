@@ -567,3 +567,28 @@ func TestQuestionAnsweredOnAnotherReplica(t *testing.T) {
 		t.Errorf("the answered question is still kept: %v", err)
 	}
 }
+
+// A streaming message in a personal chat says, while the question waits,
+// that the person is asked.
+func TestStreamSaysThePersonIsAsked(t *testing.T) {
+	h, _ := elicitHarness(t, setup{workingAfter: time.Millisecond})
+	h.send(h.message("personal", "a:personal-streamed", "w1", "/refund {}"))
+	_, q := questionCard(t, h, "w1")
+	h.conn.waitFor(t, "the stream's update saying the person is asked", func(c []received) bool {
+		for _, x := range c {
+			if x.Activity.Type == "typing" && strings.Contains(x.Activity.Text, "shop asks you something: answer the card below.") {
+				return true
+			}
+		}
+		return false
+	})
+	press(h, "personal", "a:personal-streamed", "w2", "", q, "decline", nil)
+	h.conn.waitFor(t, "the final message", func(c []received) bool {
+		for _, x := range c {
+			if x.Activity.Type == "message" && strings.Contains(string(x.Raw), `"streamType":"final"`) && strings.Contains(string(x.Raw), "refund decline") {
+				return true
+			}
+		}
+		return false
+	})
+}

@@ -127,6 +127,18 @@ func (p *progress) step(s agent.Step) {
 	}
 }
 
+// asking says a server's question waits for the person; the step that
+// follows replaces it.
+func (p *progress) asking(server string) {
+	p.mu.Lock()
+	p.text = cards.StreamAsking(textclip.Clip(server, 64))
+	changed := p.changed
+	p.mu.Unlock()
+	if changed != nil {
+		changed()
+	}
+}
+
 func (p *progress) now() string {
 	p.mu.Lock()
 	defer p.mu.Unlock()

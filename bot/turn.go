@@ -234,7 +234,7 @@ func (b *Bot) runTurn(tctx context.Context, a *schema.Activity, p agent.Person) 
 	personal := a.Conversation.ConversationType == "personal"
 	req := agent.Request{Person: p, AgentID: b.opts.AgentID, Text: a.Text, Progress: prog.step,
 		Connect:      &connectPrompter{b: b, a: a, p: p, o: b.personalOptions(a)},
-		Elicit:       &elicitAsker{b: b, a: a, p: p, o: b.personalOptions(a)},
+		Elicit:       &elicitAsker{b: b, a: a, p: p, o: b.personalOptions(a), prog: prog},
 		Conversation: a.Conversation.ID, Shared: !personal}
 	if personal {
 		// The answer's words open the stream at once, rather than after

@@ -870,3 +870,7 @@ const (
 	// ElicitGone answers a question that is no longer waiting.
 	ElicitGone = "This question is no longer waiting for an answer."
 )
+
+// StreamAsking is a stream's informative update while a server's question
+// waits for the person.
+func StreamAsking(server string) string { return server + " asks you something: answer the card below." }
