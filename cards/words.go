@@ -873,4 +873,6 @@ const (
 
 // StreamAsking is a stream's informative update while a server's question
 // waits for the person.
-func StreamAsking(server string) string { return server + " asks you something: answer the card below." }
+func StreamAsking(server string) string {
+	return server + " asks you something: answer the card below."
+}
