@@ -145,7 +145,7 @@ func TestAppOnlyToolsAreNotOfferedToTheModel(t *testing.T) {
 			t.Errorf("notes do not say why %s is left out: %q", hidden, ans.Notes)
 		}
 	}
-	for _, offered := range []string{"demo/sales_report", "demo/lookup_customer", "demo/feedback_form"} {
+	for _, offered := range []string{"demo/sales_report", "demo/lookup_customer", "demo/feedback_form", "demo/request_refund"} {
 		if !strings.Contains(ans.Text, offered) {
 			t.Errorf("/tools does not list %s:\n%s", offered, ans.Text)
 		}
@@ -185,6 +185,50 @@ func TestLookupCustomerMakesNoView(t *testing.T) {
 		if !strings.Contains(ans.Text, "Contoso Ltd") || !strings.Contains(ans.Text, "Dana Whitfield") {
 			t.Errorf("%q: answer = %q", text, ans.Text)
 		}
+	}
+}
+
+// questioner is a run's person who answers each question with reply, and
+// keeps the questions.
+type questioner struct {
+	reply agent.Reply
+	asked []agent.Question
+}
+
+func (q *questioner) Elicit(_ context.Context, qu agent.Question) (agent.Reply, error) {
+	q.asked = append(q.asked, qu)
+	return q.reply, nil
+}
+
+// The built-in server's request_refund asks the run's person during its
+// call: the question names the tool and the form's fields in the order the
+// server wrote them, and the answer reaches the tool, whose result is the
+// run's answer; a run without a person is not asked, and its notes say so.
+func TestRequestRefundAsksTheRunsPerson(t *testing.T) {
+	s := newService(t, agent.DefaultConfig(), agent.Options{Store: openStore(t), AppsEnabled: true})
+	q := &questioner{reply: agent.Reply{Action: "accept", Content: map[string]any{
+		"amount": 42.5, "reason": "late", "refund_to": "credit", "notify": true, "confirm": true}}}
+	ans, err := s.Run(context.Background(), agent.Request{Person: alice, Text: `/request_refund {"order": "B-7"}`, Elicit: q})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(q.asked) != 1 {
+		t.Fatalf("asked %d questions, want 1 (notes %q)", len(q.asked), ans.Notes)
+	}
+	got := q.asked[0]
+	if got.Server != "demo" || got.Tool != "request_refund" || got.Person.UserID != alice.UserID || got.Message != "Refund order B-7: which refund should I make?" {
+		t.Errorf("the question: %s/%s for %s: %q", got.Server, got.Tool, got.Person.UserID, got.Message)
+	}
+	if names := strings.Join(got.Form.FieldNames(), ","); names != "amount,reason,details,refund_to,notify,confirm" {
+		t.Errorf("the form's fields %s, want them in the server's order", names)
+	}
+	if !strings.Contains(ans.Text, "Refunded EUR 42.50 for order B-7 (Arrived late) to store credit.") || len(ans.ToolErrors) != 0 {
+		t.Errorf("answer %q, tool errors %+v", ans.Text, ans.ToolErrors)
+	}
+
+	ans = run(t, s, "/request_refund {}")
+	if !strings.Contains(ans.Text, "No refund was made for order A-1042: the person declined") {
+		t.Errorf("a run without a person: %q", ans.Text)
 	}
 }
 
@@ -267,7 +311,7 @@ func TestAppsDisabledOffersEveryToolAndMakesNoView(t *testing.T) {
 		t.Errorf("extensions advertised with apps off: %v", caps.Extensions)
 	}
 	ans := run(t, s, "/tools")
-	for _, name := range []string{"sales_report", "refresh_sales", "lookup_customer", "feedback_form", "submit_feedback"} {
+	for _, name := range []string{"sales_report", "refresh_sales", "lookup_customer", "feedback_form", "submit_feedback", "request_refund"} {
 		if !strings.Contains(ans.Text, "demo/"+name) {
 			t.Errorf("/tools with apps off lacks %s:\n%s", name, ans.Text)
 		}

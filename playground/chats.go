@@ -52,6 +52,10 @@ type item struct {
 	Citations []citationRef `json:"citations,omitempty"`
 
 	resolving bool // a lookup of the views this card names is under way
+	// conversation is the conversation id the bot sent the activity to
+	// (a channel's thread names its post), which a card's Action.Submit
+	// names again.
+	conversation string
 }
 
 // attachment is an activity's attachment, an Adaptive Card for the bot's.

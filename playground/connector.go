@@ -178,7 +178,7 @@ func (h *Handler) connectorPost(c echo.Context) error {
 	cs.logLocked(ch, "from-bot", call(c), raw)
 	if info, ok := a.stream(); ok {
 		defer cs.mu.Unlock()
-		return h.streamLocked(c, ch, a, info)
+		return h.streamLocked(c, ch, convID, a, info)
 	}
 	if a.Type == "typing" {
 		ch.typingUntil = cs.now().Add(typingFor)
@@ -190,7 +190,7 @@ func (h *Handler) connectorPost(c echo.Context) error {
 	if a.ReplyToID == "" {
 		a.ReplyToID = replyTo
 	}
-	it := &item{ID: id, From: "bot", Name: h.botName, Text: a.Text, Summary: a.Summary, Attachments: a.Attachments, ReplyToID: a.ReplyToID}
+	it := &item{ID: id, From: "bot", Name: h.botName, Text: a.Text, Summary: a.Summary, Attachments: a.Attachments, ReplyToID: a.ReplyToID, conversation: convID}
 	it.AI, it.Citations = a.marks()
 	// The person sees the message, and the typing indicator ends.
 	ch.typingUntil = time.Time{}
@@ -342,13 +342,13 @@ func (h *Handler) findViews(ctx context.Context, tenant, activityID string) (vie
 // streamLocked serves one activity of a streaming message: the first opens
 // the message, the others replace its text (and the final one its
 // attachments), as Teams shows a stream.
-func (h *Handler) streamLocked(c echo.Context, ch *chat, a botActivity, info entityInfo) error {
+func (h *Handler) streamLocked(c echo.Context, ch *chat, convID string, a botActivity, info entityInfo) error {
 	cs := h.chats
 	if info.StreamID == "" {
 		if a.Type != "typing" || a.Text == "" {
 			return web.NewError(http.StatusBadRequest, "Start streaming activities should include text.").Wrap(ErrBadRequest)
 		}
-		it := &item{ID: cs.newIDLocked(), From: "bot", Name: h.botName, Text: a.Text, Streaming: true}
+		it := &item{ID: cs.newIDLocked(), From: "bot", Name: h.botName, Text: a.Text, Streaming: true, conversation: convID}
 		ch.typingUntil = time.Time{}
 		cs.addLocked(ch, it)
 		return c.JSON(http.StatusCreated, resourceResponse{ID: it.ID})

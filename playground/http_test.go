@@ -193,6 +193,7 @@ func TestRefusesCallersNotOnThisMachine(t *testing.T) {
 			{http.MethodDelete, conn + "/1", ""},
 			{http.MethodGet, "/playground", ""},
 			{http.MethodPost, "/playground/api/send", whoJSON("personal", `,"text":"hi"`)},
+			{http.MethodPost, "/playground/api/submit", whoJSON("personal", `,"replyToId":"1","value":{}`)},
 		} {
 			if r := do(t, c.method, base+c.path, loopHost, c.body); r.status != http.StatusForbidden {
 				t.Errorf("%s %s from %s: %d, want 403", c.method, c.path, ip, r.status)
@@ -318,6 +319,95 @@ func TestConversationKinds(t *testing.T) {
 	}
 	if r := do(t, http.MethodPost, en.base+"/playground/api/send", pageJSON, whoJSON("meeting", `,"text":"hi"`)); r.status != http.StatusBadRequest {
 		t.Errorf("an unknown conversation kind: %d, want 400", r.status)
+	}
+}
+
+// TestCardActionInAChannelThread answers a question card in a channel,
+// where the bot asks in the thread of the post: the card's action is
+// posted as Teams posts it, in that thread, replying to the card, and the
+// bot takes it (the card says the question was declined, the answer that
+// no refund was made). The page's API refuses an action on anything but a
+// card of the bot in the person's conversation, and one Teams would not
+// post.
+func TestCardActionInAChannelThread(t *testing.T) {
+	en := newEnv(t)
+	if r := do(t, http.MethodPost, en.base+"/playground/api/send", pageJSON, whoJSON("channel", `,"text":"/request_refund {}","mention":true`)); r.status != http.StatusOK {
+		t.Fatalf("channel: %d %s", r.status, r.body)
+	}
+	items := waitFor(t, en, "channel", "the question card", func(items []map[string]any) bool { return botSaid(items, `"elicitation"`) })
+	var post, cardID, question string
+	for _, it := range items {
+		b, _ := json.Marshal(it["attachments"])
+		if it["from"] == "user" {
+			post, _ = it["id"].(string)
+		}
+		if m := regexp.MustCompile(`"elicitation":"([^"]+)"`).FindStringSubmatch(string(b)); it["from"] == "bot" && m != nil {
+			cardID, question = it["id"].(string), m[1]
+		}
+	}
+	if cardID == "" || post == "" {
+		t.Fatalf("no question card after the post: %v", items)
+	}
+	submit := func(extra string) response {
+		return do(t, http.MethodPost, en.base+"/playground/api/submit", pageJSON, whoJSON("channel", extra))
+	}
+	for what, c := range map[string]struct {
+		extra  string
+		status int
+	}{
+		"an unknown activity":           {`,"replyToId":"999","value":{}`, http.StatusNotFound},
+		"the person's own message":      {`,"replyToId":"` + post + `","value":{}`, http.StatusNotFound},
+		"no value":                      {`,"replyToId":"` + cardID + `"`, http.StatusBadRequest},
+		"a Stage View button's data":    {`,"replyToId":"` + cardID + `","value":{"msteams":{"type":"invoke"}}`, http.StatusBadRequest},
+		"a value that is not an object": {`,"replyToId":"` + cardID + `","value":"decline"`, http.StatusBadRequest},
+	} {
+		if r := submit(c.extra); r.status != c.status {
+			t.Errorf("%s: %d %s, want %d", what, r.status, r.body, c.status)
+		}
+	}
+	if r := do(t, http.MethodPost, en.base+"/playground/api/submit", map[string]string{"Content-Type": "application/json", "Sec-Fetch-Site": "cross-site"},
+		whoJSON("channel", `,"replyToId":"`+cardID+`","value":{}`)); r.status != http.StatusForbidden {
+		t.Errorf("a cross-site card action: %d, want 403", r.status)
+	}
+
+	r := submit(`,"replyToId":"` + cardID + `","value":{"teamsbot":"elicit","elicitation":"` + question + `","action":"decline","field:amount":"900"}`)
+	if r.status != http.StatusOK || !strings.Contains(r.body, `"delivered":true`) {
+		t.Fatalf("the Decline button: %d %s", r.status, r.body)
+	}
+	waitFor(t, en, "channel", "the card saying the question was declined", func(items []map[string]any) bool {
+		return botSaid(items, "The question was declined, and demo was told so.")
+	})
+	waitFor(t, en, "channel", "the answer", func(items []map[string]any) bool {
+		return botSaid(items, "No refund was made for order A-1042: the person declined")
+	})
+
+	// What the playground posted, as its inspector lists it.
+	q := url.Values{"tenant": {pageTenant}, "user": {pageUser}, "name": {"Megan Bowen"}, "kind": {"channel"}}
+	var s struct {
+		Activities []struct {
+			Dir      string          `json:"dir"`
+			Activity json.RawMessage `json:"activity"`
+		} `json:"activities"`
+	}
+	if err := json.Unmarshal([]byte(do(t, http.MethodGet, en.base+"/playground/api/state?"+q.Encode(), nil, "").body), &s); err != nil {
+		t.Fatal(err)
+	}
+	var action map[string]any
+	for _, e := range s.Activities {
+		var a map[string]any
+		if e.Dir == "to-bot" && json.Unmarshal(e.Activity, &a) == nil && a["value"] != nil {
+			action = a
+		}
+	}
+	conv, _ := action["conversation"].(map[string]any)
+	thread, _ := conv["id"].(string)
+	from, _ := action["from"].(map[string]any)
+	if text, ok := action["text"]; !ok || text != "" || action["type"] != "message" || action["replyToId"] != cardID ||
+		!strings.HasSuffix(thread, "@thread.tacv2;messageid="+post) || from["aadObjectId"] != pageUser {
+		t.Errorf("the card action posted: %v", action)
+	}
+	if v, _ := action["value"].(map[string]any); v["action"] != "decline" || v["elicitation"] != question || v["field:amount"] != "900" {
+		t.Errorf("the card action's value: %v", action["value"])
 	}
 }
 

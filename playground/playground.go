@@ -1,18 +1,18 @@
 // Package playground is the local playground: a chat page at /playground
 // that talks to the bot exactly as Microsoft Teams does, so that a person
 // who runs the service on their own machine sees the whole path (typing,
-// the "working on it" card and its update, the answer card, and each view
-// inline) without Teams.
+// the "working on it" card and its update, the answer card, each view
+// inline, and a server's question card, answered there) without Teams.
 //
 // The page never posts to /api/messages itself: in local mode the endpoint
 // refuses requests from web pages. The page asks this package's server side,
 // which builds the Bot Framework activity Teams would send (a message with
-// its @mention entity, conversationUpdate, installationUpdate) and posts it
-// over loopback HTTP to the service's own /api/messages. Each activity names
-// as its serviceUrl the Bot Connector that this package also answers
-// (/playground/connector/v3/...), so the bot's replies, updates, deletions
-// and typing indicators come back here over loopback HTTP, and the page
-// reads them by long polling.
+// its @mention entity, a card's Action.Submit, conversationUpdate,
+// installationUpdate) and posts it over loopback HTTP to the service's own
+// /api/messages. Each activity names as its serviceUrl the Bot Connector
+// that this package also answers (/playground/connector/v3/...), so the
+// bot's replies, updates, deletions and typing indicators come back here
+// over loopback HTTP, and the page reads them by long polling.
 //
 // Views are shown inline with viewpage's host bridge (BridgeScript), framed
 // from the same sandbox proxy and view documents as the view page, after the
@@ -37,6 +37,7 @@
 //	GET    /playground/api/state?...           a conversation as the page shows it (long poll)
 //	POST   /playground/api/send                a message from the chosen person
 //	POST   /playground/api/install             install or uninstall the bot in the conversation
+//	POST   /playground/api/submit              a card's Action.Submit, pressed by the chosen person
 //	POST   /playground/connector/v3/conversations/{id}/activities[/{activityId}]
 //	PUT    /playground/connector/v3/conversations/{id}/activities/{activityId}
 //	DELETE /playground/connector/v3/conversations/{id}/activities/{activityId}
@@ -311,6 +312,7 @@ func (h *Handler) Register(e *echo.Echo) {
 	e.GET(Path+"/api/state", h.state, only)
 	e.POST(Path+"/api/send", h.send, only)
 	e.POST(Path+"/api/install", h.install, only)
+	e.POST(Path+"/api/submit", h.submit, only)
 	c := ConnectorPath + "/v3/conversations/:conversation/activities"
 	e.POST(c, h.connectorPost, only)
 	e.POST(c+"/:activity", h.connectorPost, only)

@@ -310,15 +310,20 @@ func (h *Handler) install(c echo.Context) error {
 // is in the conversation's inspector list before the bot answers it: its
 // replies come while it is being answered.
 func (h *Handler) post(ctx context.Context, a activity) (int, error) {
-	body, err := json.Marshal(a)
+	return h.postBody(ctx, a.Conversation, a)
+}
+
+// postBody is post of an activity of conversation conv written as body.
+func (h *Handler) postBody(ctx context.Context, conv conversation, body any) (int, error) {
+	raw, err := json.Marshal(body)
 	if err != nil {
 		return 0, fmt.Errorf("%w: encoding the activity: %w", ErrBot, err)
 	}
 	cs := h.chats
 	cs.mu.Lock()
-	cs.logLocked(cs.chatLocked(a.Conversation.ID, a.Conversation.ConversationType, a.Conversation.TenantID), "to-bot", "POST "+bot.Path, body)
+	cs.logLocked(cs.chatLocked(conv.ID, conv.ConversationType, conv.TenantID), "to-bot", "POST "+bot.Path, raw)
 	cs.mu.Unlock()
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, h.self.URL(bot.Path), bytes.NewReader(body))
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, h.self.URL(bot.Path), bytes.NewReader(raw))
 	if err != nil {
 		return 0, fmt.Errorf("%w: %w", ErrBot, err)
 	}

@@ -4,7 +4,8 @@
 // for the default agent when there is no configuration file. It
 // shows, end to end, every kind of tool a host must handle: a tool with a
 // view, an app-only tool the view calls, a model-only tool without a view,
-// and a view that asks for the forms permission.
+// a view that asks for the forms permission, and a tool that asks the
+// person during its call (elicitation).
 //
 // It owns the tools, their data (a fixed, made-up sales table and customer
 // table) and the two views, which are plain HTML documents embedded in the
@@ -20,10 +21,18 @@
 //	lookup_customer  Look up customer  visibility ["model"]                              none
 //	feedback_form    Feedback form     resourceUri, no visibility (model and app)        FeedbackFormURI
 //	submit_feedback  Submit feedback   resourceUri, visibility ["app"]                   (called by the feedback view)
+//	request_refund   Request a refund  visibility ["model"]                              none; asks the person (RefundSchema)
 //
 // Tools with a view also carry the deprecated _meta["ui/resourceUri"], as the
 // official server helper does. A failing call (unknown customer or region, a
 // bad quarter, a rating out of range) comes back as a result with IsError.
+//
+// request_refund {order} asks the person, during its call, "Refund order
+// {order}: which refund should I make?" with the form RefundSchema, and
+// answers what became of it: the refund made (amount, reason, where the
+// money goes, whether details were given, never the details themselves),
+// or why none was made (not confirmed, declined, cancelled). A client that
+// cannot ask gets a result with IsError.
 //
 // The sales view's resource declares _meta.ui.csp with connectDomains
 // ["https://api.example.com", "http://insecure.example.com"] and
@@ -132,6 +141,9 @@ const (
 	ToolFeedbackForm = "feedback_form"
 	// ToolSubmitFeedback is app-only: the feedback view calls it to send the form.
 	ToolSubmitFeedback = "submit_feedback"
+	// ToolRequestRefund is model-only and has no view: it asks the person
+	// for the refund's details during its call.
+	ToolRequestRefund = "request_refund"
 )
 
 // Resources of the two views.
@@ -171,6 +183,9 @@ var (
 	ErrUnknownRegion = errors.New("demo: unknown region")
 	// ErrBadArgument: an argument is malformed or out of range.
 	ErrBadArgument = errors.New("demo: bad argument")
+	// ErrCannotAsk: the person could not be asked (the client does not
+	// take a server's questions, or the question failed).
+	ErrCannotAsk = errors.New("demo: the person could not be asked")
 )
 
 // Regions lists the regions sales_report knows, Global first.
@@ -352,6 +367,12 @@ func New(opts Options) *mcp.Server {
 		Description: "Records the feedback form's answer. Called by the view only.",
 		Meta:        toolMeta(FeedbackFormURI, mcpapps.VisibilityApp),
 	}, s.submitFeedback)
+	addTool(srv, &mcp.Tool{
+		Name:        ToolRequestRefund,
+		Title:       "Request a refund",
+		Description: "Refunds an order after asking the person for the details. Demo only: no money moves.",
+		Meta:        mcp.Meta{"ui": map[string]any{"visibility": []string{mcpapps.VisibilityModel}}},
+	}, s.requestRefund)
 
 	addView(srv, SalesReportURI, "sales-report", "Sales report",
 		"Bar chart of a quarter's sales per product, with a Refresh button.",

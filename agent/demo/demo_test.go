@@ -21,8 +21,23 @@ import (
 )
 
 // connect starts a demo server and a real go-sdk client, wired in memory as
-// the agent wires them, and returns the client's session.
+// the agent wires them, and returns the client's session. The client takes
+// no questions of the server (elicitation).
 func connect(t testing.TB, opts demo.Options) *mcp.ClientSession {
+	t.Helper()
+	return connectAsking(t, opts, nil)
+}
+
+// connectAsking is connect with a client that answers the server's
+// questions (elicitation) with answer, when it is not nil.
+func connectAsking(t testing.TB, opts demo.Options, answer func(context.Context, *mcp.ElicitRequest) (*mcp.ElicitResult, error)) *mcp.ClientSession {
+	t.Helper()
+	return connectSpeaking(t, opts, "", answer)
+}
+
+// connectSpeaking is connectAsking on a given protocol version; empty
+// means the SDK's latest.
+func connectSpeaking(t testing.TB, opts demo.Options, protocol string, answer func(context.Context, *mcp.ElicitRequest) (*mcp.ElicitResult, error)) *mcp.ClientSession {
 	t.Helper()
 	ctx := context.Background()
 	ct, st := mcp.NewInMemoryTransports()
@@ -30,8 +45,16 @@ func connect(t testing.TB, opts demo.Options) *mcp.ClientSession {
 	if err != nil {
 		t.Fatalf("server connect: %v", err)
 	}
-	client := mcp.NewClient(&mcp.Implementation{Name: "demo-test", Version: "1.0.0"}, nil)
-	cs, err := client.Connect(ctx, ct, nil)
+	var copts *mcp.ClientOptions
+	if answer != nil {
+		copts = &mcp.ClientOptions{ElicitationHandler: answer}
+	}
+	client := mcp.NewClient(&mcp.Implementation{Name: "demo-test", Version: "1.0.0"}, copts)
+	var sopts *mcp.ClientSessionOptions
+	if protocol != "" {
+		sopts = &mcp.ClientSessionOptions{ProtocolVersion: protocol}
+	}
+	cs, err := client.Connect(ctx, ct, sopts)
 	if err != nil {
 		t.Fatalf("client connect: %v", err)
 	}
@@ -131,6 +154,7 @@ func TestToolsList(t *testing.T) {
 		demo.ToolLookupCustomer: {"Look up customer", map[string]any{"ui": map[string]any{"visibility": []any{"model"}}}},
 		demo.ToolFeedbackForm:   {"Feedback form", view(demo.FeedbackFormURI)},
 		demo.ToolSubmitFeedback: {"Submit feedback", view(demo.FeedbackFormURI, "app")},
+		demo.ToolRequestRefund:  {"Request a refund", map[string]any{"ui": map[string]any{"visibility": []any{"model"}}}},
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("tools (-want +got):\n%s", diff)
@@ -139,7 +163,7 @@ func TestToolsList(t *testing.T) {
 	for name, constant := range map[string]string{
 		"sales_report": demo.ToolSalesReport, "refresh_sales": demo.ToolRefreshSales,
 		"lookup_customer": demo.ToolLookupCustomer, "feedback_form": demo.ToolFeedbackForm,
-		"submit_feedback": demo.ToolSubmitFeedback,
+		"submit_feedback": demo.ToolSubmitFeedback, "request_refund": demo.ToolRequestRefund,
 	} {
 		if name != constant {
 			t.Errorf("tool constant %q, want %q", constant, name)
@@ -591,6 +615,7 @@ func TestHostReadsTheDemo(t *testing.T) {
 		demo.ToolLookupCustomer: {"", true, false},
 		demo.ToolFeedbackForm:   {demo.FeedbackFormURI, true, true},
 		demo.ToolSubmitFeedback: {demo.FeedbackFormURI, false, true},
+		demo.ToolRequestRefund:  {"", true, false},
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("tools as the host reads them (-want +got):\n%s", diff)

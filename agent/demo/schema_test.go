@@ -3,6 +3,7 @@ package demo_test
 import (
 	"context"
 	"encoding/json"
+	"sync/atomic"
 	"testing"
 
 	"github.com/google/jsonschema-go/jsonschema"
@@ -15,7 +16,16 @@ import (
 // tool's output schema (that walk was most of a call's cost); this test is
 // that check, once, for every tool, over every kind of answer it gives.
 func TestEveryOutputMatchesItsSchema(t *testing.T) {
-	cs := connect(t, demo.Options{})
+	// request_refund's questions are answered in turn: a refund made,
+	// then declined.
+	answers := []*mcp.ElicitResult{
+		{Action: "accept", Content: map[string]any{"amount": 20.0, "reason": "late", "confirm": true}},
+		{Action: "decline"},
+	}
+	var asked atomic.Int32
+	cs := connectAsking(t, demo.Options{}, func(context.Context, *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
+		return answers[int(asked.Add(1)-1)%len(answers)], nil
+	})
 	ctx := context.Background()
 	list, err := cs.ListTools(ctx, nil)
 	if err != nil {
@@ -27,6 +37,7 @@ func TestEveryOutputMatchesItsSchema(t *testing.T) {
 		demo.ToolLookupCustomer: {{"customer": "C-1001"}, {"customer": "Fabrikam"}},
 		demo.ToolFeedbackForm:   {{}, {"topic": "the demo"}},
 		demo.ToolSubmitFeedback: {{"rating": 5}, {"rating": 1, "comment": "slow", "topic": "the demo"}},
+		demo.ToolRequestRefund:  {{}, {"order": "B-7"}},
 	}
 	for _, tool := range list.Tools {
 		args, ok := calls[tool.Name]
@@ -78,6 +89,7 @@ func TestArgumentsAreValidatedOnEveryCall(t *testing.T) {
 		{demo.ToolSalesReport, map[string]any{"Region": "EMEA"}, `validating "arguments": validating root: unexpected additional properties ["Region"]`},
 		{demo.ToolLookupCustomer, map[string]any{}, `validating "arguments": validating root: required: missing properties: ["customer"]`},
 		{demo.ToolSubmitFeedback, map[string]any{"rating": "five"}, `validating "arguments": validating root: validating /properties/rating: type: five has type "string", want "integer"`},
+		{demo.ToolRequestRefund, map[string]any{"order": 1042}, `validating "arguments": validating root: validating /properties/order: type: 1042 has type "integer", want "string"`},
 	} {
 		res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: tc.tool, Arguments: tc.args})
 		if err != nil {

@@ -45,6 +45,12 @@ func addTool[In, Out any](srv *mcp.Server, t *mcp.Tool, h toolHandler[In, Out]) 
 			res.SetError(err)
 			return &res, nil
 		}
+		if res != nil && res.InputRequests != nil {
+			// A question for the person (multi round-trip): the
+			// answer comes with the next call, and only the questions
+			// may be in this result.
+			return res, nil
+		}
 		if res == nil {
 			res = &mcp.CallToolResult{}
 		}

@@ -37,7 +37,9 @@ const shotWidth, shotHeight = 1400, 1000
 // inline), opens the view on its own page (picture), where a call of a
 // tool the view may not use is refused; Megan asks two more questions;
 // then the admin console's overview and audit log show those figures and
-// records (a picture each). Each picture is checked to be a PNG of the
+// records (a picture each). Last, another person asks /request_refund {}
+// in the playground (picture: the demo server's question card, waiting for
+// their answer), and cancels it. Each picture is checked to be a PNG of the
 // window, taken once its page showed what it should. With
 // TEAMSBOT_UPDATE_SCREENSHOTS=1 it writes them to docs/screenshots/:
 //
@@ -138,6 +140,33 @@ func TestScreenshots(t *testing.T) {
 		t.Errorf("the audit log shows %d rows (refused call %v, view made %v):\n%v", len(rows), refused, made, rows)
 	}
 	shots["audit"] = capture(t, tab)
+
+	// A tool that asks: another person of the tenant asks for a refund,
+	// and the demo server's question card waits for their answer.
+	asker := people[1]
+	tab.Navigate(base + "/playground")
+	tab.Wait(main, `document.getElementById("conversation-id").textContent.startsWith("a:")`, "the personal chat")
+	tab.Must(main, `(() => { const p = document.getElementById("preset"); p.value = "1"; p.dispatchEvent(new Event("change")); return true; })()`)
+	tab.Wait(main, `document.getElementById("user-name").value === `+strconv.Quote(asker.Name)+` && document.getElementById("conversation-id").textContent.startsWith("a:")`, "the asker's personal chat")
+	tab.Must(main, `(() => { document.getElementById("text").value = "/request_refund {}"; document.getElementById("send").click(); return true; })()`)
+	question := `[...document.querySelectorAll(".msg.bot")].find(m => m.innerText.includes("demo asks for your input"))`
+	tab.Wait(main, question+` !== undefined && `+question+`.innerText.includes("Refund order A-1042: which refund should I make?")`, "the question card")
+	// The card's end in view, and its top when it is taller than the
+	// transcript.
+	tab.Must(main, `(() => { document.activeElement.blur(); const q = `+question+`; const tr = document.getElementById("transcript");
+		tr.scrollTop = tr.scrollHeight;
+		if (q.getBoundingClientRect().top < tr.getBoundingClientRect().top) { q.scrollIntoView({block: "start"}); }
+		return true; })()`)
+	asked := tab.Str(main, question+`.innerText`)
+	for _, want := range []string{"Amount (EUR)", "Reason (required)", "I confirm this refund (required)", "Submit", "Decline", "Cancel"} {
+		if !strings.Contains(asked, want) {
+			t.Errorf("the question card does not show %q:\n%s", want, asked)
+		}
+	}
+	shots["question"] = capture(t, tab)
+	// Cancelled, so that the run ends now.
+	tab.Must(main, `[...`+question+`.querySelectorAll("button.ac-pushButton")].find(b => b.title === "Cancel").click(), true`)
+	tab.Wait(main, `[...document.querySelectorAll(".msg.bot")].some(m => m.innerText.includes("No refund was made for order A-1042"))`, "the answer to the cancelled question")
 
 	write := os.Getenv(updateScreenshots) != ""
 	for name, b := range shots {

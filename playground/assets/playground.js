@@ -4,7 +4,8 @@
 // reads the conversation back by long polling: the bot's cards, laid out by
 // Microsoft's Adaptive Cards renderer with Teams' host configuration
 // (TeamsbotCards, in the page's light or dark theme), updated in place when
-// the bot replaces them, an AI answer's label and citations as Teams shows
+// the bot replaces them, their Action.Submit buttons posted to the bot as
+// Teams posts them, an AI answer's label and citations as Teams shows
 // them, and each view an answer names, shown inline by the shared host
 // bridge (bridge.js) after the person is signed in through the local
 // development sign-in. The activity inspector lists every activity sent to
@@ -319,13 +320,40 @@
         c.appendChild(window.TeamsbotCards.render(atts[i].content, {
           theme: dark.matches ? "dark" : "light",
           onAction: function (a) {
-            showError("Teams would send “" + (a.title || a.type) + "” to the bot; the playground does not.");
+            cardAction(it, a);
           }
         }));
       } else {
         c.appendChild(el("div", "bubble deleted", "[" + atts[i].contentType + "]"));
       }
     }
+  }
+
+  // cardAction takes a card's button as Teams does. An Action.Submit whose
+  // data is an object without msteams goes to the bot as a message of the
+  // person, replying to the card, with no text and the value the renderer
+  // gathered: the button's data and each input's value under its id, as
+  // Teams sends them (text; a toggle's valueOn or valueOff; a multiple
+  // choice's values joined by commas). The bot answers by updating the
+  // card, which is then shown anew. Any other action (a Stage View button,
+  // whose data.msteams is an invoke; Action.Execute) Teams would handle
+  // itself or send as an invoke, which the playground does not.
+  function cardAction(it, a) {
+    var data = a.data;
+    var plain = a.type === "Action.Submit" && data !== null && typeof data === "object" && !Array.isArray(data) &&
+      !Object.prototype.hasOwnProperty.call(data, "msteams");
+    if (!plain) {
+      showError("Teams would send “" + (a.title || a.type) + "” to the bot; the playground does not.");
+      return;
+    }
+    showError("");
+    follow = true;
+    var p = who();
+    p.replyToId = it.id;
+    p.value = data;
+    postJSON("/playground/api/submit", p).catch(function (e) {
+      showError(e.message);
+    });
   }
 
   // withCitations shows the text of an AI answer as Teams does: each [n]
@@ -443,6 +471,9 @@
       if (entities[i] && String(entities[i].type).toLowerCase() === "streaminfo") {
         kind += " (stream" + (entities[i].streamType ? " " + entities[i].streamType : "") + ")";
       }
+    }
+    if (a && a.type === "message" && a.value && typeof a.value === "object") {
+      kind += " (card action)";
     }
     b.appendChild(el("span", "activity-kind", kind));
     b.appendChild(el("span", "activity-call", e.call));
