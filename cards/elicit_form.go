@@ -214,8 +214,6 @@ type input struct {
 	Placeholder   string   `json:"placeholder,omitempty"`
 	Style         string   `json:"style,omitempty"`
 	MaxLength     int      `json:"maxLength,omitempty"`
-	Min           *float64 `json:"min,omitempty"`
-	Max           *float64 `json:"max,omitempty"`
 	Title         string   `json:"title,omitempty"`
 	ValueOn       string   `json:"valueOn,omitempty"`
 	ValueOff      string   `json:"valueOff,omitempty"`
@@ -240,10 +238,17 @@ func (q question) input(f elicit.Field, s squeeze, cut *shortening) input {
 		v = defaultText(f.Default)
 	}
 	v = textclip.Prefix(clean(v), elicit.MaxValue)
-	in := input{ID: ElicitFieldPrefix + f.Name}
+	// A 1.2 input has no label: its placeholder is its accessible name
+	// (the renderer makes it the aria-label).
+	name := label(f.Label(), s.name)
+	in := input{ID: ElicitFieldPrefix + f.Name, Placeholder: name}
 	switch f.Kind {
 	case elicit.KindNumber, elicit.KindInteger:
-		in.Type, in.Min, in.Max = "Input.Number", f.Minimum, f.Maximum
+		// No min and max: the renderer checks them on every button,
+		// Decline and Cancel too, and would keep a person with a number
+		// out of bounds from declining; the hint says the bounds and the
+		// answer is checked when it comes.
+		in.Type = "Input.Number"
 		if x, err := strconv.ParseFloat(strings.TrimSpace(v), 64); err == nil && !math.IsInf(x, 0) && !math.IsNaN(x) {
 			in.Value = x
 		}
@@ -273,7 +278,7 @@ func (q question) input(f elicit.Field, s squeeze, cut *shortening) input {
 	case "date-time":
 		// 1.2 has no input of a date and a time together; the answer
 		// is RFC 3339 text, and the placeholder shows its form.
-		in.Placeholder = elicitDateTimeExample
+		in.Placeholder = elicitDateTimePlaceholder(name)
 	}
 	if v != "" {
 		in.Value = v
@@ -288,7 +293,8 @@ func (q question) input(f elicit.Field, s squeeze, cut *shortening) input {
 // boxes for a few choices, a drop-down list for more. A multiple choice's
 // value is its choices' values joined by commas, as Teams sends it.
 func choiceSet(in input, f elicit.Field, v string, s squeeze, cut *shortening) input {
-	in.Type, in.IsMultiSelect, in.Wrap = "Input.ChoiceSet", f.Kind == elicit.KindChoices, true
+	// Its choices name themselves; a drop-down's placeholder is set below.
+	in.Type, in.IsMultiSelect, in.Wrap, in.Placeholder = "Input.ChoiceSet", f.Kind == elicit.KindChoices, true, ""
 	picked := map[string]bool{}
 	if in.IsMultiSelect {
 		for _, p := range strings.Split(v, ",") {

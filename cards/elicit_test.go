@@ -218,13 +218,15 @@ func TestElicitFormInputs(t *testing.T) {
 		{"page", func(in map[string]any) bool { return in["type"] == "Input.Text" && in["style"] == "Url" }},
 		{"due", func(in map[string]any) bool { return in["type"] == "Input.Date" }},
 		{"start", func(in map[string]any) bool {
-			return in["type"] == "Input.Text" && in["placeholder"] == "Such as 2026-12-31T09:30:00+01:00"
+			return in["type"] == "Input.Text" && in["placeholder"] == "Work may start at, such as 2026-12-31T09:30:00+01:00"
 		}},
 		{"hours", func(in map[string]any) bool {
-			return in["type"] == "Input.Number" && in["min"] == 0.5 && in["max"] == 40.0 && in["value"] == nil
+			// No min and max: the renderer would check them on Decline
+			// and Cancel too; the hint says the bounds.
+			return in["type"] == "Input.Number" && in["min"] == nil && in["max"] == nil && in["value"] == nil && in["placeholder"] == "Estimate in hours"
 		}},
 		{"priority", func(in map[string]any) bool {
-			return in["type"] == "Input.Number" && in["min"] == 1.0 && in["max"] == 5.0 && in["value"] == 3.0
+			return in["type"] == "Input.Number" && in["min"] == nil && in["value"] == 3.0 && in["placeholder"] == "Priority"
 		}},
 		{"urgent", func(in map[string]any) bool {
 			return in["type"] == "Input.Toggle" && in["value"] == "false" && in["valueOn"] == "true" && in["valueOff"] == "false" && in["title"] == "Yes"
@@ -236,7 +238,8 @@ func TestElicitFormInputs(t *testing.T) {
 			return in["type"] == "Input.ChoiceSet" && in["style"] == "compact" && in["isMultiSelect"] == nil && in["value"] == nil &&
 				titles(in)[5] == "Foxtrot=f"
 		}},
-		{"notes", func(in map[string]any) bool { return in["type"] == "Input.Text" && len(in) == 2 }},
+		// A 1.2 input's placeholder is its accessible name.
+		{"notes", func(in map[string]any) bool { return in["type"] == "Input.Text" && len(in) == 3 && in["placeholder"] == "notes" }},
 	}
 	for _, tt := range tests {
 		if !tt.check(byID[tt.field]) {

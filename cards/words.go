@@ -876,3 +876,8 @@ const (
 func StreamAsking(server string) string {
 	return server + " asks you something: answer the card below."
 }
+
+// elicitDateTimePlaceholder names a date-time input and shows its form.
+func elicitDateTimePlaceholder(name string) string {
+	return name + ", " + strings.ToLower(elicitDateTimeExample[:1]) + elicitDateTimeExample[1:]
+}
