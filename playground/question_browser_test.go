@@ -54,6 +54,8 @@ func TestBrowserQuestionAnsweredInThePlayground(t *testing.T) {
 
 	tb.Must(mainFrame, `document.querySelector('button.try[data-text="/request_refund {}"]').click(), true`)
 	q := tb.questionCard()
+	// Every input of the card has a name a screen reader says.
+	tb.CheckAxe("the playground with a question card")
 	asked := tb.Str(mainFrame, card(q)+`.innerText`)
 	at := -1
 	for _, want := range []string{"demo asks for your input", "request_refund", "Refund order A-1042: which refund should I make?",
