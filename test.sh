@@ -96,8 +96,9 @@ go test -race ./bot/...
 # corpus (testdata/fuzz/...): the activity decoder, the token validator,
 # the frame-token parser, the bridge's server side, the view CSP builder,
 # the resource and tool checks, a view's connection allowlist, the stored
-# policy parser, the configuration parser and the Cedar policy
-# parser within its limits. FUZZTIME=0 skips
+# policy parser, the configuration parser, the Cedar policy
+# parser within its limits, and the reading of a server's question and
+# the person's answer. FUZZTIME=0 skips
 # them; docs/security.md says what each proves.
 fuzztime=${FUZZTIME:-8s}
 if [ "$fuzztime" != 0 ]; then
@@ -137,5 +138,6 @@ if [ "$fuzztime" != 0 ]; then
 ./internal/web/csp FuzzParse
 ./cmd/teamsbot FuzzConfig
 ./access FuzzParsePolicies
+./elicit FuzzParseAndCheck
 LIST
 fi
