@@ -107,16 +107,18 @@ func newServerConn(s *Service, agentID string, cfg ServerConfig) *serverConn {
 }
 
 // client makes the MCP client of one session; its handlers drop the caches
-// when the server says its lists changed.
-func (c *serverConn) client() *mcp.Client {
+// when the server says its lists changed. ask declares elicitation: a
+// session shared by every tenant's runs always does (a tenant whose admin
+// turned the server's questions off has them declined); a person's own
+// session does unless their tenant's admin turned it off.
+func (c *serverConn) client(ask bool) *mcp.Client {
 	caps := &mcp.ClientCapabilities{}
 	if c.svc.opts.AppsEnabled {
 		caps.AddExtension(mcpapps.ExtensionID, map[string]any{"mimeTypes": []string{mcpapps.MIMEType}})
 	}
 	// Elicitation is declared in both modes; sampling never (its
 	// requests are refused and audited by refuseSampling).
-	caps.Elicitation = &mcp.ElicitationCapabilities{Form: &mcp.FormElicitationCapabilities{}, URL: &mcp.URLElicitationCapabilities{}}
-	cl := mcp.NewClient(&mcp.Implementation{Name: "teamsbot", Version: "1.0.0"}, &mcp.ClientOptions{
+	opts := &mcp.ClientOptions{
 		Logger:       c.svc.log.With("server", c.name),
 		Capabilities: caps,
 		ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) {
@@ -125,11 +127,15 @@ func (c *serverConn) client() *mcp.Client {
 		ResourceListChangedHandler: func(context.Context, *mcp.ResourceListChangedRequest) {
 			c.invalidateResources()
 		},
-		ElicitationHandler: c.elicit,
-		ElicitationCompleteHandler: func(_ context.Context, req *mcp.ElicitationCompleteNotificationRequest) {
+	}
+	if ask {
+		caps.Elicitation = &mcp.ElicitationCapabilities{Form: &mcp.FormElicitationCapabilities{}, URL: &mcp.URLElicitationCapabilities{}}
+		opts.ElicitationHandler = c.elicit
+		opts.ElicitationCompleteHandler = func(_ context.Context, req *mcp.ElicitationCompleteNotificationRequest) {
 			c.completed(req.Session, req.Params.ElicitationID)
-		},
-	})
+		}
+	}
+	cl := mcp.NewClient(&mcp.Implementation{Name: "teamsbot", Version: "1.0.0"}, opts)
 	cl.AddReceivingMiddleware(c.refuseSampling)
 	return cl
 }
@@ -346,7 +352,7 @@ func (c *serverConn) connect(ctx context.Context) (*mcp.ClientSession, error) {
 		// every request's _meta, which the server decodes each time.
 		so = &mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"}
 	}
-	cs, err := c.client().Connect(ctx, related(t, c), so)
+	cs, err := c.client(true).Connect(ctx, related(t, c), so)
 	if err != nil {
 		return nil, c.scrub(err)
 	}

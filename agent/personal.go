@@ -140,7 +140,8 @@ func (c *serverConn) personalSession(ctx context.Context) (*mcp.ClientSession, b
 		MaxRetries:   2,
 		OAuthHandler: c.svc.opts.Auth.PersonHandler(mcpauth.Person{TenantID: p.TenantID, UserID: p.UserID, Name: p.Name}, c.authServer()),
 	}
-	cs, err := c.client().Connect(cctx, t, nil)
+	ask := c.svc.opts.Access == nil || c.svc.opts.Access.ElicitationAllowed(ctx, p.TenantID, c.name)
+	cs, err := c.client(ask).Connect(cctx, t, nil)
 	if err != nil {
 		return nil, false, fmt.Errorf("%w: %s: %w", ErrUnavailable, c.name, c.scrub(err))
 	}

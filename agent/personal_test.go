@@ -13,8 +13,10 @@ import (
 
 	"github.com/labstack/echo/v4"
 
+	"teamsbot/access"
 	"teamsbot/agent"
 	"teamsbot/internal/netaddr"
+	"teamsbot/internal/testenv"
 	"teamsbot/internal/testenv/fakeauth"
 	"teamsbot/internal/web"
 	"teamsbot/mcpauth"
@@ -33,7 +35,7 @@ type personalWorld struct {
 	trust *http.Client
 }
 
-func newPersonalWorld(t *testing.T, wait time.Duration) *personalWorld {
+func newPersonalWorld(t *testing.T, wait time.Duration, tweaks ...func(*agent.Options)) *personalWorld {
 	t.Helper()
 	w := &personalWorld{st: openStore(t)}
 	w.as = fakeauth.StartAuthServer(t)
@@ -70,7 +72,11 @@ agents:
 	if err != nil {
 		t.Fatal(err)
 	}
-	w.svc = newService(t, cfg, agent.Options{Store: w.st, Auth: b, HTTPClient: w.trust, AppsEnabled: true})
+	opts := agent.Options{Store: w.st, Auth: b, HTTPClient: w.trust, AppsEnabled: true}
+	for _, tweak := range tweaks {
+		tweak(&opts)
+	}
+	w.svc = newService(t, cfg, opts)
 	return w
 }
 
@@ -206,4 +212,52 @@ func TestViewCallUsesTheOwnersConnection(t *testing.T) {
 	if !errors.As(err, &words) || !strings.Contains(words.Words(), "connect it") {
 		t.Errorf("no words for the view: %v", err)
 	}
+}
+
+// A person's own session declares elicitation unless their tenant's
+// admin turned the server's questions off; then the server is not told
+// the client asks at all.
+func TestPersonalSessionDeclaresQuestionsAsTheTenantAllows(t *testing.T) {
+	clock := testenv.NewClock(time.Now())
+	ctx := context.Background()
+	w := newPersonalWorld(t, 20*time.Second, func(o *agent.Options) {
+		ax, err := access.New(access.Options{Store: o.Store, Now: clock.Now})
+		if err != nil {
+			t.Fatal(err)
+		}
+		admin := access.Person{TenantID: "t1", UserID: "user-admin", Roles: []string{access.PermAdmin}}
+		if _, err := ax.SetPolicies(ctx, admin, access.DefaultPolicyText, 0); err != nil {
+			t.Fatal(err)
+		}
+		o.Access = ax
+	})
+	off, err := w.st.TenantSettings(ctx, "t1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	off.TenantID, off.ElicitationOff = "t1", []string{"crm"}
+	if _, err := w.st.PutTenantSettings(ctx, off, off.Version); err != nil {
+		t.Fatal(err)
+	}
+	ask := func(user, want string) {
+		t.Helper()
+		p := agent.Person{TenantID: "t1", UserID: user, Name: "Ada Lovelace"}
+		a := &asker{w: w, user: user}
+		ans, err := w.svc.Run(ctx, agent.Request{Person: p, Text: "/crm/can_ask {}", Connect: a})
+		a.follow.Wait()
+		if err != nil || !strings.Contains(ans.Text, want) {
+			t.Errorf("%s: %q, %v, notes %q", user, ans.Text, err, ans.Notes)
+		}
+	}
+	ask("u1", "can ask: false")
+	cur, err := w.st.TenantSettings(ctx, "t1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cur.ElicitationOff = nil
+	if _, err := w.st.PutTenantSettings(ctx, cur, cur.Version); err != nil {
+		t.Fatal(err)
+	}
+	clock.Advance(time.Minute) // past access's cache of the tenant's settings
+	ask("u2", "can ask: true")
 }

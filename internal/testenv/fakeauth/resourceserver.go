@@ -236,6 +236,12 @@ func addTools(s *mcp.Server) {
 		func(context.Context, *mcp.CallToolRequest, struct{}) (*mcp.CallToolResult, customers, error) {
 			return nil, customers{[]customer{{"c1", "Contoso"}, {"c2", "Fabrikam"}}}, nil
 		})
+	mcp.AddTool(s, &mcp.Tool{Name: "can_ask", Description: "Whether the client declared that it asks its person (elicitation)."},
+		func(_ context.Context, req *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, any, error) {
+			p := req.Session.InitializeParams()
+			can := p != nil && p.Capabilities != nil && p.Capabilities.Elicitation != nil
+			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: fmt.Sprintf("can ask: %t", can)}}}, nil, nil
+		})
 	mcp.AddTool(s, &mcp.Tool{Name: "update_customer", Description: "Renames a customer (needs crm.write)."},
 		func(_ context.Context, req *mcp.CallToolRequest, in customer) (*mcp.CallToolResult, updated, error) {
 			return nil, updated{in, req.Extra.TokenInfo.UserID}, nil
