@@ -239,7 +239,9 @@ func TestElicitFormInputs(t *testing.T) {
 				titles(in)[5] == "Foxtrot=f"
 		}},
 		// A 1.2 input's placeholder is its accessible name.
-		{"notes", func(in map[string]any) bool { return in["type"] == "Input.Text" && len(in) == 3 && in["placeholder"] == "notes" }},
+		{"notes", func(in map[string]any) bool {
+			return in["type"] == "Input.Text" && len(in) == 3 && in["placeholder"] == "notes"
+		}},
 	}
 	for _, tt := range tests {
 		if !tt.check(byID[tt.field]) {
