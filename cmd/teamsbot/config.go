@@ -88,6 +88,9 @@ type config struct {
 	// MaxConcurrentTurns and MaxPendingTurns are the bot's bounds of
 	// turns running and turns taken but not answered.
 	MaxConcurrentTurns, MaxPendingTurns int
+	// ElicitWait is how long a tool call waits for the person's answer
+	// to what its server asks (TICKETIQ_ELICITATION_WAIT).
+	ElicitWait time.Duration
 
 	// Playground serves /playground and its Bot Connector; only ever true
 	// in local mode.

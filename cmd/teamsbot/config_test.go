@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"teamsbot/agent"
 	"teamsbot/bot"
 )
 
@@ -345,6 +346,24 @@ func TestConfigTurnBounds(t *testing.T) {
 	} {
 		if _, err := loadConfig(envOf(map[string]string{env[0]: env[1]})); err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("%s=%q: %v, want %q", env[0], env[1], err, want)
+		}
+	}
+}
+
+// TICKETIQ_ELICITATION_WAIT: how long a call waits for the person's
+// answer; its default is the agent's.
+func TestConfigElicitationWait(t *testing.T) {
+	cfg, err := loadConfig(envOf(nil))
+	if err != nil || cfg.ElicitWait != agent.DefaultElicitWait {
+		t.Fatalf("default %s, %v; want %s", cfg.ElicitWait, err, agent.DefaultElicitWait)
+	}
+	if cfg, err = loadConfig(envOf(map[string]string{"TICKETIQ_ELICITATION_WAIT": " 15m "})); err != nil || cfg.ElicitWait != 15*time.Minute {
+		t.Errorf("set: %s, %v", cfg.ElicitWait, err)
+	}
+	for _, v := range []string{"2h", "5s", "soon", "-1m"} {
+		if _, err := loadConfig(envOf(map[string]string{"TICKETIQ_ELICITATION_WAIT": v})); err == nil ||
+			!strings.Contains(err.Error(), "TICKETIQ_ELICITATION_WAIT") || !strings.Contains(err.Error(), "want a duration from 10s to 1h") {
+			t.Errorf("%q: %v", v, err)
 		}
 	}
 }

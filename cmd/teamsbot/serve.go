@@ -184,6 +184,7 @@ func serve(ctx context.Context, cfg config, env environment, stdout io.Writer, l
 		// take seconds, and liveness probes must be answered meanwhile.
 		// A turn that comes first waits for them (agent.Options).
 		Background: true,
+		ElicitWait: cfg.ElicitWait,
 	})
 	if err != nil {
 		return fmt.Errorf("agents: %w", err)
@@ -246,6 +247,7 @@ func serve(ctx context.Context, cfg config, env environment, stdout io.Writer, l
 		Auth:               broker,
 		ConnectWait:        broker.Wait(),
 		MaxConcurrentTurns: cfg.MaxConcurrentTurns,
+		ElicitWait:         cfg.ElicitWait,
 		MaxPendingTurns:    cfg.MaxPendingTurns,
 		TracerProvider:     tracing,
 	})

@@ -91,6 +91,17 @@ func settings() []setting {
 		urlSetting("TICKETIQ_BOT_OPENID_METADATA_URL", "Bot Framework OpenID metadata, for inbound tokens", true, func(c *config) *string { return &c.BotOpenIDMetadataURL }),
 		urlSetting("TICKETIQ_BOT_TOKEN_URL", "the token endpoint for replies", false, func(c *config) *string { return &c.BotTokenURL }),
 		countSetting("TICKETIQ_MAX_CONCURRENT_TURNS", bot.DefaultMaxConcurrentTurns, 100_000, "agent runs at once; more messages wait for a slot", func(c *config) *int { return &c.MaxConcurrentTurns }),
+		// The default is agent.DefaultElicitWait, written as people write it.
+		{name: "TICKETIQ_ELICITATION_WAIT", kind: "a duration (90s, 15m)", def: "5m",
+			help: "how long a tool call waits for the person's answer to what its MCP server asks (elicitation), from 10s to 1h; then the answer is cancel",
+			parse: func(c *config, v string) error {
+				d, err := time.ParseDuration(strings.TrimSpace(v))
+				if err != nil || d < 10*time.Second || d > time.Hour {
+					return fmt.Errorf("%q: want a duration from 10s to 1h, such as 90s or 15m", textclip.Clip(v, 32))
+				}
+				c.ElicitWait = d
+				return nil
+			}},
 		countSetting("TICKETIQ_MAX_PENDING_TURNS", bot.DefaultMaxPendingTurns, 1_000_000, "messages taken but not yet answered; past it Teams is asked to send again later (503 with Retry-After)", func(c *config) *int { return &c.MaxPendingTurns }),
 		urlSetting("TICKETIQ_OIDC_ISSUER", "sign-in with Entra ID: https://login.microsoftonline.com/<tenant>/v2.0", false, func(c *config) *string { return &c.OIDCIssuer }),
 		{name: "TICKETIQ_OIDC_CLIENT_ID", kind: "GUID", help: "the sign-in's app registration",
