@@ -300,12 +300,12 @@ func (c *serverConn) elicit(ctx context.Context, req *mcp.ElicitRequest) (*mcp.E
 		q.Form = form
 		fields["fields"] = form.FieldNames()
 	case elicit.ModeURL:
-		u, err := url.Parse(p.URL)
-		if err == nil {
+		if u, err := url.Parse(p.URL); err == nil {
 			fields["url_host"] = textclip.Clip(u.Hostname(), 255)
 		}
 		audit(AuditElicitation, fields)
-		if err != nil || u.Scheme != "https" || u.Host == "" || u.User != nil {
+		u, ok := elicit.PageURL(p.URL)
+		if !ok {
 			return end(elicit.Decline, "the address to open is not an https URL")
 		}
 		q.URL = u.String()
@@ -497,12 +497,25 @@ func (t *tagRelated) RoundTrip(req *http.Request) (*http.Response, error) {
 	case "text/event-stream":
 		resp.Body = &eventTagger{src: resp.Body, r: bufio.NewReaderSize(resp.Body, 64<<10), ctx: req.Context(), token: tok, conn: t.conn}
 	case "application/json":
-		// One message, bounded by the capped transport below.
-		body, rerr := io.ReadAll(resp.Body)
-		resp.Body.Close()
+		// One message, the response to this POST: only a call's result
+		// may ask for input (inputRequests), and only a small one; a
+		// large result (a resource, a view's data) is passed on as read.
+		if tok == "" || resp.ContentLength > maxRelated {
+			return resp, nil
+		}
+		body, rerr := io.ReadAll(io.LimitReader(resp.Body, maxRelated+1))
 		if rerr != nil {
+			resp.Body.Close()
 			return nil, rerr
 		}
+		if len(body) > maxRelated {
+			resp.Body = struct {
+				io.Reader
+				io.Closer
+			}{io.MultiReader(bytes.NewReader(body), resp.Body), resp.Body}
+			return resp, nil
+		}
+		resp.Body.Close()
 		body = t.conn.relate(req.Context(), body, tok)
 		resp.Body = io.NopCloser(bytes.NewReader(body))
 		resp.ContentLength = int64(len(body))
@@ -559,6 +572,11 @@ func (e *eventTagger) Read(p []byte) (int, error) {
 
 func (e *eventTagger) Close() error { return e.src.Close() }
 
+// maxRelated bounds a message relate reads: a server's request for input
+// and a result that asks for it are small, and a resource or a view's
+// data, which may be megabytes, is passed on without being decoded.
+const maxRelated = 1 << 20
+
 // relate makes one JSON-RPC message from the server fit to be read: a
 // request of the server (elicitation/create, sampling) gets the token of
 // the call whose stream it came on (none: the key is removed), and an
@@ -568,7 +586,7 @@ func (e *eventTagger) Close() error { return e.src.Close() }
 // audited as refused (the client then fails the call). It returns msg
 // itself when nothing changed.
 func (c *serverConn) relate(ctx context.Context, msg []byte, token string) []byte {
-	if len(msg) == 0 || msg[0] != '{' || !bytes.Contains(msg, []byte(`"method"`)) && !bytes.Contains(msg, []byte(`"inputRequests"`)) {
+	if len(msg) == 0 || len(msg) > maxRelated || msg[0] != '{' || !bytes.Contains(msg, []byte(`"method"`)) && !bytes.Contains(msg, []byte(`"inputRequests"`)) {
 		return msg
 	}
 	var m map[string]json.RawMessage

@@ -1,7 +1,6 @@
 package cards
 
 import (
-	"net/url"
 
 	"golang.org/x/net/idna"
 
@@ -34,8 +33,8 @@ type page struct{ url, host string }
 // browser uses (xn--), which tells look-alike letters apart; the host
 // line shows both.
 func (q question) page() (page, string) {
-	u, err := url.Parse(q.e.URL)
-	if err != nil || u.Scheme != "https" || u.Hostname() == "" || u.User != nil || u.Opaque != "" {
+	u, ok := elicit.PageURL(q.e.URL)
+	if !ok {
 		return page{}, elicitURLNotHTTPS(q.server)
 	}
 	if len(u.Host) > maxHost {

@@ -546,6 +546,19 @@ func (fd Field) checkNumber(v any) (any, string) {
 // num writes a bound as a person reads it: 10, not 10.000000.
 func num(x float64) string { return strconv.FormatFloat(x, 'f', -1, 64) }
 
+// PageURL is the address of a URL mode request when it may be shown and
+// opened: an absolute https URL with a host name and no user name (which
+// can make "https://bank.example@evil.example" read as the bank), never
+// any other scheme. The agent declines any other address; what shows one
+// (a card, the view page) asks again.
+func PageURL(raw string) (*url.URL, bool) {
+	u, err := url.Parse(raw)
+	if err != nil || u.Scheme != "https" || u.Hostname() == "" || u.User != nil || u.Opaque != "" {
+		return nil, false
+	}
+	return u, true
+}
+
 // FieldNames are the form's property names, for an audit record (which
 // never holds a value).
 func (f Form) FieldNames() []string {

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"net/url"
 	"slices"
 	"strings"
 	"sync"
@@ -253,7 +252,7 @@ func (e *viewElicitor) Elicit(ctx context.Context, q agent.Question) (agent.Repl
 	if q.ViewID != e.who.view || q.Person.TenantID != e.who.tenant || q.Person.UserID != e.who.user {
 		return agent.Reply{}, fmt.Errorf("viewpage: question %s is not for the caller of view %s", q.ID, e.who.view)
 	}
-	if q.Mode == elicit.ModeURL && !httpsURL(q.URL) {
+	if _, ok := elicit.PageURL(q.URL); q.Mode == elicit.ModeURL && !ok {
 		return agent.Reply{}, fmt.Errorf("viewpage: question %s: the address to open is not an https URL", q.ID)
 	}
 	// The deadline the page shows is the wall clock's: the wait is.
@@ -291,12 +290,6 @@ func (e *viewElicitor) Elicit(ctx context.Context, q agent.Question) (agent.Repl
 		// was taken.
 		return <-p.reply, nil
 	}
-}
-
-// httpsURL reports whether s is an absolute https URL with a host.
-func httpsURL(s string) bool {
-	u, err := url.Parse(s)
-	return err == nil && u.Scheme == "https" && u.Host != "" && u.User == nil
 }
 
 // writeDeadline moves the write deadline of a view call's response by
