@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"crypto/sha256"
@@ -27,6 +28,7 @@ import (
 
 	"teamsbot/internal/dialgate"
 	"teamsbot/internal/netaddr"
+	"teamsbot/internal/offstack"
 	"teamsbot/internal/textclip"
 )
 
@@ -179,38 +181,71 @@ func sanitize(s string) string {
 }
 
 // Next implements Model.
+//
+// A streamed answer may take minutes, and the run's goroutine waits for
+// it all that time with every frame below it on its stack; thousands of
+// runs at once hold thousands of such stacks. So the frames that stay
+// while the answer streams (Next, stream and the reader's) are kept
+// small: the request is built (off the goroutine's stack, offstack) and
+// sent by callees that have returned by then, and each event is decoded
+// by one.
 func (m *OpenAIModel) Next(ctx context.Context, t Turn) (Message, error) {
-	to, from := toolNames(t.Tools)
-	params := m.params(t, to)
-
 	// x follows this request through the client's attempts; its context
 	// ends the attempts early when waiting for another would be in vain.
 	ctx, stop := context.WithCancelCause(ctx)
 	defer stop(nil)
 	x := &exchange{cancel: stop}
-	opts := []option.RequestOption{option.WithMiddleware(x.attempt)}
+	var c *modelCall
+	var err error
+	offstack.Run(func() { c, err = m.prepare(ctx, t, x) })
+	if err != nil {
+		return Message{}, err
+	}
+	if t.Stream == nil {
+		return m.once(ctx, x, c)
+	}
+	return m.stream(ctx, x, c, t.Stream)
+}
+
+// modelCall is one request to the model: its parameters, the client's
+// options for it, and the offered tools' names as the API has them.
+type modelCall struct {
+	params *openai.ChatCompletionNewParams
+	opts   []option.RequestOption
+	from   map[string]string
+}
+
+// prepare builds t's request, with an Entra ID token when the model takes
+// one.
+func (m *OpenAIModel) prepare(ctx context.Context, t Turn, x *exchange) (*modelCall, error) {
+	to, from := toolNames(t.Tools)
+	c := &modelCall{params: m.params(t, to), from: from, opts: []option.RequestOption{option.WithMiddleware(x.attempt)}}
 	if m.token != nil {
 		tok, err := m.token(ctx, CognitiveServicesScope)
 		if err != nil {
-			return Message{}, fmt.Errorf("%w: no Entra ID token for the model: %w", ErrModel, err)
+			return nil, fmt.Errorf("%w: no Entra ID token for the model: %w", ErrModel, err)
 		}
-		opts = append(opts, option.WithHeader("Authorization", "Bearer "+tok))
+		c.opts = append(c.opts, option.WithHeader("Authorization", "Bearer "+tok))
 	}
-	if t.Stream == nil {
-		resp, err := m.chat.New(ctx, params, opts...)
-		if err != nil {
-			return Message{}, m.failure(ctx, x, err)
-		}
-		noteUsage(ctx, resp.Usage.PromptTokens, resp.Usage.CompletionTokens)
-		return m.message(resp, from)
+	return c, nil
+}
+
+// once asks for the answer in one piece.
+//
+//go:noinline
+func (m *OpenAIModel) once(ctx context.Context, x *exchange, c *modelCall) (Message, error) {
+	resp, err := m.chat.New(ctx, *c.params, c.opts...)
+	if err != nil {
+		return Message{}, m.failure(ctx, x, err)
 	}
-	return m.stream(ctx, x, params, opts, from, t.Stream)
+	noteUsage(ctx, resp.Usage.PromptTokens, resp.Usage.CompletionTokens)
+	return m.message(resp, c.from)
 }
 
 // params is the Chat Completions request of a turn; to maps the offered
 // tools' names to the API's.
-func (m *OpenAIModel) params(t Turn, to map[string]string) openai.ChatCompletionNewParams {
-	p := openai.ChatCompletionNewParams{Model: shared.ChatModel(m.model)}
+func (m *OpenAIModel) params(t Turn, to map[string]string) *openai.ChatCompletionNewParams {
+	p := &openai.ChatCompletionNewParams{Model: shared.ChatModel(m.model)}
 	p.Messages = make([]openai.ChatCompletionMessageParamUnion, 0, len(t.Messages)+1)
 	p.Messages = append(p.Messages, openai.SystemMessage(systemPrompt(t.AgentName)))
 	for _, msg := range t.Messages {
@@ -326,73 +361,274 @@ type streamedCall struct {
 // and assembles the tool calls from their deltas by index, their
 // arguments concatenated. A stream that ends before a chunk gave a
 // finish_reason was cut, and is an error.
-func (m *OpenAIModel) stream(ctx context.Context, x *exchange, params openai.ChatCompletionNewParams, opts []option.RequestOption, from map[string]string, hear func(string)) (Message, error) {
+//
+// The client sends the request and keeps its retries; the events are read
+// here (the format of "Create chat completion" with stream: true: data
+// lines of chunk JSON, an error object in place of a chunk on failure,
+// then data: [DONE]), in a buffer that grows only as an event needs and
+// into the few fields the service uses.
+func (m *OpenAIModel) stream(ctx context.Context, x *exchange, c *modelCall, hear func(string)) (Message, error) {
+	// The request is built, encoded and sent, and its answer's headers
+	// awaited, in a goroutine that ends then: the run's goroutine, which
+	// reads the answer for as long as it streams, keeps the small stack
+	// it had, and the parameters are not kept while it reads.
+	opened := make(chan struct{})
 	var raw *http.Response
-	s := m.chat.NewStreaming(ctx, params, append(opts, option.WithResponseInto(&raw))...)
-	defer s.Close()
-	if err := s.Err(); err != nil {
+	var err error
+	go func() {
+		defer close(opened)
+		raw, err = m.open(ctx, c)
+	}()
+	<-opened
+	c.params = nil
+	if err != nil {
 		return Message{}, m.failure(ctx, x, err)
 	}
-	if raw != nil && !isEventStream(raw.Header) {
+	defer raw.Body.Close()
+	if !isEventStream(raw.Header) {
 		// A server that does not stream answers in one piece: read it so.
-		return m.whole(ctx, x, raw.Body, from, hear)
+		return m.whole(ctx, x, raw.Body, c.from, hear)
 	}
-	var text strings.Builder
-	calls := map[int64]*streamedCall{}
-	finished := false
-	for s.Next() {
-		chunk := s.Current()
-		// Usage comes in a chunk of its own, when the server sends it.
-		noteUsage(ctx, chunk.Usage.PromptTokens, chunk.Usage.CompletionTokens)
-		for _, c := range chunk.Choices {
-			if c.Index != 0 {
-				continue // n is 1: other choices are not asked for
+	a := &streamedAnswer{m: m, hear: hear}
+	events := newEventReader(raw.Body)
+	for !a.done {
+		data, err := events.next()
+		if err != nil {
+			if err == io.EOF {
+				break
 			}
-			if d := c.Delta.Content; d != "" {
-				text.WriteString(d)
-				if len(calls) == 0 {
-					hear(d)
-				}
-			}
-			for _, tc := range c.Delta.ToolCalls {
-				sc := calls[tc.Index]
-				if sc == nil {
-					if len(calls) == maxStreamedToolCalls {
-						return Message{}, fmt.Errorf("%w: the answer from %s asks for more than %d tool calls", ErrModel, m.host, maxStreamedToolCalls)
-					}
-					sc = &streamedCall{}
-					calls[tc.Index] = sc
-				}
-				if sc.id == "" {
-					sc.id = tc.ID
-				}
-				if sc.name == "" {
-					sc.name = tc.Function.Name
-				}
-				sc.args.WriteString(tc.Function.Arguments)
-			}
-			if c.FinishReason != "" {
-				finished = true
-			}
+			return Message{}, m.failure(ctx, x, err)
+		}
+		if err := a.absorb(ctx, data); err != nil {
+			return Message{}, m.failure(ctx, x, err)
 		}
 	}
-	if err := s.Err(); err != nil {
-		return Message{}, m.failure(ctx, x, err)
+	return a.message(c.from)
+}
+
+// open sends a streamed request and returns its answer unread.
+//
+//go:noinline
+func (m *OpenAIModel) open(ctx context.Context, c *modelCall) (*http.Response, error) {
+	var raw *http.Response
+	// NewStreaming's decoder is left unused: the answer, as it came
+	// (WithResponseInto), is read by stream.
+	err := m.chat.NewStreaming(ctx, *c.params, append(c.opts, option.WithResponseInto(&raw))...).Err()
+	if err != nil {
+		if raw != nil && raw.Body != nil {
+			raw.Body.Close()
+		}
+		return nil, err
 	}
-	if !finished {
-		return Message{}, fmt.Errorf("%w: the answer from %s ended before it was complete", ErrModel, m.host)
+	if raw == nil {
+		return nil, fmt.Errorf("%w: no answer from %s", ErrModel, m.host)
 	}
-	out := Message{Role: RoleAssistant, Text: text.String()}
-	indices := make([]int64, 0, len(calls))
-	for i := range calls {
+	return raw, nil
+}
+
+// streamedAnswer gathers a streamed answer's chunks.
+type streamedAnswer struct {
+	m        *OpenAIModel
+	hear     func(string)
+	text     strings.Builder
+	calls    map[int64]*streamedCall
+	finished bool // a chunk gave a finish_reason
+	done     bool // data: [DONE] came
+}
+
+// chatChunk is what the service reads of a streamed chunk
+// (chat.completion.chunk), or of the error object a server sends in its
+// place.
+type chatChunk struct {
+	Choices []struct {
+		Index int64 `json:"index"`
+		Delta struct {
+			Content   string `json:"content"`
+			ToolCalls []struct {
+				Index    int64  `json:"index"`
+				ID       string `json:"id"`
+				Function struct {
+					Name      string `json:"name"`
+					Arguments string `json:"arguments"`
+				} `json:"function"`
+			} `json:"tool_calls"`
+		} `json:"delta"`
+		FinishReason string `json:"finish_reason"`
+	} `json:"choices"`
+	Usage struct {
+		PromptTokens     int64 `json:"prompt_tokens"`
+		CompletionTokens int64 `json:"completion_tokens"`
+	} `json:"usage"`
+	Error json.RawMessage `json:"error"`
+}
+
+// absorb takes one event's data.
+//
+//go:noinline
+func (a *streamedAnswer) absorb(ctx context.Context, data []byte) error {
+	if bytes.HasPrefix(data, []byte("[DONE]")) {
+		a.done = true
+		return nil
+	}
+	var chunk chatChunk
+	if err := json.Unmarshal(data, &chunk); err != nil {
+		return fmt.Errorf("%w: the stream from %s sent an event that is not a chunk: %w", ErrModel, a.m.host, err)
+	}
+	if len(chunk.Error) > 0 && !bytes.Equal(chunk.Error, []byte("null")) {
+		return &ssestream.StreamError{Message: "received error while streaming", Event: ssestream.Event{Data: bytes.Clone(data)}}
+	}
+	// Usage comes in a chunk of its own, when the server sends it.
+	noteUsage(ctx, chunk.Usage.PromptTokens, chunk.Usage.CompletionTokens)
+	for _, c := range chunk.Choices {
+		if c.Index != 0 {
+			continue // n is 1: other choices are not asked for
+		}
+		if d := c.Delta.Content; d != "" {
+			a.text.WriteString(d)
+			if len(a.calls) == 0 {
+				a.hear(d)
+			}
+		}
+		for _, tc := range c.Delta.ToolCalls {
+			sc := a.calls[tc.Index]
+			if sc == nil {
+				if len(a.calls) == maxStreamedToolCalls {
+					return fmt.Errorf("%w: the answer from %s asks for more than %d tool calls", ErrModel, a.m.host, maxStreamedToolCalls)
+				}
+				if a.calls == nil {
+					a.calls = map[int64]*streamedCall{}
+				}
+				sc = &streamedCall{}
+				a.calls[tc.Index] = sc
+			}
+			if sc.id == "" {
+				sc.id = tc.ID
+			}
+			if sc.name == "" {
+				sc.name = tc.Function.Name
+			}
+			sc.args.WriteString(tc.Function.Arguments)
+		}
+		if c.FinishReason != "" {
+			a.finished = true
+		}
+	}
+	return nil
+}
+
+// message is the streamed answer as the assistant's message, its tool
+// calls in the order of their indices.
+//
+//go:noinline
+func (a *streamedAnswer) message(from map[string]string) (Message, error) {
+	if !a.finished {
+		return Message{}, fmt.Errorf("%w: the answer from %s ended before it was complete", ErrModel, a.m.host)
+	}
+	out := Message{Role: RoleAssistant, Text: a.text.String()}
+	indices := make([]int64, 0, len(a.calls))
+	for i := range a.calls {
 		indices = append(indices, i)
 	}
 	slices.Sort(indices)
 	for _, i := range indices {
-		sc := calls[i]
+		sc := a.calls[i]
 		out.ToolCalls = append(out.ToolCalls, modelToolCall(sc.id, sc.name, sc.args.String(), from))
 	}
 	return out, nil
+}
+
+// eventReader reads the data of server-sent events ("text/event-stream"
+// in the HTML standard): the data lines of an event joined by newlines,
+// an event ending at a blank line; comments, other fields and events
+// without data are skipped. Its buffer starts small and grows only as a
+// line needs. It fails once one event (its lines, their ends counted)
+// passes maxModelEventBytes or the stream passes maxModelStreamBytes, so
+// that a server cannot make it gather without end.
+type eventReader struct {
+	r     *bufio.Reader
+	data  []byte
+	event int // bytes of the current event's lines so far
+	total int // bytes of the stream so far
+}
+
+// newEventReader is apart from stream, whose frame would otherwise hold
+// the reader and its buffer for as long as the answer streams.
+//
+//go:noinline
+func newEventReader(r io.Reader) *eventReader {
+	return &eventReader{r: bufio.NewReaderSize(r, 512)}
+}
+
+// next returns the next event's data, valid until the next call, or
+// io.EOF at the end of the stream (an event not ended by a blank line is
+// dropped, as the standard says).
+func (e *eventReader) next() ([]byte, error) {
+	e.data = e.data[:0]
+	e.event = 0
+	has := false
+	for {
+		line, err := e.line()
+		if err != nil {
+			return nil, err
+		}
+		if len(line) == 0 {
+			if has {
+				return e.data, nil
+			}
+			continue
+		}
+		name, value, _ := bytes.Cut(line, []byte(":"))
+		if len(name) == 0 {
+			continue // a comment
+		}
+		value = bytes.TrimPrefix(value, []byte(" "))
+		if string(name) == "data" {
+			if has {
+				e.data = append(e.data, '\n')
+			}
+			e.data = append(e.data, value...)
+			has = true
+		}
+	}
+}
+
+// line reads one line without its end (LF or CRLF); the last line of a
+// stream may have none.
+func (e *eventReader) line() ([]byte, error) {
+	line, err := e.r.ReadSlice('\n')
+	if cerr := e.count(len(line)); cerr != nil {
+		return nil, cerr
+	}
+	if err == bufio.ErrBufferFull {
+		// A long line: gather it beyond the buffer, within the bounds.
+		long := bytes.Clone(line)
+		for err == bufio.ErrBufferFull {
+			line, err = e.r.ReadSlice('\n')
+			if cerr := e.count(len(line)); cerr != nil {
+				return nil, cerr
+			}
+			long = append(long, line...)
+		}
+		line = long
+	}
+	if err != nil && (err != io.EOF || len(line) == 0) {
+		return nil, err
+	}
+	return bytes.TrimRight(line, "\r\n"), nil
+}
+
+// count adds n bytes read to the event's and the stream's, and fails past
+// their bounds.
+func (e *eventReader) count(n int) error {
+	e.event += n
+	e.total += n
+	switch {
+	case e.event > maxModelEventBytes:
+		return &sizeError{"one event of the stream", maxModelEventBytes}
+	case e.total > maxModelStreamBytes:
+		return &sizeError{"the stream", maxModelStreamBytes}
+	}
+	return nil
 }
 
 // whole reads an answer in one piece to a request for a stream, and hands
@@ -544,9 +780,8 @@ func (x *exchange) attempt(req *http.Request, next option.MiddlewareNext) (*http
 		}
 		return res, nil
 	}
-	if isEventStream(res.Header) {
-		res.Body = &eventBound{rc: res.Body}
-	} else {
+	if !isEventStream(res.Header) {
+		// A stream is bounded as it is read (eventReader).
 		res.Body = &bodyBound{rc: res.Body, left: maxModelResponseBytes}
 	}
 	return res, nil
@@ -619,46 +854,6 @@ func (b *bodyBound) Read(p []byte) (int, error) {
 }
 
 func (b *bodyBound) Close() error { return b.rc.Close() }
-
-// eventBound reads a stream of server-sent events, and fails once one
-// event (what lies between two blank lines) passes maxModelEventBytes or
-// the stream passes maxModelStreamBytes: the client's decoder would
-// otherwise gather an event's data lines without end.
-type eventBound struct {
-	rc    io.ReadCloser
-	total int
-	event int  // bytes of the current event, line ends left out
-	nl    bool // the last byte read ended a line
-}
-
-func (b *eventBound) Read(p []byte) (int, error) {
-	n, err := b.rc.Read(p)
-	b.total += n
-	for q := p[:n]; len(q) > 0; {
-		i := bytes.IndexByte(q, '\n')
-		if i < 0 {
-			b.event += len(q) - bytes.Count(q, []byte{'\r'})
-			b.nl = b.nl && len(bytes.Trim(q, "\r")) == 0
-			break
-		}
-		line := bytes.TrimRight(q[:i], "\r")
-		if len(line) == 0 && b.nl {
-			b.event = 0 // a blank line ends the event
-		}
-		b.event += len(line)
-		b.nl = true
-		q = q[i+1:]
-	}
-	switch {
-	case b.event > maxModelEventBytes:
-		return n, &sizeError{"one event of the stream", maxModelEventBytes}
-	case b.total > maxModelStreamBytes:
-		return n, &sizeError{"the stream", maxModelStreamBytes}
-	}
-	return n, err
-}
-
-func (b *eventBound) Close() error { return b.rc.Close() }
 
 var _ Model = (*OpenAIModel)(nil)
 var _ Model = (*BuiltinModel)(nil)

@@ -9,6 +9,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"teamsbot/internal/offstack"
 	"teamsbot/internal/telemetry"
 	"teamsbot/internal/textclip"
 	"teamsbot/mcpauth"
@@ -59,13 +60,43 @@ func (r *runState) note(format string, args ...any) {
 // then holds what was made before the failure and a Text that says so. A
 // ctx that ends during the run stops it the same way (the error wraps
 // ctx's cause), and what the run did is still stored and audited.
+//
+// A run may wait minutes for its model with Run's and converse's frames on
+// its stack, and thousands wait at once: the work before and after the
+// conversation with the model is done by callees (begin, finish), and the
+// deep work before the model's answer (begin, the conversation's memory,
+// the tool calls) off the goroutine's stack (offstack), so that the
+// frames, and the stack, stay small.
 func (s *Service) Run(ctx context.Context, req Request) (Answer, error) {
+	var ans Answer
+	err := s.RunRequest(ctx, &req, &ans)
+	return ans, err
+}
+
+// RunRequest is Run for a request given by its address, which the caller
+// keeps unchanged until it returns, with the answer written to ans: a
+// Teams turn that waits minutes for its model then holds no copy of
+// either on its stack.
+func (s *Service) RunRequest(ctx context.Context, req *Request, ans *Answer) error {
+	var r *runState
+	var err error
+	offstack.Run(func() { r, ctx, err = s.begin(ctx, req) })
+	if err != nil {
+		return err
+	}
+	msgs, first, runErr := r.converse(ctx, req)
+	return s.finish(ctx, r, req, msgs[first:], runErr, ans)
+}
+
+// begin sets a run up: its agent, its person, who may be asked what, and
+// the tools offered.
+func (s *Service) begin(ctx context.Context, req *Request) (*runState, context.Context, error) {
 	a, err := s.agent(req.AgentID)
 	if err != nil {
-		return Answer{}, err
+		return nil, ctx, err
 	}
 	if req.Person.TenantID == "" {
-		return Answer{}, fmt.Errorf("%w: a run needs a tenant", ErrBadRequest)
+		return nil, ctx, fmt.Errorf("%w: a run needs a tenant", ErrBadRequest)
 	}
 	r := &runState{svc: s, agent: a, person: req.Person, id: newID(), start: s.now(), apps: s.opts.AppsEnabled, progress: req.Progress}
 	// The servers reached as each person are reached as this one; the
@@ -87,73 +118,121 @@ func (s *Service) Run(ctx context.Context, req Request) (Answer, error) {
 	r.answer.RunID = r.id
 	r.answer.AgentID = a.cfg.ID
 	r.cat = a.catalogue(ctx, r)
+	return r, ctx, nil
+}
 
-	asked := Message{Role: RoleUser, Text: req.Text}
-	if req.Shared {
-		asked.From = req.Person.Name
-	}
-	earlier := r.history(ctx, req.Conversation)
-	msgs := append(earlier, asked)
-	first := len(earlier) // this turn's messages start here
-	var runErr error
+// converse asks the model, runs the tools it calls and asks again, until
+// it answers or the rounds run out. It returns the conversation (the
+// earlier turns, then this one's from first on) and the run's error.
+func (r *runState) converse(ctx context.Context, req *Request) (msgs []Message, first int, runErr error) {
+	offstack.Run(func() { msgs = r.opening(ctx, req) })
+	first = len(msgs) - 1 // this turn's messages start with the question
 	for round := 0; ; round++ {
-		if err := ctx.Err(); err != nil {
-			// Whatever the model would say now, the calls it made were
-			// cut short: the run stops and says so.
-			runErr = fmt.Errorf("agent %s: the run was stopped: %w", a.cfg.ID, context.Cause(ctx))
-			r.noteProblem(context.Cause(ctx), "the run was stopped before it finished")
-			r.answer.Text = "Sorry, the run was stopped before it finished."
-			break
+		if ctx.Err() != nil {
+			return msgs, first, r.stopped(ctx)
 		}
-		turn := Turn{AgentName: a.cfg.DisplayName(), Tools: r.cat.specs, Messages: msgs, Stream: req.Stream}
-		last := round >= a.maxRounds
-		turn.Final = last
-		reply, err := r.askModel(ctx, turn, round)
+		last := round >= r.agent.maxRounds
+		reply, err := r.askModel(ctx, r.turn(req, msgs, last), round)
 		if err != nil {
-			runErr = fmt.Errorf("agent %s: %w", a.cfg.ID, err)
-			r.noteProblem(err, "the model could not answer")
-			r.answer.Text = "Sorry, the model could not answer this time."
-			break
+			return msgs, first, r.modelFailed(err)
 		}
 		reply.Role = RoleAssistant
 		msgs = append(msgs, reply)
 		if len(reply.ToolCalls) == 0 || last {
-			if last && len(reply.ToolCalls) > 0 {
-				r.note("stopped after %d rounds of tool calls", a.maxRounds)
-			}
-			r.answer.Text = reply.Text
-			break
+			r.answered(&reply, last)
+			return msgs, first, nil
 		}
-		for i, call := range reply.ToolCalls {
-			if i >= MaxToolCallsPerRound {
-				// Every call still gets its tool message: the Chat
-				// Completions API wants an answer to each call id.
-				msgs = append(msgs, Message{Role: RoleTool, ToolCallID: call.ID, ToolName: call.Name, IsError: true,
-					Text: fmt.Sprintf("not run: at most %d tool calls are run per round", MaxToolCallsPerRound)})
-				continue
-			}
-			msgs = append(msgs, r.callForModel(ctx, call))
-		}
-		if n := len(reply.ToolCalls); n > MaxToolCallsPerRound {
-			r.note("the model asked for %d tool calls at once; only the first %d were run", n, MaxToolCallsPerRound)
-		}
+		calls := reply.ToolCalls
+		offstack.Run(func() { msgs = r.callTools(ctx, msgs, calls) })
 	}
+}
 
+// turn is what the model is asked in a round. (DisplayName copies the
+// agent's configuration: here, not in converse's frame.)
+//
+//go:noinline
+func (r *runState) turn(req *Request, msgs []Message, last bool) Turn {
+	return Turn{AgentName: r.agent.cfg.DisplayName(), Tools: r.cat.specs, Messages: msgs, Stream: req.Stream, Final: last}
+}
+
+// opening is what the model reads first: the conversation's earlier turns,
+// then the question.
+func (r *runState) opening(ctx context.Context, req *Request) []Message {
+	asked := Message{Role: RoleUser, Text: req.Text}
+	if req.Shared {
+		asked.From = req.Person.Name
+	}
+	return append(r.history(ctx, req.Conversation), asked)
+}
+
+// stopped ends a run whose ctx ended: whatever the model would say now,
+// the calls it made were cut short, and the run says so.
+//
+//go:noinline
+func (r *runState) stopped(ctx context.Context) error {
+	r.noteProblem(context.Cause(ctx), "the run was stopped before it finished")
+	r.answer.Text = "Sorry, the run was stopped before it finished."
+	return fmt.Errorf("agent %s: the run was stopped: %w", r.agent.cfg.ID, context.Cause(ctx))
+}
+
+// modelFailed ends a run whose model could not answer.
+//
+//go:noinline
+func (r *runState) modelFailed(err error) error {
+	r.noteProblem(err, "the model could not answer")
+	r.answer.Text = "Sorry, the model could not answer this time."
+	return fmt.Errorf("agent %s: %w", r.agent.cfg.ID, err)
+}
+
+// answered takes the model's last reply as the answer.
+//
+//go:noinline
+func (r *runState) answered(reply *Message, last bool) {
+	if last && len(reply.ToolCalls) > 0 {
+		r.note("stopped after %d rounds of tool calls", r.agent.maxRounds)
+	}
+	r.answer.Text = reply.Text
+}
+
+// callTools runs a round's tool calls, and adds their results to msgs.
+func (r *runState) callTools(ctx context.Context, msgs []Message, calls []ToolCall) []Message {
+	for i, call := range calls {
+		if i >= MaxToolCallsPerRound {
+			// Every call still gets its tool message: the Chat
+			// Completions API wants an answer to each call id.
+			msgs = append(msgs, Message{Role: RoleTool, ToolCallID: call.ID, ToolName: call.Name, IsError: true,
+				Text: fmt.Sprintf("not run: at most %d tool calls are run per round", MaxToolCallsPerRound)})
+			continue
+		}
+		msgs = append(msgs, r.callForModel(ctx, call))
+	}
+	if n := len(calls); n > MaxToolCallsPerRound {
+		r.note("the model asked for %d tool calls at once; only the first %d were run", n, MaxToolCallsPerRound)
+	}
+	return msgs
+}
+
+// finish keeps the run: its turn of the conversation's memory when it
+// answered (msgs are this turn's messages), and the run, its views and
+// its audit records, also when ctx ended during it (the tool calls it made
+// happened, and the audit log must say so).
+//
+//go:noinline
+func (s *Service) finish(ctx context.Context, r *runState, req *Request, msgs []Message, runErr error, ans *Answer) error {
 	// A turn that failed is not remembered: the next question starts
 	// from what was answered.
 	var turn *store.HistoryTurn
 	if runErr == nil {
 		var err error
-		if turn, err = r.turnToKeep(context.WithoutCancel(ctx), req.Conversation, msgs[first:]); err != nil {
+		if turn, err = r.turnToKeep(context.WithoutCancel(ctx), req.Conversation, msgs); err != nil {
 			s.log.WarnContext(ctx, "turn not kept in the conversation's memory", "run", r.id, "err", err)
 		}
 	}
-	// The run is recorded even when ctx ended during it: the tool calls it
-	// made happened, and the audit log must say so.
+	*ans = r.answer
 	if err := s.save(context.WithoutCancel(ctx), r, turn); err != nil {
-		return r.answer, errors.Join(runErr, err)
+		return errors.Join(runErr, err)
 	}
-	return r.answer, runErr
+	return runErr
 }
 
 // save writes the run, its views, its audit records and its turn of the

@@ -20,31 +20,47 @@ import (
 // the model's kind and name, whether the answer streams, the round, the
 // tool calls asked and, when the model's server says, the tokens.
 func (r *runState) askModel(ctx context.Context, t Turn, round int) (Message, error) {
-	m := r.agent.cfg.Model
+	ctx, span := r.startModelSpan(ctx)
+	reply, err := r.agent.model.Next(ctx, t)
+	endModelSpan(span, &r.agent.cfg.Model, t.Stream != nil, round, len(reply.ToolCalls), err)
+	return reply, err
+}
+
+// startModelSpan starts the span of a model call. It and endModelSpan
+// are apart from askModel, whose frame stays on the run's stack while the
+// model answers.
+//
+//go:noinline
+func (r *runState) startModelSpan(ctx context.Context) (context.Context, trace.Span) {
 	spanKind := trace.SpanKindInternal // the built-in model runs in the process
-	if m.Kind == ModelOpenAI {
+	if r.agent.cfg.Model.Kind == ModelOpenAI {
 		spanKind = trace.SpanKindClient
 	}
-	ctx, span := r.svc.tracer.Start(ctx, "chat", trace.WithSpanKind(spanKind))
+	return r.svc.tracer.Start(ctx, "chat", trace.WithSpanKind(spanKind))
+}
+
+// endModelSpan describes a model call on its span, and ends it.
+//
+//go:noinline
+func endModelSpan(span trace.Span, m *ModelConfig, streamed bool, round, toolCalls int, err error) {
 	defer span.End()
-	reply, err := r.agent.model.Next(ctx, t)
-	if span.IsRecording() {
-		kind := m.Kind
-		if kind == "" {
-			kind = ModelBuiltin
-		}
-		span.SetAttributes(telemetry.GenAIOperation.String("chat"), telemetry.ModelKind.String(kind),
-			telemetry.ModelStreamed.Bool(t.Stream != nil), telemetry.ModelRound.Int(round),
-			telemetry.ModelToolCalls.Int(len(reply.ToolCalls)))
-		if m.Model != "" {
-			span.SetName("chat " + m.Model)
-			span.SetAttributes(telemetry.GenAIModel.String(m.Model))
-		}
-		if err != nil {
-			telemetry.Fail(span, "model", "the model could not answer")
-		}
+	if !span.IsRecording() {
+		return
 	}
-	return reply, err
+	kind := m.Kind
+	if kind == "" {
+		kind = ModelBuiltin
+	}
+	span.SetAttributes(telemetry.GenAIOperation.String("chat"), telemetry.ModelKind.String(kind),
+		telemetry.ModelStreamed.Bool(streamed), telemetry.ModelRound.Int(round),
+		telemetry.ModelToolCalls.Int(toolCalls))
+	if m.Model != "" {
+		span.SetName("chat " + m.Model)
+		span.SetAttributes(telemetry.GenAIModel.String(m.Model))
+	}
+	if err != nil {
+		telemetry.Fail(span, "model", "the model could not answer")
+	}
 }
 
 // noteUsage puts the tokens a model's server counted on the span of ctx,
