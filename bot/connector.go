@@ -216,10 +216,35 @@ func (c *connector) Send(ctx context.Context, serviceURL, conversationID, replyT
 	}
 	a.ReplyToID = replyToID
 	var rr schema.ResourceResponse
-	if err := c.do(ctx, serviceURL+"\x00"+conversationID, http.MethodPost, target, a, &rr); err != nil {
+	if err := c.do(ctx, serviceURL+"\x00"+conversationID, http.MethodPost, target, a, &rr, nil); err != nil {
 		return "", err
 	}
 	return rr.ID, nil
+}
+
+// SendLater is Send for a send that may wait long for its place under
+// Teams' rate limits (a stream's opening and updates, a typing indicator),
+// without a goroutine while it waits (pacer.admit): done is called, in a
+// goroutine of its own, with what Send would return.
+func (c *connector) SendLater(ctx context.Context, serviceURL, conversationID string, a *outActivity, done func(id string, err error)) {
+	target, err := c.activitiesURL(serviceURL, conversationID, "")
+	if err != nil || c.pacer == nil {
+		go func() { done(c.Send(ctx, serviceURL, conversationID, "", a)) }()
+		return
+	}
+	conv := serviceURL + "\x00" + conversationID
+	c.pacer.admit(ctx, tenantOf(ctx), conv, func(release func(), err error) {
+		if err != nil {
+			done("", fmt.Errorf("%w: %s %s: waiting for the conversation's send rate: %w", ErrConnector, http.MethodPost, redactPath(target), err))
+			return
+		}
+		var rr schema.ResourceResponse
+		if err := c.do(ctx, conv, http.MethodPost, target, a, &rr, release); err != nil {
+			done("", err)
+			return
+		}
+		done(rr.ID, nil)
+	})
 }
 
 // Update replaces an activity the bot sent before.
@@ -231,7 +256,7 @@ func (c *connector) Update(ctx context.Context, serviceURL, conversationID, acti
 	if err != nil {
 		return err
 	}
-	return c.do(ctx, serviceURL+"\x00"+conversationID, http.MethodPut, target, a, nil)
+	return c.do(ctx, serviceURL+"\x00"+conversationID, http.MethodPut, target, a, nil, nil)
 }
 
 // Remove deletes an activity the bot sent before ("Delete activity").
@@ -243,7 +268,7 @@ func (c *connector) Remove(ctx context.Context, serviceURL, conversationID, acti
 	if err != nil {
 		return err
 	}
-	return c.do(ctx, serviceURL+"\x00"+conversationID, http.MethodDelete, target, nil, nil)
+	return c.do(ctx, serviceURL+"\x00"+conversationID, http.MethodDelete, target, nil, nil, nil)
 }
 
 // connectorRetry is how a Bot Connector call is tried again: the answers
@@ -266,12 +291,19 @@ func connectorRetry() retry.Policy {
 // pacer first, so a retry is paced like any send. A POST is not
 // idempotent (a second one shows the person a duplicate): without an
 // answer it is sent again only when the connection was refused before it
-// was written; a PUT or DELETE is.
-func (c *connector) do(ctx context.Context, conv, method, target string, body any, out any) (err error) {
+// was written; a PUT or DELETE is. admitted, when set, gives back the
+// places the first attempt already holds (SendLater): it is not paced
+// again.
+func (c *connector) do(ctx context.Context, conv, method, target string, body any, out any, admitted func()) (err error) {
 	r := c.retry.Start()
 	var status int // the last answer's
 	ctx, span := c.startCall(ctx, method, body)
 	defer func() { endCall(span, status, r.Attempt()-1, err) }()
+	defer func() {
+		if admitted != nil {
+			admitted() // the places are given back when no request left
+		}
+	}()
 	var payload []byte
 	if body != nil {
 		var err error
@@ -289,7 +321,7 @@ func (c *connector) do(ctx context.Context, conv, method, target string, body an
 				return err
 			}
 		}
-		if c.pacer != nil {
+		if c.pacer != nil && admitted == nil {
 			if err := c.pacer.wait(ctx, tenantOf(ctx), conv); err != nil {
 				return fmt.Errorf("%w: %s %s: waiting for the conversation's send rate: %w", ErrConnector, method, redactPath(target), err)
 			}
@@ -305,7 +337,10 @@ func (c *connector) do(ctx context.Context, conv, method, target string, body an
 			req.Header.Set("Authorization", "Bearer "+tok)
 		}
 		release := func() {}
-		if c.pacer != nil {
+		switch {
+		case admitted != nil:
+			release, admitted = admitted, nil
+		case c.pacer != nil:
 			// The send takes its place among the conversation's and the
 			// tenant's sends under way (pacer.inFlight), then its time
 			// is checked once more as the request leaves

@@ -66,7 +66,7 @@ type pacer struct {
 // the order they came; a send that leaves hands its place to the first.
 type underWay struct {
 	n       int
-	waiters []chan struct{}
+	waiters []*placeWaiter
 }
 
 // paceQueue holds the times handed out for one key, oldest first, as long
@@ -102,33 +102,45 @@ func (p *pacer) wait(ctx context.Context, tenant, conversation string) error {
 // turn takes the next place in key's queue and sleeps until its time.
 func (p *pacer) turn(ctx context.Context, key string, ws []window, kind string) error {
 	p.mu.Lock()
+	delay, err := p.reserve(ctx, key, ws, kind)
+	p.mu.Unlock()
+	if err != nil || delay <= 0 {
+		return err
+	}
+	err = p.sleep(ctx, delay)
+	p.mu.Lock()
+	p.waited()
+	p.mu.Unlock()
+	return err
+}
+
+// reserve takes, with p.mu held, the next place in key's queue and
+// returns how long until its time (counted as waiting, until waited, when
+// above zero), or refuses a place whose time would pass ctx's deadline or
+// patience, taking none.
+func (p *pacer) reserve(ctx context.Context, key string, ws []window, kind string) (time.Duration, error) {
 	now := p.now()
 	q := p.queue(key, ws, now)
 	at := q.next(now)
 	delay := at.Sub(now)
 	if dl, ok := ctx.Deadline(); ok && delay > 0 && dl.Before(at) {
-		p.mu.Unlock()
-		return context.DeadlineExceeded
+		return 0, context.DeadlineExceeded
 	}
 	if patience, ok := ctx.Value(patienceKey{}).(time.Duration); ok && delay > patience {
-		p.mu.Unlock()
-		return errPaceBusy
+		return 0, errPaceBusy
 	}
 	q.take(at)
-	if delay <= 0 {
-		p.mu.Unlock()
-		return nil
+	if delay > 0 {
+		p.waiting++
+		p.onWait(p.waiting, kind)
 	}
-	p.waiting++
-	p.onWait(p.waiting, kind)
-	p.mu.Unlock()
+	return delay, nil
+}
 
-	err := p.sleep(ctx, delay)
-	p.mu.Lock()
+// waited counts, with p.mu held, the end of a wait reserve began.
+func (p *pacer) waited() {
 	p.waiting--
 	p.onWait(p.waiting, "")
-	p.mu.Unlock()
-	return err
 }
 
 // sending holds a send, as its request leaves for the connector, until
@@ -143,29 +155,38 @@ func (p *pacer) turn(ctx context.Context, key string, ws []window, kind string) 
 func (p *pacer) sending(ctx context.Context, tenant, conversation string) error {
 	for {
 		p.mu.Lock()
-		now := p.now()
-		cq := p.queue("wc\x00"+conversation, p.conversation, now)
-		at := cq.next(now)
-		var tq *paceQueue
-		if tenant != "" {
-			tq = p.queue("wt\x00"+tenant, p.tenantLimits, now)
-			if t := tq.next(now); t.After(at) {
-				at = t
-			}
-		}
-		if !at.After(now) {
-			cq.take(now)
-			if tq != nil {
-				tq.take(now)
-			}
-			p.mu.Unlock()
+		wait := p.leaving(tenant, conversation)
+		p.mu.Unlock()
+		if wait <= 0 {
 			return nil
 		}
-		p.mu.Unlock()
-		if err := p.sleep(ctx, at.Sub(now)); err != nil {
+		if err := p.sleep(ctx, wait); err != nil {
 			return err
 		}
 	}
+}
+
+// leaving is sending's look, with p.mu held: it records the send as
+// leaving now and returns zero, or returns how long until it may.
+func (p *pacer) leaving(tenant, conversation string) time.Duration {
+	now := p.now()
+	cq := p.queue("wc\x00"+conversation, p.conversation, now)
+	at := cq.next(now)
+	var tq *paceQueue
+	if tenant != "" {
+		tq = p.queue("wt\x00"+tenant, p.tenantLimits, now)
+		if t := tq.next(now); t.After(at) {
+			at = t
+		}
+	}
+	if at.After(now) {
+		return at.Sub(now)
+	}
+	cq.take(now)
+	if tq != nil {
+		tq.take(now)
+	}
+	return 0
 }
 
 // inFlight takes the send's place among conversation's sends under way,
@@ -194,22 +215,20 @@ func (p *pacer) inFlight(ctx context.Context, tenant, conversation string) (rele
 	return func() { p.leave(tkey); p.leave(ckey) }, nil
 }
 
+// placeWaiter is a send waiting for a place under way; leave hands it
+// one by calling grant, with p.mu held.
+type placeWaiter struct{ grant func() }
+
 // enter takes one of key's max places under way, or waits in order for
 // one until ctx ends (with its cause: errPaceBusy past a patience).
 func (p *pacer) enter(ctx context.Context, key string, max int) error {
+	turn := make(chan struct{})
 	p.mu.Lock()
-	u := p.underWay[key]
-	if u == nil {
-		u = &underWay{}
-		p.underWay[key] = u
-	}
-	if u.n < max {
-		u.n++
+	w := &placeWaiter{grant: func() { close(turn) }}
+	if p.takePlace(key, max, w) {
 		p.mu.Unlock()
 		return nil
 	}
-	turn := make(chan struct{})
-	u.waiters = append(u.waiters, turn)
 	p.mu.Unlock()
 	select {
 	case <-turn:
@@ -217,8 +236,7 @@ func (p *pacer) enter(ctx context.Context, key string, max int) error {
 	case <-ctx.Done():
 	}
 	p.mu.Lock()
-	if i := slices.Index(u.waiters, turn); i >= 0 {
-		u.waiters = slices.Delete(u.waiters, i, i+1)
+	if p.dropWaiter(key, w) {
 		p.mu.Unlock()
 		return context.Cause(ctx)
 	}
@@ -228,20 +246,234 @@ func (p *pacer) enter(ctx context.Context, key string, max int) error {
 	return context.Cause(ctx)
 }
 
+// takePlace takes, with p.mu held, one of key's max places under way and
+// reports true, or queues w for the next one free and reports false.
+func (p *pacer) takePlace(key string, max int, w *placeWaiter) bool {
+	u := p.underWay[key]
+	if u == nil {
+		u = &underWay{}
+		p.underWay[key] = u
+	}
+	if u.n < max {
+		u.n++
+		return true
+	}
+	u.waiters = append(u.waiters, w)
+	return false
+}
+
+// dropWaiter takes w out of key's queue, with p.mu held, and reports
+// whether it was still there (not yet handed a place).
+func (p *pacer) dropWaiter(key string, w *placeWaiter) bool {
+	u := p.underWay[key]
+	if u == nil {
+		return false
+	}
+	i := slices.Index(u.waiters, w)
+	if i < 0 {
+		return false
+	}
+	u.waiters = slices.Delete(u.waiters, i, i+1)
+	return true
+}
+
 // leave gives one of key's places back: to the first send waiting, or
 // free.
 func (p *pacer) leave(key string) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	p.leaveLocked(key)
+}
+
+func (p *pacer) leaveLocked(key string) {
 	u := p.underWay[key]
 	if len(u.waiters) > 0 {
-		close(u.waiters[0])
+		w := u.waiters[0]
 		u.waiters = slices.Delete(u.waiters, 0, 1)
+		w.grant()
 		return
 	}
 	u.n--
 	if u.n == 0 {
 		delete(p.underWay, key)
+	}
+}
+
+// admit is wait, inFlight and sending in turn for a send that need not
+// hold a goroutine while it waits: thousands of streams' updates and
+// openings may wait at once for their conversations' and tenants' places,
+// and each goroutine held its stack. It waits on timers and in the queues
+// of places under way instead, and then calls then, in a goroutine of its
+// own, with the function that gives the places back once the send is
+// answered, or with the error that ended the wait (as the three would
+// return it). The rules are theirs (reserve, takePlace, leaving); only the
+// waiting differs.
+func (p *pacer) admit(ctx context.Context, tenant, conversation string, then func(release func(), err error)) {
+	a := &admission{p: p, ctx: ctx, tenant: tenant, conversation: conversation, then: then}
+	a.patience, a.patient = ctx.Value(patienceKey{}).(time.Duration)
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	a.stopWatch = context.AfterFunc(ctx, func() { a.end(context.Cause(ctx)) })
+	a.step()
+}
+
+// admission is a send admit holds while it waits. Its fields are p.mu's.
+type admission struct {
+	p                    *pacer
+	ctx                  context.Context
+	tenant, conversation string
+	then                 func(release func(), err error)
+	patience             time.Duration
+	patient              bool // patience is set
+	stage                int  // the next of: 0 the conversation's time, 1 the tenant's, 2 and 3 their places under way, 4 leaving
+	held                 []string
+	timer                *time.Timer // for a time
+	timing               bool        // timer waits for a time counted as waiting
+	impatience           *time.Timer // ends the wait for places under way past the patience
+	waiter               *placeWaiter
+	waiterKey            string
+	stopWatch            func() bool
+	ended                bool
+}
+
+// step goes on through the stages, with p.mu held, until one must wait.
+func (a *admission) step() {
+	p := a.p
+	for !a.ended {
+		switch a.stage {
+		case 0, 1:
+			key, ws, kind := "c\x00"+a.conversation, p.conversation, "conversation"
+			if a.stage == 1 {
+				if a.tenant == "" {
+					a.stage = 2
+					continue
+				}
+				key, ws, kind = "t\x00"+a.tenant, p.tenantLimits, "tenant"
+			}
+			a.stage++
+			delay, err := p.reserve(a.ctx, key, ws, kind)
+			if err != nil {
+				a.fail(err)
+				return
+			}
+			if delay > 0 {
+				a.timing = true
+				a.timer = time.AfterFunc(delay, a.resume)
+				return
+			}
+		case 2, 3:
+			key, max := "ic\x00"+a.conversation, conversationInFlight
+			if a.stage == 3 {
+				if a.tenant == "" {
+					a.stage = 4
+					continue
+				}
+				key, max = "it\x00"+a.tenant, tenantInFlight
+			}
+			if a.stage == 2 && a.patient {
+				// As inFlight: the places under way are waited for no
+				// longer than the patience.
+				a.impatience = time.AfterFunc(a.patience, a.outOfPatience)
+			}
+			a.stage++
+			w := &placeWaiter{}
+			w.grant = func() {
+				// leave, with p.mu held: the place is the send's now.
+				a.held = append(a.held, key)
+				a.waiter = nil
+				go a.resume()
+			}
+			if !p.takePlace(key, max, w) {
+				a.waiter, a.waiterKey = w, key
+				return
+			}
+			a.held = append(a.held, key)
+		case 4:
+			if a.impatience != nil {
+				a.impatience.Stop() // the places are taken
+				a.impatience = nil
+			}
+			if wait := p.leaving(a.tenant, a.conversation); wait > 0 {
+				a.timer = time.AfterFunc(wait, a.resume)
+				return
+			}
+			held := a.held
+			a.finish()
+			go a.then(func() {
+				p.mu.Lock()
+				defer p.mu.Unlock()
+				for _, key := range slices.Backward(held) {
+					p.leaveLocked(key)
+				}
+			}, nil)
+			return
+		}
+	}
+}
+
+// resume is a timer's or a handed place's: the admission goes on.
+func (a *admission) resume() {
+	a.p.mu.Lock()
+	defer a.p.mu.Unlock()
+	if a.ended {
+		return
+	}
+	if a.timing {
+		a.timing = false
+		a.p.waited()
+	}
+	a.step()
+}
+
+// end gives the admission up on err, ctx's end.
+func (a *admission) end(err error) {
+	a.p.mu.Lock()
+	defer a.p.mu.Unlock()
+	if !a.ended {
+		a.fail(err)
+	}
+}
+
+// outOfPatience gives the admission up with errPaceBusy if it still waits
+// for its places under way.
+func (a *admission) outOfPatience() {
+	a.p.mu.Lock()
+	defer a.p.mu.Unlock()
+	if !a.ended && a.stage <= 4 && a.impatience != nil {
+		a.fail(errPaceBusy)
+	}
+}
+
+// fail gives the admission up on err, with p.mu held, handing on the
+// places it held, and calls then with err.
+func (a *admission) fail(err error) {
+	if a.waiter != nil {
+		a.p.dropWaiter(a.waiterKey, a.waiter)
+		a.waiter = nil
+	}
+	for _, key := range slices.Backward(a.held) {
+		a.p.leaveLocked(key)
+	}
+	a.held = nil
+	a.finish()
+	go a.then(nil, err)
+}
+
+// finish ends the admission, with p.mu held: its timers and its watch of
+// ctx stop. The caller calls then.
+func (a *admission) finish() {
+	a.ended = true
+	for _, t := range []*time.Timer{a.timer, a.impatience} {
+		if t != nil {
+			t.Stop()
+		}
+	}
+	if a.timing {
+		a.timing = false
+		a.p.waited()
+	}
+	if a.stopWatch != nil {
+		a.stopWatch()
 	}
 }
 

@@ -2,14 +2,17 @@ package bot
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"runtime"
 	"slices"
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -242,5 +245,143 @@ func TestSendsHeldOnTheWayArriveWithinTeamsLimits(t *testing.T) {
 	}
 	if len(all) != 90 {
 		t.Errorf("%d sends arrived, want 90", len(all))
+	}
+}
+
+// admitAll admits n sends to conversation of tenant and returns, in the
+// order they were admitted, when each was, and the errors of those that
+// were not.
+func admitAll(ctx context.Context, p *pacer, n int, tenant, conversation string, hold time.Duration) ([]time.Time, []error) {
+	var mu sync.Mutex
+	var at []time.Time
+	var errs []error
+	var wg sync.WaitGroup
+	for range n {
+		wg.Add(1)
+		p.admit(ctx, tenant, conversation, func(release func(), err error) {
+			defer wg.Done()
+			mu.Lock()
+			if err != nil {
+				errs = append(errs, err)
+			} else {
+				at = append(at, time.Now())
+			}
+			mu.Unlock()
+			if release != nil {
+				time.Sleep(hold) // the request under way
+				release()
+			}
+		})
+	}
+	wg.Wait()
+	return at, errs
+}
+
+// Sends admitted without a goroutine each keep the same rules as sends
+// that wait in one: 60 sends into one conversation of a tenant, with
+// windows a tenth of Teams', are admitted under every window and one at a
+// time, and while they wait the process holds no goroutine for them.
+func TestPacerAdmitsWithoutGoroutines(t *testing.T) {
+	p := newPacer(time.Now, retry.Sleep, func(int, string) {})
+	scaled := func(ws []window) []window {
+		out := slices.Clone(ws)
+		for i := range out {
+			out[i].d /= 10
+		}
+		return out
+	}
+	p.conversation, p.tenantLimits = scaled(conversationWindows()), scaled(tenantWindows())
+
+	before := runtime.NumGoroutine()
+	var underWay, most atomic.Int32
+	var mu sync.Mutex
+	var at []time.Time
+	var wg sync.WaitGroup
+	for range 60 {
+		wg.Add(1)
+		p.admit(context.Background(), "tenant-1", "busy", func(release func(), err error) {
+			defer wg.Done()
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			n := underWay.Add(1)
+			if n > most.Load() {
+				most.Store(n)
+			}
+			mu.Lock()
+			at = append(at, time.Now())
+			mu.Unlock()
+			time.Sleep(5 * time.Millisecond)
+			underWay.Add(-1)
+			release()
+		})
+	}
+	// The first send goes at once; the other 59 wait, on timers and in
+	// the queue of places under way.
+	time.Sleep(20 * time.Millisecond)
+	if n := runtime.NumGoroutine() - before; n > 5 {
+		t.Errorf("%d goroutines more while 60 sends wait, want a handful at most", n)
+	}
+	wg.Wait()
+	slices.SortFunc(at, func(a, b time.Time) int { return a.Compare(b) })
+	limits := scaled(documentedLimits)
+	if w, over := overLimit(at, limits); over {
+		t.Errorf("60 admitted sends break the (scaled) limit of %d in %v", w.n, w.d)
+	}
+	if m := most.Load(); m != conversationInFlight {
+		t.Errorf("at most %d sends of the conversation under way at once, want %d", m, conversationInFlight)
+	}
+	if p.waiting != 0 || len(p.underWay) != 0 {
+		t.Errorf("after the sends: %d counted as waiting, %d keys with places under way; want none", p.waiting, len(p.underWay))
+	}
+}
+
+// An admission ends with its context, and with its patience for the
+// places under way, and hands on any place it held: the sends after it
+// still go.
+func TestPacerAdmissionsEndWithTheirContext(t *testing.T) {
+	p := newPacer(time.Now, retry.Sleep, func(int, string) {})
+	// One send holds the conversation's only place under way.
+	held := make(chan func(), 1)
+	p.admit(context.Background(), "tenant-1", "c", func(release func(), err error) {
+		if err != nil {
+			t.Error(err)
+		}
+		held <- release
+	})
+	release := <-held
+
+	// One waits with a context that is cancelled, one with a patience.
+	ctx, cancel := context.WithCancelCause(context.Background())
+	errs := make(chan error, 2)
+	p.admit(ctx, "tenant-1", "c", func(r func(), err error) {
+		if r != nil {
+			r()
+		}
+		errs <- err
+	})
+	p.admit(withPatience(context.Background(), 1200*time.Millisecond), "tenant-1", "c", func(r func(), err error) {
+		if r != nil {
+			r()
+		}
+		errs <- err
+	})
+	cause := errors.New("the turn ended")
+	cancel(cause)
+	if err := <-errs; !errors.Is(err, cause) {
+		t.Errorf("a cancelled admission ended with %v, want its context's cause", err)
+	}
+	if err := <-errs; !errors.Is(err, errPaceBusy) {
+		t.Errorf("an admission past its patience ended with %v, want errPaceBusy", err)
+	}
+	release()
+	// Nothing was left taken: the next send is admitted.
+	at, failed := admitAll(context.Background(), p, 1, "tenant-1", "c", 0)
+	if len(at) != 1 || len(failed) != 0 {
+		t.Errorf("the send after them: admitted %d, failed %v", len(at), failed)
+	}
+	if p.waiting != 0 || len(p.underWay) != 0 {
+		t.Errorf("%d counted as waiting, %d keys with places under way; want none", p.waiting, len(p.underWay))
 	}
 }

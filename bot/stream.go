@@ -147,8 +147,9 @@ func (p *progress) now() string {
 
 // stream is one open streaming message. It has no goroutine of its own
 // while it waits: a change of the run's progress, or one of its timers,
-// looks at what to send (look), and an update goes out in a goroutine
-// that lives as long as its send. Thousands of slow runs at once hold
+// looks at what to send (look), and an update waits for its place under
+// the rate limits in the pacer's queues, and goes out in a goroutine that
+// lives as long as its request. Thousands of slow runs at once hold
 // thousands of streams, and each goroutine held its stack.
 type stream struct {
 	b       *Bot
@@ -176,27 +177,31 @@ type stream struct {
 	sends              sync.WaitGroup
 }
 
-// startStream opens a stream in a's personal chat with the run's current
-// progress as its first informative update, and keeps it up to date until
-// stop. It returns nil when Teams would not open one (the answer then
-// takes the ordinary path).
-func (b *Bot) startStream(ctx context.Context, a *schema.Activity, p *progress) *stream {
+// openStream opens a stream in a's personal chat with the run's current
+// progress as its first informative update, keeps it up to date until
+// stop, and calls then, in a goroutine of its own, with it once Teams has
+// answered, or with nil when Teams would not open one (the answer then
+// takes the ordinary path). The first update waits for its place under
+// the rate limits without a goroutine (SendLater), as the later ones do.
+func (b *Bot) openStream(ctx context.Context, a *schema.Activity, p *progress, then func(*stream)) {
 	s := &stream{b: b, a: a, p: p, ctx: ctx, seq: 1, started: time.Now()}
 	last, answering := p.shown()
-	id, err := b.conn.Send(ctx, a.ServiceURL, a.Conversation.ID, "", s.update(last, answering))
-	if err != nil || id == "" {
-		b.logger.Warn("streaming message not started; using the working card", "conversation", a.Conversation.ID, "err", err)
-		return nil
-	}
-	s.mu.Lock()
-	s.id, s.last, s.sent = id, last, time.Now()
-	s.limit = time.AfterFunc(b.streamMax, s.expire)
-	s.quiet = time.AfterFunc(b.streamQuiet, s.quieted)
-	s.stopWatch = context.AfterFunc(ctx, s.halt)
-	s.mu.Unlock()
-	p.watch(s.changed)
-	s.changed() // what changed while the stream opened
-	return s
+	b.conn.SendLater(ctx, a.ServiceURL, a.Conversation.ID, s.update(last, answering), func(id string, err error) {
+		if err != nil || id == "" {
+			b.logger.Warn("streaming message not started; using the working card", "conversation", a.Conversation.ID, "err", err)
+			then(nil)
+			return
+		}
+		s.mu.Lock()
+		s.id, s.last, s.sent = id, last, time.Now()
+		s.limit = time.AfterFunc(b.streamMax, s.expire)
+		s.quiet = time.AfterFunc(b.streamQuiet, s.quieted)
+		s.stopWatch = context.AfterFunc(ctx, s.halt)
+		s.mu.Unlock()
+		p.watch(s.changed)
+		s.changed() // what changed while the stream opened
+		then(s)
+	})
 }
 
 // update is the next update carrying text: informative while the run
@@ -261,8 +266,7 @@ func (s *stream) look() {
 		out := s.b.outgoing(s.a, schema.Message)
 		out.Text = cards.StreamTakingAWhile
 		out.Entities = []any{streamEntity{Type: "streaminfo", StreamID: s.id, StreamType: "final"}}
-		s.sending = true
-		s.sends.Go(func() { s.send(s.ctx, out, "", true) })
+		s.post(s.ctx, out, "", true)
 		return
 	}
 	text, answering := s.p.shown()
@@ -291,15 +295,23 @@ func (s *stream) look() {
 	}
 	s.again = false
 	s.seq++
-	out := s.update(text, answering)
-	s.sending = true
-	s.sends.Go(func() { s.send(ctx, out, text, false) })
+	s.post(ctx, s.update(text, answering), text, false)
 }
 
-// send sends out, an update showing text or the closing message, and
-// looks again once it is done.
-func (s *stream) send(ctx context.Context, out *outActivity, text string, closing bool) {
-	_, err := s.b.conn.Send(ctx, s.a.ServiceURL, s.a.Conversation.ID, "", out)
+// post sends out, an update showing text or the closing message, with
+// s.mu held; done looks again once it is sent. It waits for its place
+// under the rate limits without a goroutine (SendLater).
+func (s *stream) post(ctx context.Context, out *outActivity, text string, closing bool) {
+	s.sending = true
+	s.sends.Add(1)
+	s.b.conn.SendLater(ctx, s.a.ServiceURL, s.a.Conversation.ID, out, func(_ string, err error) {
+		defer s.sends.Done()
+		s.done(err, text, closing)
+	})
+}
+
+// done is the end of a send post began.
+func (s *stream) done(err error, text string, closing bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.sending = false

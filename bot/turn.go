@@ -6,6 +6,7 @@ import (
 	"sync"
 	"teamsbot/agent"
 	"teamsbot/cards"
+	"teamsbot/internal/offstack"
 	"time"
 
 	"github.com/infracloudio/msbotbuilder-go/core/activity"
@@ -62,24 +63,32 @@ func (b *Bot) onMessage(reqCtx context.Context, t *activity.TurnContext) (schema
 		defer b.pending.Add(-1)
 		tctx, span := b.startTurn(reqCtx, &a, p)
 		defer span.End()
-		ctx, cancel := context.WithTimeout(tctx, sendTimeout)
-		r := b.gate(ctx, &a, p)
-		if r != nil {
-			endTurn(tctx, "refused", "")
-			b.refuseMessage(ctx, &a, p, r)
-			cancel()
-			return
+		var run bool
+		offstack.Run(func() { run = b.screen(tctx, &a, p) })
+		if run {
+			b.runTurn(tctx, &a, p)
 		}
-		b.refreshReference(ctx, &a)
-		if b.command(ctx, &a, p) {
-			endTurn(tctx, "command", "")
-			cancel()
-			return
-		}
-		cancel()
-		b.runTurn(tctx, &a, p)
 	}()
 	return schema.Activity{}, nil
+}
+
+// screen decides whether a message is run: it passes the gate, and is not
+// a command (which it answers). The turn's goroutine runs it off its own
+// stack (offstack), which stays small while the run waits for its model.
+func (b *Bot) screen(tctx context.Context, a *schema.Activity, p agent.Person) bool {
+	ctx, cancel := context.WithTimeout(tctx, sendTimeout)
+	defer cancel()
+	if r := b.gate(ctx, a, p); r != nil {
+		endTurn(tctx, "refused", "")
+		b.refuseMessage(ctx, a, p, r)
+		return false
+	}
+	b.refreshReference(ctx, a)
+	if b.command(ctx, a, p) {
+		endTurn(tctx, "command", "")
+		return false
+	}
+	return true
 }
 
 // firstArrival reports whether the activity key arrives for the first time
@@ -134,8 +143,11 @@ func (b *Bot) forgetArrival(key string) {
 // taken TypingAfter, and only then.
 type typingIndicator struct {
 	timer *time.Timer
-	sent  chan struct{} // closed once the indicator is out or will never be
-	once  sync.Once
+	mu    sync.Mutex
+	// over is set once the indicator is out or will never be; after are
+	// called then.
+	over  bool
+	after []func()
 }
 
 // typingPatience is how long a typing indicator may wait for its place
@@ -147,126 +159,216 @@ type typingIndicator struct {
 // second).
 const typingPatience = time.Second
 
-// startTyping arms the turn's typing indicator.
+// startTyping arms the turn's typing indicator. It waits for its place
+// under the rate limits without a goroutine (SendLater).
 func (b *Bot) startTyping(ctx context.Context, a *schema.Activity) *typingIndicator {
-	t := &typingIndicator{sent: make(chan struct{})}
+	t := &typingIndicator{}
 	t.timer = time.AfterFunc(b.opts.TypingAfter, func() {
-		defer t.once.Do(func() { close(t.sent) })
 		sendCtx, cancel := context.WithTimeout(ctx, typingPatience)
-		defer cancel()
-		_, err := b.conn.Send(sendCtx, a.ServiceURL, a.Conversation.ID, "", b.outgoing(a, schema.Typing))
-		switch {
-		case err == nil:
-		case ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded):
-			b.logger.Debug("typing indicator not sent: the conversation's or the tenant's sends are queued past its patience", "conversation", a.Conversation.ID)
-		default:
-			b.logger.Warn("typing indicator not sent", "conversation", a.Conversation.ID, "err", err)
-		}
+		b.conn.SendLater(sendCtx, a.ServiceURL, a.Conversation.ID, b.outgoing(a, schema.Typing), func(_ string, err error) {
+			cancel()
+			switch {
+			case err == nil:
+			case ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded):
+				b.logger.Debug("typing indicator not sent: the conversation's or the tenant's sends are queued past its patience", "conversation", a.Conversation.ID)
+			default:
+				b.logger.Warn("typing indicator not sent", "conversation", a.Conversation.ID, "err", err)
+			}
+			t.end()
+		})
 	})
 	return t
 }
 
-// settle cancels the indicator if it has not gone out yet, or waits until
-// it is out, so that whatever the turn sends next comes after it. Any
-// goroutine may call it, any number of times.
-func (t *typingIndicator) settle() {
-	if t.timer.Stop() {
-		t.once.Do(func() { close(t.sent) })
+// end marks the indicator out, or never to be, and calls what waited
+// for it.
+func (t *typingIndicator) end() {
+	t.mu.Lock()
+	if t.over {
+		t.mu.Unlock()
+		return
 	}
-	<-t.sent
+	t.over = true
+	after := t.after
+	t.after = nil
+	t.mu.Unlock()
+	for _, f := range after {
+		f()
+	}
+}
+
+// then cancels the indicator if it has not gone out yet, and calls f once
+// it is out or never will be: at once, or when it is sent. Any goroutine
+// may call it, any number of times.
+func (t *typingIndicator) then(f func()) {
+	if t.timer.Stop() {
+		t.end()
+	}
+	t.mu.Lock()
+	if !t.over {
+		t.after = append(t.after, f)
+		t.mu.Unlock()
+		return
+	}
+	t.mu.Unlock()
+	f()
+}
+
+// settle is then, waiting: whatever the turn sends next comes after the
+// indicator.
+func (t *typingIndicator) settle() {
+	done := make(chan struct{})
+	t.then(func() { close(done) })
+	<-done
 }
 
 // runTurn sends a typing indicator, runs the agent, and sends the answer:
 // directly when the run is quick, or as an update of a "working on it"
 // card posted once the run has taken WorkingAfter. It runs under tctx,
 // which carries the turn's span and lives as long as the bot.
+//
+// A turn may wait minutes for its run with runTurn's frame on its stack,
+// and thousands wait at once: what comes before the run and after it is
+// done by callees (openTurn off the goroutine's stack, closeTurn), so
+// that the frame, and the stack, stay small.
 func (b *Bot) runTurn(tctx context.Context, a *schema.Activity, p agent.Person) {
-	start := b.now()
 	// A turn may wait for the person to connect a server, and to answer
 	// what a server asks, on top of its own time.
 	ctx, cancel := context.WithTimeout(withTenant(tctx, p.TenantID), b.opts.TurnTimeout+b.opts.ConnectWait+b.opts.ElicitWait)
 	defer cancel()
+	var t *turnRun
+	offstack.Run(func() { t = b.openTurn(ctx, a, p) })
+	if t == nil {
+		return
+	}
+	runErr := b.opts.Agent.RunRequest(ctx, &t.req, &t.ans)
+	b.closeTurn(ctx, t, runErr)
+}
 
+// turnRun is a turn whose run is under way: what it shows while the run
+// works, and what the run was asked.
+type turnRun struct {
+	a      *schema.Activity
+	p      agent.Person
+	start  time.Time
+	typing *typingIndicator
+	req    agent.Request
+	// timer opens the stream or posts the working card; workingDone is
+	// closed once it has, and only then are workingID and st read.
+	timer       *time.Timer
+	workingDone chan struct{}
+	workingID   string
+	st          *stream
+	// ans is the run's answer.
+	ans agent.Answer
+}
+
+// openTurn starts a turn's run: the typing indicator, a slot among the
+// runs, and the timer of the stream or the working card. It returns nil
+// when the turn cannot go on (it has said why).
+func (b *Bot) openTurn(ctx context.Context, a *schema.Activity, p agent.Person) *turnRun {
+	t := &turnRun{a: a, p: p, start: b.now(), workingDone: make(chan struct{})}
 	// Without a token or a usable serviceUrl nothing can reach the
 	// person: fail now rather than run the agent for nobody.
 	if err := b.conn.ready(ctx, a.ServiceURL); err != nil {
 		b.metrics.turns.WithLabelValues("failed").Inc()
 		endTurn(ctx, "failed", "")
 		b.logger.ErrorContext(ctx, "turn failed: cannot send to the conversation", "tenant", p.TenantID, "conversation", a.Conversation.ID, "activity", a.ID, "err", err)
-		return
+		return nil
 	}
 
 	// The typing indicator goes out once the run has taken TypingAfter;
 	// the answer waits for it so the two never arrive out of order.
-	typing := b.startTyping(ctx, a)
+	t.typing = b.startTyping(ctx, a)
 
 	select {
 	case b.sem <- struct{}{}:
 	case <-ctx.Done():
-		typing.settle()
+		t.typing.settle()
 		b.metrics.turns.WithLabelValues("failed").Inc()
 		endTurn(ctx, "failed", "")
 		b.logger.ErrorContext(ctx, "turn abandoned while waiting for a slot", "conversation", a.Conversation.ID, "activity", a.ID, "err", ctx.Err())
-		return
+		return nil
 	}
 	// Once the run has taken WorkingAfter, a timer opens a streaming
 	// message in a personal chat (Teams streams only there), or posts the
-	// working card; the run itself stays in this goroutine.
-	var workingID string
-	var st *stream
+	// working card; the run itself stays in the turn's goroutine.
 	prog := newProgress(a.Text)
-	workingDone := make(chan struct{})
-	timer := time.AfterFunc(b.opts.WorkingAfter, func() {
-		defer close(workingDone)
-		typing.settle()
-		if a.Conversation.ConversationType == "personal" {
-			if st = b.startStream(ctx, a, prog); st != nil {
+	t.timer = time.AfterFunc(b.opts.WorkingAfter, func() {
+		// Neither waits in a goroutine of its own for the typing
+		// indicator, nor for the stream's place under the rate limits:
+		// thousands of turns may wait at once.
+		t.typing.then(func() {
+			if a.Conversation.ConversationType == "personal" {
+				b.openStream(ctx, a, prog, func(st *stream) {
+					if st == nil {
+						b.postWorking(ctx, t)
+						return
+					}
+					t.st = st
+					close(t.workingDone)
+				})
 				return
 			}
-		}
-		w := withCard(b.outgoing(a, schema.Message), cards.Working(a.Text))
-		id, err := b.conn.Send(ctx, a.ServiceURL, a.Conversation.ID, a.ID, w)
-		if err != nil {
-			b.logger.WarnContext(ctx, "working card not sent", "conversation", a.Conversation.ID, "err", err)
-		}
-		workingID = id
+			go b.postWorking(ctx, t)
+		})
 	})
 	personal := a.Conversation.ConversationType == "personal"
-	req := agent.Request{Person: p, AgentID: b.opts.AgentID, Text: a.Text, Progress: prog.step,
+	t.req = agent.Request{Person: p, AgentID: b.opts.AgentID, Text: a.Text, Progress: prog.step,
 		Connect:      &connectPrompter{b: b, a: a, p: p, o: b.personalOptions(a)},
 		Elicit:       &elicitAsker{b: b, a: a, p: p, o: b.personalOptions(a), prog: prog},
 		Conversation: a.Conversation.ID, Shared: !personal}
 	if personal {
 		// The answer's words open the stream at once, rather than after
 		// WorkingAfter: the person reads them as they come.
-		req.Stream = prog.delta
+		t.req.Stream = prog.delta
 		prog.first = func() {
 			// Only a timer that has not fired yet: firing one again would
 			// open a second stream.
-			if timer.Stop() {
-				timer.Reset(max(0, min(b.opts.StreamAfter, b.opts.WorkingAfter)-b.now().Sub(start)))
+			if t.timer.Stop() {
+				t.timer.Reset(max(0, min(b.opts.StreamAfter, b.opts.WorkingAfter)-b.now().Sub(t.start)))
 			}
 		}
 	}
-	ans, runErr := b.opts.Agent.Run(ctx, req)
-	<-b.sem
-	if !timer.Stop() {
-		<-workingDone // workingID and st are read only after this
+	return t
+}
+
+// postWorking posts the working card of a turn whose run takes a while.
+func (b *Bot) postWorking(ctx context.Context, t *turnRun) {
+	defer close(t.workingDone)
+	a := t.a
+	w := withCard(b.outgoing(a, schema.Message), cards.Working(a.Text))
+	id, err := b.conn.Send(ctx, a.ServiceURL, a.Conversation.ID, a.ID, w)
+	if err != nil {
+		b.logger.WarnContext(ctx, "working card not sent", "conversation", a.Conversation.ID, "err", err)
 	}
+	t.workingID = id
+}
+
+// closeTurn sends the answer of a turn's run, and records the turn.
+//
+//go:noinline
+func (b *Bot) closeTurn(ctx context.Context, t *turnRun, runErr error) {
+	a, p, ans := t.a, t.p, t.ans
+	<-b.sem
+	if !t.timer.Stop() {
+		<-t.workingDone // workingID and st are read only after this
+	}
+	st := t.st
 	if st != nil && !st.stop() {
 		st = nil // it closed itself: the answer is an ordinary message
 	}
 	r := b.chooseAnswer(ctx, a, p, ans, runErr)
 	outcome := r.outcome
 
-	typing.settle()
-	sent, err := b.deliver(ctx, a, workingID, st, r, ans.RunID)
+	t.typing.settle()
+	sent, err := b.deliver(ctx, a, t.workingID, st, r, ans.RunID)
 	if err != nil {
 		outcome = "failed"
 		b.logger.ErrorContext(ctx, "answer not delivered", "tenant", p.TenantID, "conversation", a.Conversation.ID, "activity", a.ID, "run", ans.RunID, "err", err)
 	}
 	b.metrics.turns.WithLabelValues(outcome).Inc()
-	b.metrics.turnDuration.Observe(b.now().Sub(start).Seconds())
+	b.metrics.turnDuration.Observe(b.now().Sub(t.start).Seconds())
 	endTurn(ctx, outcome, ans.RunID)
 	// After the turn's duration is taken: the person has the answer, and
 	// the store may hold this write back to share a commit.

@@ -17,7 +17,7 @@ import (
 // "data: [DONE]", as "Create chat completion" with stream: true describes
 // them) one piece every pace; cut, when set, breaks the connection after
 // that many pieces instead of finishing.
-func pacedModel(t *testing.T, pieces []string, pace time.Duration, cut int) *agent.ModelConfig {
+func pacedModel(t testing.TB, pieces []string, pace time.Duration, cut int) *agent.ModelConfig {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		var req struct {
 			Stream bool `json:"stream"`
