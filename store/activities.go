@@ -47,15 +47,43 @@ func (s *Store) Seen(ctx context.Context, key string) (bool, error) {
 // is committed at once: a replica answering a retry of this activity reads
 // what is committed now.
 func (s *Store) RecordArrival(ctx context.Context, key string, window time.Duration) error {
-	if err := ctx.Err(); err != nil {
-		return err
+	put, err := s.arrival(ctx, key, window)
+	if err == nil {
+		err = s.write(ctx, true, put)
 	}
-	if err := checkID("activity", key); err != nil {
-		return err
-	}
-	until := s.now().Add(window)
-	if err := s.write(ctx, true, func(w writer) error { return w.putArrival(key, until) }); err != nil {
+	if err != nil {
 		return fmt.Errorf("store: record activity %.64q: %w", key, err)
 	}
 	return nil
+}
+
+// RecordArrivalLater is RecordArrival for a caller that does not wait
+// for it: thousands of messages arriving at once each had a goroutine
+// waiting for its commit. then is called once with what RecordArrival
+// would return, from whichever goroutine committed the write; it must be
+// quick and must not use the store.
+func (s *Store) RecordArrivalLater(ctx context.Context, key string, window time.Duration, then func(error)) {
+	put, err := s.arrival(ctx, key, window)
+	if err != nil {
+		then(fmt.Errorf("store: record activity %.64q: %w", key, err))
+		return
+	}
+	s.writeLater(ctx, put, func(err error) {
+		if err != nil {
+			err = fmt.Errorf("store: record activity %.64q: %w", key, err)
+		}
+		then(err)
+	})
+}
+
+// arrival checks an arrival to record and returns its write.
+func (s *Store) arrival(ctx context.Context, key string, window time.Duration) (func(w writer) error, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	if err := checkID("activity", key); err != nil {
+		return nil, err
+	}
+	until := s.now().Add(window)
+	return func(w writer) error { return w.putArrival(key, until) }, nil
 }

@@ -3,6 +3,7 @@ package store_test
 import (
 	"context"
 	"errors"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -67,6 +68,54 @@ func testArrivalsSurviveRestartAndWindow(t *testing.T, bk backend) {
 		}
 		if err := s.RecordArrival(ctx, bad, window); !errors.Is(err, store.ErrInvalid) {
 			t.Errorf("RecordArrival(%d bytes) = %v, want ErrInvalid", len(bad), err)
+		}
+	}
+}
+
+// Arrivals recorded without waiting are each answered once, are seen once
+// answered, and are all kept by Close, which commits what was handed in
+// before it; a bad key is refused in the answer, and a closed store
+// answers ErrClosed.
+func testArrivalsRecordedLater(t *testing.T, bk backend) {
+	clk := newClock()
+	s, path := openTemp(t, bk, clk)
+	ctx := context.Background()
+	const n = 200
+	answers := make(chan error, n+2)
+	for i := range n {
+		s.RecordArrivalLater(ctx, "conv-later\x00act-"+strconv.Itoa(i), time.Hour, func(err error) { answers <- err })
+	}
+	s.RecordArrivalLater(ctx, "", time.Hour, func(err error) { answers <- err })
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	var ok, invalid int
+	for range n + 1 {
+		switch err := <-answers; {
+		case err == nil:
+			ok++
+		case errors.Is(err, store.ErrInvalid):
+			invalid++
+		default:
+			t.Errorf("an arrival recorded later was answered %v", err)
+		}
+	}
+	if ok != n || invalid != 1 {
+		t.Errorf("%d arrivals recorded and %d refused, want %d and the empty key's", ok, invalid, n)
+	}
+	s.RecordArrivalLater(ctx, "conv-later\x00after", time.Hour, func(err error) { answers <- err })
+	if err := <-answers; !errors.Is(err, store.ErrClosed) {
+		t.Errorf("recorded after Close: %v, want ErrClosed", err)
+	}
+	select {
+	case err := <-answers:
+		t.Errorf("an arrival was answered twice (%v)", err)
+	default:
+	}
+	s = openAt(t, bk, path, clk)
+	for _, i := range []int{0, n / 2, n - 1} {
+		if seen, err := s.Seen(ctx, "conv-later\x00act-"+strconv.Itoa(i)); err != nil || !seen {
+			t.Errorf("arrival %d not seen after a restart (%v)", i, err)
 		}
 	}
 }

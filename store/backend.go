@@ -26,6 +26,11 @@ type backend interface {
 	// resets. A lazy write is one nobody waits on to carry on: bbolt may
 	// hold it back for another write to share its commit.
 	write(ctx context.Context, lazy bool, fn func(w writer) error) error
+	// writeLater is a lazy write nobody waits for: it returns at once,
+	// and then is called once with what write would return, from
+	// whichever goroutine committed it (bbolt's writer), so it must be
+	// quick and must not use the store.
+	writeLater(ctx context.Context, fn func(w writer) error, then func(error))
 	// sweep deletes what p says has outlived its time, in bounded
 	// batches, each a transaction of its own.
 	sweep(ctx context.Context, p sweepPlan) (SweepStats, error)

@@ -27,7 +27,18 @@ type writeReq struct {
 	ctx   context.Context
 	apply func(tx *bbolt.Tx) error
 	done  chan error
-	lazy  bool
+	// then, when set, hears the outcome instead of done (writeLater).
+	then func(error)
+	lazy bool
+}
+
+// answer gives the write's outcome to whoever waits for it.
+func (r *writeReq) answer(err error) {
+	if r.then != nil {
+		r.then(err)
+		return
+	}
+	r.done <- err
 }
 
 // errItemFailed aborts a group transaction when one of its writes fails, so
@@ -51,10 +62,26 @@ func (s *boltStore) write(ctx context.Context, lazy bool, fn func(w writer) erro
 }
 
 func (s *boltStore) enqueue(ctx context.Context, r *writeReq) error {
+	r.done = make(chan error, 1)
+	if err := s.add(ctx, r); err != nil {
+		return err
+	}
+	return <-r.done
+}
+
+// writeLater is write, lazy, without waiting: the writer calls then.
+func (s *boltStore) writeLater(ctx context.Context, fn func(w writer) error, then func(error)) {
+	r := &writeReq{ctx: ctx, lazy: true, then: then, apply: func(tx *bbolt.Tx) error { return fn(boltTx{tx}) }}
+	if err := s.add(ctx, r); err != nil {
+		then(err)
+	}
+}
+
+// add hands r to the writer goroutine.
+func (s *boltStore) add(ctx context.Context, r *writeReq) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	r.done = make(chan error, 1)
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
@@ -66,7 +93,7 @@ func (s *boltStore) enqueue(ctx context.Context, r *writeReq) error {
 	}
 	s.mu.Unlock()
 	s.signal()
-	return <-r.done
+	return nil
 }
 
 // signal wakes the writer without blocking; one buffered token is enough
@@ -123,7 +150,7 @@ func (s *boltStore) commit(group []*writeReq) {
 	live := make([]*writeReq, 0, len(group))
 	for _, r := range group {
 		if err := r.ctx.Err(); err != nil {
-			r.done <- err
+			r.answer(err)
 			continue
 		}
 		live = append(live, r)
@@ -143,7 +170,7 @@ func (s *boltStore) commit(group []*writeReq) {
 		if failed >= 0 && errors.Is(err, errItemFailed) {
 			// The transaction was rolled back: answer the write that
 			// failed and commit the others without it.
-			live[failed].done <- failErr
+			live[failed].answer(failErr)
 			live = append(live[:failed], live[failed+1:]...)
 			continue
 		}
@@ -153,7 +180,7 @@ func (s *boltStore) commit(group []*writeReq) {
 			s.commitCount.Add(1)
 		}
 		for _, r := range live {
-			r.done <- err
+			r.answer(err)
 		}
 		return
 	}

@@ -76,6 +76,7 @@ func contract() []struct {
 		{"ExportAudit", testExportAudit},
 		{"Deliveries", testDeliveries},
 		{"ArrivalsSurviveRestartAndWindow", testArrivalsSurviveRestartAndWindow},
+		{"ArrivalsRecordedLater", testArrivalsRecordedLater},
 		{"RetentionDeletesExactlyWhatIsPastIt", testRetentionDeletesExactlyWhatIsPastIt},
 		{"RetentionDefaultsAndForever", testRetentionDefaultsAndForever},
 		{"APIKeys", testAPIKeys},

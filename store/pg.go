@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"runtime"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -47,6 +48,12 @@ type pgStore struct {
 
 	closed      atomic.Bool
 	commitCount atomic.Uint64
+
+	// later are the writes handed in by writeLater and not yet done,
+	// which close waits for; closing refuses new ones.
+	laterMu sync.Mutex
+	later   sync.WaitGroup
+	closing bool
 }
 
 // openPostgres connects to the database at url and migrates it.
@@ -142,6 +149,12 @@ func (s *pgStore) loadCursorKey(ctx context.Context) ([]byte, error) {
 
 // close closes the pool; a write under way is waited for.
 func (s *pgStore) close() error {
+	// The writes handed in without waiting are committed first, as
+	// bbolt's writer commits what is pending before it stops.
+	s.laterMu.Lock()
+	s.closing = true
+	s.laterMu.Unlock()
+	s.later.Wait()
 	if !s.closed.CompareAndSwap(false, true) {
 		return ErrClosed
 	}
@@ -220,6 +233,23 @@ func (s *pgStore) read(ctx context.Context, fn func(r reader) error) error {
 // landed. Once begun, the write runs under pgWriteTimeout rather than ctx
 // (see there). The lazy hint is for bbolt: here every write commits at
 // once, so that the other replicas see it.
+// writeLater commits in a goroutine of its own: each PostgreSQL write is
+// a statement on a connection of the pool, waited for by its goroutine.
+func (s *pgStore) writeLater(ctx context.Context, fn func(w writer) error, then func(error)) {
+	s.laterMu.Lock()
+	if s.closing {
+		s.laterMu.Unlock()
+		then(ErrClosed)
+		return
+	}
+	s.later.Add(1)
+	s.laterMu.Unlock()
+	go func() {
+		defer s.later.Done()
+		then(s.write(ctx, true, fn))
+	}()
+}
+
 func (s *pgStore) write(ctx context.Context, _ bool, fn func(w writer) error) error {
 	if err := s.ready(ctx); err != nil {
 		return err

@@ -218,6 +218,17 @@ func (s *Store) write(ctx context.Context, lazy bool, fn func(w writer) error) e
 	return err
 }
 
+// writeLater is write, lazy, for a caller that does not wait: then is
+// called with its outcome, quickly, from whichever goroutine committed it.
+func (s *Store) writeLater(ctx context.Context, fn func(w writer) error, then func(error)) {
+	s.be.writeLater(ctx, fn, func(err error) {
+		if err == nil {
+			s.writes.Add(1)
+		}
+		then(err)
+	})
+}
+
 // Close waits for the writes already handed in to commit, then closes the
 // file (or the database's connections). Later calls return ErrClosed.
 func (s *Store) Close() error {
