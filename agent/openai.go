@@ -368,18 +368,13 @@ type streamedCall struct {
 // then data: [DONE]), in a buffer that grows only as an event needs and
 // into the few fields the service uses.
 func (m *OpenAIModel) stream(ctx context.Context, x *exchange, c *modelCall, hear func(string)) (Message, error) {
-	// The request is built, encoded and sent, and its answer's headers
-	// awaited, in a goroutine that ends then: the run's goroutine, which
-	// reads the answer for as long as it streams, keeps the small stack
-	// it had, and the parameters are not kept while it reads.
-	opened := make(chan struct{})
+	// The request is encoded and sent, and its answer's headers awaited,
+	// off the run's goroutine's stack: it reads the answer for as long as
+	// it streams, and keeps the small stack it had. The parameters are
+	// not kept while it reads.
 	var raw *http.Response
 	var err error
-	go func() {
-		defer close(opened)
-		raw, err = m.open(ctx, c)
-	}()
-	<-opened
+	offstack.Run(func() { raw, err = m.open(ctx, c) })
 	c.params = nil
 	if err != nil {
 		return Message{}, m.failure(ctx, x, err)
@@ -399,7 +394,10 @@ func (m *OpenAIModel) stream(ctx context.Context, x *exchange, c *modelCall, hea
 			}
 			return Message{}, m.failure(ctx, x, err)
 		}
-		if err := a.absorb(ctx, data); err != nil {
+		// Decoding a chunk and hearing its words go deeper than the
+		// wait for the next one: off the goroutine's stack.
+		offstack.Run(func() { err = a.absorb(ctx, data) })
+		if err != nil {
 			return Message{}, m.failure(ctx, x, err)
 		}
 	}

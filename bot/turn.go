@@ -122,10 +122,14 @@ func (b *Bot) recordArrival(key string) {
 	if key == "" || b.opts.Store == nil {
 		return
 	}
-	b.records.Go(func() {
-		ctx, cancel := context.WithTimeout(context.WithoutCancel(b.ctx), sendTimeout)
-		defer cancel()
-		if err := b.opts.Store.RecordArrival(ctx, key, dedupTTL); err != nil {
+	// No goroutine waits for the commit: thousands of messages arriving
+	// at once each held one.
+	b.records.Add(1)
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(b.ctx), sendTimeout)
+	b.opts.Store.RecordArrivalLater(ctx, key, dedupTTL, func(err error) {
+		defer b.records.Done()
+		cancel()
+		if err != nil {
 			b.logger.Warn("activity arrival not recorded; a retry of it after a restart may run again", "err", err)
 		}
 	})
