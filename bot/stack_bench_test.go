@@ -32,7 +32,9 @@ func BenchmarkWaitingTurnStack(b *testing.B) {
 	var used int
 	for b.Loop() {
 		cmd := exec.Command(os.Args[0], "-test.run=^$", "-test.bench=^BenchmarkWaitingTurnStack$", "-test.benchtime=1x")
-		cmd.Env = append(os.Environ(), "TEAMSBOT_WAITING_TURN=1", "GOTRACEBACK=system")
+		// The child's files go in a folder of the parent's, removed after
+		// it: the child quits without cleaning up.
+		cmd.Env = append(os.Environ(), "TEAMSBOT_WAITING_TURN=1", "GOTRACEBACK=system", "TMPDIR="+b.TempDir())
 		out, _ := cmd.CombinedOutput() // it ends on SIGQUIT
 		if used = waitingStack(out, "(*eventReader).line"); used == 0 {
 			b.Fatalf("no traceback of a turn waiting for its model's words:\n%s", tail(out, 4000))

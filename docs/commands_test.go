@@ -190,6 +190,9 @@ var elsewhere = map[string]struct{ why, instead string }{
 	"go test ./bot -run '^$' -bench SlowStreams -benchtime=100x": {
 		"10,000 turns of 10 seconds each, minutes and most of the machine's memory",
 		"./test.sh runs the same benchmark with 100 turns (BENCHTIME=1x bench/run.sh)"},
+	"go test ./bot -run '^$' -bench WaitingTurnStack -benchtime=3x": {
+		"a benchmark: three child processes, each quitting with its traceback",
+		"./test.sh runs the same benchmark once (BENCHTIME=1x bench/run.sh)"},
 	"go test ./agent -run '^$' -bench MemoryCost -benchtime=2000x": {
 		"2,000 pairs of runs, minutes on two cores",
 		"./test.sh runs the same benchmark once (BENCHTIME=1x bench/run.sh)"},
