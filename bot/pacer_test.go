@@ -319,8 +319,10 @@ func TestPacerAdmitsWithoutGoroutines(t *testing.T) {
 	}
 	// The first send goes at once; the other 59 wait, on timers and in
 	// the queue of places under way.
+	// (A goroutine each would be 59 more; other tests' timers may add a
+	// few.)
 	time.Sleep(20 * time.Millisecond)
-	if n := runtime.NumGoroutine() - before; n > 5 {
+	if n := runtime.NumGoroutine() - before; n > 20 {
 		t.Errorf("%d goroutines more while 60 sends wait, want a handful at most", n)
 	}
 	wg.Wait()
