@@ -68,10 +68,13 @@ func serve(ctx context.Context, cfg config, env environment, stdout io.Writer, l
 	// Go collects garbage each time the heap doubles. A turn allocates much
 	// short-lived memory (MCP's JSON above all), and collecting at three
 	// times the live heap instead takes about a tenth off a turn's CPU for
-	// some more memory (docs/performance.md). GOGC, when set, is the
-	// operator's choice and stays.
+	// some more memory (docs/performance.md), as long as the live heap is
+	// small; as it grows, less garbage is allowed (gctarget.go). GOGC,
+	// when set, is the operator's choice and stays.
 	if getenv("GOGC") == "" {
 		debug.SetGCPercent(defaultGCPercent)
+		stop := followLiveHeap(logger, gcTargetPeriod, liveHeap, debug.SetGCPercent)
+		defer stop()
 	}
 	if getenv("GOMEMLIMIT") == "" {
 		self, _ := os.ReadFile("/proc/self/cgroup")
