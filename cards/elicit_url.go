@@ -1,7 +1,6 @@
 package cards
 
 import (
-
 	"golang.org/x/net/idna"
 
 	"teamsbot/elicit"
