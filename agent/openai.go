@@ -394,10 +394,7 @@ func (m *OpenAIModel) stream(ctx context.Context, x *exchange, c *modelCall, hea
 			}
 			return Message{}, m.failure(ctx, x, err)
 		}
-		// Decoding a chunk and hearing its words go deeper than the
-		// wait for the next one: off the goroutine's stack.
-		offstack.Run(func() { err = a.absorb(ctx, data) })
-		if err != nil {
+		if err := a.absorb(ctx, data); err != nil {
 			return Message{}, m.failure(ctx, x, err)
 		}
 	}
