@@ -70,8 +70,11 @@ func (r *runState) history(ctx context.Context, conversation string) []Message {
 		n += len(ms)
 	}
 	// A slice of the run's own: the run appends to it, and the cached
-	// messages are shared with other runs (read only).
-	out := make([]Message, 0, n+8)
+	// messages are shared with other runs (read only). It has room for
+	// the question and its answer: a run that calls tools grows it, and
+	// thousands of runs waiting on their models would each hold the room
+	// for as long as they wait.
+	out := make([]Message, 0, n+2)
 	for _, ms := range turnsMsgs {
 		out = append(out, ms...)
 	}

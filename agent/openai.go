@@ -18,6 +18,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/openai/openai-go/v3"
@@ -50,7 +51,7 @@ import (
 // (the Message carries it in Text, beside the calls); nothing is heard once
 // a tool call has begun.
 type OpenAIModel struct {
-	chat    openai.ChatCompletionService
+	client  openai.Client
 	model   string
 	host    string // the endpoint's host, the only part of its URL an error names
 	timeout time.Duration
@@ -133,11 +134,11 @@ func NewOpenAIModel(cfg ModelConfig, o OpenAIOptions) (*OpenAIModel, error) {
 	default:
 		opts = append(opts, option.WithAPIKey(o.Key))
 	}
-	// NewChatCompletionService, unlike openai.NewClient, reads no OPENAI_*
-	// variable: the configuration alone says where the model is and which
-	// key it gets.
+	// A Client made with its options alone, unlike openai.NewClient, reads
+	// no OPENAI_* variable: the configuration alone says where the model
+	// is and which key it gets.
 	return &OpenAIModel{
-		chat:    openai.NewChatCompletionService(opts...),
+		client:  openai.Client{Options: opts},
 		model:   cfg.Model,
 		host:    u.Host,
 		timeout: timeout,
@@ -207,19 +208,33 @@ func (m *OpenAIModel) Next(ctx context.Context, t Turn) (Message, error) {
 	return m.stream(ctx, x, c, t.Stream)
 }
 
-// modelCall is one request to the model: its parameters, the client's
-// options for it, and the offered tools' names as the API has them.
+// modelCall is one request to the model: its body (the Chat Completions
+// parameters, encoded), the client's options for it, and the offered
+// tools' names as the API has them.
 type modelCall struct {
-	params *openai.ChatCompletionNewParams
-	opts   []option.RequestOption
-	from   map[string]string
+	body []byte
+	opts []option.RequestOption
+	from map[string]string
 }
 
+// chatPath is the Chat Completions endpoint under the base URL (Azure
+// OpenAI's client middleware maps it to the deployment's).
+const chatPath = "chat/completions"
+
 // prepare builds t's request, with an Entra ID token when the model takes
-// one.
+// one. The parameters are encoded here, so that no frame below holds
+// them (ChatCompletionNewParams is a few kilobytes by value) while the
+// request is sent and its answer awaited.
 func (m *OpenAIModel) prepare(ctx context.Context, t Turn, x *exchange) (*modelCall, error) {
 	to, from := toolNames(t.Tools)
-	c := &modelCall{params: m.params(t, to), from: from, opts: []option.RequestOption{option.WithMiddleware(x.attempt)}}
+	body, err := m.params(t, to).MarshalJSON()
+	if err != nil {
+		return nil, fmt.Errorf("%w: the request to %s could not be encoded: %w", ErrModel, m.host, err)
+	}
+	if t.Stream != nil {
+		body = streamed(body)
+	}
+	c := &modelCall{body: body, from: from, opts: []option.RequestOption{option.WithMiddleware(x.attempt)}}
 	if m.token != nil {
 		tok, err := m.token(ctx, CognitiveServicesScope)
 		if err != nil {
@@ -234,12 +249,27 @@ func (m *OpenAIModel) prepare(ctx context.Context, t Turn, x *exchange) (*modelC
 //
 //go:noinline
 func (m *OpenAIModel) once(ctx context.Context, x *exchange, c *modelCall) (Message, error) {
-	resp, err := m.chat.New(ctx, *c.params, c.opts...)
-	if err != nil {
+	resp := &openai.ChatCompletion{}
+	if err := m.client.Post(ctx, chatPath, c.body, resp, c.opts...); err != nil {
 		return Message{}, m.failure(ctx, x, err)
 	}
 	noteUsage(ctx, resp.Usage.PromptTokens, resp.Usage.CompletionTokens)
 	return m.message(resp, c.from)
+}
+
+// streamed is the encoded request body b (a JSON object) asking for the
+// answer as a stream ("stream": true, which the parameters' type leaves
+// to the call that streams).
+func streamed(b []byte) []byte {
+	if len(b) < 2 || b[0] != '{' {
+		return b // not an object: a server that does not stream is read whole
+	}
+	out := make([]byte, 0, len(b)+len(`"stream":true,`))
+	out = append(out, `{"stream":true`...)
+	if rest := bytes.TrimSpace(b[1:]); len(rest) > 0 && rest[0] != '}' {
+		out = append(out, ',')
+	}
+	return append(out, b[1:]...)
 }
 
 // params is the Chat Completions request of a turn; to maps the offered
@@ -368,14 +398,14 @@ type streamedCall struct {
 // then data: [DONE]), in a buffer that grows only as an event needs and
 // into the few fields the service uses.
 func (m *OpenAIModel) stream(ctx context.Context, x *exchange, c *modelCall, hear func(string)) (Message, error) {
-	// The request is encoded and sent, and its answer's headers awaited,
-	// off the run's goroutine's stack: it reads the answer for as long as
-	// it streams, and keeps the small stack it had. The parameters are
-	// not kept while it reads.
+	// The request is sent, and its answer's headers awaited, off the run's
+	// goroutine's stack: it reads the answer for as long as it streams,
+	// and keeps the small stack it had. The body is not kept while it
+	// reads.
 	var raw *http.Response
 	var err error
 	offstack.Run(func() { raw, err = m.open(ctx, c) })
-	c.params = nil
+	c.body = nil
 	if err != nil {
 		return Message{}, m.failure(ctx, x, err)
 	}
@@ -406,9 +436,9 @@ func (m *OpenAIModel) stream(ctx context.Context, x *exchange, c *modelCall, hea
 //go:noinline
 func (m *OpenAIModel) open(ctx context.Context, c *modelCall) (*http.Response, error) {
 	var raw *http.Response
-	// NewStreaming's decoder is left unused: the answer, as it came
-	// (WithResponseInto), is read by stream.
-	err := m.chat.NewStreaming(ctx, *c.params, append(c.opts, option.WithResponseInto(&raw))...).Err()
+	// The answer is taken as it came (WithResponseInto), unread: stream
+	// reads it.
+	err := m.client.Post(ctx, chatPath, c.body, nil, append(c.opts, option.WithResponseInto(&raw))...)
 	if err != nil {
 		if raw != nil && raw.Body != nil {
 			raw.Body.Close()
@@ -431,32 +461,6 @@ type streamedAnswer struct {
 	done     bool // data: [DONE] came
 }
 
-// chatChunk is what the service reads of a streamed chunk
-// (chat.completion.chunk), or of the error object a server sends in its
-// place.
-type chatChunk struct {
-	Choices []struct {
-		Index int64 `json:"index"`
-		Delta struct {
-			Content   string `json:"content"`
-			ToolCalls []struct {
-				Index    int64  `json:"index"`
-				ID       string `json:"id"`
-				Function struct {
-					Name      string `json:"name"`
-					Arguments string `json:"arguments"`
-				} `json:"function"`
-			} `json:"tool_calls"`
-		} `json:"delta"`
-		FinishReason string `json:"finish_reason"`
-	} `json:"choices"`
-	Usage struct {
-		PromptTokens     int64 `json:"prompt_tokens"`
-		CompletionTokens int64 `json:"completion_tokens"`
-	} `json:"usage"`
-	Error json.RawMessage `json:"error"`
-}
-
 // absorb takes one event's data.
 //
 //go:noinline
@@ -466,7 +470,7 @@ func (a *streamedAnswer) absorb(ctx context.Context, data []byte) error {
 		return nil
 	}
 	var chunk chatChunk
-	if err := json.Unmarshal(data, &chunk); err != nil {
+	if err := chunk.decode(data); err != nil {
 		return fmt.Errorf("%w: the stream from %s sent an event that is not a chunk: %w", ErrModel, a.m.host, err)
 	}
 	if len(chunk.Error) > 0 && !bytes.Equal(chunk.Error, []byte("null")) {
@@ -743,7 +747,21 @@ func (x *exchange) stop(err error) {
 // retries included.
 func (x *exchange) attempt(req *http.Request, next option.MiddlewareNext) (*http.Response, error) {
 	x.status, x.body, x.tooLong = 0, nil, 0
+	// Go's HTTP/2 client holds the request for as long as its answer
+	// streams, and with it the body, a few kilobytes that were sent in
+	// the first milliseconds: the body lets go of them once sent, and
+	// GetBody (net/http's to send it again on another connection) once
+	// the answer came. The client's own retries make a new request.
+	var again *bodyAgain
+	if req.Body != nil && req.Body != http.NoBody {
+		req.Body = &sentOnce{rc: req.Body}
+		if req.GetBody != nil {
+			again = &bodyAgain{get: req.GetBody}
+			req.GetBody = again.body
+		}
+	}
 	res, err := next(req)
+	again.release()
 	if err != nil {
 		// A redirect elsewhere, refused, comes back with its 3xx answer,
 		// which the client does not try again; a failure to connect it
@@ -852,3 +870,68 @@ func (b *bodyBound) Close() error { return b.rc.Close() }
 
 var _ Model = (*OpenAIModel)(nil)
 var _ Model = (*BuiltinModel)(nil)
+
+// sentOnce is a request's body that drops what it reads from once it is
+// all read or closed. Go's HTTP/2 client may close it while it reads.
+type sentOnce struct {
+	mu sync.Mutex
+	rc io.ReadCloser
+}
+
+func (b *sentOnce) Read(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.rc == nil {
+		return 0, io.EOF
+	}
+	n, err := b.rc.Read(p)
+	if err == io.EOF {
+		_ = b.rc.Close()
+		b.rc = nil
+	}
+	return n, err
+}
+
+func (b *sentOnce) Close() error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.rc == nil {
+		return nil
+	}
+	err := b.rc.Close()
+	b.rc = nil
+	return err
+}
+
+// errBodyReleased is GetBody's once the attempt it was for has its answer.
+var errBodyReleased = errors.New("agent: the request's body was let go once its answer came")
+
+// bodyAgain is a request's GetBody until release.
+type bodyAgain struct {
+	mu  sync.Mutex
+	get func() (io.ReadCloser, error)
+}
+
+func (g *bodyAgain) body() (io.ReadCloser, error) {
+	g.mu.Lock()
+	get := g.get
+	g.mu.Unlock()
+	if get == nil {
+		return nil, errBodyReleased
+	}
+	rc, err := get()
+	if err != nil {
+		return nil, err
+	}
+	return &sentOnce{rc: rc}, nil
+}
+
+// release lets go of GetBody; g may be nil.
+func (g *bodyAgain) release() {
+	if g == nil {
+		return
+	}
+	g.mu.Lock()
+	g.get = nil
+	g.mu.Unlock()
+}

@@ -323,6 +323,14 @@ func TestOpenAIModelRetriesAfterRetryAfter(t *testing.T) {
 			if gap := reqs[1].at.Sub(reqs[0].at); gap < 900*time.Millisecond {
 				t.Errorf("tried again after %v, before the second Retry-After asked for", gap)
 			}
+			// The body is let go of once an attempt has its answer; the
+			// attempt after it is sent the whole body again.
+			if reqs[1].body == nil || fmt.Sprint(reqs[1].body) != fmt.Sprint(reqs[0].body) {
+				t.Errorf("the retry's body %v, want the first attempt's %v", reqs[1].body, reqs[0].body)
+			}
+			if got, want := reqs[0].body["stream"], any(stream); stream && got != want || !stream && got != nil {
+				t.Errorf("stream = %v, want %v", got, stream)
+			}
 		})
 	}
 }
