@@ -208,18 +208,29 @@ func (c *connector) activitiesURL(serviceURL, conversationID, activityID string)
 }
 
 // Send posts an activity to a conversation, as a reply to replyToID when it
-// is set, and returns the id the connector gave it.
+// is set, and returns the id the connector gave it. It waits for its place
+// under Teams' rate limits as SendLater does, its caller blocked on a
+// channel: a turn's answer may wait seconds behind the conversation's
+// other answers, and thousands of turns may wait at once, each with no
+// more than its own frames on its stack.
 func (c *connector) Send(ctx context.Context, serviceURL, conversationID, replyToID string, a *outActivity) (string, error) {
 	target, err := c.activitiesURL(serviceURL, conversationID, replyToID)
 	if err != nil {
 		return "", err
 	}
 	a.ReplyToID = replyToID
-	var rr schema.ResourceResponse
-	if err := c.do(ctx, serviceURL+"\x00"+conversationID, http.MethodPost, target, a, &rr, nil); err != nil {
-		return "", err
+	conv := serviceURL + "\x00" + conversationID
+	if c.pacer == nil {
+		return c.post(ctx, conv, target, a, nil)
 	}
-	return rr.ID, nil
+	type result struct {
+		id  string
+		err error
+	}
+	done := make(chan result, 1)
+	c.postLater(ctx, conv, target, a, func(id string, err error) { done <- result{id, err} })
+	r := <-done
+	return r.id, r.err
 }
 
 // SendLater is Send for a send that may wait long for its place under
@@ -232,19 +243,29 @@ func (c *connector) SendLater(ctx context.Context, serviceURL, conversationID st
 		go func() { done(c.Send(ctx, serviceURL, conversationID, "", a)) }()
 		return
 	}
-	conv := serviceURL + "\x00" + conversationID
+	c.postLater(ctx, serviceURL+"\x00"+conversationID, target, a, done)
+}
+
+// postLater posts a to target once the pacer admits it, and calls done
+// with the id the connector gave it.
+func (c *connector) postLater(ctx context.Context, conv, target string, a *outActivity, done func(id string, err error)) {
 	c.pacer.admit(ctx, tenantOf(ctx), conv, func(release func(), err error) {
 		if err != nil {
 			done("", fmt.Errorf("%w: %s %s: waiting for the conversation's send rate: %w", ErrConnector, http.MethodPost, redactPath(target), err))
 			return
 		}
-		var rr schema.ResourceResponse
-		if err := c.do(ctx, conv, http.MethodPost, target, a, &rr, release); err != nil {
-			done("", err)
-			return
-		}
-		done(rr.ID, nil)
+		done(c.post(ctx, conv, target, a, release))
 	})
+}
+
+// post posts a to target (do, admitted as there) and returns the id the
+// connector gave it.
+func (c *connector) post(ctx context.Context, conv, target string, a *outActivity, admitted func()) (string, error) {
+	var rr schema.ResourceResponse
+	if err := c.do(ctx, conv, http.MethodPost, target, a, &rr, admitted); err != nil {
+		return "", err
+	}
+	return rr.ID, nil
 }
 
 // Update replaces an activity the bot sent before.

@@ -115,6 +115,13 @@ func TestBurstIntoOneConversationIsPacedOnTheWire(t *testing.T) {
 		})
 	}
 	time.Sleep(50 * time.Millisecond)
+	// The answers held back wait in the pacer's queues, their senders
+	// blocked in Send alone: none waits with the connector's call (its
+	// request, its retries) on its stack.
+	buf := make([]byte, 8<<20)
+	if dump := string(buf[:runtime.Stack(buf, true)]); strings.Contains(dump, "(*pacer).wait(") || strings.Contains(dump, "(*connector).do(") && strings.Contains(dump, "retry.Sleep(") {
+		t.Errorf("held answers wait inside the connector's call:\n%s", dump)
+	}
 	start := time.Now()
 	if _, err := h.bot.conn.Send(ctx, h.conn.srv.URL, "19:quiet@thread.v2", "", &outActivity{Type: "message", Text: "elsewhere"}); err != nil {
 		t.Fatal(err)
