@@ -13,44 +13,56 @@ import (
 // collection: about a tenth less CPU a turn while turns are quick and the
 // live heap small (tens of MiB). When thousands of turns wait on slow
 // models the live heap is hundreds of MiB, it grows slowly, and three
-// times it is most of the service's memory (1 GiB at 10,000 such turns)
-// for no CPU that could be measured. So, unless GOGC is set, the garbage
-// allowed over the live heap is kept under gcHeadroom, the target going
-// from 200 down to 50 as the live heap grows past gcHeadroom/2, and no
-// lower: past a live heap of twice gcHeadroom the collector would run
-// more and more often for less and less (docs/performance.md).
+// times it is most of the service's memory (1 GiB at 10,000 such turns).
+// So, unless GOGC is set, the garbage allowed is bounded. Go allows GOGC
+// percent of what a collection scans (the live heap, the goroutines'
+// stacks and the globals): up to gcQuick scanned, as quick turns keep it,
+// the target stays at 200 (gcHeadroom of garbage at most); past it the
+// garbage allowed falls as what is scanned grows, to gcMinHeadroom, and
+// the target with it, down to minGCPercent and no lower: past four times
+// gcMinHeadroom the collector would run more and more often for less and
+// less. The collections cost the slow turns some CPU, which the figures
+// in docs/performance.md weigh against the memory.
 const (
+	gcQuick        = 64 << 20
 	gcHeadroom     = 128 << 20
-	minGCPercent   = 50
+	gcMinHeadroom  = 64 << 20
+	minGCPercent   = 25
 	gcTargetStep   = 25
 	gcTargetPeriod = 250 * time.Millisecond
 )
 
-// gcTarget is the collector's target for a live heap of live bytes, in
-// steps of gcTargetStep, so that a live heap going up and down a little
-// does not change it at every collection.
-func gcTarget(live uint64) int {
-	if live == 0 {
+// gcTarget is the collector's target when a collection scans scanned
+// bytes, in steps of gcTargetStep, so that a live heap going up and down
+// a little does not change it at every collection.
+func gcTarget(scanned uint64) int {
+	if scanned == 0 {
 		return defaultGCPercent
 	}
-	p := min(uint64(defaultGCPercent), 100*gcHeadroom/live)
+	allowed := max(gcMinHeadroom, gcHeadroom*gcQuick/scanned)
+	p := min(uint64(defaultGCPercent), 100*allowed/scanned)
 	p -= p % gcTargetStep
 	return int(max(uint64(minGCPercent), p))
 }
 
-// liveHeap is the heap the last collection found live.
-func liveHeap() uint64 {
-	s := []metrics.Sample{{Name: "/gc/heap/live:bytes"}}
+// gcScanned is what the last collection scanned, from which Go reckons
+// the garbage GOGC allows: the heap it found live, the goroutines' stacks
+// and the globals.
+func gcScanned() uint64 {
+	s := []metrics.Sample{{Name: "/gc/heap/live:bytes"}, {Name: "/gc/scan/stack:bytes"}, {Name: "/gc/scan/globals:bytes"}}
 	metrics.Read(s)
-	if s[0].Value.Kind() != metrics.KindUint64 {
-		return 0
+	var n uint64
+	for _, v := range s {
+		if v.Value.Kind() == metrics.KindUint64 {
+			n += v.Value.Uint64()
+		}
 	}
-	return s[0].Value.Uint64()
+	return n
 }
 
-// followLiveHeap sets the collector's target from the live heap every
+// followLiveHeap sets the collector's target from what it scans every
 // period until the returned function is called, which waits for it to
-// stop and puts the default target back. read and set are liveHeap and
+// stop and puts the default target back. read and set are gcScanned and
 // debug.SetGCPercent but for tests.
 func followLiveHeap(logger *slog.Logger, period time.Duration, read func() uint64, set func(int) int) (stop func()) {
 	ctx, cancel := context.WithCancel(context.Background())
@@ -68,10 +80,10 @@ func followLiveHeap(logger *slog.Logger, period time.Duration, read func() uint6
 				return
 			case <-t.C:
 			}
-			live := read()
-			if target := gcTarget(live); target != current {
+			scanned := read()
+			if target := gcTarget(scanned); target != current {
 				set(target)
-				logger.Debug("garbage collector's target follows the live heap", "live_bytes", live, "gogc", target)
+				logger.Debug("garbage collector's target follows the live heap", "scanned_bytes", scanned, "gogc", target)
 				current = target
 			}
 		}

@@ -3,36 +3,58 @@ package main
 import (
 	"io"
 	"log/slog"
+	"runtime"
 	"sync"
 	"testing"
 	"time"
 )
 
-// The collector's target is the default while the live heap is small, and
-// falls as it grows so that the garbage allowed stays under gcHeadroom,
-// never under minGCPercent.
+// The collector's target is the default while a collection scans as
+// little as quick turns leave live, and falls as that grows so that the
+// garbage allowed falls from gcHeadroom to gcMinHeadroom, never under
+// minGCPercent.
 func TestGCTargetFollowsTheLiveHeap(t *testing.T) {
 	const mib = 1 << 20
 	for _, c := range []struct {
-		live uint64
-		want int
+		scanned uint64
+		want    int
 	}{
 		{0, defaultGCPercent},        // no collection yet
 		{20 * mib, defaultGCPercent}, // quick turns
 		{64 * mib, defaultGCPercent}, // 128 MiB of garbage allowed at 200
-		{100 * mib, 125},             // 128 allowed, in steps of 25
-		{128 * mib, 100},             // 128 MiB at 100
-		{200 * mib, 50},              // thousands of slow turns: 64, in steps of 25
-		{256 * mib, minGCPercent},    // 128 MiB at 50
-		{1024 * mib, minGCPercent},   // never under 50: the collector would run without pause
+		{80 * mib, 125},              // 102 allowed, in steps of 25
+		{100 * mib, 75},              // 82 allowed
+		{128 * mib, 50},              // 64 MiB at 50
+		{200 * mib, minGCPercent},    // thousands of slow turns: 64, 32 percent in steps of 25
+		{256 * mib, minGCPercent},    // 64 MiB at 25
+		{1024 * mib, minGCPercent},   // never under 25: the collector would run without pause
 	} {
-		if got := gcTarget(c.live); got != c.want {
-			t.Errorf("gcTarget(%d MiB) = %d, want %d", c.live/mib, got, c.want)
+		got := gcTarget(c.scanned)
+		if got != c.want {
+			t.Errorf("gcTarget(%d MiB) = %d, want %d", c.scanned/mib, got, c.want)
 		}
-		if got := gcTarget(c.live); c.live >= 64*mib && c.live <= 256*mib && uint64(got)*c.live/100 > 128*mib+mib {
-			t.Errorf("at %d MiB live, GOGC %d allows %d MiB of garbage, over the headroom", c.live/mib, got, uint64(got)*c.live/100/mib)
+		garbage := uint64(got) * c.scanned / 100
+		if c.scanned <= 256*mib && garbage > gcHeadroom+mib {
+			t.Errorf("at %d MiB scanned, GOGC %d allows %d MiB of garbage, over %d", c.scanned/mib, got, garbage/mib, gcHeadroom/mib)
+		}
+		if c.scanned >= 128*mib && c.scanned <= 256*mib && garbage > gcMinHeadroom+mib {
+			t.Errorf("at %d MiB scanned, GOGC %d allows %d MiB of garbage, over %d", c.scanned/mib, got, garbage/mib, gcMinHeadroom/mib)
 		}
 	}
+}
+
+// gcScanned counts what a collection scans: at least the live heap this
+// test holds.
+func TestGCScannedCountsTheLiveHeap(t *testing.T) {
+	hold := make([]byte, 64<<20)
+	for i := range hold {
+		hold[i] = byte(i)
+	}
+	runtime.GC()
+	if got := gcScanned(); got < uint64(len(hold)) {
+		t.Errorf("gcScanned() = %d with %d bytes held live", got, len(hold))
+	}
+	runtime.KeepAlive(hold)
 }
 
 // The target is set when the live heap calls for another one, only then,

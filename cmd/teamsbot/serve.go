@@ -73,7 +73,7 @@ func serve(ctx context.Context, cfg config, env environment, stdout io.Writer, l
 	// when set, is the operator's choice and stays.
 	if getenv("GOGC") == "" {
 		debug.SetGCPercent(defaultGCPercent)
-		stop := followLiveHeap(logger, gcTargetPeriod, liveHeap, debug.SetGCPercent)
+		stop := followLiveHeap(logger, gcTargetPeriod, gcScanned, debug.SetGCPercent)
 		defer stop()
 	}
 	if getenv("GOMEMLIMIT") == "" {
