@@ -325,6 +325,7 @@ type point struct {
 	At          time.Duration // since the first POST
 	RSS         int64         // the service's resident set
 	Anon, File  int64         // of which anonymous memory, and mapped files' pages
+	Heap, Stack int64         // Go's heap and goroutine stacks in use (its /metrics), -1 when unread
 	ModelOpen   int64
 	Finals      int
 	ProfileFile string
@@ -358,6 +359,7 @@ func sample(ctx context.Context, stop <-chan struct{}, t0 time.Time, pid int, m 
 		finals := len(tl.finals) - before
 		tl.mu.Unlock()
 		p := point{At: time.Since(t0), RSS: rss, Anon: st[1], File: st[2], ModelOpen: m.open.Load(), Finals: finals}
+		p.Heap, p.Stack = goMemory(ctx, pprofAddr)
 		line = append(line, p)
 		if profile && rss >= next {
 			mib := rss >> 20
@@ -392,9 +394,9 @@ func schedulingLag(stop <-chan struct{}) []time.Duration {
 // writeTimeline saves the samples as tab-separated values.
 func writeTimeline(file string, line []point) error {
 	var b strings.Builder
-	b.WriteString("seconds\tservice_rss_mib\tanon_mib\tfile_mib\tmodel_open\tfinal_messages\n")
+	b.WriteString("seconds\tservice_rss_mib\tanon_mib\tfile_mib\tgo_heap_mib\tgo_stacks_mib\tmodel_open\tfinal_messages\n")
 	for _, p := range line {
-		fmt.Fprintf(&b, "%.1f\t%d\t%d\t%d\t%d\t%d\n", p.At.Seconds(), p.RSS>>20, p.Anon>>20, p.File>>20, p.ModelOpen, p.Finals)
+		fmt.Fprintf(&b, "%.1f\t%d\t%d\t%d\t%d\t%d\t%d\t%d\n", p.At.Seconds(), p.RSS>>20, p.Anon>>20, p.File>>20, p.Heap>>20, p.Stack>>20, p.ModelOpen, p.Finals)
 	}
 	return os.WriteFile(file, []byte(b.String()), 0o644)
 }
@@ -803,6 +805,45 @@ func procStatus(pid int, fields ...string) ([]int64, error) {
 }
 
 // fetchPprof saves /debug/pprof/path of the service's internal listener.
+// goMemory reads Go's heap and stacks in use from the service's metrics
+// (client_golang's Go collector), as a scrape would; -1 each when they
+// cannot be read.
+func goMemory(ctx context.Context, addr string) (heap, stack int64) {
+	heap, stack = -1, -1
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+"/metrics", nil)
+	if err != nil {
+		return heap, stack
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return heap, stack
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return heap, stack
+	}
+	for line := range strings.Lines(string(b)) {
+		name, value, ok := strings.Cut(strings.TrimSpace(line), " ")
+		if !ok {
+			continue
+		}
+		v, err := strconv.ParseFloat(value, 64)
+		if err != nil {
+			continue
+		}
+		switch name {
+		case "go_memstats_heap_inuse_bytes":
+			heap = int64(v)
+		case "go_memstats_stack_inuse_bytes":
+			stack = int64(v)
+		}
+	}
+	return heap, stack
+}
+
 func fetchPprof(ctx context.Context, addr, path, file string) error {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+"/debug/pprof/"+path, nil)
 	if err != nil {
@@ -875,8 +916,8 @@ func streamsTable(r streamsResult) string {
 		}
 	}
 	if top.RSS > 0 {
-		fmt.Fprintf(&b, "\nThe service's resident set, sampled every 500 ms, was largest %.1f s after the first POST: %.0f MiB (%.0f MiB anonymous, %.0f MiB of mapped files), with %d model requests open and %d of %d final messages in (timeline.tsv in the working folder).\n",
-			top.At.Seconds(), float64(top.RSS)/(1<<20), float64(top.Anon)/(1<<20), float64(top.File)/(1<<20), top.ModelOpen, top.Finals, r.Turns)
+		fmt.Fprintf(&b, "\nThe service's resident set, sampled every 500 ms, was largest %.1f s after the first POST: %.0f MiB (%.0f MiB anonymous, %.0f MiB of mapped files; Go's heap %.0f MiB and its stacks %.0f MiB in use), with %d model requests open and %d of %d final messages in (timeline.tsv in the working folder).\n",
+			top.At.Seconds(), float64(top.RSS)/(1<<20), float64(top.Anon)/(1<<20), float64(top.File)/(1<<20), float64(top.Heap)/(1<<20), float64(top.Stack)/(1<<20), top.ModelOpen, top.Finals, r.Turns)
 	}
 	for _, p := range r.ProfiledAt {
 		fmt.Fprintf(&b, "\n%s: heap and goroutine profiles %.1f s after the first POST (resident set %.0f MiB, %d model requests open, %d final messages in).", p.ProfileFile, p.At.Seconds(), float64(p.RSS)/(1<<20), p.ModelOpen, p.Finals)
