@@ -76,7 +76,7 @@ func (c *chatChunk) decode(data []byte) error {
 	if err := s.object(func(name []byte) error {
 		switch {
 		case fieldIs(name, "choices"):
-			return s.choices(&c.Choices)
+			return decodeSlice(s, &c.Choices, s.choice)
 		case fieldIs(name, "usage"):
 			return s.object(func(name []byte) error {
 				switch {
@@ -105,28 +105,19 @@ func (c *chatChunk) decode(data []byte) error {
 	return nil
 }
 
-// choices reads a chunk's choices into *dst as encoding/json fills a
-// slice: over the elements it has, then grown.
-func (s *chunkScan) choices(dst *[]chunkChoice) error {
-	return s.array(func(i int) (bool, error) {
-		if i < 0 {
-			*dst = nil
-			return false, nil
+// choice reads one of a chunk's choices into ch.
+func (s *chunkScan) choice(ch *chunkChoice) error {
+	return s.object(func(name []byte) error {
+		switch {
+		case fieldIs(name, "index"):
+			return s.int(&ch.Index)
+		case fieldIs(name, "delta"):
+			return s.delta(&ch.Delta)
+		case fieldIs(name, "finish_reason"):
+			return s.str(&ch.FinishReason)
 		}
-		*dst = element(*dst, i)
-		ch := &(*dst)[i]
-		return true, s.object(func(name []byte) error {
-			switch {
-			case fieldIs(name, "index"):
-				return s.int(&ch.Index)
-			case fieldIs(name, "delta"):
-				return s.delta(&ch.Delta)
-			case fieldIs(name, "finish_reason"):
-				return s.str(&ch.FinishReason)
-			}
-			return s.skip()
-		})
-	}, func(n int) { *dst = ended(*dst, n) })
+		return s.skip()
+	})
 }
 
 // delta reads a choice's delta into d.
@@ -136,14 +127,7 @@ func (s *chunkScan) delta(d *chunkDelta) error {
 		case fieldIs(name, "content"):
 			return s.str(&d.Content)
 		case fieldIs(name, "tool_calls"):
-			return s.array(func(i int) (bool, error) {
-				if i < 0 {
-					d.ToolCalls = nil
-					return false, nil
-				}
-				d.ToolCalls = element(d.ToolCalls, i)
-				return true, s.toolCall(&d.ToolCalls[i])
-			}, func(n int) { d.ToolCalls = ended(d.ToolCalls, n) })
+			return decodeSlice(s, &d.ToolCalls, s.toolCall)
 		}
 		return s.skip()
 	})
@@ -170,26 +154,6 @@ func (s *chunkScan) toolCall(tc *chunkToolCall) error {
 		}
 		return s.skip()
 	})
-}
-
-// element makes s long enough for its element i, which keeps what it had.
-func element[T any](s []T, i int) []T {
-	if i >= cap(s) {
-		s = slices.Grow(s, 1)
-	}
-	if i >= len(s) {
-		s = s[:i+1]
-	}
-	return s
-}
-
-// ended is s after an array of n elements was read into it: an empty
-// array gives a new empty slice.
-func ended[T any](s []T, n int) []T {
-	if n == 0 {
-		return []T{}
-	}
-	return s[:n]
 }
 
 // fieldIs reports whether a member's name is the field's, as encoding/json
@@ -267,17 +231,10 @@ func (s *chunkScan) object(member func(name []byte) error) error {
 		return nil
 	}
 	for {
-		if s.at() != '"' {
-			return s.fail("looking for beginning of object key string")
-		}
-		name, err := s.text()
+		name, err := s.key()
 		if err != nil {
 			return err
 		}
-		if s.at() != ':' {
-			return s.fail("after object key")
-		}
-		s.i++
 		if err := member(name); err != nil {
 			return err
 		}
@@ -293,13 +250,15 @@ func (s *chunkScan) object(member func(name []byte) error) error {
 	}
 }
 
-// array reads an array (or null), calling each with the index of each
-// element in turn, which reads it, and then done with their number; a
-// null calls each with -1.
-func (s *chunkScan) array(each func(i int) (bool, error), done func(n int)) error {
+// decodeSlice reads an array (or null) into *dst as encoding/json fills a
+// slice: null empties it, an empty array makes it a new empty slice, and
+// each element is read over the one it had, if any (a name that comes
+// again reads into what the first left), then the slice is cut to the
+// array's length.
+func decodeSlice[T any](s *chunkScan, dst *[]T, each func(*T) error) error {
 	if null, err := s.null(); null || err != nil {
 		if null {
-			_, err = each(-1)
+			*dst = nil
 		}
 		return err
 	}
@@ -307,14 +266,19 @@ func (s *chunkScan) array(each func(i int) (bool, error), done func(n int)) erro
 		return s.mismatch("an array")
 	}
 	s.i++
-	n := 0
 	if s.at() == ']' {
 		s.i++
-		done(0)
+		*dst = []T{}
 		return nil
 	}
-	for {
-		if _, err := each(n); err != nil {
+	for n := 0; ; {
+		if n >= cap(*dst) {
+			*dst = slices.Grow(*dst, 1)
+		}
+		if n >= len(*dst) {
+			*dst = (*dst)[:n+1]
+		}
+		if err := each(&(*dst)[n]); err != nil {
 			return err
 		}
 		n++
@@ -323,7 +287,7 @@ func (s *chunkScan) array(each func(i int) (bool, error), done func(n int)) erro
 			s.i++
 		case ']':
 			s.i++
-			done(n)
+			*dst = (*dst)[:n]
 			return nil
 		default:
 			return s.fail("after array element")
@@ -417,7 +381,7 @@ func (s *chunkScan) skip() error {
 				break
 			}
 			closers = append(closers, '}')
-			if err := s.key(); err != nil {
+			if _, err := s.key(); err != nil {
 				return err
 			}
 			continue
@@ -466,7 +430,7 @@ func (s *chunkScan) skip() error {
 			case ',':
 				s.i++
 				if closer == '}' {
-					if err := s.key(); err != nil {
+					if _, err := s.key(); err != nil {
 						return err
 					}
 				}
@@ -482,18 +446,19 @@ func (s *chunkScan) skip() error {
 }
 
 // key reads an object member's name and the colon after it.
-func (s *chunkScan) key() error {
+func (s *chunkScan) key() ([]byte, error) {
 	if s.at() != '"' {
-		return s.fail("looking for beginning of object key string")
+		return nil, s.fail("looking for beginning of object key string")
 	}
-	if _, err := s.text(); err != nil {
-		return err
+	name, err := s.text()
+	if err != nil {
+		return nil, err
 	}
 	if s.at() != ':' {
-		return s.fail("after object key")
+		return nil, s.fail("after object key")
 	}
 	s.i++
-	return nil
+	return name, nil
 }
 
 // text reads a string, s at its opening quote, and returns its text: b's
