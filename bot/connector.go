@@ -208,29 +208,18 @@ func (c *connector) activitiesURL(serviceURL, conversationID, activityID string)
 }
 
 // Send posts an activity to a conversation, as a reply to replyToID when it
-// is set, and returns the id the connector gave it. It waits for its place
-// under Teams' rate limits as SendLater does, its caller blocked on a
-// channel: a turn's answer may wait seconds behind the conversation's
-// other answers, and thousands of turns may wait at once, each with no
-// more than its own frames on its stack.
+// is set, and returns the id the connector gave it.
 func (c *connector) Send(ctx context.Context, serviceURL, conversationID, replyToID string, a *outActivity) (string, error) {
 	target, err := c.activitiesURL(serviceURL, conversationID, replyToID)
 	if err != nil {
 		return "", err
 	}
 	a.ReplyToID = replyToID
-	conv := serviceURL + "\x00" + conversationID
-	if c.pacer == nil {
-		return c.post(ctx, conv, target, a, nil)
+	var rr schema.ResourceResponse
+	if err := c.call(ctx, serviceURL+"\x00"+conversationID, http.MethodPost, target, a, &rr); err != nil {
+		return "", err
 	}
-	type result struct {
-		id  string
-		err error
-	}
-	done := make(chan result, 1)
-	c.postLater(ctx, conv, target, a, func(id string, err error) { done <- result{id, err} })
-	r := <-done
-	return r.id, r.err
+	return rr.ID, nil
 }
 
 // SendLater is Send for a send that may wait long for its place under
@@ -243,29 +232,8 @@ func (c *connector) SendLater(ctx context.Context, serviceURL, conversationID st
 		go func() { done(c.Send(ctx, serviceURL, conversationID, "", a)) }()
 		return
 	}
-	c.postLater(ctx, serviceURL+"\x00"+conversationID, target, a, done)
-}
-
-// postLater posts a to target once the pacer admits it, and calls done
-// with the id the connector gave it.
-func (c *connector) postLater(ctx context.Context, conv, target string, a *outActivity, done func(id string, err error)) {
-	c.pacer.admit(ctx, tenantOf(ctx), conv, func(release func(), err error) {
-		if err != nil {
-			done("", fmt.Errorf("%w: %s %s: waiting for the conversation's send rate: %w", ErrConnector, http.MethodPost, redactPath(target), err))
-			return
-		}
-		done(c.post(ctx, conv, target, a, release))
-	})
-}
-
-// post posts a to target (do, admitted as there) and returns the id the
-// connector gave it.
-func (c *connector) post(ctx context.Context, conv, target string, a *outActivity, admitted func()) (string, error) {
-	var rr schema.ResourceResponse
-	if err := c.do(ctx, conv, http.MethodPost, target, a, &rr, admitted); err != nil {
-		return "", err
-	}
-	return rr.ID, nil
+	rr := &schema.ResourceResponse{}
+	c.callLater(ctx, serviceURL+"\x00"+conversationID, http.MethodPost, target, a, rr, func(err error) { done(rr.ID, err) })
 }
 
 // Update replaces an activity the bot sent before.
@@ -277,7 +245,7 @@ func (c *connector) Update(ctx context.Context, serviceURL, conversationID, acti
 	if err != nil {
 		return err
 	}
-	return c.do(ctx, serviceURL+"\x00"+conversationID, http.MethodPut, target, a, nil, nil)
+	return c.call(ctx, serviceURL+"\x00"+conversationID, http.MethodPut, target, a, nil)
 }
 
 // Remove deletes an activity the bot sent before ("Delete activity").
@@ -289,7 +257,33 @@ func (c *connector) Remove(ctx context.Context, serviceURL, conversationID, acti
 	if err != nil {
 		return err
 	}
-	return c.do(ctx, serviceURL+"\x00"+conversationID, http.MethodDelete, target, nil, nil, nil)
+	return c.call(ctx, serviceURL+"\x00"+conversationID, http.MethodDelete, target, nil, nil)
+}
+
+// call makes one call to a conversation (do), its first attempt given its
+// place under Teams' rate limits before do begins (callLater), its caller
+// waiting on a channel: an answer may wait seconds behind the
+// conversation's other answers, and thousands of turns may wait at once,
+// each with no more than its own frames on its stack.
+func (c *connector) call(ctx context.Context, conv, method, target string, body, out any) error {
+	if c.pacer == nil {
+		return c.do(ctx, conv, method, target, body, out, nil)
+	}
+	done := make(chan error, 1)
+	c.callLater(ctx, conv, method, target, body, out, func(err error) { done <- err })
+	return <-done
+}
+
+// callLater makes the call once the pacer admits it, without a goroutine
+// while it waits, and calls done with its error.
+func (c *connector) callLater(ctx context.Context, conv, method, target string, body, out any, done func(error)) {
+	c.pacer.admit(ctx, tenantOf(ctx), conv, func(release func(), err error) {
+		if err != nil {
+			done(fmt.Errorf("%w: %s %s: waiting for the conversation's send rate: %w", ErrConnector, method, redactPath(target), err))
+			return
+		}
+		done(c.do(ctx, conv, method, target, body, out, release))
+	})
 }
 
 // connectorRetry is how a Bot Connector call is tried again: the answers
@@ -313,7 +307,7 @@ func connectorRetry() retry.Policy {
 // idempotent (a second one shows the person a duplicate): without an
 // answer it is sent again only when the connection was refused before it
 // was written; a PUT or DELETE is. admitted, when set, gives back the
-// places the first attempt already holds (SendLater): it is not paced
+// places the first attempt already holds (callLater): it is not paced
 // again.
 func (c *connector) do(ctx context.Context, conv, method, target string, body any, out any, admitted func()) (err error) {
 	r := c.retry.Start()
