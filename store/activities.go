@@ -47,14 +47,9 @@ func (s *Store) Seen(ctx context.Context, key string) (bool, error) {
 // is committed at once: a replica answering a retry of this activity reads
 // what is committed now.
 func (s *Store) RecordArrival(ctx context.Context, key string, window time.Duration) error {
-	put, err := s.arrival(ctx, key, window)
-	if err == nil {
-		err = s.write(ctx, true, put)
-	}
-	if err != nil {
-		return fmt.Errorf("store: record activity %.64q: %w", key, err)
-	}
-	return nil
+	done := make(chan error, 1)
+	s.RecordArrivalLater(ctx, key, window, func(err error) { done <- err })
+	return <-done
 }
 
 // RecordArrivalLater is RecordArrival for a caller that does not wait
@@ -63,27 +58,20 @@ func (s *Store) RecordArrival(ctx context.Context, key string, window time.Durat
 // would return, from whichever goroutine committed the write; it must be
 // quick and must not use the store.
 func (s *Store) RecordArrivalLater(ctx context.Context, key string, window time.Duration, then func(error)) {
-	put, err := s.arrival(ctx, key, window)
-	if err != nil {
-		then(fmt.Errorf("store: record activity %.64q: %w", key, err))
-		return
-	}
-	s.writeLater(ctx, put, func(err error) {
+	failed := func(err error) {
 		if err != nil {
 			err = fmt.Errorf("store: record activity %.64q: %w", key, err)
 		}
 		then(err)
-	})
-}
-
-// arrival checks an arrival to record and returns its write.
-func (s *Store) arrival(ctx context.Context, key string, window time.Duration) (func(w writer) error, error) {
+	}
 	if err := ctx.Err(); err != nil {
-		return nil, err
+		failed(err)
+		return
 	}
 	if err := checkID("activity", key); err != nil {
-		return nil, err
+		failed(err)
+		return
 	}
 	until := s.now().Add(window)
-	return func(w writer) error { return w.putArrival(key, until) }, nil
+	s.writeLater(ctx, func(w writer) error { return w.putArrival(key, until) }, failed)
 }

@@ -216,23 +216,6 @@ func (s *pgStore) read(ctx context.Context, fn func(r reader) error) error {
 	return s.closedErr(fn(&pgTx{ctx: ctx, s: s}))
 }
 
-// write runs fn in a transaction and commits it. The writes fn makes are
-// queued and sent together, with the next read or the commit: a write
-// that only puts is one round trip (the statements of one batch are one
-// implicit transaction), and one that reads first is two, the first read
-// beginning the transaction.
-//
-// It runs fn again (up to pgRetries times) when PostgreSQL refused the
-// transaction in a way that doing it again mends: a deadlock or a
-// serialization failure; an insert of a row found missing that another
-// transaction inserted meanwhile (unique_violation: running again finds
-// the row); a foreign key meeting a row a sweep had just deleted (running
-// again inserts the document anew, or finds the run gone); or a
-// connection lost before the commit was sent. A connection lost while an
-// explicit transaction commits is not retried, as the commit may have
-// landed. Once begun, the write runs under pgWriteTimeout rather than ctx
-// (see there). The lazy hint is for bbolt: here every write commits at
-// once, so that the other replicas see it.
 // writeLater commits in a goroutine of its own: each PostgreSQL write is
 // a statement on a connection of the pool, waited for by its goroutine.
 func (s *pgStore) writeLater(ctx context.Context, fn func(w writer) error, then func(error)) {
@@ -250,6 +233,23 @@ func (s *pgStore) writeLater(ctx context.Context, fn func(w writer) error, then 
 	}()
 }
 
+// write runs fn in a transaction and commits it. The writes fn makes are
+// queued and sent together, with the next read or the commit: a write
+// that only puts is one round trip (the statements of one batch are one
+// implicit transaction), and one that reads first is two, the first read
+// beginning the transaction.
+//
+// It runs fn again (up to pgRetries times) when PostgreSQL refused the
+// transaction in a way that doing it again mends: a deadlock or a
+// serialization failure; an insert of a row found missing that another
+// transaction inserted meanwhile (unique_violation: running again finds
+// the row); a foreign key meeting a row a sweep had just deleted (running
+// again inserts the document anew, or finds the run gone); or a
+// connection lost before the commit was sent. A connection lost while an
+// explicit transaction commits is not retried, as the commit may have
+// landed. Once begun, the write runs under pgWriteTimeout rather than ctx
+// (see there). The lazy hint is for bbolt: here every write commits at
+// once, so that the other replicas see it.
 func (s *pgStore) write(ctx context.Context, _ bool, fn func(w writer) error) error {
 	if err := s.ready(ctx); err != nil {
 		return err

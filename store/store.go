@@ -211,22 +211,21 @@ func (s *Store) Stats() Stats { return Stats{Writes: s.writes.Load(), Commits: s
 // write runs fn in a write of the backend (see backend.write), and counts
 // it once committed.
 func (s *Store) write(ctx context.Context, lazy bool, fn func(w writer) error) error {
-	err := s.be.write(ctx, lazy, fn)
-	if err == nil {
-		s.writes.Add(1)
-	}
-	return err
+	return s.counted(s.be.write(ctx, lazy, fn))
 }
 
 // writeLater is write, lazy, for a caller that does not wait: then is
 // called with its outcome, quickly, from whichever goroutine committed it.
 func (s *Store) writeLater(ctx context.Context, fn func(w writer) error, then func(error)) {
-	s.be.writeLater(ctx, fn, func(err error) {
-		if err == nil {
-			s.writes.Add(1)
-		}
-		then(err)
-	})
+	s.be.writeLater(ctx, fn, func(err error) { then(s.counted(err)) })
+}
+
+// counted counts a write whose outcome is err once it committed.
+func (s *Store) counted(err error) error {
+	if err == nil {
+		s.writes.Add(1)
+	}
+	return err
 }
 
 // Close waits for the writes already handed in to commit, then closes the
