@@ -65,8 +65,9 @@ type Turn struct {
 	// answer now, without calling tools.
 	Final bool
 	// Stream, when set, hears the final answer's text as the model writes
-	// it: deltas, in order, on the run's goroutine, quickly. Never tool
-	// calls. Nil: the model answers in one piece.
+	// it: deltas, in order, quickly, on the goroutine that reads the answer
+	// (the run's, or an asker's). Never tool calls. Nil: the model answers
+	// in one piece.
 	Stream func(delta string)
 }
 
@@ -75,6 +76,16 @@ type Turn struct {
 // Text whether or not Turn.Stream heard it in pieces.
 type Model interface {
 	Next(ctx context.Context, t Turn) (Message, error)
+}
+
+// asker is a Model that answers without its caller waiting: Ask returns
+// at once and calls done once, on a goroutine of its own, with what Next
+// would have returned; t.Stream hears the answer on that goroutine. A run
+// whose model streams for minutes then has no goroutine waiting for it
+// but the one reading the answer, which goes on with the run (RunThen).
+type asker interface {
+	Model
+	Ask(ctx context.Context, t Turn, done func(Message, error))
 }
 
 // newModel makes an agent's model from its configuration.

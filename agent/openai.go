@@ -183,29 +183,182 @@ func sanitize(s string) string {
 
 // Next implements Model.
 //
-// A streamed answer may take minutes, and the run's goroutine waits for
-// it all that time with every frame below it on its stack; thousands of
-// runs at once hold thousands of such stacks. So the frames that stay
-// while the answer streams (Next, stream and the reader's) are kept
-// small: the request is built (off the goroutine's stack, offstack) and
-// sent by callees that have returned by then, and each event is decoded
-// by one.
-func (m *OpenAIModel) Next(ctx context.Context, t Turn) (Message, error) {
+// A streamed answer may take minutes, and the goroutine reading it waits
+// for it all that time with every frame below it on its stack; thousands
+// of runs at once hold thousands of such stacks. So the stream is read by
+// the small frames of read and more, which wait for the answer's next
+// bytes right above the body's own; the request is built and sent
+// (start), and the events read and decoded (take), by callees that have
+// returned by then. Go halves a waiting goroutine's stack while it uses
+// under a quarter of it: these frames keep it at 4 KiB, however deep the
+// work between the waits went.
+func (m *OpenAIModel) Next(ctx context.Context, t Turn) (reply Message, err error) {
+	m.start(ctx, t).read(func(r Message, e error) { reply, err = r, e })
+	return reply, err
+}
+
+// Ask implements asker. The request is sent on a goroutine of its own,
+// whose stack grows to 8 KiB for the client's round trip, and the answer
+// read on another, which starts small, hands the reply to done and goes
+// on with the run: under a burst thousands of requests wait for their
+// answers' headers, and each keeps the one goroutine sending it.
+func (m *OpenAIModel) Ask(ctx context.Context, t Turn, done func(Message, error)) {
+	go func() {
+		r := m.start(ctx, t)
+		go r.read(done)
+	}()
+}
+
+// start sends t's request. An answer that streams is left unread in the
+// answerRead; any other answer, or the failure, is read here.
+func (m *OpenAIModel) start(ctx context.Context, t Turn) *answerRead {
 	// x follows this request through the client's attempts; its context
 	// ends the attempts early when waiting for another would be in vain.
 	ctx, stop := context.WithCancelCause(ctx)
-	defer stop(nil)
-	x := &exchange{cancel: stop}
+	r := &answerRead{ctx: ctx, x: &exchange{cancel: stop}, stop: stop, answer: streamedAnswer{m: m, hear: t.Stream}}
 	var c *modelCall
 	var err error
-	offstack.Run(func() { c, err = m.prepare(ctx, t, x) })
+	offstack.Run(func() { c, err = m.prepare(ctx, t, r.x) })
 	if err != nil {
-		return Message{}, err
+		r.err = err
+		return r
 	}
 	if t.Stream == nil {
-		return m.once(ctx, x, c)
+		r.reply, r.err = m.once(ctx, r.x, c)
+		return r
 	}
-	return m.stream(ctx, x, c, t.Stream)
+	// The body is not kept while the answer streams.
+	raw, err := m.open(ctx, c)
+	c.body = nil
+	if err != nil {
+		r.err = m.failure(ctx, r.x, err)
+		return r
+	}
+	if !isEventStream(raw.Header) {
+		// A server that does not stream answers in one piece: read it so.
+		r.reply, r.err = m.whole(ctx, r.x, raw.Body, c.from, t.Stream)
+		raw.Body.Close()
+		return r
+	}
+	r.from, r.body, r.src.body = c.from, raw.Body, raw.Body
+	r.events.src = &r.src
+	return r
+}
+
+// answerRead is a streamed answer being read: as server-sent events (the
+// Chat Completions API's stream: true), each piece of text handed to the
+// turn's Stream as it arrives, the tool calls assembled from their deltas
+// by index, their arguments concatenated. A stream that ends before a
+// chunk gave a finish_reason was cut, and is an error.
+//
+// The events are read here (the format of "Create chat completion" with
+// stream: true: data lines of chunk JSON, an error object in place of a
+// chunk on failure, then data: [DONE]), in a buffer that grows only as an
+// event needs and into the few fields the service uses.
+type answerRead struct {
+	ctx  context.Context
+	x    *exchange
+	stop context.CancelCauseFunc
+	from map[string]string
+	// body is the answer's, while it streams; nil when start read it.
+	body   io.ReadCloser
+	src    arrived
+	events eventReader
+	answer streamedAnswer
+	// reply and err are the answer, or its failure, once read.
+	reply Message
+	err   error
+}
+
+// read reads the answer to its end and hands it, or its failure, to
+// done. Its frame holds no reply while the answer streams: then does.
+func (r *answerRead) read(done func(Message, error)) {
+	for r.more() {
+	}
+	r.then(done)
+}
+
+// more waits for the answer's next bytes, then reads the events they
+// complete, and reports whether the answer goes on. It waits with a read
+// of one byte in its own small frame; the event reader then takes that
+// byte before what else the body holds.
+func (r *answerRead) more() bool {
+	if r.body == nil || r.err != nil {
+		return false
+	}
+	if r.src.empty() && r.events.drained() {
+		n, err := r.body.Read(r.src.first[:])
+		r.src.got, r.src.err = n, err
+	}
+	return r.take()
+}
+
+// take reads and absorbs the events that have arrived, and reports
+// whether the answer goes on. An event whose end has not arrived yet is
+// waited for here.
+//
+//go:noinline
+func (r *answerRead) take() bool {
+	for !r.answer.done {
+		data, err := r.events.next()
+		if err == io.EOF {
+			return false
+		}
+		if err == nil {
+			err = r.answer.absorb(r.ctx, data)
+		}
+		if err != nil {
+			r.err = r.answer.m.failure(r.ctx, r.x, err)
+			return false
+		}
+		if r.src.empty() && r.events.drained() {
+			r.events.rest()
+			return !r.answer.done
+		}
+	}
+	return false
+}
+
+// then hands the answer, or its failure, to done.
+//
+//go:noinline
+func (r *answerRead) then(done func(Message, error)) {
+	r.stop(nil)
+	if r.body != nil {
+		r.body.Close()
+		r.events.rest()
+		if r.err == nil {
+			r.reply, r.err = r.answer.message(r.from)
+		}
+	}
+	done(r.reply, r.err)
+}
+
+// arrived is what the event reader reads: the byte more waited for, then
+// the answer's body.
+type arrived struct {
+	body  io.Reader
+	first [1]byte
+	got   int   // bytes of first not yet read: 0 or 1
+	err   error // the body's error with them
+}
+
+// empty says whether nothing waited for is left to read.
+func (a *arrived) empty() bool { return a.got == 0 && a.err == nil }
+
+func (a *arrived) Read(p []byte) (int, error) {
+	switch {
+	case len(p) == 0:
+		return 0, nil
+	case a.got > 0:
+		p[0], a.got = a.first[0], 0
+		return 1, nil
+	case a.err != nil:
+		err := a.err
+		a.err = nil
+		return 0, err
+	}
+	return a.body.Read(p)
 }
 
 // modelCall is one request to the model: its body (the Chat Completions
@@ -386,51 +539,6 @@ type streamedCall struct {
 	args     strings.Builder
 }
 
-// stream asks for the answer as server-sent events (the Chat Completions
-// API's stream: true), hands each piece of text to hear as it arrives,
-// and assembles the tool calls from their deltas by index, their
-// arguments concatenated. A stream that ends before a chunk gave a
-// finish_reason was cut, and is an error.
-//
-// The client sends the request and keeps its retries; the events are read
-// here (the format of "Create chat completion" with stream: true: data
-// lines of chunk JSON, an error object in place of a chunk on failure,
-// then data: [DONE]), in a buffer that grows only as an event needs and
-// into the few fields the service uses.
-func (m *OpenAIModel) stream(ctx context.Context, x *exchange, c *modelCall, hear func(string)) (Message, error) {
-	// The request is sent, and its answer's headers awaited, off the run's
-	// goroutine's stack: it reads the answer for as long as it streams,
-	// and keeps the small stack it had. The body is not kept while it
-	// reads.
-	var raw *http.Response
-	var err error
-	offstack.Run(func() { raw, err = m.open(ctx, c) })
-	c.body = nil
-	if err != nil {
-		return Message{}, m.failure(ctx, x, err)
-	}
-	defer raw.Body.Close()
-	if !isEventStream(raw.Header) {
-		// A server that does not stream answers in one piece: read it so.
-		return m.whole(ctx, x, raw.Body, c.from, hear)
-	}
-	a := &streamedAnswer{m: m, hear: hear}
-	events := newEventReader(raw.Body)
-	for !a.done {
-		data, err := events.next()
-		if err != nil {
-			if err == io.EOF {
-				break
-			}
-			return Message{}, m.failure(ctx, x, err)
-		}
-		if err := a.absorb(ctx, data); err != nil {
-			return Message{}, m.failure(ctx, x, err)
-		}
-	}
-	return a.message(c.from)
-}
-
 // open sends a streamed request and returns its answer unread.
 //
 //go:noinline
@@ -543,25 +651,46 @@ func (a *streamedAnswer) message(from map[string]string) (Message, error) {
 // line needs. It fails once one event (its lines, their ends counted)
 // passes maxModelEventBytes or the stream passes maxModelStreamBytes, so
 // that a server cannot make it gather without end.
+//
+// A model streams a few pieces over seconds, and thousands of answers
+// stream at once: between pieces, once all that arrived was read, the
+// reader gives its buffers back (rest), and takes them again when the
+// next piece comes.
 type eventReader struct {
-	r     *bufio.Reader
+	src   io.Reader
+	r     *bufio.Reader // nil while resting
 	data  []byte
 	event int // bytes of the current event's lines so far
 	total int // bytes of the stream so far
 }
 
-// newEventReader is apart from stream, whose frame would otherwise hold
-// the reader and its buffer for as long as the answer streams.
-//
-//go:noinline
-func newEventReader(r io.Reader) *eventReader {
-	return &eventReader{r: bufio.NewReaderSize(r, 512)}
+// eventBuffers are the resting readers' buffers.
+var eventBuffers = sync.Pool{New: func() any { return bufio.NewReaderSize(nil, 512) }}
+
+// drained says whether all that was read from src was taken.
+func (e *eventReader) drained() bool { return e.r == nil || e.r.Buffered() == 0 }
+
+// rest gives the buffers back when drained: the answer waits for more.
+func (e *eventReader) rest() {
+	if !e.drained() {
+		return
+	}
+	if e.r != nil {
+		e.r.Reset(nil)
+		eventBuffers.Put(e.r)
+		e.r = nil
+	}
+	e.data = nil
 }
 
 // next returns the next event's data, valid until the next call, or
 // io.EOF at the end of the stream (an event not ended by a blank line is
 // dropped, as the standard says).
 func (e *eventReader) next() ([]byte, error) {
+	if e.r == nil {
+		e.r = eventBuffers.Get().(*bufio.Reader)
+		e.r.Reset(e.src)
+	}
 	e.data = e.data[:0]
 	e.event = 0
 	has := false

@@ -60,13 +60,6 @@ func (r *runState) note(format string, args ...any) {
 // then holds what was made before the failure and a Text that says so. A
 // ctx that ends during the run stops it the same way (the error wraps
 // ctx's cause), and what the run did is still stored and audited.
-//
-// A run may wait minutes for its model with Run's and converse's frames on
-// its stack, and thousands wait at once: the work before and after the
-// conversation with the model is done by callees (begin, finish), and the
-// deep work before the model's answer (begin, the conversation's memory,
-// the tool calls) off the goroutine's stack (offstack), so that the
-// frames, and the stack, stay small.
 func (s *Service) Run(ctx context.Context, req Request) (Answer, error) {
 	var ans Answer
 	err := s.RunRequest(ctx, &req, &ans)
@@ -74,18 +67,41 @@ func (s *Service) Run(ctx context.Context, req Request) (Answer, error) {
 }
 
 // RunRequest is Run for a request given by its address, which the caller
-// keeps unchanged until it returns, with the answer written to ans: a
-// Teams turn that waits minutes for its model then holds no copy of
-// either on its stack.
+// keeps unchanged until it returns, with the answer written to ans.
 func (s *Service) RunRequest(ctx context.Context, req *Request, ans *Answer) error {
+	done := make(chan error, 1)
+	s.RunThen(ctx, req, ans, func(err error) { done <- err })
+	return <-done
+}
+
+// RunThen is RunRequest without its caller waiting for the run: it
+// returns once the run is under way, and then is called once the run is
+// over, with RunRequest's error and ans written; req stays unchanged
+// until then. then runs on the goroutine that ends the run: the caller's
+// when no model was asked without waiting (an error, the built-in model),
+// else the one that read the model's last reply.
+//
+// A Teams turn may wait minutes for a model that streams, and thousands
+// wait at once: a model that answers without its caller waiting (asker)
+// reads its answer on a goroutine of its own, which then goes on with
+// the run, and no other goroutine, with its frames and its stack, waits
+// for it. The deep work before the model is asked (begin, the
+// conversation's memory, the tool calls) is done off the stack of the
+// goroutine that goes on (offstack), so that its stack stays small.
+func (s *Service) RunThen(ctx context.Context, req *Request, ans *Answer, then func(error)) {
 	var r *runState
 	var err error
 	offstack.Run(func() { r, ctx, err = s.begin(ctx, req) })
 	if err != nil {
-		return err
+		then(err)
+		return
 	}
-	msgs, first, runErr := r.converse(ctx, req)
-	return s.finish(ctx, r, req, msgs[first:], runErr, ans)
+	c := &conversation{r: r, ctx: ctx, req: req, end: func(msgs []Message, runErr error) {
+		then(s.finish(ctx, r, req, msgs, runErr, ans))
+	}}
+	offstack.Run(func() { c.msgs = r.opening(ctx, req) })
+	c.first = len(c.msgs) - 1 // this turn's messages start with the question
+	c.ask()
 }
 
 // begin sets a run up: its agent, its person, who may be asked what, and
@@ -121,34 +137,71 @@ func (s *Service) begin(ctx context.Context, req *Request) (*runState, context.C
 	return r, ctx, nil
 }
 
-// converse asks the model, runs the tools it calls and asks again, until
-// it answers or the rounds run out. It returns the conversation (the
-// earlier turns, then this one's from first on) and the run's error.
-func (r *runState) converse(ctx context.Context, req *Request) (msgs []Message, first int, runErr error) {
-	offstack.Run(func() { msgs = r.opening(ctx, req) })
-	first = len(msgs) - 1 // this turn's messages start with the question
-	for round := 0; ; round++ {
-		if ctx.Err() != nil {
-			return msgs, first, r.stopped(ctx)
+// conversation is a run's exchange with its model: the model is asked,
+// the tools it calls are run and it is asked again, until it answers or
+// the rounds run out. Its steps are methods rather than one loop, so that
+// no goroutine waits for a reply: a model that answers without its
+// caller waiting (asker) hands its reply to replied.
+type conversation struct {
+	r   *runState
+	ctx context.Context
+	req *Request
+	// msgs are the earlier turns, then this turn's from first on.
+	msgs  []Message
+	first int
+	round int
+	// end is called once, with this turn's messages and the run's error.
+	end func(msgs []Message, runErr error)
+}
+
+// ask asks the model, round after round while a model that is not an
+// asker answers here; an asker's reply goes to replied.
+func (c *conversation) ask() {
+	for {
+		if c.ctx.Err() != nil {
+			c.end(c.msgs[c.first:], c.r.stopped(c.ctx))
+			return
 		}
-		last := round >= r.agent.maxRounds
-		reply, err := r.askModel(ctx, r.turn(req, msgs, last), round)
-		if err != nil {
-			return msgs, first, r.modelFailed(err)
+		reply, answered, err := c.r.askModel(c.ctx, c.r.turn(c.req, c.msgs, c.last()), c.round, c.replied)
+		if !answered || !c.take(reply, err) {
+			return
 		}
-		reply.Role = RoleAssistant
-		msgs = append(msgs, reply)
-		if len(reply.ToolCalls) == 0 || last {
-			r.answered(&reply, last)
-			return msgs, first, nil
-		}
-		calls := reply.ToolCalls
-		offstack.Run(func() { msgs = r.callTools(ctx, msgs, calls) })
 	}
 }
 
+// replied goes on with the conversation once an asker replied.
+func (c *conversation) replied(reply Message, err error) {
+	if c.take(reply, err) {
+		c.ask()
+	}
+}
+
+// last says whether this round is the last: the model must answer.
+func (c *conversation) last() bool { return c.round >= c.r.agent.maxRounds }
+
+// take takes the model's reply. It ends the conversation, or runs the
+// tool calls the reply asks for and reports that the model is to be asked
+// again.
+func (c *conversation) take(reply Message, err error) (again bool) {
+	if err != nil {
+		c.end(c.msgs[c.first:], c.r.modelFailed(err))
+		return false
+	}
+	reply.Role = RoleAssistant
+	c.msgs = append(c.msgs, reply)
+	if last := c.last(); len(reply.ToolCalls) == 0 || last {
+		c.r.answered(&reply, last)
+		c.end(c.msgs[c.first:], nil)
+		return false
+	}
+	calls := reply.ToolCalls
+	offstack.Run(func() { c.msgs = c.r.callTools(c.ctx, c.msgs, calls) })
+	c.round++
+	return true
+}
+
 // turn is what the model is asked in a round. (DisplayName copies the
-// agent's configuration: here, not in converse's frame.)
+// agent's configuration: here, not in the caller's frame.)
 //
 //go:noinline
 func (r *runState) turn(req *Request, msgs []Message, last bool) Turn {

@@ -18,17 +18,27 @@ import (
 
 // askModel asks the run's model for its next step, in a span of its own:
 // the model's kind and name, whether the answer streams, the round, the
-// tool calls asked and, when the model's server says, the tokens.
-func (r *runState) askModel(ctx context.Context, t Turn, round int) (Message, error) {
+// tool calls asked and, when the model's server says, the tokens. A model
+// that is not an asker answers here (answered); an asker's reply goes to
+// later, on the asker's goroutine, and askModel returns at once.
+func (r *runState) askModel(ctx context.Context, t Turn, round int, later func(Message, error)) (reply Message, answered bool, err error) {
 	ctx, span := r.startModelSpan(ctx)
-	reply, err := r.agent.model.Next(ctx, t)
-	endModelSpan(span, &r.agent.cfg.Model, t.Stream != nil, round, len(reply.ToolCalls), err)
-	return reply, err
+	streamed := t.Stream != nil
+	if m, ok := r.agent.model.(asker); ok {
+		m.Ask(ctx, t, func(reply Message, err error) {
+			endModelSpan(span, &r.agent.cfg.Model, streamed, round, len(reply.ToolCalls), err)
+			later(reply, err)
+		})
+		return Message{}, false, nil
+	}
+	reply, err = r.agent.model.Next(ctx, t)
+	endModelSpan(span, &r.agent.cfg.Model, streamed, round, len(reply.ToolCalls), err)
+	return reply, true, err
 }
 
 // startModelSpan starts the span of a model call. It and endModelSpan
-// are apart from askModel, whose frame stays on the run's stack while the
-// model answers.
+// are apart from askModel, whose frame stays on the stack of a run whose
+// model answers on the run's goroutine.
 //
 //go:noinline
 func (r *runState) startModelSpan(ctx context.Context) (context.Context, trace.Span) {
