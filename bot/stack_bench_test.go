@@ -14,16 +14,17 @@ import (
 )
 
 // BenchmarkWaitingTurnStack reports how much stack a Teams turn uses while
-// its model streams (stack-bytes/turn: from its goroutine's outermost
-// frame to the frame that waits for the model's next words). Times
-// thousands of slow turns at once this was most of the service's memory:
-// Go shrinks a goroutine's stack, at a collection, only while it uses
-// less than a quarter of it, so a turn that waits using under 4 KiB keeps
-// an 8 KiB stack, and one over it 16 KiB. The figure comes from the
-// runtime's own traceback at GOTRACEBACK=system, which gives each frame's
-// stack and frame pointers: a child process runs a turn against a slowly
-// streaming model on loopback (HTTP/2) and quits with that traceback while the
-// turn waits.
+// its model streams (stack-bytes/turn: from the outermost frame of the
+// goroutine reading the answer to the frame that waits for the model's
+// next words). Times thousands of slow turns at once this was most of the
+// service's memory: Go shrinks a goroutine's stack, at a collection, only
+// while what it uses, and 800 bytes more, is under a quarter of it, so a
+// turn that waits using over 1,248 bytes keeps the 8 KiB stack its work
+// between the waits grew, and one under it goes back to 4 KiB. The figure
+// comes from the runtime's own traceback at GOTRACEBACK=system, which
+// gives each frame's stack and frame pointers: a child process runs a
+// turn against a slowly streaming model on loopback (HTTP/2) and quits
+// with that traceback while the turn waits.
 func BenchmarkWaitingTurnStack(b *testing.B) {
 	if os.Getenv("TEAMSBOT_WAITING_TURN") == "1" {
 		waitingTurnChild(b)
@@ -36,7 +37,7 @@ func BenchmarkWaitingTurnStack(b *testing.B) {
 		// it: the child quits without cleaning up.
 		cmd.Env = append(os.Environ(), "TEAMSBOT_WAITING_TURN=1", "GOTRACEBACK=system", "TMPDIR="+b.TempDir())
 		out, _ := cmd.CombinedOutput() // it ends on SIGQUIT
-		if used = waitingStack(out, "(*eventReader).line"); used == 0 {
+		if used = waitingStack(out, waitingFrame); used == 0 {
 			b.Fatalf("no traceback of a turn waiting for its model's words:\n%s", tail(out, 4000))
 		}
 	}
@@ -55,7 +56,7 @@ func waitingTurnChild(b *testing.B) {
 	}
 	buf := make([]byte, 1<<20)
 	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
-		if bytes.Contains(buf[:runtime.Stack(buf, true)], []byte("(*eventReader).line")) {
+		if bytes.Contains(buf[:runtime.Stack(buf, true)], []byte(waitingFrame)) {
 			time.Sleep(50 * time.Millisecond) // parked
 			_ = syscall.Kill(os.Getpid(), syscall.SIGQUIT)
 			time.Sleep(10 * time.Second)
@@ -63,6 +64,10 @@ func waitingTurnChild(b *testing.B) {
 	}
 	b.Fatal("the turn never waited for its model's words")
 }
+
+// waitingFrame is the frame of the model's client that waits for the
+// answer's next bytes.
+const waitingFrame = "(*answerRead).more"
 
 var framePointers = regexp.MustCompile(`fp=0x([0-9a-f]+) sp=0x([0-9a-f]+)`)
 

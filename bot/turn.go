@@ -59,15 +59,19 @@ func (b *Bot) onMessage(reqCtx context.Context, t *activity.TurnContext) (schema
 	// restart.
 	b.recordArrival(dedupKey)
 	go func() {
-		defer b.turns.Done()
-		defer b.pending.Add(-1)
 		tctx, span := b.startTurn(reqCtx, &a, p)
-		defer span.End()
+		over := func() {
+			span.End()
+			b.pending.Add(-1)
+			b.turns.Done()
+		}
 		var run bool
 		offstack.Run(func() { run = b.screen(tctx, &a, p) })
-		if run {
-			b.runTurn(tctx, &a, p)
+		if !run {
+			over()
+			return
 		}
+		b.runTurn(tctx, &a, p, over)
 	}()
 	return schema.Activity{}, nil
 }
@@ -226,27 +230,38 @@ func (t *typingIndicator) settle() {
 	<-done
 }
 
-// runTurn sends a typing indicator, runs the agent, and sends the answer:
-// directly when the run is quick, or as an update of a "working on it"
-// card posted once the run has taken WorkingAfter. It runs under tctx,
-// which carries the turn's span and lives as long as the bot.
+// runTurn sends a typing indicator, starts the agent's run, and has the
+// answer sent when the run is over: directly when the run is quick, or as
+// an update of a "working on it" card posted once the run has taken
+// WorkingAfter. It runs under tctx, which carries the turn's span and
+// lives as long as the bot, and calls over once the turn is over.
 //
-// A turn may wait minutes for its run with runTurn's frame on its stack,
-// and thousands wait at once: what comes before the run and after it is
-// done by callees (openTurn off the goroutine's stack, closeTurn), so
-// that the frame, and the stack, stay small.
-func (b *Bot) runTurn(tctx context.Context, a *schema.Activity, p agent.Person) {
+// A turn may wait minutes for its model, and thousands wait at once: the
+// turn's goroutine returns once the run is under way (agent's RunThen),
+// and the goroutine that ends the run sends the answer (closeTurn), so
+// that no goroutine, and no stack, waits for the model but the one that
+// reads its answer.
+func (b *Bot) runTurn(tctx context.Context, a *schema.Activity, p agent.Person, over func()) {
 	// A turn may wait for the person to connect a server, and to answer
 	// what a server asks, on top of its own time.
 	ctx, cancel := context.WithTimeout(withTenant(tctx, p.TenantID), b.opts.TurnTimeout+b.opts.ConnectWait+b.opts.ElicitWait)
-	defer cancel()
 	var t *turnRun
 	offstack.Run(func() { t = b.openTurn(ctx, a, p) })
 	if t == nil {
+		cancel()
+		over()
 		return
 	}
-	runErr := b.opts.Agent.RunRequest(ctx, &t.req, &t.ans)
-	b.closeTurn(ctx, t, runErr)
+	b.opts.Agent.RunThen(ctx, &t.req, &t.ans, func(runErr error) {
+		// The answer is sent from a goroutine of its own: it may wait
+		// seconds for its place under Teams' rate limits, and the run's
+		// goroutine would wait with the frames of the run below.
+		go func() {
+			defer over()
+			defer cancel()
+			b.closeTurn(ctx, t, runErr)
+		}()
+	})
 }
 
 // turnRun is a turn whose run is under way: what it shows while the run
@@ -362,7 +377,10 @@ func (b *Bot) closeTurn(ctx context.Context, t *turnRun, runErr error) {
 	if st != nil && !st.stop() {
 		st = nil // it closed itself: the answer is an ordinary message
 	}
-	r := b.chooseAnswer(ctx, a, p, ans, runErr)
+	// Rendering the answer's cards goes deep: off this goroutine's
+	// stack, which stays small while the answer waits for its place.
+	var r reply
+	offstack.Run(func() { r = b.chooseAnswer(ctx, a, p, ans, runErr) })
 	outcome := r.outcome
 
 	t.typing.settle()
