@@ -19,16 +19,16 @@ import (
 // stacks and the globals): up to gcQuick scanned, as quick turns keep it,
 // the target stays at 200 (gcHeadroom of garbage at most); past it the
 // garbage allowed falls as what is scanned grows, to gcMinHeadroom, and
-// the target with it, down to minGCPercent and no lower: past four times
-// gcMinHeadroom the collector would run more and more often for less and
-// less. The collections cost the slow turns some CPU, which the figures
-// in docs/performance.md weigh against the memory.
+// the target with it, down to minGCPercent and no lower: past that the
+// collector would run more and more often for less and less. The
+// collections cost the slow turns some CPU, which the figures in
+// docs/performance.md weigh against the memory.
 const (
 	gcQuick        = 64 << 20
 	gcHeadroom     = 128 << 20
-	gcMinHeadroom  = 64 << 20
-	minGCPercent   = 25
-	gcTargetStep   = 25
+	gcMinHeadroom  = 32 << 20
+	minGCPercent   = 10
+	gcTargetStep   = 5
 	gcTargetPeriod = 250 * time.Millisecond
 )
 

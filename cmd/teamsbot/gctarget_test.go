@@ -22,23 +22,23 @@ func TestGCTargetFollowsTheLiveHeap(t *testing.T) {
 		{0, defaultGCPercent},        // no collection yet
 		{20 * mib, defaultGCPercent}, // quick turns
 		{64 * mib, defaultGCPercent}, // 128 MiB of garbage allowed at 200
-		{80 * mib, 125},              // 102 allowed, in steps of 25
-		{100 * mib, 75},              // 82 allowed
+		{80 * mib, 125},              // 102 allowed, in steps of 5
+		{100 * mib, 80},              // 82 allowed
 		{128 * mib, 50},              // 64 MiB at 50
-		{200 * mib, minGCPercent},    // thousands of slow turns: 64, 32 percent in steps of 25
-		{256 * mib, minGCPercent},    // 64 MiB at 25
-		{1024 * mib, minGCPercent},   // never under 25: the collector would run without pause
+		{200 * mib, 20},              // thousands of slow turns: 41 MiB at 20
+		{256 * mib, minGCPercent},    // 32 MiB: 12 percent, and no lower than 10
+		{1024 * mib, minGCPercent},   // never under 10: the collector would run without pause
 	} {
 		got := gcTarget(c.scanned)
 		if got != c.want {
 			t.Errorf("gcTarget(%d MiB) = %d, want %d", c.scanned/mib, got, c.want)
 		}
 		garbage := uint64(got) * c.scanned / 100
-		if c.scanned <= 256*mib && garbage > gcHeadroom+mib {
-			t.Errorf("at %d MiB scanned, GOGC %d allows %d MiB of garbage, over %d", c.scanned/mib, got, garbage/mib, gcHeadroom/mib)
+		if c.scanned <= gcQuick {
+			continue
 		}
-		if c.scanned >= 128*mib && c.scanned <= 256*mib && garbage > gcMinHeadroom+mib {
-			t.Errorf("at %d MiB scanned, GOGC %d allows %d MiB of garbage, over %d", c.scanned/mib, got, garbage/mib, gcMinHeadroom/mib)
+		if allowed := max(gcMinHeadroom, gcHeadroom*gcQuick/c.scanned); got > minGCPercent && garbage > allowed+mib {
+			t.Errorf("at %d MiB scanned, GOGC %d allows %d MiB of garbage, over %d", c.scanned/mib, got, garbage/mib, allowed/mib)
 		}
 	}
 }
