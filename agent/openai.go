@@ -124,6 +124,14 @@ func NewOpenAIModel(cfg ModelConfig, o OpenAIOptions) (*OpenAIModel, error) {
 		option.WithMaxRetries(maxModelRetries),
 		option.WithRequestTimeout(timeout),
 	}
+	// The client's platform headers (its language and version, the OS,
+	// the architecture, Go's version) tell the model's server nothing it
+	// needs, and Go's HTTP/2 client keeps every header of a request for as
+	// long as its answer streams: without them a request's headers fit
+	// Go's smallest map.
+	for _, h := range platformHeaders {
+		opts = append(opts, option.WithHeaderDel(h))
+	}
 	if cfg.APIVersion != "" {
 		opts = append(opts, option.WithQuery("api-version", cfg.APIVersion))
 	}
@@ -145,6 +153,10 @@ func NewOpenAIModel(cfg ModelConfig, o OpenAIOptions) (*OpenAIModel, error) {
 		token:   o.Token,
 	}, nil
 }
+
+// platformHeaders are the headers the client adds to describe its
+// platform, which are not sent.
+var platformHeaders = []string{"X-Stainless-Lang", "X-Stainless-Package-Version", "X-Stainless-OS", "X-Stainless-Arch", "X-Stainless-Runtime", "X-Stainless-Runtime-Version"}
 
 var openAIName = regexp.MustCompile(`^[a-zA-Z0-9_-]{1,64}$`)
 

@@ -159,6 +159,15 @@ func TestOpenAIModelToolCallRoundTrip(t *testing.T) {
 	if got := cs.headers[0].Get("Authorization"); got != "Bearer sk-test" {
 		t.Errorf("Authorization = %q", got)
 	}
+	// The client's platform headers are not sent; its retry count is.
+	for name := range cs.headers[0] {
+		if strings.HasPrefix(name, "X-Stainless-") && name != "X-Stainless-Retry-Count" && name != "X-Stainless-Timeout" {
+			t.Errorf("header %s: %q was sent", name, cs.headers[0].Get(name))
+		}
+	}
+	if cs.headers[0].Get("X-Stainless-Retry-Count") != "0" {
+		t.Errorf("X-Stainless-Retry-Count = %q, want 0", cs.headers[0].Get("X-Stainless-Retry-Count"))
+	}
 	if cs.bodies[0]["model"] != "gpt-test" {
 		t.Errorf("model = %v", cs.bodies[0]["model"])
 	}
