@@ -227,7 +227,7 @@ func (m *OpenAIModel) start(ctx context.Context, t Turn) *answerRead {
 	// x follows this request through the client's attempts; its context
 	// ends the attempts early when waiting for another would be in vain.
 	ctx, stop := context.WithCancelCause(ctx)
-	r := &answerRead{ctx: ctx, x: &exchange{cancel: stop}, stop: stop, answer: streamedAnswer{m: m, hear: t.Stream}}
+	r := &answerRead{ctx: ctx, x: &exchange{cancel: stop}, answer: streamedAnswer{m: m, hear: t.Stream}}
 	var c *modelCall
 	var err error
 	offstack.Run(func() { c, err = m.prepare(ctx, t, r.x) })
@@ -252,7 +252,7 @@ func (m *OpenAIModel) start(ctx context.Context, t Turn) *answerRead {
 		raw.Body.Close()
 		return r
 	}
-	r.from, r.body, r.src.body = c.from, raw.Body, raw.Body
+	r.from, r.src.body = c.from, raw.Body
 	r.events.src = &r.src
 	return r
 }
@@ -270,10 +270,9 @@ func (m *OpenAIModel) start(ctx context.Context, t Turn) *answerRead {
 type answerRead struct {
 	ctx  context.Context
 	x    *exchange
-	stop context.CancelCauseFunc
 	from map[string]string
-	// body is the answer's, while it streams; nil when start read it.
-	body   io.ReadCloser
+	// src reads the answer's body while it streams; its body is nil when
+	// start read the answer.
 	src    arrived
 	events eventReader
 	answer streamedAnswer
@@ -295,11 +294,11 @@ func (r *answerRead) read(done func(Message, error)) {
 // of one byte in its own small frame; the event reader then takes that
 // byte before what else the body holds.
 func (r *answerRead) more() bool {
-	if r.body == nil || r.err != nil {
+	if r.src.body == nil || r.err != nil {
 		return false
 	}
 	if r.src.empty() && r.events.drained() {
-		n, err := r.body.Read(r.src.first[:])
+		n, err := r.src.body.Read(r.src.first[:])
 		r.src.got, r.src.err = n, err
 	}
 	return r.take()
@@ -335,9 +334,9 @@ func (r *answerRead) take() bool {
 //
 //go:noinline
 func (r *answerRead) then(done func(Message, error)) {
-	r.stop(nil)
-	if r.body != nil {
-		r.body.Close()
+	r.x.cancel(nil) // the request's context, which ends with the answer
+	if r.src.body != nil {
+		r.src.body.Close()
 		r.events.rest()
 		if r.err == nil {
 			r.reply, r.err = r.answer.message(r.from)
@@ -349,7 +348,7 @@ func (r *answerRead) then(done func(Message, error)) {
 // arrived is what the event reader reads: the byte more waited for, then
 // the answer's body.
 type arrived struct {
-	body  io.Reader
+	body  io.ReadCloser
 	first [1]byte
 	got   int   // bytes of first not yet read: 0 or 1
 	err   error // the body's error with them
